@@ -1,0 +1,142 @@
+// Package status tracks what each connector is doing: its lifecycle status,
+// its last error, and its counters. The loops write it; the HTTP API, the
+// metrics and the logs read it.
+package status
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Status is a connector's lifecycle status.
+type Status string
+
+// The statuses a connector goes through.
+const (
+	Starting Status = "Starting"
+	Running  Status = "Running"
+	Stopping Status = "Stopping"
+	Stopped  Status = "Stopped"
+	Error    Status = "Error"
+	Disabled Status = "Disabled"
+)
+
+// Counters are the numbers a connector's entry shows. Fields are updated
+// atomically by the loops.
+type Counters struct {
+	Polled      atomic.Int64 // records returned by a source's Poll
+	Produced    atomic.Int64 // records acknowledged by the broker
+	Consumed    atomic.Int64 // records handed to a sink's Consume
+	Batches     atomic.Int64 // batches resolved (acked or, for sinks, consumed)
+	Acked       atomic.Int64 // source batches acknowledged
+	Nacked      atomic.Int64 // source batches nacked or sink batches failed
+	StateSaves  atomic.Int64 // successful state saves
+	StateFails  atomic.Int64 // failed state saves
+	ConsecNacks atomic.Int64 // current run of consecutive nacks
+	Redelivered atomic.Int64 // sink batches redelivered after an error
+	LastBatchAt atomic.Int64 // unix nanoseconds of the last resolved batch
+}
+
+// Tracker holds one connector's status. The zero value is not usable; use
+// New.
+type Tracker struct {
+	Key  string
+	Kind string // "sink" or "source"
+
+	mu        sync.Mutex
+	status    Status
+	lastErr   string
+	lastErrAt time.Time
+	changed   func(key string, from, to Status, err string)
+
+	Counters Counters
+}
+
+// New returns a tracker in status Starting. changed, when not nil, is called
+// on every status change (the runtime logs it there).
+func New(kind, key string, changed func(key string, from, to Status, err string)) *Tracker {
+	return &Tracker{Key: key, Kind: kind, status: Starting, changed: changed}
+}
+
+// Set moves the tracker to s, keeping the last error for display.
+func (t *Tracker) Set(s Status) { t.set(s, "") }
+
+// Fail records err and moves the tracker to Error.
+func (t *Tracker) Fail(err error) {
+	if err == nil {
+		return
+	}
+	t.set(Error, err.Error())
+}
+
+// RecordError keeps err as the last error without changing the status, for
+// failures the loop retries on its own.
+func (t *Tracker) RecordError(err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	t.lastErr, t.lastErrAt = err.Error(), time.Now().UTC()
+	t.mu.Unlock()
+}
+
+func (t *Tracker) set(s Status, errText string) {
+	t.mu.Lock()
+	from := t.status
+	t.status = s
+	if errText != "" {
+		t.lastErr, t.lastErrAt = errText, time.Now().UTC()
+	}
+	cb := t.changed
+	t.mu.Unlock()
+	if cb != nil && from != s {
+		cb(t.Key, from, s, errText)
+	}
+}
+
+// Status returns the current status.
+func (t *Tracker) Status() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+// Snapshot is a point-in-time copy of a tracker, with stable JSON names.
+type Snapshot struct {
+	Key         string    `json:"key"`
+	Kind        string    `json:"type"`
+	Status      Status    `json:"status"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	Counters    Figures   `json:"counters"`
+}
+
+// Figures is the counters part of a Snapshot.
+type Figures struct {
+	Polled      int64 `json:"records_polled"`
+	Produced    int64 `json:"records_produced"`
+	Consumed    int64 `json:"records_consumed"`
+	Batches     int64 `json:"batches"`
+	Acked       int64 `json:"batches_acked"`
+	Nacked      int64 `json:"batches_nacked"`
+	StateSaves  int64 `json:"state_saves"`
+	StateFails  int64 `json:"state_save_failures"`
+	ConsecNacks int64 `json:"consecutive_nacks"`
+	Redelivered int64 `json:"batches_redelivered"`
+}
+
+// Snapshot copies the tracker.
+func (t *Tracker) Snapshot() Snapshot {
+	t.mu.Lock()
+	s := Snapshot{Key: t.Key, Kind: t.Kind, Status: t.status, LastError: t.lastErr, LastErrorAt: t.lastErrAt}
+	t.mu.Unlock()
+	c := &t.Counters
+	s.Counters = Figures{
+		Polled: c.Polled.Load(), Produced: c.Produced.Load(), Consumed: c.Consumed.Load(),
+		Batches: c.Batches.Load(), Acked: c.Acked.Load(), Nacked: c.Nacked.Load(),
+		StateSaves: c.StateSaves.Load(), StateFails: c.StateFails.Load(),
+		ConsecNacks: c.ConsecNacks.Load(), Redelivered: c.Redelivered.Load(),
+	}
+	return s
+}
