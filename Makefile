@@ -1,0 +1,51 @@
+# pico-connectors. `make test` is what CI runs (.ci/run installs the tools first).
+GO        ?= go
+TOOLS     := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS):$(PATH)
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build generate check-generated vet test test-short demo bench reliability fuzz tools clean
+
+all: build
+
+## build: compile every package and the two binaries into bin/
+build:
+	$(GO) build ./...
+	$(GO) build -o bin/picogen ./cmd/picogen
+	$(GO) build -o bin/pico-connectors ./cmd/pico-connectors
+
+## generate: regenerate config packages, docs and runtime schemas from schemas/
+generate:
+	$(GO) generate ./...
+
+## check-generated: regenerate, then fail if anything committed differs (drift check)
+check-generated: generate
+	@git diff --exit-code -- generated schemas || { \
+	  echo "generated files are out of date: run 'make generate' and commit the result" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- generated schemas)" || { \
+	  git status --short -- generated schemas; \
+	  echo "picogen wrote files that are not committed: run 'make generate' and commit them" >&2; exit 1; }
+
+## vet: go vet and gofmt
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "not gofmt'd:"; echo "$$out"; exit 1; }
+
+## test: drift check, vet, then every test against real servers
+test: check-generated vet
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## test-short: the fast subset, without the long crash and soak tests
+test-short:
+	$(GO) test -short -count=1 ./...
+
+## demo: random source -> embedded broker -> S3 sink -> local S3 server
+demo:
+	bash examples/demo/run.sh
+
+## tools: install the S3 server the tests and the demo use into .tools/bin
+tools:
+	@test -x $(TOOLS)/versitygw || GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+clean:
+	rm -rf bin site
