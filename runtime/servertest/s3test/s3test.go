@@ -1,0 +1,348 @@
+// Package s3test starts a real S3-compatible server for tests: versitygw by
+// default, or MinIO when PICO_TEST_S3=minio and a minio binary is on PATH.
+//
+// The server listens on 127.0.0.1 at a free port, stores its objects in a
+// temporary directory, and uses random credentials. Start creates one
+// bucket; the helpers list and read objects through the AWS SDK.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// InstallVersitygw is the command that installs the default server binary
+// where the tests look for it.
+const InstallVersitygw = "GOBIN=<repo>/.tools/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+
+// InstallMinio is the command that installs MinIO.
+const InstallMinio = "go install github.com/minio/minio@latest"
+
+// Region is the region label the test server is used with.
+const Region = "us-east-1"
+
+// Server is a running S3-compatible server with one bucket.
+type Server struct {
+	// Kind is "versitygw" or "minio".
+	Kind string
+	// Endpoint is the base URL, such as http://127.0.0.1:40123.
+	Endpoint string
+	// Addr is the host:port the server listens on.
+	Addr string
+	// AccessKey and SecretKey are the server's root credentials.
+	AccessKey, SecretKey string
+	// Bucket is the bucket Start created.
+	Bucket string
+	// Dir is the server's storage directory.
+	Dir string
+	// Client is an SDK client for the server, path-style.
+	Client *s3.Client
+
+	cmd     *exec.Cmd
+	logs    *lockedBuffer
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+// Start starts a server, waits until it answers, and creates a bucket.
+// When the binary is missing the test fails under CI=true, with the
+// command that installs it, and is skipped otherwise. The server is
+// stopped by t.Cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	kind := "versitygw"
+	if os.Getenv("PICO_TEST_S3") == "minio" {
+		kind = "minio"
+	}
+	bin, err := findBinary(kind)
+	if err != nil {
+		msg := fmt.Sprintf("s3test: %v; install it with: %s", err, installCommand(kind))
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	s, err := start(kind, bin, t.TempDir())
+	if err != nil {
+		t.Fatalf("s3test: %v", err)
+	}
+	t.Cleanup(s.Close)
+	bucket := "pico-" + randomHex(6)
+	if err := s.CreateBucket(context.Background(), bucket); err != nil {
+		t.Fatalf("s3test: create bucket %s: %v\n%s", bucket, err, s.Logs())
+	}
+	s.Bucket = bucket
+	return s
+}
+
+func installCommand(kind string) string {
+	if kind == "minio" {
+		return InstallMinio
+	}
+	return InstallVersitygw
+}
+
+// findBinary locates the server binary: $PICO_VERSITYGW, then
+// <repo>/.tools/bin, then PATH. MinIO is looked up on PATH and in
+// <repo>/.tools/bin.
+func findBinary(kind string) (string, error) {
+	if kind == "versitygw" {
+		if p := os.Getenv("PICO_VERSITYGW"); p != "" {
+			if isExecutable(p) {
+				return p, nil
+			}
+			return "", fmt.Errorf("PICO_VERSITYGW=%s is not an executable file", p)
+		}
+	}
+	if root, ok := repoRoot(); ok {
+		p := filepath.Join(root, ".tools", "bin", kind)
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(kind); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s not found in $PICO_VERSITYGW, <repo>/.tools/bin or PATH", kind)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// repoRoot walks up from the working directory to the folder holding go.mod.
+func repoRoot() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+func start(kind, bin, tmp string) (*Server, error) {
+	dir := filepath.Join(tmp, "data")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	// Random credentials: versitygw wants at least a short key; MinIO wants
+	// 3+ and 8+ characters.
+	access := "PICO" + strings.ToUpper(randomHex(8))
+	secret := randomHex(20)
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		var cmd *exec.Cmd
+		switch kind {
+		case "minio":
+			cmd = exec.Command(bin, "server", dir, "--address", addr, "--console-address", "127.0.0.1:0", "--quiet")
+			cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+access, "MINIO_ROOT_PASSWORD="+secret,
+				"MINIO_BROWSER=off", "MINIO_UPDATE=off")
+		default:
+			cmd = exec.Command(bin, "--access", access, "--secret", secret, "--port", addr, "posix", dir)
+			cmd.Env = os.Environ()
+		}
+		logs := &lockedBuffer{}
+		cmd.Stdout = logs
+		cmd.Stderr = logs
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", bin, err)
+		}
+		s := &Server{
+			Kind: kind, Endpoint: "http://" + addr, Addr: addr,
+			AccessKey: access, SecretKey: secret, Dir: dir,
+			cmd: cmd, logs: logs, done: make(chan struct{}),
+		}
+		go func() { _ = cmd.Wait(); close(s.done) }()
+		s.Client = NewClient(s.Endpoint, access, secret)
+		if err := s.waitReady(30 * time.Second); err != nil {
+			s.Close()
+			lastErr = fmt.Errorf("%s did not become ready on %s: %w\n%s", kind, addr, err, logs.String())
+			continue // most likely the port was taken in between; try another
+		}
+		return s, nil
+	}
+	return nil, lastErr
+}
+
+// NewClient returns a path-style SDK client with static credentials for an
+// S3-compatible endpoint.
+func NewClient(endpoint, access, secret string) *s3.Client {
+	return s3.New(s3.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(access, secret, ""),
+	})
+}
+
+func (s *Server) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var err error
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return errors.New("server exited")
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = s.Client.ListBuckets(ctx, &s3.ListBucketsInput{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// CreateBucket creates a bucket.
+func (s *Server) CreateBucket(ctx context.Context, name string) error {
+	_, err := s.Client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
+	return err
+}
+
+// Object is one listed object.
+type Object struct {
+	Key  string
+	Size int64
+}
+
+// List returns every object in the bucket under prefix, sorted by key.
+func (s *Server) List(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket)}
+	if prefix != "" {
+		in.Prefix = aws.String(prefix)
+	}
+	p := s3.NewListObjectsV2Paginator(s.Client, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Keys returns the keys of every object in the bucket, sorted; the test
+// fails on an error.
+func (s *Server) Keys(t testing.TB) []string {
+	t.Helper()
+	objs, err := s.List(context.Background(), "")
+	if err != nil {
+		t.Fatalf("s3test: list %s: %v", s.Bucket, err)
+	}
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	return keys
+}
+
+// Get returns an object's body.
+func (s *Server) Get(ctx context.Context, key string) ([]byte, error) {
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}
+
+// MustGet returns an object's body; the test fails on an error.
+func (s *Server) MustGet(t testing.TB, key string) []byte {
+	t.Helper()
+	b, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("s3test: get %s: %v", key, err)
+	}
+	return b
+}
+
+// Logs returns what the server printed so far.
+func (s *Server) Logs() string { return s.logs.String() }
+
+// Close stops the server. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeMu.Do(func() {
+		if s.cmd.Process != nil {
+			_ = s.cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-s.done:
+			case <-time.After(5 * time.Second):
+				_ = s.cmd.Process.Kill()
+				<-s.done
+			}
+		}
+	})
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 1<<20 { // keep the last megabyte or so
+		b.buf.Reset()
+	}
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
