@@ -1,0 +1,71 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// The kinds of connector the API serves, as they appear in URL paths
+// (/sources, /sinks) and in the "type" field of an entry.
+const (
+	KindSource = "source"
+	KindSink   = "sink"
+)
+
+// Connectors is what the API reads and drives. The supervisor implements
+// it; kind is KindSource or KindSink.
+type Connectors interface {
+	// List returns the entries of one kind, in any order (the API sorts
+	// them by key).
+	List(kind string) []Entry
+	// Get returns one entry, or false when kind has no connector key.
+	Get(kind, key string) (Entry, bool)
+	// Config returns the effective definition of a connector (after env
+	// overrides) for display, with every secret already masked by the
+	// generated Config.Redacted, or false when there is no such connector.
+	// Definition builds it from a definition and its loaded configs.
+	Config(kind, key string) (map[string]any, bool)
+	// Restart stops the connector (gracefully, as on shutdown) and starts
+	// it again from its definition, returning once it has started or
+	// failed to. It returns an error wrapping ErrNotFound for an unknown
+	// key, ErrDisabled for a disabled connector, and any other error when
+	// the restart could not be carried out.
+	Restart(ctx context.Context, kind, key string) error
+}
+
+// ErrNotFound is wrapped by Connectors.Restart for an unknown key.
+var ErrNotFound = errors.New("connector not found")
+
+// ErrDisabled is wrapped by Connectors.Restart for a disabled connector.
+var ErrDisabled = errors.New("connector is disabled")
+
+// Entry is one connector as GET /sources/{key} and GET /sinks/{key} show
+// it. Field names are stable; README.md documents them.
+type Entry struct {
+	// Key is the connector's key from its definition file.
+	Key string `json:"key"`
+	// Type is "source" or "sink".
+	Type string `json:"type"`
+	// Name is the definition's human-readable name.
+	Name string `json:"name,omitempty"`
+	// Path is the plugin, such as libpicomq_connector_s3_sink.
+	Path string `json:"path"`
+	// Version is the definition's version.
+	Version int `json:"version"`
+	// Enabled is the definition's enabled flag.
+	Enabled bool `json:"enabled"`
+	// Status is Starting, Running, Stopping, Stopped, Error or Disabled.
+	Status status.Status `json:"status"`
+	// LastError is the text of the last failure, kept after recovery.
+	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when LastError happened (RFC 3339, UTC).
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Topics lists what the connector reads or writes: a topic name, a
+	// sink's topic pattern, or a source's routing template.
+	Topics []string `json:"topics"`
+	// Counters are the connector's live counters.
+	Counters status.Figures `json:"counters"`
+}

@@ -1,0 +1,371 @@
+// Package api serves the operator HTTP API of pico-connectors: health, the
+// status of every source and sink, their effective (redacted) definitions,
+// restarts, and the Prometheus metrics.
+//
+// Routes (README.md documents every JSON field):
+//
+//	GET  /health                  liveness and a summary; never needs the API key
+//	GET  /sources                 every source's Entry, sorted by key
+//	GET  /sources/{key}           one source's Entry
+//	GET  /sources/{key}/config    its effective definition, secrets masked
+//	POST /sources/{key}/restart   restart it; answers with the new Entry
+//	GET  /sinks, /sinks/{key}, /sinks/{key}/config, POST /sinks/{key}/restart
+//	GET  /metrics                 Prometheus exposition
+//
+// With an API key configured, every route but /health needs it, sent as
+// "Authorization: Bearer KEY" or "api-key: KEY". Errors are JSON objects
+// {"error": "..."} with a matching status code.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultAddress is where the API listens when the runtime config names
+// no address.
+const DefaultAddress = "127.0.0.1:8081"
+
+// Options configure a Server. The fields mirror the runtime config's
+// [http] table.
+type Options struct {
+	// Address is the listen address; empty means DefaultAddress.
+	Address string
+	// APIKey, when not empty, is required on every route but /health.
+	APIKey string
+	// TLSCert and TLSKey are PEM files; with both set the API serves
+	// HTTPS. Setting only one is an error.
+	TLSCert string
+	TLSKey  string
+	// Metrics serves /metrics; nil answers 404.
+	Metrics http.Handler
+	// Logger receives the start-up line and warnings; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	conns   Connectors
+	opts    Options
+	log     *slog.Logger
+	keyHash [sha256.Size]byte
+	handler http.Handler
+
+	srv *http.Server
+	ln  net.Listener
+}
+
+// New returns a server over conns. It checks the TLS options; it does not
+// listen yet.
+func New(conns Connectors, opts Options) (*Server, error) {
+	if opts.Address == "" {
+		opts.Address = DefaultAddress
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("http: tls_cert and tls_key must be set together (PICOMQ_CONNECTORS_HTTP_TLS_CERT, PICOMQ_CONNECTORS_HTTP_TLS_KEY)")
+	}
+	s := &Server{conns: conns, opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.APIKey != "" {
+		s.keyHash = sha256.Sum256([]byte(opts.APIKey))
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the API's handler, with authentication applied.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on the configured address and serves in the background.
+// It logs the address, and warns when no API key protects an address
+// other than loopback.
+func (s *Server) Start() error {
+	var tlsCfg *tls.Config
+	if s.opts.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.opts.TLSCert, s.opts.TLSKey)
+		if err != nil {
+			return fmt.Errorf("http: loading tls_cert %q and tls_key %q: %w", s.opts.TLSCert, s.opts.TLSKey, err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ln, err := net.Listen("tcp", s.opts.Address)
+	if err != nil {
+		return fmt.Errorf("http: listening on address %q: %w", s.opts.Address, err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	s.log.Info("http api listening", "address", ln.Addr().String(), "scheme", scheme, "auth", s.opts.APIKey != "")
+	if s.opts.APIKey == "" && !IsLoopback(s.opts.Address) {
+		s.log.Warn("http api has no api_key and listens beyond loopback: anyone who can reach it can read status and restart connectors; set http.api_key or PICOMQ_CONNECTORS_HTTP_API_KEY", "address", s.opts.Address)
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http api stopped", "error", err)
+		}
+	}()
+	return nil
+}
+
+// Addr returns the address the server listens on, once started.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Shutdown stops accepting requests and waits for those in flight, until
+// ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	return s.srv.Shutdown(ctx)
+}
+
+// IsLoopback reports whether a listen address only accepts local
+// connections: a loopback IP or "localhost". An empty host (all
+// interfaces) is not loopback.
+func IsLoopback(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		host = address
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", only(http.MethodGet, s.health))
+	for _, k := range []struct{ kind, plural string }{{KindSource, "sources"}, {KindSink, "sinks"}} {
+		mux.HandleFunc("/"+k.plural, only(http.MethodGet, s.list(k.kind, k.plural)))
+		mux.HandleFunc("/"+k.plural+"/{key}", only(http.MethodGet, s.get(k.kind)))
+		mux.HandleFunc("/"+k.plural+"/{key}/config", only(http.MethodGet, s.config(k.kind)))
+		mux.HandleFunc("/"+k.plural+"/{key}/restart", only(http.MethodPost, s.restart(k.kind)))
+	}
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Metrics == nil {
+			writeError(w, http.StatusNotFound, "metrics are not enabled")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, http.MethodGet)
+			return
+		}
+		s.opts.Metrics.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+	return s.auth(mux)
+}
+
+// auth requires the API key, when one is configured, on every route but
+// /health. Both sides are hashed first so the comparison takes the same
+// time whatever the length of the key sent.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.opts.APIKey == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sent, ok := presentedKey(r)
+		if ok {
+			h := sha256.Sum256([]byte(sent))
+			ok = subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pico-connectors"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong API key: send Authorization: Bearer <key> or api-key: <key>")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func presentedKey(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, token, found := strings.Cut(h, " ")
+		if found && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token), true
+		}
+	}
+	if h := r.Header.Get("api-key"); h != "" {
+		return h, true
+	}
+	return "", false
+}
+
+// Health is the body of GET /health.
+type Health struct {
+	// Status is "ok" when no connector is in status Error, else
+	// "degraded". The code is 200 either way: the process is alive.
+	Status  string `json:"status"`
+	Sources Count  `json:"sources"`
+	Sinks   Count  `json:"sinks"`
+}
+
+// Count summarises the connectors of one kind.
+type Count struct {
+	Total   int `json:"total"`
+	Running int `json:"running"`
+	Error   int `json:"error"`
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := Health{Status: "ok", Sources: count(s.conns.List(KindSource)), Sinks: count(s.conns.List(KindSink))}
+	if h.Sources.Error+h.Sinks.Error > 0 {
+		h.Status = "degraded"
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func count(es []Entry) Count {
+	c := Count{Total: len(es)}
+	for _, e := range es {
+		switch e.Status {
+		case "Running":
+			c.Running++
+		case "Error":
+			c.Error++
+		}
+	}
+	return c
+}
+
+func (s *Server) list(kind, plural string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		es := s.conns.List(kind)
+		if es == nil {
+			es = []Entry{}
+		}
+		slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+		writeJSON(w, http.StatusOK, es)
+	}
+}
+
+func (s *Server) get(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.PathValue("key")
+		e, ok := s.conns.Get(kind, key)
+		if !ok {
+			notFound(w, kind, key)
+			return
+		}
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+func (s *Server) config(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.PathValue("key")
+		c, ok := s.conns.Config(kind, key)
+		if !ok {
+			notFound(w, kind, key)
+			return
+		}
+		writeJSON(w, http.StatusOK, c)
+	}
+}
+
+func (s *Server) restart(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.PathValue("key")
+		if _, ok := s.conns.Get(kind, key); !ok {
+			notFound(w, kind, key)
+			return
+		}
+		err := s.conns.Restart(r.Context(), kind, key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			notFound(w, kind, key)
+			return
+		case errors.Is(err, ErrDisabled):
+			writeError(w, http.StatusConflict, fmt.Sprintf("%s %q is disabled; enable it in its definition file", kind, key))
+			return
+		case err != nil:
+			s.log.Warn("restart failed", "type", kind, "key", key, "error", err)
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("restarting %s %q: %v", kind, key, err))
+			return
+		}
+		s.log.Info("restarted through the api", "type", kind, "key", key)
+		e, ok := s.conns.Get(kind, key)
+		if !ok {
+			notFound(w, kind, key)
+			return
+		}
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+func only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			methodNotAllowed(w, method)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, allowed string) {
+	if allowed == http.MethodGet {
+		allowed = "GET, HEAD"
+	}
+	w.Header().Set("Allow", allowed)
+	writeError(w, http.StatusMethodNotAllowed, "method not allowed; use "+allowed)
+}
+
+func notFound(w http.ResponseWriter, kind, key string) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no %s with key %q", kind, key))
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, Error{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
