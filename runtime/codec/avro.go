@@ -1,0 +1,304 @@
+package codec
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/hamba/avro/v2"
+)
+
+// Conform converts a decoded JSON value (numbers as json.Number or
+// float64, bytes as strings) to the Go types hamba/avro encodes for schema
+// s: int, int64, float32, float64, []byte, maps for records, and
+// map[string]any{branch: value} for unions other than null-or-one-type.
+func Conform(s avro.Schema, v any) (any, error) {
+	return conform(s, v, "")
+}
+
+func conform(s avro.Schema, v any, at string) (any, error) {
+	where := func() string {
+		if at == "" {
+			return "value"
+		}
+		return "field " + at
+	}
+	switch t := s.(type) {
+	case *avro.RefSchema:
+		return conform(t.Schema(), v, at)
+	case *avro.RecordSchema:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("avro: %s: want an object for record %s, got %T", where(), t.Name(), v)
+		}
+		out := make(map[string]any, len(t.Fields()))
+		for _, f := range t.Fields() {
+			name := f.Name()
+			if at != "" {
+				name = at + "." + f.Name()
+			}
+			fv, present := m[f.Name()]
+			if !present {
+				if f.HasDefault() {
+					continue
+				}
+				if isNullable(f.Type()) {
+					out[f.Name()] = nil
+					continue
+				}
+				return nil, fmt.Errorf("avro: field %s is missing and has no default", name)
+			}
+			cv, err := conform(f.Type(), fv, name)
+			if err != nil {
+				return nil, err
+			}
+			out[f.Name()] = cv
+		}
+		return out, nil
+	case *avro.ArraySchema:
+		a, ok := v.([]any)
+		if !ok {
+			return nil, fmt.Errorf("avro: %s: want an array, got %T", where(), v)
+		}
+		out := make([]any, len(a))
+		for i, e := range a {
+			cv, err := conform(t.Items(), e, fmt.Sprintf("%s[%d]", at, i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = cv
+		}
+		return out, nil
+	case *avro.MapSchema:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("avro: %s: want an object for a map, got %T", where(), v)
+		}
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			cv, err := conform(t.Values(), e, at+"."+k)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = cv
+		}
+		return out, nil
+	case *avro.UnionSchema:
+		return conformUnion(t, v, at)
+	case *avro.EnumSchema:
+		str, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("avro: %s: want a string for enum %s, got %T", where(), t.Name(), v)
+		}
+		for _, sym := range t.Symbols() {
+			if sym == str {
+				return str, nil
+			}
+		}
+		return nil, fmt.Errorf("avro: %s: %q is not a symbol of enum %s", where(), str, t.Name())
+	case *avro.FixedSchema:
+		b, err := toBytes(v)
+		if err != nil {
+			return nil, fmt.Errorf("avro: %s: %v", where(), err)
+		}
+		if len(b) != t.Size() {
+			return nil, fmt.Errorf("avro: %s: fixed %s needs %d bytes, got %d", where(), t.Name(), t.Size(), len(b))
+		}
+		arr := make([]byte, t.Size())
+		copy(arr, b)
+		return arr, nil
+	case *avro.PrimitiveSchema:
+		cv, err := conformPrimitive(t.Type(), v)
+		if err != nil {
+			return nil, fmt.Errorf("avro: %s: %v", where(), err)
+		}
+		return cv, nil
+	}
+	return nil, fmt.Errorf("avro: %s: unsupported schema type %s", where(), s.Type())
+}
+
+func isNullable(s avro.Schema) bool {
+	u, ok := s.(*avro.UnionSchema)
+	if !ok {
+		return false
+	}
+	for _, b := range u.Types() {
+		if b.Type() == avro.Null {
+			return true
+		}
+	}
+	return false
+}
+
+func conformUnion(u *avro.UnionSchema, v any, at string) (any, error) {
+	types := u.Types()
+	if v == nil {
+		for _, b := range types {
+			if b.Type() == avro.Null {
+				return nil, nil
+			}
+		}
+		return nil, fmt.Errorf("avro: field %s: null is not allowed by the union", at)
+	}
+	// The Avro JSON encoding of a union: {"branch": value}.
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		for k, inner := range m {
+			for _, b := range types {
+				if branchName(b) == k {
+					cv, err := conform(b, inner, at)
+					if err != nil {
+						return nil, err
+					}
+					return wrapUnion(u, b, cv), nil
+				}
+			}
+		}
+	}
+	var firstErr error
+	for _, b := range types {
+		if b.Type() == avro.Null {
+			continue
+		}
+		cv, err := conform(b, v, at)
+		if err == nil {
+			return wrapUnion(u, b, cv), nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, fmt.Errorf("avro: field %s: value matches no branch of the union: %v", at, firstErr)
+}
+
+// wrapUnion returns cv as hamba encodes it for the union: bare for a
+// null-or-one-type union, {name: value} otherwise.
+func wrapUnion(u *avro.UnionSchema, b avro.Schema, cv any) any {
+	if len(u.Types()) == 2 && isNullable(u) {
+		return cv
+	}
+	return map[string]any{branchName(b): cv}
+}
+
+func branchName(s avro.Schema) string {
+	if n, ok := s.(avro.NamedSchema); ok {
+		return n.FullName()
+	}
+	if r, ok := s.(*avro.RefSchema); ok {
+		return r.Schema().FullName()
+	}
+	return string(s.Type())
+}
+
+func conformPrimitive(t avro.Type, v any) (any, error) {
+	switch t {
+	case avro.Null:
+		if v != nil {
+			return nil, fmt.Errorf("want null, got %T", v)
+		}
+		return nil, nil
+	case avro.Boolean:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("want a boolean, got %T", v)
+		}
+		return b, nil
+	case avro.Int, avro.Long:
+		n, err := toInt(v)
+		if err != nil {
+			return nil, err
+		}
+		if t == avro.Int {
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return nil, fmt.Errorf("%d does not fit an Avro int", n)
+			}
+			return int(n), nil
+		}
+		return n, nil
+	case avro.Float, avro.Double:
+		f, err := toFloat(v)
+		if err != nil {
+			return nil, err
+		}
+		if t == avro.Float {
+			return float32(f), nil
+		}
+		return f, nil
+	case avro.String:
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("want a string, got %T", v)
+		}
+		return s, nil
+	case avro.Bytes:
+		return toBytes(v)
+	}
+	return nil, fmt.Errorf("unsupported Avro type %s", t)
+}
+
+func toInt(v any) (int64, error) {
+	switch n := v.(type) {
+	case json.Number:
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("want an integer, got %s", n)
+		}
+		return i, nil
+	case float64:
+		if n != math.Trunc(n) || math.IsInf(n, 0) {
+			return 0, fmt.Errorf("want an integer, got %v", n)
+		}
+		return int64(n), nil
+	case int:
+		return int64(n), nil
+	case int32:
+		return int64(n), nil
+	case int64:
+		return n, nil
+	}
+	return 0, fmt.Errorf("want an integer, got %T", v)
+}
+
+func toFloat(v any) (float64, error) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		if err != nil {
+			return 0, fmt.Errorf("want a number, got %s", n)
+		}
+		return f, nil
+	case float64:
+		return n, nil
+	case float32:
+		return float64(n), nil
+	case int:
+		return float64(n), nil
+	case int64:
+		return float64(n), nil
+	}
+	return 0, fmt.Errorf("want a number, got %T", v)
+}
+
+// toBytes accepts []byte, or a string: the Avro JSON encoding maps each
+// code point 0-255 to one byte; a string that is not all such code points
+// is read as base64.
+func toBytes(v any) ([]byte, error) {
+	switch b := v.(type) {
+	case []byte:
+		return b, nil
+	case string:
+		out := make([]byte, 0, len(b))
+		for _, r := range b {
+			if r > 255 {
+				if d, err := base64.StdEncoding.DecodeString(b); err == nil {
+					return d, nil
+				}
+				return nil, fmt.Errorf("string is neither Avro JSON bytes nor base64")
+			}
+			out = append(out, byte(r))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want bytes or a string, got %T", v)
+}
