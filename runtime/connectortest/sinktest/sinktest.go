@@ -1,0 +1,320 @@
+// Package sinktest checks that a plugin.Sink keeps the sink contract, in
+// the spirit of testing/fstest: Close flushes everything a successful
+// Consume accepted, and a failed Consume can be redelivered without losing
+// records.
+//
+// A connector's test describes its sink with a Harness and calls Run:
+//
+//	func TestConformance(t *testing.T) {
+//		dir := t.TempDir()
+//		sinktest.Run(t, sinktest.Harness{
+//			New: func(t *testing.T) (plugin.Sink, error) {
+//				cfg, err := filesinkconfig.Load(map[string]any{"dir": dir}, "", nil)
+//				if err != nil {
+//					return nil, err
+//				}
+//				return filesink.New(cfg, sinktest.Env(t))
+//			},
+//			Written: func(t *testing.T) [][]byte { return readPayloads(t, dir) },
+//		})
+//	}
+//
+// Run checks, each in its own subtest:
+//
+//   - CloseFlushes: after several batches and Close, the destination holds
+//     every record's payload, in offset order.
+//   - FailedConsumeRedelivered (only with Harness.Break): while the
+//     destination is broken, a batch fails; once it is restored and the
+//     batch is redelivered as the runtime does, every record accepted
+//     before, during and after the failure reaches the destination.
+package sinktest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// Harness describes the sink under test and how to look at its
+// destination.
+type Harness struct {
+	// New builds a fresh sink; Run opens and closes it. Required.
+	New func(t *testing.T) (plugin.Sink, error)
+	// Written returns the payloads the destination holds now, in the
+	// order they were written, with any framing the sink adds removed
+	// (one payload per record). Required.
+	Written func(t *testing.T) [][]byte
+	// Setup, when set, runs at the start of each subtest, before New; use
+	// it to give each subtest an empty destination.
+	Setup func(t *testing.T)
+	// Break, when set, makes the destination fail (for example by
+	// stopping a fault proxy in front of it) and returns the function
+	// that restores it. Without Break, FailedConsumeRedelivered is skipped.
+	Break func(t *testing.T) (restore func())
+	// BatchSize is the number of records per batch; zero means 10.
+	BatchSize int
+	// Batches is the number of batches CloseFlushes sends; zero means 3.
+	Batches int
+	// Timeout bounds each Open, Consume and Close; zero means 60 seconds.
+	Timeout time.Duration
+}
+
+// Run runs the conformance suite against the sink h describes.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil || h.Written == nil {
+		t.Fatal("sinktest: Harness.New and Harness.Written are required")
+	}
+	if h.BatchSize <= 0 {
+		h.BatchSize = 10
+	}
+	if h.Batches <= 0 {
+		h.Batches = 3
+	}
+	if h.Timeout <= 0 {
+		h.Timeout = 60 * time.Second
+	}
+	t.Run("CloseFlushes", h.closeFlushes)
+	t.Run("FailedConsumeRedelivered", h.redelivered)
+}
+
+func (h Harness) open(t *testing.T) *Driver {
+	t.Helper()
+	if h.Setup != nil {
+		h.Setup(t)
+	}
+	s, err := h.New(t)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if s == nil {
+		t.Fatal("New returned a nil sink and no error")
+	}
+	d := &Driver{T: t, Sink: s, Timeout: h.Timeout}
+	t.Cleanup(d.Close)
+	if err := d.Open(); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return d
+}
+
+func (h Harness) closeFlushes(t *testing.T) {
+	d := h.open(t)
+	var sent []plugin.Record
+	for i := 0; i < h.Batches; i++ {
+		batch := Records("sinktest", int64(len(sent)), h.BatchSize)
+		if err := d.Consume(batch); err != nil {
+			t.Fatalf("Consume(batch %d): %v", i, err)
+		}
+		sent = append(sent, batch...)
+	}
+	d.Close()
+	CheckWritten(t, sent, h.Written(t))
+}
+
+func (h Harness) redelivered(t *testing.T) {
+	if h.Break == nil {
+		t.Skip("Harness.Break is not set: this sink's failure path is not checked")
+	}
+	d := h.open(t)
+	var accepted []plugin.Record
+	next := func() []plugin.Record { return Records("sinktest", int64(len(accepted)), h.BatchSize) }
+
+	first := next()
+	if err := d.Consume(first); err != nil {
+		t.Fatalf("Consume before the destination broke: %v", err)
+	}
+	accepted = append(accepted, first...)
+
+	restore := h.Break(t)
+	restored := false
+	defer func() {
+		if !restored {
+			restore()
+		}
+	}()
+	// Keep consuming until a batch fails: a buffering sink may accept a
+	// few batches before it meets the broken destination.
+	var failed []plugin.Record
+	for i := 0; i < 20 && failed == nil; i++ {
+		batch := next()
+		if err := d.Consume(batch); err != nil {
+			t.Logf("Consume while broken failed as expected: %v", err)
+			failed = batch
+			break
+		}
+		accepted = append(accepted, batch...)
+	}
+	restore()
+	restored = true
+	if failed == nil {
+		t.Logf("no Consume failed while the destination was broken (the sink buffers); checking that Close flushes it")
+	} else {
+		// The runtime redelivers the same batch until it succeeds.
+		var err error
+		for attempt := 1; attempt <= 10; attempt++ {
+			if err = d.Consume(failed); err == nil {
+				break
+			}
+			t.Logf("redelivery attempt %d: %v", attempt, err)
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("the redelivered batch still fails after the destination was restored: %v", err)
+		}
+		accepted = append(accepted, failed...)
+	}
+	last := next()
+	if err := d.Consume(last); err != nil {
+		t.Fatalf("Consume after the redelivery: %v", err)
+	}
+	accepted = append(accepted, last...)
+	d.Close()
+	CheckWritten(t, accepted, h.Written(t))
+}
+
+// CheckWritten fails t unless written holds every payload of sent, at least
+// once, with the first occurrences in the order sent. Duplicates are
+// allowed: delivery is at least once.
+func CheckWritten(t testing.TB, sent []plugin.Record, written [][]byte) {
+	t.Helper()
+	pos := 0
+	for _, w := range written {
+		if pos < len(sent) && bytes.Equal(w, sent[pos].Payload) {
+			pos++
+		}
+	}
+	if pos == len(sent) {
+		return
+	}
+	seen := map[string]bool{}
+	for _, w := range written {
+		seen[string(w)] = true
+	}
+	var missing []string
+	for _, r := range sent {
+		if !seen[string(r.Payload)] {
+			missing = append(missing, string(r.Payload))
+		}
+	}
+	if n := len(missing); n > 0 {
+		if n > 5 {
+			missing = append(missing[:5], fmt.Sprintf("and %d more", len(missing)-5))
+		}
+		t.Fatalf("the destination lacks %d of %d records sent (it holds %d payloads); missing: %q",
+			n, len(sent), len(written), missing)
+	}
+	t.Fatalf("the destination holds every record but not in offset order: in order up to record %d (%s)",
+		pos, sent[pos].Payload)
+}
+
+// Records returns n records of topic with offsets from first on: JSON
+// payloads {"topic":…,"offset":N}, keys "key-N", one header "n", partition 0.
+func Records(topic string, first int64, n int) []plugin.Record {
+	out := make([]plugin.Record, n)
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range out {
+		off := first + int64(i)
+		s := strconv.FormatInt(off, 10)
+		out[i] = plugin.Record{
+			Topic:     topic,
+			Offset:    off,
+			Timestamp: base.Add(time.Duration(off) * time.Millisecond),
+			Key:       []byte("key-" + s),
+			Headers:   []plugin.Header{{Key: "n", Value: []byte(s)}},
+			Payload:   []byte(`{"topic":` + strconv.Quote(topic) + `,"offset":` + s + `}`),
+			Schema:    plugin.SchemaJSON,
+		}
+	}
+	return out
+}
+
+// Env returns a plugin.Env for a connector built in a test: key "test", a
+// logger writing to t.Log, and metrics that record nothing.
+func Env(t testing.TB) plugin.Env {
+	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(TestWriter(t), nil)), Metrics: plugin.DiscardMetrics}
+}
+
+// TestWriter returns an io.Writer that logs each write through t.Log
+// until the test ends, and drops writes after that.
+func TestWriter(t testing.TB) *LogWriter {
+	w := &LogWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return w
+}
+
+// LogWriter is an io.Writer that logs through t.Log.
+type LogWriter struct {
+	t    testing.TB
+	done atomic.Bool
+}
+
+// Write logs p, without its trailing newline.
+func (w *LogWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(string(bytes.TrimRight(p, "\n")))
+	}
+	return len(p), nil
+}
+
+// Driver calls a sink the way the runtime's sink loop does, each call
+// bounded by Timeout. Use it directly for connector-specific tests.
+type Driver struct {
+	T    testing.TB
+	Sink plugin.Sink
+	// Timeout bounds each call; zero means 60 seconds.
+	Timeout time.Duration
+
+	closed bool
+}
+
+// NewDriver returns a Driver for s that closes it when the test ends.
+func NewDriver(t testing.TB, s plugin.Sink) *Driver {
+	d := &Driver{T: t, Sink: s}
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *Driver) ctx() (context.Context, context.CancelFunc) {
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	return context.WithTimeout(context.Background(), timeout)
+}
+
+// Open opens the sink.
+func (d *Driver) Open() error {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	return d.Sink.Open(ctx)
+}
+
+// Consume hands batch to the sink.
+func (d *Driver) Consume(batch []plugin.Record) error {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	return d.Sink.Consume(ctx, batch)
+}
+
+// Close closes the sink once, failing the test on an error; later calls do
+// nothing.
+func (d *Driver) Close() {
+	d.T.Helper()
+	if d.closed {
+		return
+	}
+	d.closed = true
+	ctx, cancel := d.ctx()
+	defer cancel()
+	if err := d.Sink.Close(ctx); err != nil {
+		d.T.Errorf("Close: %v", err)
+	}
+}

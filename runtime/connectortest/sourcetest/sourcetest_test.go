@@ -1,0 +1,135 @@
+package sourcetest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// counter is a source that keeps the stage-and-apply contract: it emits
+// batches of 3 sequence numbers, up to limit (0 = forever), and keeps the
+// next number in its state. The flaws flags break it on purpose.
+type counter struct {
+	committed, candidate int
+	limit                int
+	flaws                flaws
+}
+
+type flaws struct {
+	advanceInPoll  bool // promotes the candidate inside Poll
+	ignoreState    bool // restarts from 0 whatever the state
+	stateWhenEmpty bool // empty batches carry the committed state
+}
+
+func newCounter(state []byte, limit int, f flaws) (*counter, error) {
+	c := &counter{limit: limit, flaws: f}
+	if state != nil && !f.ignoreState {
+		n, err := strconv.Atoi(string(state))
+		if err != nil {
+			return nil, err
+		}
+		c.committed = n
+	}
+	return c, nil
+}
+
+func (c *counter) Poll(ctx context.Context) (plugin.Batch, error) {
+	next := c.committed
+	var b plugin.Batch
+	for i := 0; i < 3 && (c.limit == 0 || next < c.limit); i++ {
+		b.Messages = append(b.Messages, plugin.Message{
+			Key:     []byte("k"),
+			Payload: []byte(`{"n":` + strconv.Itoa(next) + `}`),
+		})
+		next++
+	}
+	if len(b.Messages) == 0 {
+		if c.flaws.stateWhenEmpty {
+			b.State = []byte(strconv.Itoa(c.committed))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+		return b, nil
+	}
+	c.candidate = next
+	b.State = []byte(strconv.Itoa(next))
+	if c.flaws.advanceInPoll {
+		c.committed = next
+	}
+	return b, nil
+}
+
+func (c *counter) OnBatchResult(_ context.Context, r plugin.Result) error {
+	if r == plugin.Ack && c.candidate > c.committed {
+		c.committed = c.candidate
+	}
+	c.candidate = c.committed
+	return nil
+}
+
+func (c *counter) Close(context.Context) error { return nil }
+
+func factory(limit int, f flaws) sourcetest.Factory {
+	return func(t *testing.T, state []byte) (plugin.Source, error) {
+		return newCounter(state, limit, f)
+	}
+}
+
+func TestRunPassesAGoodSource(t *testing.T) {
+	sourcetest.Run(t, factory(0, flaws{}))
+}
+
+func TestRunPassesAGoodSourceThatRunsDry(t *testing.T) {
+	sourcetest.Run(t, factory(7, flaws{}), sourcetest.WithIdleTimeout(100*time.Millisecond))
+}
+
+func TestRunSetupRunsPerSubtest(t *testing.T) {
+	var n int
+	sourcetest.Run(t, factory(0, flaws{}), sourcetest.WithSetup(func(*testing.T) { n++ }))
+	if n != 4 {
+		t.Errorf("setup ran %d times, want 4 (once per subtest)", n)
+	}
+}
+
+// broken lists sources that break the contract and what Run must say.
+var broken = map[string]struct {
+	limit int
+	flaws flaws
+	want  string
+}{
+	"AdvanceInPoll":  {0, flaws{advanceInPoll: true}, "after Nack, Poll returned other records"},
+	"IgnoreState":    {0, flaws{ignoreState: true}, "does not continue after the acknowledged batch"},
+	"StateWhenEmpty": {4, flaws{stateWhenEmpty: true}, "an empty batch carries state"},
+}
+
+// TestRunCatchesBrokenSources runs each broken source in a child process,
+// because a conformance failure fails the test that ran it.
+func TestRunCatchesBrokenSources(t *testing.T) {
+	if name := os.Getenv("SOURCETEST_BROKEN"); name != "" {
+		b := broken[name]
+		sourcetest.Run(t, factory(b.limit, b.flaws), sourcetest.WithIdleTimeout(100*time.Millisecond))
+		return
+	}
+	for name, b := range broken {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRunCatchesBrokenSources$", "-test.v")
+			cmd.Env = append(os.Environ(), "SOURCETEST_BROKEN="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("Run passed a source that breaks the contract:\n%s", out)
+			}
+			if !strings.Contains(string(out), b.want) {
+				t.Fatalf("Run failed without saying %q:\n%s", b.want, out)
+			}
+		})
+	}
+}
