@@ -120,15 +120,21 @@ func (s *Server) Start() error {
 		scheme = "https"
 	}
 	s.log.Info("http api listening", "address", ln.Addr().String(), "scheme", scheme, "auth", s.opts.APIKey != "")
-	if s.opts.APIKey == "" && !IsLoopback(s.opts.Address) {
-		s.log.Warn("http api has no api_key and listens beyond loopback: anyone who can reach it can read status and restart connectors; set http.api_key or PICOMQ_CONNECTORS_HTTP_API_KEY", "address", s.opts.Address)
-	}
+	s.warnIfExposed()
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http api stopped", "error", err)
 		}
 	}()
 	return nil
+}
+
+// warnIfExposed logs a warning when no API key protects an address other
+// than loopback.
+func (s *Server) warnIfExposed() {
+	if s.opts.APIKey == "" && !IsLoopback(s.opts.Address) {
+		s.log.Warn("http api has no api_key and listens beyond loopback: anyone who can reach it can read status and restart connectors; set http.api_key or PICOMQ_CONNECTORS_HTTP_API_KEY", "address", s.opts.Address)
+	}
 }
 
 // Addr returns the address the server listens on, once started.

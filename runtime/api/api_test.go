@@ -1,0 +1,583 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// secretConfig is a plugin.Config whose Redacted masks its secret the way
+// the generated code does.
+type secretConfig struct {
+	Bucket string
+	Secret string
+}
+
+func (c secretConfig) Redacted() map[string]any {
+	return map[string]any{"bucket": c.Bucket, "secret_access_key": Mask}
+}
+
+const marker = "MARKER-s3cr3t-value"
+
+// table is a small in-memory Connectors over real status trackers.
+type table struct {
+	mu       sync.Mutex
+	defs     map[[2]string]definition.Connector
+	trackers map[[2]string]*status.Tracker
+	cfgs     map[[2]string]plugin.Config
+	restarts map[[2]string]int
+	failNext error
+}
+
+func newTable() *table {
+	t := &table{
+		defs:     map[[2]string]definition.Connector{},
+		trackers: map[[2]string]*status.Tracker{},
+		cfgs:     map[[2]string]plugin.Config{},
+		restarts: map[[2]string]int{},
+	}
+	t.add(definition.Connector{
+		Type: KindSource, Key: "orders_cdc", Enabled: true, Name: "Orders CDC", Path: "libpicomq_connector_postgres_source",
+		Topics: []definition.Topics{{
+			Topic:  definition.Route{Strategy: "field", Path: "tenant", Template: "orders.{value}", Fallback: "orders.unrouted"},
+			Schema: "json", Properties: map[string]string{"sasl.password": marker, "linger.ms": "5"},
+		}},
+		PluginConfig: map[string]any{"connection_string": "postgres://u:" + marker + "@db/app"},
+	}, secretConfig{Bucket: "b", Secret: marker}, status.Running)
+	t.add(definition.Connector{Type: KindSource, Key: "random", Enabled: false, Path: "libpicomq_connector_random_source",
+		Topics: []definition.Topics{{Topic: definition.Route{Literal: "random"}}}}, nil, status.Disabled)
+	t.add(definition.Connector{Type: KindSink, Key: "archive", Enabled: true, Path: "libpicomq_connector_s3_sink",
+		Topics:       []definition.Topics{{Pattern: "^orders\\..*"}},
+		PluginConfig: map[string]any{"secret_access_key": marker, "bucket": "b"},
+	}, secretConfig{Bucket: "b", Secret: marker}, status.Running)
+	return t
+}
+
+func (t *table) add(def definition.Connector, cfg plugin.Config, s status.Status) {
+	id := [2]string{def.Type, def.Key}
+	tr := status.New(def.Type, def.Key, nil)
+	tr.Set(s)
+	t.defs[id], t.trackers[id], t.cfgs[id] = def, tr, cfg
+}
+
+func (t *table) List(kind string) []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Entry
+	for id, def := range t.defs {
+		if id[0] == kind {
+			out = append(out, NewEntry(def, t.trackers[id].Snapshot()))
+		}
+	}
+	return out
+}
+
+func (t *table) Get(kind, key string) (Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := [2]string{kind, key}
+	def, ok := t.defs[id]
+	if !ok {
+		return Entry{}, false
+	}
+	return NewEntry(def, t.trackers[id].Snapshot()), true
+}
+
+func (t *table) Config(kind, key string) (map[string]any, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := [2]string{kind, key}
+	def, ok := t.defs[id]
+	if !ok {
+		return nil, false
+	}
+	return Definition(def, t.cfgs[id], nil), true
+}
+
+func (t *table) Restart(ctx context.Context, kind, key string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := [2]string{kind, key}
+	def, ok := t.defs[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("%s %q: %w", kind, key, ErrNotFound)
+	case !def.Enabled:
+		return fmt.Errorf("%s %q: %w", kind, key, ErrDisabled)
+	case t.failNext != nil:
+		err := t.failNext
+		t.failNext = nil
+		t.trackers[id].Fail(err)
+		return err
+	}
+	t.restarts[id]++
+	tr := status.New(kind, key, nil)
+	tr.Set(status.Running)
+	t.trackers[id] = tr
+	return nil
+}
+
+func newServer(t *testing.T, conns Connectors, opts Options) *httptest.Server {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := New(conns, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+type answer struct {
+	code int
+	hdr  http.Header
+	body []byte
+}
+
+func do(t *testing.T, c *http.Client, method, url string, hdr map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{resp.StatusCode, resp.Header, b}
+}
+
+func (a answer) decode(t *testing.T, v any) {
+	t.Helper()
+	if ct := a.hdr.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type = %q, want application/json; body %s", ct, a.body)
+	}
+	if err := json.Unmarshal(a.body, v); err != nil {
+		t.Fatalf("decoding %s: %v", a.body, err)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	tab := newTable()
+	ts := newServer(t, tab, Options{Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "picomq_connectors_sources_running{key=\"orders_cdc\",type=\"source\"} 1\n")
+	})})
+
+	t.Run("health", func(t *testing.T) {
+		a := do(t, nil, "GET", ts.URL+"/health", nil)
+		var h Health
+		a.decode(t, &h)
+		want := Health{Status: "ok", Sources: Count{Total: 2, Running: 1}, Sinks: Count{Total: 1, Running: 1}}
+		if a.code != 200 || h != want {
+			t.Fatalf("GET /health = %d %+v, want 200 %+v", a.code, h, want)
+		}
+	})
+
+	t.Run("list sources", func(t *testing.T) {
+		a := do(t, nil, "GET", ts.URL+"/sources", nil)
+		var es []Entry
+		a.decode(t, &es)
+		if a.code != 200 || len(es) != 2 || es[0].Key != "orders_cdc" || es[1].Key != "random" {
+			t.Fatalf("GET /sources = %d %s", a.code, a.body)
+		}
+		if es[1].Status != status.Disabled || es[1].Enabled {
+			t.Errorf("random: status %s enabled %v, want Disabled false", es[1].Status, es[1].Enabled)
+		}
+		if got := strings.Join(es[0].Topics, ","); got != "orders.{value},orders.unrouted" {
+			t.Errorf("topics = %q", got)
+		}
+	})
+
+	t.Run("get source with counters and error", func(t *testing.T) {
+		tr := tab.trackers[[2]string{KindSource, "orders_cdc"}]
+		tr.Counters.Polled.Add(7)
+		tr.Counters.Produced.Add(5)
+		tr.Counters.StateSaves.Add(2)
+		tr.Fail(errors.New("broker down"))
+		a := do(t, nil, "GET", ts.URL+"/sources/orders_cdc", nil)
+		var raw map[string]any
+		a.decode(t, &raw)
+		for _, k := range []string{"key", "type", "name", "path", "version", "enabled", "status", "last_error", "last_error_at", "topics", "counters"} {
+			if _, ok := raw[k]; !ok {
+				t.Errorf("entry lacks field %q: %s", k, a.body)
+			}
+		}
+		var e Entry
+		a.decode(t, &e)
+		if e.Status != status.Error || e.LastError != "broker down" || e.LastErrorAt.IsZero() ||
+			e.Counters.Polled != 7 || e.Counters.Produced != 5 || e.Counters.StateSaves != 2 || e.Type != "source" {
+			t.Fatalf("entry = %+v", e)
+		}
+		var h Health
+		do(t, nil, "GET", ts.URL+"/health", nil).decode(t, &h)
+		if h.Status != "degraded" || h.Sources.Error != 1 {
+			t.Errorf("health after failure = %+v", h)
+		}
+		tr.Set(status.Running)
+	})
+
+	t.Run("list and get sinks", func(t *testing.T) {
+		var es []Entry
+		a := do(t, nil, "GET", ts.URL+"/sinks", nil)
+		a.decode(t, &es)
+		if a.code != 200 || len(es) != 1 || es[0].Key != "archive" || es[0].Topics[0] != "^orders\\..*" {
+			t.Fatalf("GET /sinks = %d %s", a.code, a.body)
+		}
+		var e Entry
+		a = do(t, nil, "GET", ts.URL+"/sinks/archive", nil)
+		a.decode(t, &e)
+		if a.code != 200 || e.Key != "archive" || e.Type != "sink" || e.Status != status.Running {
+			t.Fatalf("GET /sinks/archive = %d %s", a.code, a.body)
+		}
+	})
+
+	t.Run("config is redacted", func(t *testing.T) {
+		for _, path := range []string{"/sources/orders_cdc/config", "/sinks/archive/config"} {
+			a := do(t, nil, "GET", ts.URL+path, nil)
+			var m map[string]any
+			a.decode(t, &m)
+			if a.code != 200 {
+				t.Fatalf("GET %s = %d %s", path, a.code, a.body)
+			}
+			if bytes.Contains(a.body, []byte(marker)) {
+				t.Fatalf("GET %s shows the secret: %s", path, a.body)
+			}
+			pc, _ := m["plugin_config"].(map[string]any)
+			if pc["secret_access_key"] != Mask || pc["bucket"] != "b" {
+				t.Errorf("GET %s plugin_config = %v", path, pc)
+			}
+		}
+		var m map[string]any
+		do(t, nil, "GET", ts.URL+"/sources/orders_cdc/config", nil).decode(t, &m)
+		topic := m["topics"].([]any)[0].(map[string]any)
+		if props := topic["properties"].(map[string]any); props["sasl.password"] != Mask || props["linger.ms"] != "5" {
+			t.Errorf("properties = %v", props)
+		}
+		if r := topic["topic"].(map[string]any); r["strategy"] != "field" || r["template"] != "orders.{value}" {
+			t.Errorf("route = %v", r)
+		}
+		// A connector whose config did not load shows no plugin_config.
+		m = nil
+		do(t, nil, "GET", ts.URL+"/sources/random/config", nil).decode(t, &m)
+		if _, ok := m["plugin_config"]; ok || m["topics"].([]any)[0].(map[string]any)["topic"] != "random" {
+			t.Errorf("random config = %v", m)
+		}
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		before := tab.trackers[[2]string{KindSink, "archive"}]
+		before.Counters.Consumed.Add(3)
+		a := do(t, nil, "POST", ts.URL+"/sinks/archive/restart", nil)
+		var e Entry
+		a.decode(t, &e)
+		if a.code != 200 || e.Status != status.Running || e.Counters.Consumed != 0 || tab.restarts[[2]string{KindSink, "archive"}] != 1 {
+			t.Fatalf("POST restart = %d %s", a.code, a.body)
+		}
+		a = do(t, nil, "POST", ts.URL+"/sources/orders_cdc/restart", nil)
+		if a.code != 200 || tab.restarts[[2]string{KindSource, "orders_cdc"}] != 1 {
+			t.Fatalf("POST source restart = %d %s", a.code, a.body)
+		}
+		var ae Error
+		a = do(t, nil, "POST", ts.URL+"/sources/random/restart", nil)
+		a.decode(t, &ae)
+		if a.code != http.StatusConflict || !strings.Contains(ae.Error, "disabled") {
+			t.Errorf("restart disabled = %d %s", a.code, a.body)
+		}
+		tab.failNext = errors.New("open failed: bucket missing")
+		a = do(t, nil, "POST", ts.URL+"/sinks/archive/restart", nil)
+		a.decode(t, &ae)
+		if a.code != 500 || !strings.Contains(ae.Error, "bucket missing") {
+			t.Errorf("failed restart = %d %s", a.code, a.body)
+		}
+		if tab.trackers[[2]string{KindSink, "archive"}].Status() != status.Error {
+			t.Errorf("status after failed restart = %s", tab.trackers[[2]string{KindSink, "archive"}].Status())
+		}
+		a = do(t, nil, "GET", ts.URL+"/sinks/archive/restart", nil)
+		if a.code != http.StatusMethodNotAllowed || a.hdr.Get("Allow") != "POST" {
+			t.Errorf("GET restart = %d allow %q", a.code, a.hdr.Get("Allow"))
+		}
+	})
+
+	t.Run("404 and 405 are JSON", func(t *testing.T) {
+		for _, c := range []struct{ method, path, want string }{
+			{"GET", "/sources/nope", `no source with key "nope"`},
+			{"GET", "/sinks/nope", `no sink with key "nope"`},
+			{"GET", "/sources/nope/config", `no source with key "nope"`},
+			{"GET", "/sinks/orders_cdc/config", `no sink with key "orders_cdc"`},
+			{"POST", "/sources/nope/restart", `no source with key "nope"`},
+			{"POST", "/sinks/nope/restart", `no sink with key "nope"`},
+			{"GET", "/nowhere", "no route GET /nowhere"},
+		} {
+			a := do(t, nil, c.method, ts.URL+c.path, nil)
+			var e Error
+			a.decode(t, &e)
+			if a.code != 404 || e.Error != c.want {
+				t.Errorf("%s %s = %d %q, want 404 %q", c.method, c.path, a.code, e.Error, c.want)
+			}
+		}
+		a := do(t, nil, "DELETE", ts.URL+"/sources", nil)
+		var e Error
+		a.decode(t, &e)
+		if a.code != 405 || e.Error == "" {
+			t.Errorf("DELETE /sources = %d %s", a.code, a.body)
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		a := do(t, nil, "GET", ts.URL+"/metrics", nil)
+		if a.code != 200 || !strings.Contains(string(a.body), "picomq_connectors_sources_running") {
+			t.Fatalf("GET /metrics = %d %s", a.code, a.body)
+		}
+	})
+}
+
+func TestMetricsDisabled(t *testing.T) {
+	ts := newServer(t, newTable(), Options{})
+	var e Error
+	a := do(t, nil, "GET", ts.URL+"/metrics", nil)
+	a.decode(t, &e)
+	if a.code != 404 {
+		t.Fatalf("GET /metrics without metrics = %d", a.code)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	const key = "k3y-for-tests"
+	ts := newServer(t, newTable(), Options{APIKey: key, Metrics: http.NotFoundHandler()})
+	ok := []map[string]string{
+		{"Authorization": "Bearer " + key},
+		{"Authorization": "bearer " + key},
+		{"api-key": key},
+		{"Api-Key": key},
+	}
+	refused := []map[string]string{
+		nil,
+		{"Authorization": "Bearer wrong"},
+		{"Authorization": "Bearer " + key + "x"},
+		{"Authorization": "Bearer " + key[:len(key)-1]},
+		{"Authorization": "Basic " + key},
+		{"Authorization": key},
+		{"api-key": "wrong"},
+		{"api-key": ""},
+	}
+	for _, path := range []string{"/sources", "/sinks/archive", "/sources/orders_cdc/config"} {
+		for _, h := range ok {
+			if a := do(t, nil, "GET", ts.URL+path, h); a.code != 200 {
+				t.Errorf("GET %s with %v = %d %s", path, h, a.code, a.body)
+			}
+		}
+		for _, h := range refused {
+			a := do(t, nil, "GET", ts.URL+path, h)
+			var e Error
+			a.decode(t, &e)
+			if a.code != 401 || !strings.Contains(e.Error, "API key") || a.hdr.Get("WWW-Authenticate") == "" {
+				t.Errorf("GET %s with %v = %d %s, want 401", path, h, a.code, a.body)
+			}
+		}
+	}
+	// Refused requests change nothing.
+	if a := do(t, nil, "POST", ts.URL+"/sinks/archive/restart", map[string]string{"api-key": "wrong"}); a.code != 401 {
+		t.Errorf("restart with a wrong key = %d", a.code)
+	}
+	if a := do(t, nil, "POST", ts.URL+"/sinks/archive/restart", map[string]string{"api-key": key}); a.code != 200 {
+		t.Errorf("restart with the key = %d %s", a.code, a.body)
+	}
+	if a := do(t, nil, "GET", ts.URL+"/metrics", nil); a.code != 401 {
+		t.Errorf("metrics without the key = %d", a.code)
+	}
+	if a := do(t, nil, "GET", ts.URL+"/nowhere", nil); a.code != 401 {
+		t.Errorf("unknown route without the key = %d, want 401 (no route discovery)", a.code)
+	}
+	// Health stays open for probes.
+	if a := do(t, nil, "GET", ts.URL+"/health", nil); a.code != 200 {
+		t.Errorf("health without the key = %d", a.code)
+	}
+}
+
+func TestLoopbackWarning(t *testing.T) {
+	for _, c := range []struct {
+		addr, key string
+		warn      bool
+	}{
+		{"127.0.0.1:8081", "", false},
+		{"localhost:8081", "", false},
+		{"[::1]:8081", "", false},
+		{":8081", "", true},
+		{"0.0.0.0:8081", "", true},
+		{"10.1.2.3:8081", "", true},
+		{"0.0.0.0:8081", "k", false},
+	} {
+		var buf bytes.Buffer
+		s, err := New(newTable(), Options{Address: c.addr, APIKey: c.key, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.warnIfExposed()
+		if got := strings.Contains(buf.String(), `"level":"WARN"`); got != c.warn {
+			t.Errorf("address %q key %v: warned %v, want %v (%s)", c.addr, c.key != "", got, c.warn, buf.String())
+		}
+	}
+}
+
+func TestStartLogsAndServes(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := New(newTable(), Options{Address: "127.0.0.1:0", APIKey: marker, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	a := do(t, nil, "GET", "http://"+s.Addr()+"/sources/orders_cdc", map[string]string{"Authorization": "Bearer " + marker})
+	if a.code != 200 {
+		t.Fatalf("GET = %d %s", a.code, a.body)
+	}
+	if !strings.Contains(buf.String(), "http api listening") || strings.Contains(buf.String(), marker) {
+		t.Errorf("start log = %s", buf.String())
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	s, err := New(newTable(), Options{Address: "127.0.0.1:0", TLSCert: certFile, TLSKey: keyFile, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	a := do(t, client, "GET", "https://"+s.Addr()+"/sinks/archive", nil)
+	var e Entry
+	a.decode(t, &e)
+	if a.code != 200 || e.Key != "archive" {
+		t.Fatalf("GET over TLS = %d %s", a.code, a.body)
+	}
+	// Plain HTTP to a TLS port fails.
+	resp, err := http.Get("http://" + s.Addr() + "/health")
+	if err == nil {
+		if resp.StatusCode == 200 {
+			t.Errorf("plain HTTP to the TLS port answered 200")
+		}
+		resp.Body.Close()
+	}
+	// An untrusting client refuses the certificate.
+	if _, err := http.Get("https://" + s.Addr() + "/health"); err == nil {
+		t.Errorf("a client without the CA accepted the self-signed certificate")
+	}
+}
+
+func TestTLSOptions(t *testing.T) {
+	if _, err := New(newTable(), Options{TLSCert: "cert.pem"}); err == nil || !strings.Contains(err.Error(), "tls_key") {
+		t.Errorf("cert without key: %v", err)
+	}
+	s, err := New(newTable(), Options{Address: "127.0.0.1:0", TLSCert: "/nonexistent/cert.pem", TLSKey: "/nonexistent/key.pem", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err == nil || !strings.Contains(err.Error(), "/nonexistent/cert.pem") {
+		t.Errorf("missing cert files: %v", err)
+	}
+}
+
+func TestDefinitionNeverCopiesRawPluginConfig(t *testing.T) {
+	def := definition.Connector{Type: "sink", Key: "k", Path: "p",
+		PluginConfig: map[string]any{"secret_access_key": marker},
+		Transforms:   []map[string]any{{"type": "add_fields", "token": marker}},
+		Topics:       []definition.Topics{{Topic: definition.Route{Literal: "t"}, Properties: map[string]string{"ssl.key.password": marker, "SASL.PASSWORD": marker, "x.secret": marker}}},
+	}
+	b, _ := json.Marshal(Definition(def, nil, nil))
+	if bytes.Contains(b, []byte(marker)) {
+		t.Fatalf("Definition shows a secret: %s", b)
+	}
+	if !bytes.Contains(b, []byte(`"transforms":[{"type":"add_fields"}]`)) {
+		t.Errorf("transforms = %s", b)
+	}
+	b, _ = json.Marshal(Definition(def, secretConfig{Secret: marker}, []plugin.Config{secretConfig{Secret: marker}}))
+	if bytes.Contains(b, []byte(marker)) || !bytes.Contains(b, []byte(`"plugin_config":{"bucket":"","secret_access_key":"****"}`)) {
+		t.Fatalf("Definition = %s", b)
+	}
+}
+
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "pico-connectors test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
