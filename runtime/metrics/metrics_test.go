@@ -1,0 +1,179 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+func scrape(t *testing.T, r *Registry) string {
+	t.Helper()
+	ts := httptest.NewServer(r.Handler())
+	defer ts.Close()
+	resp, err := ts.Client().Get(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape = %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func wantLines(t *testing.T, text string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(text, "\n"+l+"\n") {
+			t.Errorf("exposition lacks line %q", l)
+		}
+	}
+}
+
+func TestTrackedConnectors(t *testing.T) {
+	r := New(slog.New(slog.DiscardHandler))
+	src := status.New("source", "orders_cdc", nil)
+	src.Set(status.Running)
+	src.Counters.Polled.Add(10)
+	src.Counters.Produced.Add(9)
+	src.Counters.Batches.Add(3)
+	src.Counters.Acked.Add(2)
+	src.Counters.Nacked.Add(1)
+	src.Counters.StateSaves.Add(2)
+	src.Counters.StateFails.Add(1)
+	src.Counters.ConsecNacks.Add(1)
+	src.Counters.LastBatchAt.Store(1_700_000_000 * 1e9)
+	sink := status.New("sink", "archive", nil)
+	sink.Fail(errors.New("bucket gone"))
+	sink.Counters.Consumed.Add(4)
+	sink.Counters.Redelivered.Add(1)
+	r.Track(src)
+	r.Track(sink)
+
+	text := scrape(t, r)
+	wantLines(t, text,
+		"# TYPE picomq_connectors_sources_running gauge",
+		`picomq_connectors_sources_running{key="orders_cdc",type="source"} 1`,
+		"# TYPE picomq_connectors_sinks_running gauge",
+		`picomq_connectors_sinks_running{key="archive",type="sink"} 0`,
+		`picomq_connectors_status{key="archive",status="Error",type="sink"} 1`,
+		`picomq_connectors_status{key="archive",status="Running",type="sink"} 0`,
+		`picomq_connectors_status{key="orders_cdc",status="Running",type="source"} 1`,
+		"# TYPE picomq_connectors_records_polled_total counter",
+		`picomq_connectors_records_polled_total{key="orders_cdc",type="source"} 10`,
+		`picomq_connectors_records_produced_total{key="orders_cdc",type="source"} 9`,
+		`picomq_connectors_records_consumed_total{key="archive",type="sink"} 4`,
+		`picomq_connectors_batches_total{key="orders_cdc",type="source"} 3`,
+		`picomq_connectors_batches_acknowledged_total{key="orders_cdc",type="source"} 2`,
+		`picomq_connectors_batches_nacked_total{key="orders_cdc",type="source"} 1`,
+		`picomq_connectors_batches_redelivered_total{key="archive",type="sink"} 1`,
+		`picomq_connectors_state_saves_total{key="orders_cdc",type="source"} 2`,
+		`picomq_connectors_state_save_failures_total{key="orders_cdc",type="source"} 1`,
+		`picomq_connectors_consecutive_nacks{key="orders_cdc",type="source"} 1`,
+		`picomq_connectors_last_batch_timestamp_seconds{key="orders_cdc",type="source"} 1.7e+09`,
+	)
+	if !strings.Contains(text, "go_goroutines") || !strings.Contains(text, "process_") {
+		t.Errorf("exposition lacks the Go and process collectors")
+	}
+
+	// Status changes show at the next scrape; a restart's new tracker
+	// replaces the old one.
+	src.Fail(errors.New("30 nacks"))
+	fresh := status.New("sink", "archive", nil)
+	fresh.Set(status.Running)
+	r.Track(fresh)
+	text = scrape(t, r)
+	wantLines(t, text,
+		`picomq_connectors_sources_running{key="orders_cdc",type="source"} 0`,
+		`picomq_connectors_sinks_running{key="archive",type="sink"} 1`,
+		`picomq_connectors_records_consumed_total{key="archive",type="sink"} 0`,
+	)
+	r.Untrack("sink", "archive")
+	if text = scrape(t, r); strings.Contains(text, `key="archive"`) {
+		t.Errorf("untracked sink still exported")
+	}
+}
+
+func TestStagesAndRecordCounters(t *testing.T) {
+	r := New(slog.New(slog.DiscardHandler))
+	c := r.For("source", "orders_cdc")
+	for _, s := range []string{StageDecode, StageTransform, StageProduce, StageStateSave} {
+		c.ObserveStage(s, 3*time.Millisecond)
+	}
+	Stage(c, StageProduce).Observe(0.5)
+	k := r.For("sink", "archive")
+	k.ObserveStage(StageConsume, time.Second)
+	c.Counter(RecordsAcknowledged, "").Add(5)
+	k.Counter(RecordsNacked, "ignored help").Add(2)
+	// The Prefix may be given or not.
+	c.Counter(Prefix+RecordsAcknowledged, "").Add(1)
+
+	text := scrape(t, r)
+	wantLines(t, text,
+		"# TYPE picomq_connectors_stage_duration_seconds histogram",
+		`picomq_connectors_stage_duration_seconds_count{key="orders_cdc",stage="decode",type="source"} 1`,
+		`picomq_connectors_stage_duration_seconds_count{key="orders_cdc",stage="transform",type="source"} 1`,
+		`picomq_connectors_stage_duration_seconds_count{key="orders_cdc",stage="produce",type="source"} 2`,
+		`picomq_connectors_stage_duration_seconds_sum{key="orders_cdc",stage="produce",type="source"} 0.503`,
+		`picomq_connectors_stage_duration_seconds_count{key="orders_cdc",stage="state_save",type="source"} 1`,
+		`picomq_connectors_stage_duration_seconds_count{key="archive",stage="consume",type="sink"} 1`,
+		`picomq_connectors_records_acknowledged_total{key="orders_cdc",type="source"} 6`,
+		`picomq_connectors_records_nacked_total{key="archive",type="sink"} 2`,
+	)
+
+	// Stage on another plugin.Metrics falls back to a named histogram.
+	Stage(plugin.DiscardMetrics, StageDecode).Observe(1)
+	Stage(nil, StageDecode).Observe(1)
+}
+
+func TestPluginMetrics(t *testing.T) {
+	var logs bytes.Buffer
+	r := New(slog.New(slog.NewTextHandler(&logs, nil)))
+	var m plugin.Metrics = r.For("sink", "archive")
+	m.Counter("s3_bytes_uploaded_total", "Bytes uploaded to S3.").Add(1024)
+	m.Counter("s3_files_uploaded_total", "Files uploaded.").Add(2)
+	m.Gauge("pending_files", "Files not yet uploaded.").Set(3)
+	m.Histogram("upload_seconds", "Upload time.", []float64{0.1, 1}).Observe(0.5)
+	// A second connector of the same plugin shares the metric, with its own labels.
+	r.For("sink", "backup").Counter("s3_bytes_uploaded_total", "other help").Add(1)
+	r.For("source", "pg").Gauge("postgres_slot_lag_bytes", "Replication slot lag.").Set(42)
+
+	// Misuse records nothing, warns once, and does not panic.
+	m.Gauge("s3_bytes_uploaded_total", "").Set(1) // kind clash
+	m.Counter("bad-name", "").Add(1)              // invalid
+	m.Counter("sources_running", "").Add(1)       // reserved by the tracker collector
+	m.Histogram("stage_duration_seconds", "", nil).Observe(1)
+	m.Counter("", "").Add(1)
+
+	text := scrape(t, r)
+	wantLines(t, text,
+		"# HELP picomq_connectors_s3_bytes_uploaded_total Bytes uploaded to S3.",
+		"# TYPE picomq_connectors_s3_bytes_uploaded_total counter",
+		`picomq_connectors_s3_bytes_uploaded_total{key="archive",type="sink"} 1024`,
+		`picomq_connectors_s3_bytes_uploaded_total{key="backup",type="sink"} 1`,
+		`picomq_connectors_s3_files_uploaded_total{key="archive",type="sink"} 2`,
+		`picomq_connectors_pending_files{key="archive",type="sink"} 3`,
+		`picomq_connectors_upload_seconds_bucket{key="archive",type="sink",le="1"} 1`,
+		`picomq_connectors_postgres_slot_lag_bytes{key="pg",type="source"} 42`,
+	)
+	if strings.Contains(text, "bad-name") || strings.Contains(text, `picomq_connectors_sources_running{key="archive"`) {
+		t.Errorf("misused metrics were exported:\n%s", text)
+	}
+	for _, want := range []string{"different kinds", "invalid or reserved"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q: %s", want, logs.String())
+		}
+	}
+}
