@@ -2,16 +2,41 @@
 // transform, route, produce through one producer per [[topics]] block, wait
 // for every delivery report, then save the state and Ack, or Nack and save
 // nothing.
+//
+// Several [[topics]] blocks fan out: every message of a batch goes through
+// every block, each with its own schema, route and producer settings, and
+// the batch is acknowledged only when every copy is delivered.
+//
+// What happens when things go wrong (sources.md, "When things go wrong"):
+//
+//	Poll returns an error         logged, kept as last error, Poll again after a short back-off
+//	record cannot be decoded,     Nack (the source re-reads it), back off
+//	  transformed or routed
+//	topic missing, create fails,  Nack, back off (exponential, capped)
+//	  or a delivery report fails
+//	MaxConsecutiveNacks in a row  Run returns ErrTooManyNacks, status Error
+//	state save fails after a      Nack, status Error
+//	  successful produce
+//	a batch succeeds              consecutive Nacks reset; Error cleared to Running
+//	empty batch                   Ack without touching the store; any state it carries is ignored
 package sourceloop
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/metrics"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/route"
 	"github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
@@ -46,20 +71,24 @@ type Config struct {
 	// Logger receives the loop's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Tracker receives the status and counters; nil means a private one.
+	// Run sets Running once its producers exist, Stopped after a graceful
+	// stop, and Error as the table above says.
 	Tracker *status.Tracker
-	// Metrics receives the loop's own metrics (batch sizes and latencies);
-	// nil means plugin.DiscardMetrics.
+	// Metrics receives the loop's stage durations and record counters
+	// (see package metrics); nil means plugin.DiscardMetrics.
 	Metrics plugin.Metrics
 	// RetryDelay is the first back-off after a Nack, doubled on each
-	// consecutive Nack up to MaxRetryDelay. Zero means 100ms.
+	// consecutive Nack up to MaxRetryDelay, with 20% jitter. Zero means
+	// 100ms.
 	RetryDelay time.Duration
 	// MaxRetryDelay caps the back-off. Zero means 10s.
 	MaxRetryDelay time.Duration
 	// MaxConsecutiveNacks stops the poll task with status Error after this
 	// many Nacks in a row. Zero means 30.
 	MaxConsecutiveNacks int
-	// DeliveryTimeout bounds the wait for delivery reports of one batch
-	// (librdkafka message.timeout.ms). Zero means 30s.
+	// DeliveryTimeout bounds the delivery of one record (librdkafka
+	// message.timeout.ms); a batch fails when a record is not delivered in
+	// time. Zero means 30s.
 	DeliveryTimeout time.Duration
 }
 
@@ -67,10 +96,484 @@ type Config struct {
 // row failed; the tracker is then in status Error.
 var ErrTooManyNacks = errors.New("too many consecutive nacks")
 
+type block struct {
+	blockSpec
+	producer *kafka.Producer
+	admin    *kafka.AdminClient
+}
+
+type loop struct {
+	cfg    Config
+	log    *slog.Logger
+	tr     *status.Tracker
+	blocks []*block
+	// known holds topics seen to exist (or created).
+	known map[string]bool
+
+	decodeH, transformH, produceH, saveH plugin.Histogram
+	ackedC, nackedC                      plugin.Counter
+}
+
 // Run polls the source until ctx is cancelled or the poll task gives up,
 // then closes the producers and the source. It returns nil after a graceful
-// stop, ErrTooManyNacks (wrapped with the last failure) after thirty
-// consecutive Nacks, or the error of an unusable definition.
-func Run(ctx context.Context, cfg Config) error {
-	return errors.New("sourceloop: not implemented yet")
+// stop, an error wrapping ErrTooManyNacks (and the last failure) after
+// MaxConsecutiveNacks Nacks in a row, or the error of an unusable
+// definition or client.
+//
+// A batch that Poll returned is always resolved, even when ctx is cancelled
+// meanwhile: its delivery reports are awaited (up to DeliveryTimeout) and
+// its state is saved before Run returns.
+func Run(ctx context.Context, cfg Config) (err error) {
+	l, err := newLoop(cfg)
+	if err != nil {
+		l.tr.Fail(err)
+		if cfg.Source != nil {
+			_ = cfg.Source.Close(context.WithoutCancel(ctx))
+		}
+		return err
+	}
+	logCtx, stopLogs := context.WithCancel(context.Background())
+	defer stopLogs()
+	defer func() {
+		l.close()
+		if cerr := cfg.Source.Close(context.WithoutCancel(ctx)); cerr != nil {
+			l.log.Warn("source close failed", "err", cerr)
+			if err == nil {
+				err = fmt.Errorf("close source: %w", cerr)
+			}
+		}
+		if l.tr.Status() != status.Error {
+			l.tr.Set(status.Stopped)
+		}
+	}()
+	if err := l.open(logCtx); err != nil {
+		l.tr.Fail(err)
+		return err
+	}
+	l.tr.Set(status.Running)
+	return l.run(ctx)
+}
+
+func newLoop(cfg Config) (*loop, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Tracker == nil {
+		cfg.Tracker = status.New(string(plugin.KindSource), cfg.Key, nil)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = plugin.DiscardMetrics
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 100 * time.Millisecond
+	}
+	if cfg.MaxRetryDelay <= 0 {
+		cfg.MaxRetryDelay = 10 * time.Second
+	}
+	if cfg.MaxRetryDelay < cfg.RetryDelay {
+		cfg.MaxRetryDelay = cfg.RetryDelay
+	}
+	if cfg.MaxConsecutiveNacks <= 0 {
+		cfg.MaxConsecutiveNacks = 30
+	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = 30 * time.Second
+	}
+	l := &loop{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		tr:         cfg.Tracker,
+		known:      map[string]bool{},
+		decodeH:    metrics.Stage(cfg.Metrics, metrics.StageDecode),
+		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
+		produceH:   metrics.Stage(cfg.Metrics, metrics.StageProduce),
+		saveH:      metrics.Stage(cfg.Metrics, metrics.StageStateSave),
+		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
+		nackedC:    cfg.Metrics.Counter(metrics.RecordsNacked, "Records of nacked batches."),
+	}
+	if cfg.Source == nil {
+		return l, errors.New("sourceloop: no source")
+	}
+	if cfg.Store == nil {
+		return l, errors.New("sourceloop: no state store")
+	}
+	specs, err := compileBlocks(cfg.Topics, cfg.BaseDir)
+	if err != nil {
+		return l, err
+	}
+	for _, s := range specs {
+		l.blocks = append(l.blocks, &block{blockSpec: s})
+	}
+	return l, nil
+}
+
+func (l *loop) open(logCtx context.Context) error {
+	for _, b := range l.blocks {
+		defaults := kafka.ConfigMap{
+			"client.id":                    "pico-connectors-" + l.cfg.Key + "-" + strconv.Itoa(b.idx),
+			"acks":                         "all",
+			"batch.num.messages":           b.batch,
+			"linger.ms":                    b.linger,
+			"message.timeout.ms":           int(l.cfg.DeliveryTimeout.Milliseconds()),
+			"queue.buffering.max.messages": 1000000,
+			"go.delivery.reports":          true,
+			// Events() then carries only client-level errors, logged below.
+			"go.events.channel.size": 1000,
+		}
+		cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, reservedProducer, l.cfg.Properties, b.def.Properties)
+		if err != nil {
+			return fmt.Errorf("topics[%d]: %w", b.idx, err)
+		}
+		p, err := kafka.NewProducer(&cm)
+		if err != nil {
+			return fmt.Errorf("topics[%d]: producer: %w", b.idx, err)
+		}
+		b.producer = p
+		clientconf.ForwardLogs(logCtx, p.Logs(), l.log)
+		go l.drainEvents(logCtx, b)
+		if b.def.CreateTopics {
+			a, err := kafka.NewAdminClientFromProducer(p)
+			if err != nil {
+				return fmt.Errorf("topics[%d]: admin client: %w", b.idx, err)
+			}
+			b.admin = a
+		}
+	}
+	return nil
+}
+
+// drainEvents logs client-level events (delivery reports go to per-batch
+// channels).
+func (l *loop) drainEvents(ctx context.Context, b *block) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-b.producer.Events():
+			if !ok {
+				return
+			}
+			if ke, isErr := e.(kafka.Error); isErr {
+				l.log.Debug("producer error", "block", b.idx, "err", ke)
+			}
+		}
+	}
+}
+
+func (l *loop) close() {
+	for _, b := range l.blocks {
+		if b.admin != nil {
+			b.admin.Close()
+		}
+		if b.producer != nil {
+			b.producer.Flush(int(l.cfg.DeliveryTimeout.Milliseconds()))
+			b.producer.Close()
+		}
+	}
+}
+
+// run is the poll task.
+func (l *loop) run(ctx context.Context) error {
+	c := &l.tr.Counters
+	pollFails := 0
+	for ctx.Err() == nil {
+		batch, err := l.cfg.Source.Poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			pollFails++
+			l.log.Warn("poll failed; polling again", "err", err, "attempt", pollFails)
+			l.tr.RecordError(fmt.Errorf("poll: %w", err))
+			l.sleep(ctx, pollFails)
+			continue
+		}
+		pollFails = 0
+		// The batch is resolved even if ctx was cancelled meanwhile.
+		bctx := context.WithoutCancel(ctx)
+		if len(batch.Messages) == 0 {
+			if batch.State != nil {
+				l.log.Warn("source returned an empty batch with state; the state is ignored")
+			}
+			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Ack); err != nil {
+				l.log.Warn("OnBatchResult(ack) of an empty batch failed", "err", err)
+			}
+			continue
+		}
+		c.Polled.Add(int64(len(batch.Messages)))
+		n := int64(len(batch.Messages))
+		failure, saveFailed := l.resolve(bctx, batch)
+		c.Batches.Add(1)
+		c.LastBatchAt.Store(time.Now().UnixNano())
+		if failure == nil {
+			c.Acked.Add(1)
+			c.ConsecNacks.Store(0)
+			l.ackedC.Add(float64(n))
+			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Ack); err != nil {
+				l.log.Warn("OnBatchResult(ack) failed", "err", err)
+			}
+			if l.tr.Status() == status.Error {
+				l.log.Info("batch acknowledged after failures; status back to Running")
+				l.tr.Set(status.Running)
+			}
+			continue
+		}
+		c.Nacked.Add(1)
+		consec := c.ConsecNacks.Add(1)
+		l.nackedC.Add(float64(n))
+		l.log.Warn("batch nacked", "records", n, "consecutive_nacks", consec, "err", failure)
+		if saveFailed {
+			l.tr.Fail(failure)
+		} else {
+			l.tr.RecordError(failure)
+		}
+		if err := l.cfg.Source.OnBatchResult(bctx, plugin.Nack); err != nil {
+			l.log.Warn("OnBatchResult(nack) failed", "err", err)
+		}
+		if consec >= int64(l.cfg.MaxConsecutiveNacks) {
+			err := fmt.Errorf("%w: %d in a row, stopping the poll task; last: %v", ErrTooManyNacks, consec, failure)
+			l.log.Error("source stopped", "err", err)
+			l.tr.Fail(err)
+			return err
+		}
+		l.sleep(ctx, int(consec))
+	}
+	return nil
+}
+
+// sleep backs off before attempt n+1: RetryDelay doubled n-1 times, capped,
+// with 20% jitter. It returns early when ctx ends.
+func (l *loop) sleep(ctx context.Context, n int) {
+	d := l.cfg.RetryDelay
+	for i := 1; i < n && d < l.cfg.MaxRetryDelay; i++ {
+		d *= 2
+	}
+	if d > l.cfg.MaxRetryDelay {
+		d = l.cfg.MaxRetryDelay
+	}
+	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+type outRecord struct {
+	b   *block
+	msg *kafka.Message
+}
+
+// resolve produces one batch and saves its state. It returns nil when the
+// batch is acknowledged, or why it is not, with saveFailed set when the
+// produce succeeded and the state save did not.
+func (l *loop) resolve(ctx context.Context, batch plugin.Batch) (failure error, saveFailed bool) {
+	out, err := l.prepare(batch.Messages)
+	if err != nil {
+		return err, false
+	}
+	if err := l.ensureTopics(ctx, out); err != nil {
+		return err, false
+	}
+	start := time.Now()
+	delivered, err := l.produce(out)
+	l.produceH.Observe(time.Since(start).Seconds())
+	l.tr.Counters.Produced.Add(int64(delivered))
+	if err != nil {
+		// A topic may have gone; look again next time.
+		clear(l.known)
+		return err, false
+	}
+	if batch.State == nil {
+		return nil, false
+	}
+	start = time.Now()
+	err = l.cfg.Store.Save(ctx, l.cfg.Key, batch.State)
+	l.saveH.Observe(time.Since(start).Seconds())
+	if err != nil {
+		l.tr.Counters.StateFails.Add(1)
+		return fmt.Errorf("state save failed after the batch was produced (it will be produced again): %w", err), true
+	}
+	l.tr.Counters.StateSaves.Add(1)
+	return nil, false
+}
+
+// prepare decodes, transforms, routes and encodes every message once per
+// block.
+func (l *loop) prepare(msgs []plugin.Message) ([]outRecord, error) {
+	out := make([]outRecord, 0, len(msgs)*len(l.blocks))
+	var decodeT, transformT time.Duration
+	for _, b := range l.blocks {
+		fast := len(l.cfg.Transforms) == 0 && !b.router.NeedsValue()
+		for i := range msgs {
+			m := &msgs[i]
+			var (
+				value   []byte
+				key     = m.Key
+				headers = m.Headers
+				topic   string
+				err     error
+			)
+			t0 := time.Now()
+			if fast {
+				value, err = b.codec.Wire(m.Payload)
+				if err != nil {
+					return nil, fmt.Errorf("record %d of the batch, topics[%d] schema %s: %w", i, b.idx, b.codec.Schema(), err)
+				}
+				decodeT += time.Since(t0)
+				topic, err = b.router.Topic(route.Input{Key: key, Headers: headers})
+			} else {
+				v, derr := b.codec.Decode(m.Payload)
+				if derr != nil {
+					return nil, fmt.Errorf("record %d of the batch, topics[%d] schema %s: %w", i, b.idx, b.codec.Schema(), derr)
+				}
+				t1 := time.Now()
+				decodeT += t1.Sub(t0)
+				rec := &plugin.TransformRecord{Key: m.Key, Headers: append([]plugin.Header(nil), m.Headers...), Value: v}
+				for ti, tr := range l.cfg.Transforms {
+					if err := tr.Apply(rec); err != nil {
+						return nil, fmt.Errorf("record %d of the batch, transform %d: %w", i, ti, err)
+					}
+				}
+				t2 := time.Now()
+				transformT += t2.Sub(t1)
+				key, headers = rec.Key, rec.Headers
+				topic, err = b.router.Topic(route.Input{Key: key, Headers: headers, Value: rec.Value})
+				if err == nil {
+					value, err = b.codec.Encode(rec.Value)
+					if err != nil {
+						err = fmt.Errorf("topics[%d] schema %s: %w", b.idx, b.codec.Schema(), err)
+					}
+				}
+				decodeT += time.Since(t2)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("record %d of the batch, topics[%d]: %w", i, b.idx, err)
+			}
+			km := &kafka.Message{
+				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+				Key:            key,
+				Value:          value,
+				Timestamp:      m.Timestamp,
+			}
+			if len(headers) > 0 {
+				km.Headers = make([]kafka.Header, len(headers))
+				for j, h := range headers {
+					km.Headers[j] = kafka.Header{Key: h.Key, Value: h.Value}
+				}
+			}
+			out = append(out, outRecord{b: b, msg: km})
+		}
+	}
+	l.decodeH.Observe(decodeT.Seconds())
+	if len(l.cfg.Transforms) > 0 {
+		l.transformH.Observe(transformT.Seconds())
+	}
+	return out, nil
+}
+
+// ensureTopics makes sure every destination exists: created through the
+// admin API when the block has create_topics, otherwise looked up.
+func (l *loop) ensureTopics(ctx context.Context, out []outRecord) error {
+	type need struct {
+		b     *block
+		topic string
+	}
+	var missing []need
+	seen := map[string]bool{}
+	for _, r := range out {
+		t := *r.msg.TopicPartition.Topic
+		if l.known[t] || seen[t] {
+			continue
+		}
+		seen[t] = true
+		missing = append(missing, need{r.b, t})
+	}
+	timeout := 10 * time.Second
+	for _, n := range missing {
+		if n.b.admin != nil {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			res, err := n.b.admin.CreateTopics(cctx, []kafka.TopicSpecification{{Topic: n.topic, NumPartitions: 1, ReplicationFactor: 1}},
+				kafka.SetAdminOperationTimeout(timeout))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("create topic %q: %w", n.topic, err)
+			}
+			for _, r := range res {
+				if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+					return fmt.Errorf("create topic %q: %v", n.topic, r.Error)
+				}
+			}
+			l.known[n.topic] = true
+			continue
+		}
+		t := n.topic
+		md, err := n.b.producer.GetMetadata(&t, false, int(timeout.Milliseconds()))
+		if err != nil {
+			return fmt.Errorf("look up topic %q: %w", n.topic, err)
+		}
+		tm, ok := md.Topics[n.topic]
+		if !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic {
+			return fmt.Errorf("topic %q does not exist and topics[%d].create_topics is off", n.topic, n.b.idx)
+		}
+		if tm.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("look up topic %q: %v", n.topic, tm.Error)
+		}
+		l.known[n.topic] = true
+	}
+	return nil
+}
+
+// produce sends every record and waits for every delivery report. It
+// returns how many were delivered and the first failure.
+func (l *loop) produce(out []outRecord) (int, error) {
+	reports := make(chan kafka.Event, len(out))
+	sent := 0
+	var firstErr error
+	for _, r := range out {
+		for {
+			err := r.b.producer.Produce(r.msg, reports)
+			if err == nil {
+				sent++
+				break
+			}
+			var ke kafka.Error
+			if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+				r.b.producer.Flush(100)
+				continue
+			}
+			firstErr = fmt.Errorf("produce to %q: %w", *r.msg.TopicPartition.Topic, err)
+			break
+		}
+		if firstErr != nil {
+			break
+		}
+	}
+	delivered := 0
+	deadline := time.NewTimer(l.cfg.DeliveryTimeout + 10*time.Second)
+	defer deadline.Stop()
+	for got := 0; got < sent; got++ {
+		select {
+		case e := <-reports:
+			m, ok := e.(*kafka.Message)
+			if !ok {
+				got--
+				continue
+			}
+			if m.TopicPartition.Error != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("delivery to %q failed: %w", *m.TopicPartition.Topic, m.TopicPartition.Error)
+				}
+				continue
+			}
+			delivered++
+		case <-deadline.C:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%d of %d delivery reports missing after %s", sent-got, sent, l.cfg.DeliveryTimeout+10*time.Second)
+			}
+			return delivered, firstErr
+		}
+	}
+	return delivered, firstErr
 }

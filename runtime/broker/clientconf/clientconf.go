@@ -1,0 +1,73 @@
+// Package clientconf builds librdkafka (confluent-kafka-go) client settings
+// the same way for every loop, and forwards librdkafka's logs to slog.
+package clientconf
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ConfigMap returns bootstrap.servers plus defaults, then each layer of
+// string properties in order (later layers win). Properties the loops
+// must control themselves are in reserved and rejected with an error
+// naming the key.
+func ConfigMap(bootstrap string, defaults kafka.ConfigMap, reserved []string, layers ...map[string]string) (kafka.ConfigMap, error) {
+	if strings.TrimSpace(bootstrap) == "" {
+		return nil, fmt.Errorf("no bootstrap servers: set broker.bootstrap_servers or use the embedded broker")
+	}
+	m := kafka.ConfigMap{
+		"bootstrap.servers": bootstrap,
+		// The telemetry push logs a warning against brokers without it.
+		"enable.metrics.push":    false,
+		"go.logs.channel.enable": true,
+	}
+	for k, v := range defaults {
+		m[k] = v
+	}
+	for _, layer := range layers {
+		for k, v := range layer {
+			for _, r := range reserved {
+				if k == r {
+					return nil, fmt.Errorf("property %q is set by the runtime and cannot be overridden", k)
+				}
+			}
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// ForwardLogs copies librdkafka's log events to logger until ctx ends or
+// the channel closes. librdkafka's syslog levels map to slog levels:
+// error and warning to Warn, notice to Info, the rest to Debug.
+func ForwardLogs(ctx context.Context, ch chan kafka.LogEvent, logger *slog.Logger) {
+	if ch == nil {
+		return
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-ch:
+				if !ok {
+					return
+				}
+				lvl := slog.LevelDebug
+				// The loops report the failures that matter themselves, so
+				// librdkafka's errors (lost connections it retries) are warnings.
+				switch {
+				case e.Level <= 4:
+					lvl = slog.LevelWarn
+				case e.Level == 5:
+					lvl = slog.LevelInfo
+				}
+				logger.Log(ctx, lvl, "librdkafka: "+e.Message, "facility", e.Tag, "client", e.Name)
+			}
+		}
+	}()
+}
