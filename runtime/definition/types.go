@@ -30,7 +30,7 @@ type Broker struct {
 // HTTP configures the operator API.
 type HTTP struct {
 	Address string `toml:"address" json:"address,omitempty" jsonschema:"description=Listen address of the API.,default=127.0.0.1:8081"`
-	APIKey  string `toml:"api_key" json:"api_key,omitempty" jsonschema:"description=Optional API key, sent as Authorization: Bearer or api-key. Secret."`
+	APIKey  string `toml:"api_key" json:"api_key,omitempty" secret:"true" jsonschema:"description=Optional API key, sent as Authorization: Bearer or api-key. Secret."`
 	TLSCert string `toml:"tls_cert" json:"tls_cert,omitempty" jsonschema:"description=PEM certificate file; with tls_key, serves HTTPS."`
 	TLSKey  string `toml:"tls_key" json:"tls_key,omitempty" jsonschema:"description=PEM private key file."`
 }
@@ -48,7 +48,7 @@ type StateHTTP struct {
 	Timeout     string `toml:"timeout" json:"timeout,omitempty" jsonschema:"description=Timeout of one request.,default=5s"`
 	MaxAttempts int    `toml:"max_attempts" json:"max_attempts,omitempty" jsonschema:"description=Attempts per load or save.,default=5"`
 	RetryDelay  string `toml:"retry_delay" json:"retry_delay,omitempty" jsonschema:"description=Base delay between attempts, doubled each time with jitter.,default=200ms"`
-	APIKey      string `toml:"api_key" json:"api_key,omitempty" jsonschema:"description=Optional bearer token. Secret."`
+	APIKey      string `toml:"api_key" json:"api_key,omitempty" secret:"true" jsonschema:"description=Optional bearer token. Secret."`
 }
 
 // Log configures logging.
@@ -61,7 +61,7 @@ type Log struct {
 type Connector struct {
 	Type       string           `toml:"type" json:"type" jsonschema:"enum=sink,enum=source,description=sink or source."`
 	Key        string           `toml:"key" json:"key" jsonschema:"pattern=^[a-z0-9_]+$,description=Unique key; names the state file, API paths and env variables."`
-	Enabled    bool             `toml:"enabled" json:"enabled" jsonschema:"description=Disabled connectors are loaded and reported but not started."`
+	Enabled    bool             `toml:"enabled" json:"enabled" jsonschema:"description=Disabled connectors are loaded and reported but not started.,default=true"`
 	Version    int              `toml:"version" json:"version" jsonschema:"description=Definition version, for the operator's own bookkeeping."`
 	Name       string           `toml:"name" json:"name,omitempty" jsonschema:"description=Human-readable name."`
 	Path       string           `toml:"path" json:"path" jsonschema:"description=The plugin, such as libpicomq_connector_s3_sink."`

@@ -1,0 +1,579 @@
+package definition
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// decoder fills the definition structs from a parsed TOML table, applying
+// environment overrides on the way, and collects every problem instead of
+// stopping at the first one.
+type decoder struct {
+	file     string
+	env      map[string]string
+	used     map[string]bool // env variables that were applied
+	known    []string        // every variable name that would be applied
+	problems Problems
+	defined  map[string]bool   // key paths set by the file or the environment
+	fromEnv  map[string]string // key path -> variable that set it
+	skipEnv  map[string]bool   // key paths with no env override (type, key)
+	order    map[string]int    // TOML key -> position in the file, for stable output
+	// transformPrefixes are the env prefixes of each transform's own keys.
+	transformPrefixes []string
+}
+
+func newDecoder(file string, env map[string]string, used map[string]bool) *decoder {
+	return &decoder{
+		file: file, env: env, used: used,
+		defined: map[string]bool{}, fromEnv: map[string]string{}, skipEnv: map[string]bool{},
+		order: map[string]int{},
+	}
+}
+
+func (d *decoder) add(key, format string, args ...any) {
+	d.problems = append(d.problems, Problem{File: d.file, Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// lookup returns the override for key path key from variable name.
+func (d *decoder) lookup(key, name string) (string, bool) {
+	if d.skipEnv[key] {
+		return "", false
+	}
+	d.known = append(d.known, name)
+	v, ok := d.env[name]
+	if ok {
+		d.used[name] = true
+	}
+	return v, ok
+}
+
+var (
+	routeType      = reflect.TypeOf(Route{})
+	topicsType     = reflect.TypeOf([]Topics(nil))
+	transformsType = reflect.TypeOf([]map[string]any(nil))
+	anyMapType     = reflect.TypeOf(map[string]any(nil))
+	stringMapType  = reflect.TypeOf(map[string]string(nil))
+)
+
+func joinKey(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func tomlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	return name
+}
+
+// fieldNames lists the TOML keys of a struct type.
+func fieldNames(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := tomlName(t.Field(i)); n != "" && n != "-" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// decodeStruct fills rv from raw. path is the key path of raw ("" at the
+// top) and prefix the env variable prefix of its keys.
+func (d *decoder) decodeStruct(rv reflect.Value, raw map[string]any, path, prefix string) {
+	t := rv.Type()
+	known := fieldNames(t)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := tomlName(f)
+		if name == "" || name == "-" {
+			continue
+		}
+		val, inFile := raw[name]
+		d.field(rv.Field(i), f, val, inFile, joinKey(path, name), prefix+strings.ToUpper(name))
+	}
+	for _, k := range sortedKeys(raw) {
+		if !contains(known, k) {
+			where := "key"
+			if path == "" {
+				where = "top-level key"
+			}
+			d.add(joinKey(path, k), "unknown %s %q%s", where, k, didYouMean(k, known))
+		}
+	}
+}
+
+func (d *decoder) field(fv reflect.Value, f reflect.StructField, val any, inFile bool, key, envName string) {
+	secret := f.Tag.Get("secret") == "true"
+	switch f.Type {
+	case routeType:
+		d.route(fv, val, inFile, key, envName)
+		return
+	case topicsType:
+		d.topics(fv, val, inFile, key, envName)
+		return
+	case transformsType:
+		d.transforms(fv, val, inFile, key, envName)
+		return
+	case anyMapType:
+		if !inFile {
+			return
+		}
+		m, ok := val.(map[string]any)
+		if !ok {
+			d.add(key, "expected a table, got %s", describe(val, false))
+			return
+		}
+		d.defined[key] = true
+		fv.Set(reflect.ValueOf(m))
+		return
+	case stringMapType:
+		d.properties(fv, val, inFile, key, envName)
+		return
+	}
+	switch f.Type.Kind() {
+	case reflect.Struct:
+		sub := map[string]any{}
+		if inFile {
+			m, ok := val.(map[string]any)
+			if !ok {
+				d.add(key, "expected a table, got %s", describe(val, secret))
+			} else {
+				sub = m
+				d.defined[key] = true
+			}
+		}
+		d.decodeStruct(fv, sub, key, envName+"_")
+	case reflect.String, reflect.Int, reflect.Bool:
+		if s, ok := d.lookup(key, envName); ok {
+			d.scalarFromEnv(fv, s, key, envName, secret)
+			return
+		}
+		if inFile {
+			d.scalarFromFile(fv, val, key, secret)
+		}
+	default:
+		d.add(key, "internal: unsupported field type %s", f.Type)
+	}
+}
+
+func (d *decoder) scalarFromEnv(fv reflect.Value, s, key, envName string, secret bool) {
+	shown := strconv.Quote(s)
+	if secret {
+		shown = "(value hidden)"
+	}
+	switch fv.Kind() {
+	case reflect.String:
+		fv.SetString(s)
+	case reflect.Int:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			d.add(key, "environment variable %s = %s is not an integer; use a whole number such as 1000", envName, shown)
+			return
+		}
+		fv.SetInt(int64(n))
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			d.add(key, "environment variable %s = %s is not a boolean; use true or false", envName, shown)
+			return
+		}
+		fv.SetBool(b)
+	}
+	d.defined[key] = true
+	d.fromEnv[key] = envName
+}
+
+func (d *decoder) scalarFromFile(fv reflect.Value, val any, key string, secret bool) {
+	switch fv.Kind() {
+	case reflect.String:
+		s, ok := val.(string)
+		if !ok {
+			d.add(key, "expected a string, got %s", describe(val, secret))
+			return
+		}
+		fv.SetString(s)
+	case reflect.Int:
+		n, ok := val.(int64)
+		if !ok {
+			d.add(key, "expected an integer, got %s", describe(val, secret))
+			return
+		}
+		fv.SetInt(n)
+	case reflect.Bool:
+		b, ok := val.(bool)
+		if !ok {
+			d.add(key, "expected a boolean (true or false), got %s", describe(val, secret))
+			return
+		}
+		fv.SetBool(b)
+	}
+	d.defined[key] = true
+}
+
+// route decodes topic: a string is a literal, a table a rule. Env:
+// NAME (a literal, or a JSON object for a rule) and NAME_STRATEGY,
+// NAME_PATH, NAME_TEMPLATE, NAME_FALLBACK for the rule's keys.
+func (d *decoder) route(fv reflect.Value, val any, inFile bool, key, envName string) {
+	var r Route
+	if inFile {
+		switch t := val.(type) {
+		case string:
+			r.Literal = t
+			d.defined[key] = true
+		case map[string]any:
+			d.defined[key] = true
+			for _, k := range sortedKeys(t) {
+				s, ok := t[k].(string)
+				if !contains(routeKeys, k) {
+					d.add(key+"."+k, "unknown key %q in a routing rule%s", k, didYouMean(k, routeKeys))
+					continue
+				}
+				if !ok {
+					d.add(key+"."+k, "expected a string, got %s", describe(t[k], false))
+					continue
+				}
+				r.setRuleKey(k, s)
+			}
+		default:
+			d.add(key, "expected a topic name or a routing rule such as { strategy = \"field\", path = \"tenant\", template = \"orders.{value}\" }, got %s", describe(val, false))
+		}
+	}
+	if s, ok := d.lookup(key, envName); ok {
+		d.defined[key] = true
+		d.fromEnv[key] = envName
+		if strings.HasPrefix(strings.TrimSpace(s), "{") {
+			var m map[string]any
+			var nr Route
+			if err := json.Unmarshal([]byte(s), &m); err != nil {
+				d.add(key, "environment variable %s = %q is not a JSON object: %v", envName, s, err)
+			} else if err := nr.UnmarshalTOML(m); err != nil {
+				d.add(key, "environment variable %s = %q: %v", envName, s, err)
+			} else {
+				r = nr
+			}
+		} else {
+			r = Route{Literal: s}
+		}
+	}
+	for _, k := range routeKeys {
+		name := envName + "_" + strings.ToUpper(k)
+		if s, ok := d.lookup(key+"."+k, name); ok {
+			d.defined[key] = true
+			d.fromEnv[key+"."+k] = name
+			r.Literal = ""
+			r.setRuleKey(k, s)
+		}
+	}
+	fv.Set(reflect.ValueOf(r))
+}
+
+func (r *Route) setRuleKey(k, s string) {
+	switch k {
+	case "strategy":
+		r.Strategy = s
+	case "path":
+		r.Path = s
+	case "template":
+		r.Template = s
+	case "fallback":
+		r.Fallback = s
+	}
+}
+
+// tables accepts an array of tables, or an inline array of inline tables.
+func tables(val any) ([]map[string]any, bool) {
+	switch t := val.(type) {
+	case []map[string]any:
+		return t, true
+	case []any:
+		out := make([]map[string]any, 0, len(t))
+		for _, e := range t {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, m)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// envIndexes returns the block indexes that variables prefix+"{i}_..." name.
+func (d *decoder) envIndexes(prefix string) []int {
+	seen := map[int]bool{}
+	for name := range d.env {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		num, _, ok := strings.Cut(rest, "_")
+		if !ok {
+			continue
+		}
+		if i, err := strconv.Atoi(num); err == nil && i >= 0 && i < 1000 {
+			seen[i] = true
+		}
+	}
+	var out []int
+	for i := range seen {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// topics decodes [[topics]]; variables NAME_{i}_FIELD override block i,
+// and may add blocks after the file's last one.
+func (d *decoder) topics(fv reflect.Value, val any, inFile bool, key, envName string) {
+	var blocks []map[string]any
+	if inFile {
+		b, ok := tables(val)
+		if !ok {
+			d.add(key, "expected [[topics]] blocks (an array of tables), got %s", describe(val, false))
+		} else {
+			blocks = b
+			d.defined[key] = true
+		}
+	}
+	n := len(blocks)
+	for _, i := range d.envIndexes(envName + "_") {
+		if i >= n {
+			n = i + 1
+		}
+	}
+	out := make([]Topics, n)
+	for i := 0; i < n; i++ {
+		raw := map[string]any{}
+		if i < len(blocks) {
+			raw = blocks[i]
+		}
+		d.decodeStruct(reflect.ValueOf(&out[i]).Elem(), raw, fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%s_%d_", envName, i))
+	}
+	if n > len(blocks) {
+		d.defined[key] = true
+	}
+	fv.Set(reflect.ValueOf(out))
+}
+
+// properties decodes a table of librdkafka settings. Values may be strings,
+// numbers or booleans; they are passed on as strings. Variables: NAME as a
+// JSON object merged on top, and NAME_{PROPERTY} with the property's dots
+// written as underscores (linger.ms -> NAME_LINGER_MS).
+func (d *decoder) properties(fv reflect.Value, val any, inFile bool, key, envName string) {
+	props := map[string]string{}
+	if inFile {
+		m, ok := val.(map[string]any)
+		if !ok {
+			d.add(key, "expected a table of librdkafka settings, got %s", describe(val, false))
+		} else {
+			d.defined[key] = true
+			for _, k := range sortedKeys(m) {
+				switch v := m[k].(type) {
+				case string:
+					props[k] = v
+				case int64:
+					props[k] = strconv.FormatInt(v, 10)
+				case float64:
+					props[k] = strconv.FormatFloat(v, 'f', -1, 64)
+				case bool:
+					props[k] = strconv.FormatBool(v)
+				default:
+					d.add(key+"."+quoteKey(k), "expected a string, number or boolean, got %s", describe(v, true))
+				}
+			}
+		}
+	}
+	if s, ok := d.lookup(key, envName); ok {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			d.add(key, "environment variable %s is not a JSON object of librdkafka settings such as {\"linger.ms\":\"5\"}: %v", envName, err)
+		} else {
+			d.defined[key] = true
+			d.fromEnv[key] = envName
+			for k, v := range m {
+				switch t := v.(type) {
+				case string:
+					props[k] = t
+				default:
+					b, _ := json.Marshal(t)
+					props[k] = string(b)
+				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(d.env) {
+		rest, ok := strings.CutPrefix(name, envName+"_")
+		if !ok || rest == "" {
+			continue
+		}
+		prop := ""
+		for k := range props {
+			if envWord(k) == rest {
+				prop = k
+			}
+		}
+		if prop == "" {
+			prop = strings.ReplaceAll(strings.ToLower(rest), "_", ".")
+		}
+		v, _ := d.lookup(key, name)
+		props[prop] = v
+		d.defined[key] = true
+		d.fromEnv[key+"."+quoteKey(prop)] = name
+	}
+	if len(props) > 0 {
+		fv.Set(reflect.ValueOf(props))
+	}
+}
+
+// envWord turns a key into its variable-name form.
+func envWord(k string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, k)
+}
+
+// transforms decodes [[transforms]] blocks (each with a type key) or
+// [transforms.NAME] tables (NAME is the type), into one list with "type"
+// set, in file order. "enabled" (default true) may be overridden from
+// NAME_{i}_ENABLED; every other key belongs to the transform's own Load.
+func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envName string) {
+	if !inFile {
+		return
+	}
+	d.defined[key] = true
+	var out []map[string]any
+	if blocks, ok := tables(val); ok {
+		for i, b := range blocks {
+			m := copyMap(b)
+			k := fmt.Sprintf("%s[%d]", key, i)
+			if t, ok := m["type"].(string); !ok || t == "" {
+				d.add(k+".type", "missing: each [[transforms]] block needs type = \"add_fields\" (or another transform)")
+			}
+			d.transformEnabled(m, k, fmt.Sprintf("%s_%d_ENABLED", envName, i))
+			d.transformPrefixes = append(d.transformPrefixes, fmt.Sprintf("%s_%d_", envName, i))
+			out = append(out, m)
+		}
+	} else if named, ok := val.(map[string]any); ok {
+		names := sortedKeys(named)
+		sort.SliceStable(names, func(i, j int) bool { return d.order[key+"."+names[i]] < d.order[key+"."+names[j]] })
+		for _, name := range names {
+			b, ok := named[name].(map[string]any)
+			k := key + "." + name
+			if !ok {
+				d.add(k, "expected a table [transforms.%s], got %s", name, describe(named[name], false))
+				continue
+			}
+			m := copyMap(b)
+			if t, ok := m["type"]; ok && t != name {
+				d.add(k+".type", "type = %v contradicts the table name %q; remove type", describe(t, false), name)
+			}
+			m["type"] = name
+			d.transformEnabled(m, k, envName+"_"+envWord(name)+"_ENABLED")
+			d.transformPrefixes = append(d.transformPrefixes, envName+"_"+envWord(name)+"_")
+			out = append(out, m)
+		}
+	} else {
+		d.add(key, "expected [[transforms]] blocks or [transforms.NAME] tables, got %s", describe(val, false))
+	}
+	fv.Set(reflect.ValueOf(out))
+}
+
+func (d *decoder) transformEnabled(m map[string]any, key, envName string) {
+	if s, ok := d.lookup(key+".enabled", envName); ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			d.add(key+".enabled", "environment variable %s = %q is not a boolean; use true or false", envName, s)
+			return
+		}
+		m["enabled"] = b
+		return
+	}
+	if v, ok := m["enabled"]; ok {
+		if _, isBool := v.(bool); !isBool {
+			d.add(key+".enabled", "expected a boolean (true or false), got %s", describe(v, false))
+			m["enabled"] = true
+		}
+	}
+}
+
+func copyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteKey(k string) string {
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return strconv.Quote(k)
+		}
+	}
+	return k
+}
+
+// describe names a TOML value's type, with the value unless it is secret.
+func describe(v any, secret bool) string {
+	var kind string
+	switch v.(type) {
+	case string:
+		kind = "a string"
+	case int64:
+		kind = "an integer"
+	case float64:
+		kind = "a float"
+	case bool:
+		kind = "a boolean"
+	case map[string]any:
+		return "a table"
+	case []map[string]any, []any:
+		return "an array"
+	case time.Time:
+		kind = "a date-time"
+	default:
+		kind = fmt.Sprintf("a %T", v)
+	}
+	if secret {
+		return kind
+	}
+	s := fmt.Sprintf("%v", v)
+	if str, ok := v.(string); ok {
+		s = strconv.Quote(str)
+	}
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return kind + " (" + s + ")"
+}

@@ -1,0 +1,593 @@
+package definition
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// EnvPrefix starts every environment variable the runtime reads.
+const EnvPrefix = "PICOMQ_CONNECTORS_"
+
+// Defaults of the runtime config.
+const (
+	DefaultConnectorsDir   = "connectors"
+	DefaultEmbeddedAddress = "127.0.0.1:9092"
+	DefaultHTTPAddress     = "127.0.0.1:8081"
+	DefaultStatePath       = "state"
+	DefaultShutdownGrace   = "30s"
+	DefaultStateTimeout    = "5s"
+	DefaultStateAttempts   = 5
+	DefaultStateRetryDelay = "200ms"
+)
+
+// Defaults of a [[topics]] block.
+const (
+	DefaultSchema       = "json"
+	DefaultBatchLength  = 1000
+	DefaultPollInterval = "100ms"
+	DefaultLingerTime   = "5ms"
+)
+
+// Config is a loaded runtime config with every definition in its
+// connectors_dir, after environment overrides, defaults and validation.
+type Config struct {
+	// File is the runtime config file as given.
+	File string
+	// Runtime is the runtime config, with defaults filled in.
+	Runtime Runtime
+	// Dir is connectors_dir resolved against the config file's folder.
+	Dir string
+	// Connectors are the definitions, sorted by file name.
+	Connectors []*Definition
+}
+
+// Definition is one loaded definition file.
+type Definition struct {
+	// File is the definition file's path.
+	File string
+	// Connector is the definition after env overrides, with defaults
+	// filled in. PluginConfig holds the raw table (secrets in clear): show
+	// Plugin.Redacted() instead.
+	Connector
+	// EnvPrefix is PICOMQ_CONNECTORS_{SINK|SOURCE}_{KEY}_.
+	EnvPrefix string
+	// Registration is the plugin named by path (zero when unknown).
+	Registration plugin.Registration
+	// Plugin is plugin_config as the registration's Load returned it, nil
+	// when it did not load.
+	Plugin plugin.Config
+	// Transforms are the loaded configs of Connector.Transforms, index for
+	// index.
+	Transforms []Transform
+}
+
+// Transform is one loaded transform of a definition.
+type Transform struct {
+	// Type names the transform, such as add_fields.
+	Type string
+	// Enabled is false when the block says enabled = false.
+	Enabled bool
+	// EnvPrefix is where the transform's own keys are overridden from.
+	EnvPrefix string
+	// Registration is the transform's registration (zero when unknown).
+	Registration plugin.Registration
+	// Config is what the registration's Load returned, nil on failure.
+	Config plugin.Config
+}
+
+// Kind returns the definition's kind, sink or source.
+func (d *Definition) Kind() plugin.Kind { return plugin.Kind(d.Type) }
+
+// TransformConfigs returns the loaded configs of Connector.Transforms,
+// index for index (nil where one did not load).
+func (d *Definition) TransformConfigs() []plugin.Config {
+	out := make([]plugin.Config, len(d.Transforms))
+	for i, t := range d.Transforms {
+		out[i] = t.Config
+	}
+	return out
+}
+
+// Find returns the definition of kind (sink or source) with key.
+func (c *Config) Find(kind, key string) (*Definition, bool) {
+	for _, d := range c.Connectors {
+		if d.Type == kind && d.Key == key {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// Environ turns os.Environ-style "NAME=value" pairs into a map.
+func Environ(pairs []string) map[string]string {
+	env := make(map[string]string, len(pairs))
+	for _, kv := range pairs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// Load reads the runtime config file at path and every *.toml definition
+// in its connectors_dir, applies overrides from env (variable name to
+// value, such as Environ(os.Environ())), fills in defaults and validates
+// everything, plugin configs included. It returns the config and, when
+// anything is wrong, a Problems error listing every problem; the config is
+// then only good for display.
+func Load(path string, env map[string]string) (*Config, error) {
+	cfg := &Config{File: path}
+	used := map[string]bool{}
+	var problems Problems
+	var known []string
+
+	d := newDecoder(path, env, used)
+	raw, md, err := parseFile(path)
+	if err != nil {
+		return cfg, Problems{{File: path, Message: err.Error()}}
+	}
+	d.order = keyOrder(md)
+	d.decodeStruct(reflect.ValueOf(&cfg.Runtime).Elem(), raw, "", EnvPrefix)
+	cfg.Runtime.fillDefaults(d.defined)
+	cfg.Runtime.validate(d)
+	problems = append(problems, d.problems...)
+	known = append(known, d.known...)
+
+	cfg.Dir = cfg.Runtime.ConnectorsDir
+	if !filepath.IsAbs(cfg.Dir) {
+		cfg.Dir = filepath.Join(filepath.Dir(path), cfg.Dir)
+	}
+	files, err := filepath.Glob(filepath.Join(cfg.Dir, "*.toml"))
+	if err == nil && len(files) == 0 {
+		if _, statErr := os.Stat(cfg.Dir); statErr != nil {
+			problems = append(problems, Problem{File: path, Key: "connectors_dir", Message: fmt.Sprintf("folder %s does not exist; create it with one definition file (*.toml) per connector, or point connectors_dir at one", cfg.Dir)})
+		}
+	}
+	sort.Strings(files)
+	seen := map[string]string{}
+	for _, file := range files {
+		def, ps, kn := loadDefinition(file, env, used)
+		problems = append(problems, ps...)
+		known = append(known, kn...)
+		if def == nil {
+			continue
+		}
+		if def.Type != "" && def.Key != "" {
+			id := def.Type + "/" + def.Key
+			if other, dup := seen[id]; dup {
+				problems = append(problems, Problem{File: file, Key: "key", Message: fmt.Sprintf("%s key %q is already used by %s; every %s needs its own key", def.Type, def.Key, other, def.Type)})
+			} else {
+				seen[id] = file
+			}
+		}
+		cfg.Connectors = append(cfg.Connectors, def)
+	}
+	problems = append(problems, unknownVariables(cfg, env, used, known)...)
+	if len(problems) > 0 {
+		return cfg, problems
+	}
+	return cfg, nil
+}
+
+// parseFile reads a TOML file into a table.
+func parseFile(path string) (map[string]any, toml.MetaData, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, toml.MetaData{}, fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+	}
+	raw := map[string]any{}
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, md, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
+		}
+		return nil, md, fmt.Errorf("not valid TOML: %v", err)
+	}
+	return raw, md, nil
+}
+
+func keyOrder(md toml.MetaData) map[string]int {
+	order := map[string]int{}
+	for i, k := range md.Keys() {
+		order[k.String()] = i
+	}
+	return order
+}
+
+func loadDefinition(file string, env map[string]string, used map[string]bool) (*Definition, Problems, []string) {
+	raw, md, err := parseFile(file)
+	if err != nil {
+		return nil, Problems{{File: file, Message: err.Error()}}, nil
+	}
+	def := &Definition{File: file}
+	d := newDecoder(file, env, used)
+	d.order = keyOrder(md)
+	d.skipEnv["type"], d.skipEnv["key"] = true, true
+
+	// type and key name the variables, so they come from the file alone.
+	typ, _ := raw["type"].(string)
+	key, _ := raw["key"].(string)
+	prefix := ""
+	if (typ == "sink" || typ == "source") && keyPattern.MatchString(key) {
+		prefix = EnvPrefix + strings.ToUpper(typ) + "_" + strings.ToUpper(key) + "_"
+	} else {
+		// No usable variable names: decode without overrides.
+		d.env = map[string]string{}
+	}
+	def.EnvPrefix = prefix
+	d.decodeStruct(reflect.ValueOf(&def.Connector).Elem(), raw, "", prefix)
+	def.validate(d)
+	def.fillDefaults(d.defined)
+	def.loadPlugin(d, env, used, d.transformPrefixes)
+	if prefix == "" {
+		d.known = nil
+	}
+	return def, d.problems, d.known
+}
+
+var keyPattern = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+func (r *Runtime) fillDefaults(defined map[string]bool) {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&r.ConnectorsDir, DefaultConnectorsDir)
+	def(&r.Broker.EmbeddedAddress, DefaultEmbeddedAddress)
+	def(&r.HTTP.Address, DefaultHTTPAddress)
+	def(&r.State.Storage, "file")
+	def(&r.State.Path, DefaultStatePath)
+	def(&r.State.HTTP.Timeout, DefaultStateTimeout)
+	def(&r.State.HTTP.RetryDelay, DefaultStateRetryDelay)
+	if !defined["state.http.max_attempts"] {
+		r.State.HTTP.MaxAttempts = DefaultStateAttempts
+	}
+	def(&r.Log.Format, "text")
+	def(&r.Log.Level, "info")
+	def(&r.ShutdownGrace, DefaultShutdownGrace)
+}
+
+// origin names where a key's value came from, for messages.
+func (d *decoder) origin(key string) string {
+	if v, ok := d.fromEnv[key]; ok {
+		return " (from environment variable " + v + ")"
+	}
+	return ""
+}
+
+func (d *decoder) duration(key, value string) {
+	if value == "" {
+		return
+	}
+	if _, err := parseDuration(value); err != nil {
+		d.add(key, "%q%s is not a duration; use a number with a unit such as 100ms, 5s or 1m30s", value, d.origin(key))
+	}
+}
+
+func (d *decoder) oneOf(key, value string, allowed ...string) {
+	if !contains(allowed, value) {
+		d.add(key, "%q%s is not allowed; use %s%s", value, d.origin(key), strings.Join(quoteAll(allowed), " or "), suggestSuffix(value, allowed))
+	}
+}
+
+func suggestSuffix(value string, allowed []string) string {
+	if s := Suggest(value, allowed); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
+}
+
+func quoteAll(list []string) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+func (d *decoder) hostPort(key, value string) {
+	if value == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(value); err != nil {
+		d.add(key, "%q%s is not host:port, such as 127.0.0.1:8081", value, d.origin(key))
+	}
+}
+
+func (r *Runtime) validate(d *decoder) {
+	d.hostPort("broker.embedded_address", r.Broker.EmbeddedAddress)
+	if r.Broker.BootstrapServers != "" {
+		for _, s := range strings.Split(r.Broker.BootstrapServers, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(s)); err != nil {
+				d.add("broker.bootstrap_servers", "%q%s is not a comma-separated list of host:port", r.Broker.BootstrapServers, d.origin("broker.bootstrap_servers"))
+				break
+			}
+		}
+	}
+	d.hostPort("http.address", r.HTTP.Address)
+	if (r.HTTP.TLSCert == "") != (r.HTTP.TLSKey == "") {
+		d.add("http", "set both tls_cert and tls_key to serve HTTPS, or neither")
+	}
+	d.oneOf("state.storage", r.State.Storage, "file", "http")
+	if r.State.Storage == "http" {
+		if r.State.HTTP.URL == "" {
+			d.add("state.http.url", "missing: state.storage = \"http\" needs [state.http] url = \"https://...\"")
+		} else if u, err := url.Parse(r.State.HTTP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			shown := r.State.HTTP.URL
+			if err == nil {
+				shown = u.Redacted()
+			}
+			d.add("state.http.url", "%q%s is not an http:// or https:// URL", shown, d.origin("state.http.url"))
+		}
+	}
+	if r.State.Storage == "file" && r.State.Path == "" {
+		d.add("state.path", "missing: the file store needs a folder")
+	}
+	d.duration("state.http.timeout", r.State.HTTP.Timeout)
+	d.duration("state.http.retry_delay", r.State.HTTP.RetryDelay)
+	if r.State.HTTP.MaxAttempts < 1 {
+		d.add("state.http.max_attempts", "%d%s: must be at least 1", r.State.HTTP.MaxAttempts, d.origin("state.http.max_attempts"))
+	}
+	d.oneOf("log.format", r.Log.Format, "text", "json")
+	d.oneOf("log.level", r.Log.Level, "debug", "info", "warn", "error")
+	d.duration("shutdown_grace", r.ShutdownGrace)
+}
+
+// Source-only and sink-only keys of a [[topics]] block.
+var (
+	sourceOnlyKeys = []string{"linger_time", "create_topics", "partitions", "replication_factor", "avro_schema_json", "avro_schema_path"}
+	sinkOnlyKeys   = []string{"pattern", "poll_interval"}
+	schemas        = []string{"json", "raw", "text", "proto", "flatbuffer", "avro"}
+)
+
+func (c *Definition) validate(d *decoder) {
+	switch {
+	case !d.defined["type"]:
+		d.add("type", "missing: set type = \"sink\" or type = \"source\"")
+	default:
+		d.oneOf("type", c.Type, "sink", "source")
+	}
+	switch {
+	case !d.defined["key"] || c.Key == "":
+		d.add("key", "missing: set a unique key of lowercase letters, digits and _, such as key = \"orders_s3\"")
+	case !keyPattern.MatchString(c.Key):
+		d.add("key", "%q is not allowed; use lowercase letters, digits and _ only, such as \"orders_s3\"", c.Key)
+	}
+	if c.Version < 0 {
+		d.add("version", "%d%s: must not be negative", c.Version, d.origin("version"))
+	}
+	isSink, isSource := c.Type == "sink", c.Type == "source"
+	if !d.defined["path"] || c.Path == "" {
+		d.add("path", "missing: name the plugin, such as path = %q", examplePath(c.Type))
+	} else if reg, ok := plugin.Lookup(c.Path); !ok || reg.Kind == plugin.KindTransform {
+		var options []string
+		switch {
+		case isSink:
+			options = plugin.Paths(plugin.KindSink)
+		case isSource:
+			options = plugin.Paths(plugin.KindSource)
+		default:
+			options = append(plugin.Paths(plugin.KindSink), plugin.Paths(plugin.KindSource)...)
+		}
+		msg := fmt.Sprintf("unknown plugin %q%s", c.Path, d.origin("path"))
+		if s := Suggest(c.Path, options); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		} else if len(options) > 0 {
+			msg += "; this binary has " + strings.Join(options, ", ")
+		} else {
+			msg += "; this binary links no " + c.Type + " plugins"
+		}
+		d.add("path", "%s", msg)
+	} else if (isSink || isSource) && string(reg.Kind) != c.Type {
+		d.add("path", "%q is a %s plugin, but type = %q", c.Path, reg.Kind, c.Type)
+	}
+	if len(c.Topics) == 0 && (isSink || isSource) {
+		if isSink {
+			d.add("topics", "missing: a sink needs at least one [[topics]] block with pattern = '...' or topic = \"...\"")
+		} else {
+			d.add("topics", "missing: a source needs at least one [[topics]] block with topic = \"...\" or a routing rule")
+		}
+	}
+	for i := range c.Topics {
+		c.Topics[i].validate(d, fmt.Sprintf("topics[%d]", i), c.Type)
+	}
+}
+
+func examplePath(typ string) string {
+	if typ == "source" {
+		return "libpicomq_connector_random_source"
+	}
+	return "libpicomq_connector_s3_sink"
+}
+
+func (t *Topics) validate(d *decoder, key, typ string) {
+	k := func(name string) string { return key + "." + name }
+	switch typ {
+	case "sink":
+		for _, name := range sourceOnlyKeys {
+			if d.defined[k(name)] {
+				d.add(k(name), "%s is a source setting; remove it from this sink", name)
+			}
+		}
+		switch {
+		case t.Pattern == "" && t.Topic.IsZero():
+			d.add(key, "missing: set pattern = 'orders\\..*' (a regular expression) or topic = \"orders\"")
+		case t.Pattern != "" && !t.Topic.IsZero():
+			d.add(key, "set either pattern or topic, not both")
+		case t.Topic.IsRule():
+			d.add(k("topic"), "a sink consumes a literal topic or a pattern; routing rules are for sources")
+		case t.Pattern != "":
+			if _, err := regexp.Compile(t.Pattern); err != nil {
+				msg := err.Error()
+				msg = strings.TrimPrefix(msg, "error parsing regexp: ")
+				d.add(k("pattern"), "%q%s is not a valid regular expression: %s", t.Pattern, d.origin(k("pattern")), msg)
+			}
+		default:
+			if msg := validTopicName(t.Topic.Literal); msg != "" {
+				d.add(k("topic"), "%q %s", t.Topic.Literal, msg)
+			}
+		}
+		d.duration(k("poll_interval"), t.PollInterval)
+	case "source":
+		for _, name := range sinkOnlyKeys {
+			if d.defined[k(name)] {
+				d.add(k(name), "%s is a sink setting; a source names its destination with topic", name)
+			}
+		}
+		switch {
+		case t.Topic.IsZero():
+			d.add(k("topic"), "missing: set topic = \"orders\" or a rule such as { strategy = \"field\", path = \"tenant\", template = \"orders.{value}\" }")
+		case t.Topic.Literal != "":
+			if msg := validTopicName(t.Topic.Literal); msg != "" {
+				d.add(k("topic"), "%q %s", t.Topic.Literal, msg)
+			}
+		default:
+			r := t.Topic
+			switch r.Strategy {
+			case "field", "header":
+				if r.Path == "" {
+					what := "the JSON field to route by, such as path = \"tenant\""
+					if r.Strategy == "header" {
+						what = "the header to route by, such as path = \"tenant\""
+					}
+					d.add(k("topic.path"), "missing: strategy = %q needs %s", r.Strategy, what)
+				}
+			case "key":
+				if r.Path != "" {
+					d.add(k("topic.path"), "strategy = \"key\" routes by the record key; remove path")
+				}
+			case "":
+				d.add(k("topic.strategy"), "missing: a routing rule needs strategy = \"field\", \"key\" or \"header\"")
+			default:
+				d.oneOf(k("topic.strategy"), r.Strategy, "field", "key", "header")
+			}
+			if msg := checkTemplate(r.Template); msg != "" {
+				d.add(k("topic.template"), "%s", msg)
+			}
+			if r.Fallback != "" {
+				if msg := validTopicName(r.Fallback); msg != "" {
+					d.add(k("topic.fallback"), "%q %s", r.Fallback, msg)
+				}
+			}
+		}
+		d.duration(k("linger_time"), t.LingerTime)
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"partitions", t.Partitions}, {"replication_factor", t.ReplicationFactor}} {
+			if d.defined[k(f.name)] && f.v != 1 {
+				d.add(k(f.name), "%s = %d%s is not supported: PicoMQ topics have one partition; set %s = 1 or remove it", f.name, f.v, d.origin(k(f.name)), f.name)
+			}
+		}
+		if t.Schema == "avro" {
+			switch {
+			case t.AvroSchemaJSON == "" && t.AvroSchemaPath == "":
+				d.add(key, "schema = \"avro\" needs avro_schema_json or avro_schema_path")
+			case t.AvroSchemaJSON != "" && t.AvroSchemaPath != "":
+				d.add(key, "set avro_schema_json or avro_schema_path, not both")
+			}
+		} else if t.AvroSchemaJSON != "" || t.AvroSchemaPath != "" {
+			d.add(key, "avro_schema_json and avro_schema_path apply only with schema = \"avro\"")
+		}
+	}
+	if d.defined[k("schema")] {
+		d.oneOf(k("schema"), t.Schema, schemas...)
+	}
+	if d.defined[k("batch_length")] && t.BatchLength < 1 {
+		d.add(k("batch_length"), "%d%s: must be at least 1", t.BatchLength, d.origin(k("batch_length")))
+	}
+}
+
+func (c *Definition) fillDefaults(defined map[string]bool) {
+	if !defined["enabled"] {
+		c.Enabled = true
+	}
+	for i := range c.Topics {
+		t := &c.Topics[i]
+		if t.Schema == "" {
+			t.Schema = DefaultSchema
+		}
+		if t.BatchLength == 0 {
+			t.BatchLength = DefaultBatchLength
+		}
+		switch c.Type {
+		case "sink":
+			if t.PollInterval == "" {
+				t.PollInterval = DefaultPollInterval
+			}
+		case "source":
+			if t.LingerTime == "" {
+				t.LingerTime = DefaultLingerTime
+			}
+			if t.Partitions == 0 {
+				t.Partitions = 1
+			}
+			if t.ReplicationFactor == 0 {
+				t.ReplicationFactor = 1
+			}
+		}
+	}
+}
+
+// parseDuration is the duration syntax of both files.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, errors.New("negative")
+	}
+	return d, nil
+}
+
+func mustDuration(s, def string) time.Duration {
+	if s == "" {
+		s = def
+	}
+	d, err := parseDuration(s)
+	if err != nil {
+		d, _ = parseDuration(def)
+	}
+	return d
+}
+
+// ShutdownGraceDuration is shutdown_grace parsed (the default on a bad value).
+func (r Runtime) ShutdownGraceDuration() time.Duration {
+	return mustDuration(r.ShutdownGrace, DefaultShutdownGrace)
+}
+
+// TimeoutDuration is timeout parsed.
+func (s StateHTTP) TimeoutDuration() time.Duration {
+	return mustDuration(s.Timeout, DefaultStateTimeout)
+}
+
+// RetryDelayDuration is retry_delay parsed.
+func (s StateHTTP) RetryDelayDuration() time.Duration {
+	return mustDuration(s.RetryDelay, DefaultStateRetryDelay)
+}
+
+// PollIntervalDuration is poll_interval parsed.
+func (t Topics) PollIntervalDuration() time.Duration {
+	return mustDuration(t.PollInterval, DefaultPollInterval)
+}
+
+// LingerTimeDuration is linger_time parsed.
+func (t Topics) LingerTimeDuration() time.Duration {
+	return mustDuration(t.LingerTime, DefaultLingerTime)
+}

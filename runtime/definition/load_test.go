@@ -1,0 +1,231 @@
+package definition
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+type testConfig struct{ raw map[string]any }
+
+func (c testConfig) Redacted() map[string]any {
+	out := map[string]any{}
+	for k, v := range c.raw {
+		if k == "password" {
+			v = Mask
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// testLoad accepts keys "bucket" (string) and "password"; env overrides
+// prefix+BUCKET.
+func testLoad(raw map[string]any, prefix string, env plugin.LookupEnv) (plugin.Config, error) {
+	out := map[string]any{}
+	var errs []error
+	for k, v := range raw {
+		switch k {
+		case "bucket", "password", "field":
+			out[k] = v
+		default:
+			errs = append(errs, fmt.Errorf("%s: unknown key", k))
+		}
+	}
+	if v, ok := env(prefix + "BUCKET"); ok {
+		out["bucket"] = v
+	}
+	return testConfig{out}, errors.Join(errs...)
+}
+
+func init() {
+	plugin.Register(plugin.Registration{Name: "test_sink", Path: "libpicomq_connector_test_sink", Kind: plugin.KindSink, Load: testLoad})
+	plugin.Register(plugin.Registration{Name: "test_source", Path: "libpicomq_connector_test_source", Kind: plugin.KindSource, Load: testLoad})
+	plugin.Register(plugin.Registration{Name: "add_fields", Path: "add_fields", Kind: plugin.KindTransform, Load: testLoad})
+}
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "runtime.toml")
+}
+
+const goodSink = `type = "sink"
+key = "orders_s3"
+version = 0
+name = "Orders"
+path = "libpicomq_connector_test_sink"
+
+[[topics]]
+pattern = 'orders\..*'
+batch_length = 10
+[topics.properties]
+"fetch.min.bytes" = 1
+
+[plugin_config]
+bucket = "b"
+password = "hunter2"
+`
+
+const goodSource = `type = "source"
+key = "gen"
+enabled = false
+path = "libpicomq_connector_test_source"
+
+[[topics]]
+topic = { strategy = "field", path = "tenant", template = "orders.{value}" }
+linger_time = "1ms"
+
+[transforms.add_fields]
+field = "x"
+
+[plugin_config]
+bucket = "c"
+`
+
+func TestLoadGood(t *testing.T) {
+	path := writeFiles(t, map[string]string{
+		"runtime.toml":         "[state]\npath = \"st\"\n[http]\napi_key = \"k\"\n",
+		"connectors/a.toml":    goodSink,
+		"connectors/b.toml":    goodSource,
+		"connectors/notes.txt": "ignored",
+	})
+	env := map[string]string{
+		"PICOMQ_CONNECTORS_BROKER_BOOTSTRAP_SERVERS":                           "127.0.0.1:1",
+		"PICOMQ_CONNECTORS_BROKER_PROPERTIES_LINGER_MS":                        "7",
+		"PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS":                            "9",
+		"PICOMQ_CONNECTORS_SINK_ORDERS_S3_TOPICS_0_BATCH_LENGTH":               "20",
+		"PICOMQ_CONNECTORS_SINK_ORDERS_S3_TOPICS_0_PROPERTIES_FETCH_MIN_BYTES": "2",
+		"PICOMQ_CONNECTORS_SINK_ORDERS_S3_TOPICS_1_TOPIC":                      "extra",
+		"PICOMQ_CONNECTORS_SINK_ORDERS_S3_PLUGIN_CONFIG_BUCKET":                "from-env",
+		"PICOMQ_CONNECTORS_SOURCE_GEN_ENABLED":                                 "true",
+		"PICOMQ_CONNECTORS_SOURCE_GEN_TOPICS_0_TOPIC_FALLBACK":                 "orders.unrouted",
+		"PICOMQ_CONNECTORS_SOURCE_GEN_TRANSFORMS_ADD_FIELDS_BUCKET":            "tb",
+		"UNRELATED": "x",
+	}
+	cfg, err := Load(path, env)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	r := cfg.Runtime
+	if r.Broker.BootstrapServers != "127.0.0.1:1" || r.Broker.Properties["linger.ms"] != "7" || r.State.HTTP.MaxAttempts != 9 || r.State.Path != "st" || r.HTTP.Address != DefaultHTTPAddress {
+		t.Errorf("runtime = %+v", r)
+	}
+	if len(cfg.Connectors) != 2 {
+		t.Fatalf("connectors = %d", len(cfg.Connectors))
+	}
+	sink, ok := cfg.Find("sink", "orders_s3")
+	if !ok {
+		t.Fatal("sink not found")
+	}
+	if !sink.Enabled || len(sink.Topics) != 2 || sink.Topics[0].BatchLength != 20 || sink.Topics[1].Topic.Literal != "extra" ||
+		sink.Topics[0].Properties["fetch.min.bytes"] != "2" || sink.Topics[1].BatchLength != DefaultBatchLength || sink.Topics[0].PollInterval != DefaultPollInterval {
+		t.Errorf("sink = %+v", sink.Connector)
+	}
+	if got := sink.Plugin.Redacted(); got["bucket"] != "from-env" || got["password"] != Mask {
+		t.Errorf("plugin = %v", got)
+	}
+	src, _ := cfg.Find("source", "gen")
+	if !src.Enabled || src.Topics[0].Topic.Strategy != "field" || src.Topics[0].Topic.Fallback != "orders.unrouted" || src.Topics[0].Partitions != 1 {
+		t.Errorf("source = %+v", src.Connector)
+	}
+	if len(src.Transforms) != 1 || src.Transforms[0].Type != "add_fields" || src.Transforms[0].Config.Redacted()["bucket"] != "tb" {
+		t.Errorf("transforms = %+v", src.Transforms)
+	}
+	red := r.Redacted()
+	if red["http"].(map[string]any)["api_key"] != Mask {
+		t.Errorf("api key not masked: %v", red)
+	}
+}
+
+func TestLoadProblems(t *testing.T) {
+	path := writeFiles(t, map[string]string{
+		"runtime.toml": "shutdown_grce = \"1s\"\n[log]\nformat = \"xml\"\n",
+		"connectors/a.toml": `type = "sink"
+key = "a"
+enabled = "yes"
+path = "libpicomq_connector_test_snk"
+[[topics]]
+pattern = "orders(("
+poll_interval = "soon"
+`,
+		"connectors/b.toml": `type = "source"
+key = "b"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+partitions = 3
+[plugin_config]
+nope = 1
+`,
+		"connectors/c.toml": `type = "source"
+key = "b"
+[[topics]]
+topic = "t"
+`,
+		"connectors/bad.toml": "type = \n",
+	})
+	env := map[string]string{
+		"PICOMQ_CONNECTORS_SOURCE_B_TOPICS_0_BATCH_LENGTH": "many",
+		"PICOMQ_CONNECTORS_SOURCE_B_ENABLD":                "true",
+		"PICOMQ_CONNECTORS_SINK_ZZZ_ENABLED":               "true",
+	}
+	_, err := Load(path, env)
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("err = %v", err)
+	}
+	text := err.Error()
+	t.Log("\n" + text)
+	for _, want := range []string{
+		`runtime.toml: shutdown_grce: unknown top-level key "shutdown_grce"; did you mean "shutdown_grace"?`,
+		`runtime.toml: log.format: "xml" is not allowed; use "text" or "json"`,
+		`a.toml: enabled: expected a boolean (true or false), got a string ("yes")`,
+		`a.toml: path: unknown plugin "libpicomq_connector_test_snk"; did you mean "libpicomq_connector_test_sink"?`,
+		`a.toml: topics[0].pattern: "orders((" is not a valid regular expression`,
+		`a.toml: topics[0].poll_interval: "soon" is not a duration`,
+		`b.toml: topics[0].partitions: partitions = 3 is not supported: PicoMQ topics have one partition; set partitions = 1 or remove it`,
+		`b.toml: topics[0].batch_length: environment variable PICOMQ_CONNECTORS_SOURCE_B_TOPICS_0_BATCH_LENGTH = "many" is not an integer`,
+		`b.toml: plugin_config: nope: unknown key`,
+		`b.toml: environment variable PICOMQ_CONNECTORS_SOURCE_B_ENABLD matches no key of this definition; did you mean PICOMQ_CONNECTORS_SOURCE_B_ENABLED?`,
+		`c.toml: path: missing`,
+		`c.toml: key: source key "b" is already used by`,
+		`bad.toml: line 1:`,
+		`environment variable PICOMQ_CONNECTORS_SINK_ZZZ_ENABLED names no sink definition`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing problem %q", want)
+		}
+	}
+}
+
+func TestRouteUnmarshalTOML(t *testing.T) {
+	var r Route
+	if err := r.UnmarshalTOML("orders"); err != nil || r.Literal != "orders" {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if err := r.UnmarshalTOML(map[string]any{"strategy": "key", "template": "t.{value}"}); err != nil || r.Strategy != "key" || r.IsZero() || !r.IsRule() {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if err := r.UnmarshalTOML(map[string]any{"stratgy": "key"}); err == nil || !strings.Contains(err.Error(), `did you mean "strategy"`) {
+		t.Fatalf("err = %v", err)
+	}
+	b, _ := Route{Literal: "x"}.MarshalJSON()
+	if string(b) != `"x"` {
+		t.Fatal(string(b))
+	}
+}

@@ -1,0 +1,214 @@
+package definition
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// envLookup returns a plugin.LookupEnv over env that records what it found.
+func envLookup(env map[string]string, used map[string]bool) plugin.LookupEnv {
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		if ok {
+			used[name] = true
+		}
+		return v, ok
+	}
+}
+
+// loadPlugin runs the registration's Load on plugin_config and each
+// transform's Load on its block, collecting their problems.
+func (def *Definition) loadPlugin(d *decoder, env map[string]string, used map[string]bool, transformPrefixes []string) {
+	if def.EnvPrefix == "" {
+		env = map[string]string{}
+	}
+	lookup := envLookup(env, used)
+	if reg, ok := plugin.Lookup(def.Path); ok && string(reg.Kind) == def.Type {
+		def.Registration = reg
+		if reg.Load == nil {
+			d.add("path", "plugin %q has no Load function; rebuild with picogen gen", def.Path)
+		} else {
+			raw := def.PluginConfig
+			if raw == nil {
+				raw = map[string]any{}
+			}
+			cfg, err := safeLoad(reg.Load, raw, def.EnvPrefix+"PLUGIN_CONFIG_", lookup)
+			if err != nil {
+				d.problems = append(d.problems, convertProblems(d.file, "plugin_config", err)...)
+			} else {
+				def.Plugin = cfg
+			}
+		}
+	}
+	for i, m := range def.Connector.Transforms {
+		t := Transform{Enabled: true}
+		if i < len(transformPrefixes) && def.EnvPrefix != "" {
+			t.EnvPrefix = transformPrefixes[i]
+		}
+		key := fmt.Sprintf("transforms[%d]", i)
+		t.Type, _ = m["type"].(string)
+		if b, ok := m["enabled"].(bool); ok {
+			t.Enabled = b
+		}
+		body := map[string]any{}
+		for k, v := range m {
+			if k != "type" && k != "enabled" {
+				body[k] = v
+			}
+		}
+		if t.Type != "" {
+			reg, ok := plugin.Lookup(t.Type)
+			if !ok || reg.Kind != plugin.KindTransform {
+				d.add(key+".type", "unknown transform %q%s", t.Type, didYouMean(t.Type, plugin.Paths(plugin.KindTransform)))
+			} else if reg.Load != nil {
+				t.Registration = reg
+				cfg, err := safeLoad(reg.Load, body, t.EnvPrefix, lookup)
+				if err != nil {
+					d.problems = append(d.problems, convertProblems(d.file, key, err)...)
+				} else {
+					t.Config = cfg
+				}
+			}
+		}
+		def.Transforms = append(def.Transforms, t)
+	}
+}
+
+// safeLoad calls a generated Load, turning a panic into an error.
+func safeLoad(load func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error), raw map[string]any, prefix string, env plugin.LookupEnv) (cfg plugin.Config, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cfg, err = nil, fmt.Errorf("the plugin's config loader failed unexpectedly: %v", r)
+		}
+	}()
+	return load(raw, prefix, env)
+}
+
+// convertProblems splits a Load error into problems under key. It
+// understands errors that are slices (such as confkit.Problems) of values
+// with Key/Path/Field and Message fields, and errors joined with
+// errors.Join; anything else becomes one problem per line.
+func convertProblems(file, key string, err error) Problems {
+	var out Problems
+	addOne := func(sub, msg string) {
+		k := key
+		if sub != "" {
+			k = key + "." + sub
+		}
+		out = append(out, Problem{File: file, Key: k, Message: msg})
+	}
+	rv := reflect.ValueOf(err)
+	for rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	if rv.Kind() == reflect.Slice {
+		for i := 0; i < rv.Len(); i++ {
+			e := rv.Index(i)
+			for e.Kind() == reflect.Pointer || e.Kind() == reflect.Interface {
+				if e.IsNil() {
+					break
+				}
+				e = e.Elem()
+			}
+			if e.Kind() == reflect.Struct {
+				sub, msg := structProblem(e)
+				if msg != "" {
+					addOne(sub, msg)
+					continue
+				}
+			}
+			addOne("", fmt.Sprint(e.Interface()))
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, convertProblems(file, key, e)...)
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			addOne("", line)
+		}
+	}
+	return out
+}
+
+func structProblem(e reflect.Value) (key, msg string) {
+	str := func(names ...string) string {
+		for _, n := range names {
+			f := e.FieldByName(n)
+			if f.IsValid() && f.Kind() == reflect.String && f.String() != "" {
+				return f.String()
+			}
+		}
+		return ""
+	}
+	return str("Key", "Path", "Field"), str("Message", "Msg", "Text")
+}
+
+// unknownVariables reports PICOMQ_CONNECTORS_ variables that changed
+// nothing: a misspelt name would otherwise be ignored silently.
+func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, known []string) Problems {
+	var out Problems
+	names := sortedKeys(env)
+	for _, name := range names {
+		if !strings.HasPrefix(name, EnvPrefix) || used[name] {
+			continue
+		}
+		rest := strings.TrimPrefix(name, EnvPrefix)
+		var kind string
+		switch {
+		case strings.HasPrefix(rest, "SINK_"):
+			kind = "sink"
+		case strings.HasPrefix(rest, "SOURCE_"):
+			kind = "source"
+		}
+		if kind == "" {
+			msg := fmt.Sprintf("environment variable %s matches no key of the runtime config", name)
+			if s := Suggest(name, known); s != "" {
+				msg += fmt.Sprintf("; did you mean %s?", s)
+			}
+			out = append(out, Problem{File: cfg.File, Message: msg})
+			continue
+		}
+		var owner *Definition
+		for _, d := range cfg.Connectors {
+			if d.EnvPrefix != "" && strings.HasPrefix(name, d.EnvPrefix) && (owner == nil || len(d.EnvPrefix) > len(owner.EnvPrefix)) {
+				owner = d
+			}
+		}
+		if owner == nil {
+			var keys []string
+			for _, d := range cfg.Connectors {
+				if d.Type == kind {
+					keys = append(keys, d.Key)
+				}
+			}
+			sort.Strings(keys)
+			msg := fmt.Sprintf("environment variable %s names no %s definition in %s", name, kind, cfg.Dir)
+			if len(keys) > 0 {
+				msg += fmt.Sprintf(" (%ss: %s)", kind, strings.Join(keys, ", "))
+			}
+			out = append(out, Problem{File: cfg.File, Message: msg})
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s matches no key of this definition", name)
+		if strings.HasPrefix(name, owner.EnvPrefix+"PLUGIN_CONFIG_") {
+			msg = fmt.Sprintf("environment variable %s matches no plugin_config key of %s", name, owner.Path)
+		} else if s := Suggest(name, known); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		}
+		out = append(out, Problem{File: owner.File, Message: msg})
+	}
+	return out
+}
