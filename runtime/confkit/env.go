@@ -1,0 +1,129 @@
+package confkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// EnvKind is how an environment variable's text is turned into a value.
+type EnvKind int
+
+// The kinds of environment value.
+const (
+	// EnvString keeps the text as it is (strings, sizes, durations,
+	// templates, secrets).
+	EnvString EnvKind = iota
+	// EnvInt parses a base-10 integer.
+	EnvInt
+	// EnvNumber parses a finite decimal number.
+	EnvNumber
+	// EnvBool parses true/false, 1/0, yes/no, on/off.
+	EnvBool
+	// EnvList parses a comma-separated list, or a JSON array when the text
+	// starts with '['.
+	EnvList
+)
+
+// EnvName returns the variable that overrides the key at path:
+// prefix + the path upper-cased and joined by "_".
+func EnvName(prefix string, path ...string) string {
+	return prefix + strings.ToUpper(strings.Join(path, "_"))
+}
+
+// ParseEnvValue turns the text of an environment variable into a value of
+// the kind asked for. The error says what is allowed; it does not repeat the
+// text, so callers can mask secrets.
+func ParseEnvValue(text string, kind EnvKind) (any, error) {
+	s := strings.TrimSpace(text)
+	switch kind {
+	case EnvInt:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return nil, fmt.Errorf("is out of range for an integer")
+			}
+			return nil, fmt.Errorf("is not an integer")
+		}
+		return n, nil
+	case EnvNumber:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("is not a finite number")
+		}
+		return f, nil
+	case EnvBool:
+		switch strings.ToLower(s) {
+		case "true", "1", "yes", "on", "t":
+			return true, nil
+		case "false", "0", "no", "off", "f":
+			return false, nil
+		}
+		return nil, fmt.Errorf("is not a boolean, use true or false")
+	case EnvList:
+		if strings.HasPrefix(s, "[") {
+			var out []any
+			if err := json.Unmarshal([]byte(s), &out); err != nil {
+				return nil, fmt.Errorf("starts with '[' but is not a JSON array: %s", jsonErrText(err))
+			}
+			return out, nil
+		}
+		out := []any{}
+		if s == "" {
+			return out, nil
+		}
+		for _, f := range strings.Split(s, ",") {
+			out = append(out, strings.TrimSpace(f))
+		}
+		return out, nil
+	}
+	return text, nil
+}
+
+func jsonErrText(err error) string {
+	// json errors never quote the whole input, only offsets and characters.
+	return err.Error()
+}
+
+// BindEnv reads variable through lookup and, when it is set, stores its
+// parsed value in doc at path, creating nested tables as needed. A bad value
+// gives a Problem naming the variable; secret masks the value in it.
+func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, secret bool, lookup func(string) (string, bool)) *Problem {
+	if lookup == nil || len(path) == 0 {
+		return nil
+	}
+	text, ok := lookup(variable)
+	if !ok {
+		return nil
+	}
+	key := strings.Join(path, ".")
+	shown := text
+	if secret {
+		shown = NewSecret(text).String()
+	}
+	v, err := ParseEnvValue(text, kind)
+	if err != nil {
+		msg := fmt.Sprintf("environment variable %s: %q %s", variable, shown, err)
+		if secret {
+			msg = fmt.Sprintf("environment variable %s: value %s", variable, err)
+		}
+		return &Problem{Key: key, Value: shown, Rule: "env", Message: msg}
+	}
+	m := doc
+	for i, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			if _, exists := m[p]; exists {
+				return &Problem{Key: strings.Join(path[:i+1], "."), Value: FormatValue(m[p]), Rule: "env",
+					Message: fmt.Sprintf("environment variable %s cannot be applied: %s is not a table", variable, strings.Join(path[:i+1], "."))}
+			}
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+	return nil
+}

@@ -1,0 +1,61 @@
+package confkit
+
+import "strings"
+
+// Suggest returns the candidate closest to name by edit distance (case
+// folded), or "" when none is close enough to be a likely typo: the distance
+// must be at most a third of the longer name, and at least 1 is allowed for
+// names of three or more characters.
+func Suggest(name string, candidates []string) string {
+	best, bestD := "", -1
+	ln := strings.ToLower(name)
+	for _, c := range candidates {
+		d := levenshtein(ln, strings.ToLower(c))
+		limit := max(len(name), len(c)) / 3
+		if limit < 1 && max(len(name), len(c)) >= 3 {
+			limit = 1
+		}
+		if strings.HasPrefix(strings.ToLower(c), ln) && len(ln) >= 3 {
+			d = min(d, limit)
+		}
+		if d <= limit && (bestD < 0 || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// DidYouMean returns ` (did you mean "x"?)` for the Suggest result, or "".
+func DidYouMean(name string, candidates []string) string {
+	if s := Suggest(name, candidates); s != "" {
+		return ` (did you mean "` + s + `"?)`
+	}
+	return ""
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 256 || len(rb) > 256 {
+		if a == b {
+			return 0
+		}
+		return max(len(ra), len(rb))
+	}
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

@@ -1,0 +1,179 @@
+package confkit
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Template is a parsed string with {placeholders}, such as an object key
+// template "{topic}/{date}/{hour}" or "{topic_segment[-1]}".
+type Template struct {
+	// Source is the text as written.
+	Source string
+	// Parts is the text split into literals and placeholders, in order.
+	Parts []TemplatePart
+}
+
+// TemplatePart is one literal run or one placeholder of a Template.
+type TemplatePart struct {
+	// Text is the literal text; empty for a placeholder.
+	Text string
+	// Name is the placeholder name, "" for a literal.
+	Name string
+	// Arg is the index of {name[n]}, which may be negative.
+	Arg int
+	// HasArg reports whether the placeholder was written with an index.
+	HasArg bool
+}
+
+// ParseTemplate parses s, allowing only the placeholders named in allowed.
+// An allowed entry "name" permits {name}; "name[n]" (any text between the
+// brackets) permits {name[3]} and {name[-1]} and requires the index. A nil
+// allowed list accepts any placeholder name.
+//
+// ParseTemplate rejects unknown placeholders (with a suggestion), unbalanced
+// or nested braces, empty placeholders, ".." path segments and a leading "/".
+func ParseTemplate(s string, allowed []string) (Template, error) {
+	t := Template{Source: s}
+	plain := map[string]bool{}
+	indexed := map[string]bool{}
+	var names []string
+	for _, a := range allowed {
+		if i := strings.IndexByte(a, '['); i > 0 && strings.HasSuffix(a, "]") {
+			indexed[a[:i]] = true
+			names = append(names, a[:i])
+		} else {
+			plain[a] = true
+			names = append(names, a)
+		}
+	}
+	if strings.HasPrefix(s, "/") {
+		return Template{}, fmt.Errorf("template %q must not start with '/'", s)
+	}
+	for _, seg := range strings.Split(s, "/") {
+		if seg == ".." {
+			return Template{}, fmt.Errorf("template %q must not contain '..' path segments", s)
+		}
+	}
+	var lit strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch c {
+		case '}':
+			return Template{}, fmt.Errorf("template %q has an unbalanced '}' at byte %d", s, i)
+		case '{':
+			end := strings.IndexAny(s[i+1:], "{}")
+			if end < 0 || s[i+1+end] == '{' {
+				return Template{}, fmt.Errorf("template %q has an unbalanced '{' at byte %d", s, i)
+			}
+			body := s[i+1 : i+1+end]
+			p, err := parsePlaceholder(s, body)
+			if err != nil {
+				return Template{}, err
+			}
+			if allowed != nil {
+				switch {
+				case p.HasArg && !indexed[p.Name] && plain[p.Name]:
+					return Template{}, fmt.Errorf("template %q: placeholder {%s} takes no index", s, p.Name)
+				case !p.HasArg && indexed[p.Name] && !plain[p.Name]:
+					return Template{}, fmt.Errorf("template %q: placeholder {%s} needs an index, such as {%s[0]} or {%s[-1]}", s, p.Name, p.Name, p.Name)
+				case !plain[p.Name] && !indexed[p.Name]:
+					msg := fmt.Sprintf("template %q: unknown placeholder {%s}", s, body)
+					if sug := Suggest(p.Name, names); sug != "" {
+						msg += fmt.Sprintf(" (did you mean {%s}?)", sug)
+					}
+					return Template{}, errors.New(msg + "; allowed: " + allowedList(allowed))
+				}
+			}
+			if lit.Len() > 0 {
+				t.Parts = append(t.Parts, TemplatePart{Text: lit.String()})
+				lit.Reset()
+			}
+			t.Parts = append(t.Parts, p)
+			i += end + 2
+		default:
+			lit.WriteByte(c)
+			i++
+		}
+	}
+	if lit.Len() > 0 {
+		t.Parts = append(t.Parts, TemplatePart{Text: lit.String()})
+	}
+	return t, nil
+}
+
+func allowedList(allowed []string) string {
+	out := make([]string, len(allowed))
+	for i, a := range allowed {
+		out[i] = "{" + a + "}"
+	}
+	return strings.Join(out, ", ")
+}
+
+func parsePlaceholder(src, body string) (TemplatePart, error) {
+	if body == "" {
+		return TemplatePart{}, fmt.Errorf("template %q has an empty placeholder {}", src)
+	}
+	name, arg := body, ""
+	hasArg := false
+	if i := strings.IndexByte(body, '['); i >= 0 {
+		if !strings.HasSuffix(body, "]") || i == 0 {
+			return TemplatePart{}, fmt.Errorf("template %q: malformed placeholder {%s}, write {name} or {name[n]}", src, body)
+		}
+		name, arg, hasArg = body[:i], body[i+1:len(body)-1], true
+	}
+	for _, r := range name {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return TemplatePart{}, fmt.Errorf("template %q: malformed placeholder {%s}, names use letters, digits and _", src, body)
+		}
+	}
+	p := TemplatePart{Name: name, HasArg: hasArg}
+	if hasArg {
+		n, err := strconv.Atoi(arg)
+		if err != nil || len(arg) > 6 {
+			return TemplatePart{}, fmt.Errorf("template %q: index of {%s} must be an integer such as 0 or -1", src, body)
+		}
+		p.Arg = n
+	}
+	return p, nil
+}
+
+// String returns the source text.
+func (t Template) String() string { return t.Source }
+
+// MarshalText writes the source text.
+func (t Template) MarshalText() ([]byte, error) { return []byte(t.Source), nil }
+
+// Placeholders returns the distinct placeholder names used, in order of
+// first use.
+func (t Template) Placeholders() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range t.Parts {
+		if p.Name != "" && !seen[p.Name] {
+			seen[p.Name] = true
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Render builds the string, asking value for each placeholder. The first
+// error value returns stops rendering and is returned.
+func (t Template) Render(value func(p TemplatePart) (string, error)) (string, error) {
+	var b strings.Builder
+	for _, p := range t.Parts {
+		if p.Name == "" {
+			b.WriteString(p.Text)
+			continue
+		}
+		v, err := value(p)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,90 @@
+package confkit
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var s3Placeholders = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
+
+func TestParseTemplate(t *testing.T) {
+	tp, err := ParseTemplate("raw/{topic}/{topic_segment[-1]}/x{date}", s3Placeholders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TemplatePart{
+		{Text: "raw/"}, {Name: "topic"}, {Text: "/"},
+		{Name: "topic_segment", Arg: -1, HasArg: true}, {Text: "/x"}, {Name: "date"},
+	}
+	if !reflect.DeepEqual(tp.Parts, want) {
+		t.Fatalf("parts = %#v", tp.Parts)
+	}
+	if got := tp.Placeholders(); !reflect.DeepEqual(got, []string{"topic", "topic_segment", "date"}) {
+		t.Fatalf("placeholders = %v", got)
+	}
+	out, err := tp.Render(func(p TemplatePart) (string, error) {
+		return p.Name + strconv.Itoa(p.Arg), nil
+	})
+	if err != nil || out != "raw/topic0/topic_segment-1/xdate0" {
+		t.Fatalf("render = %q, %v", out, err)
+	}
+	if tp.String() != "raw/{topic}/{topic_segment[-1]}/x{date}" {
+		t.Fatal(tp.String())
+	}
+}
+
+func TestParseTemplateErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"{topik}", "unknown placeholder {topik} (did you mean {topic}?)"},
+		{"{nope}", "allowed: {topic}, {topic_segment[n]}"},
+		{"{topic", "unbalanced '{'"},
+		{"topic}", "unbalanced '}'"},
+		{"{a{b}}", "unbalanced '{'"},
+		{"{}", "empty placeholder"},
+		{"a/../b", "'..' path segments"},
+		{"..", "'..' path segments"},
+		{"/abs/{topic}", "must not start with '/'"},
+		{"{topic[1]}", "takes no index"},
+		{"{topic_segment}", "needs an index"},
+		{"{topic_segment[x]}", "must be an integer"},
+		{"{topic_segment[1}", "malformed"},
+		{"{to pic}", "malformed placeholder"},
+	}
+	for _, tt := range tests {
+		_, err := ParseTemplate(tt.in, s3Placeholders)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseTemplate(%q) error = %v; want %q", tt.in, err, tt.want)
+		}
+	}
+	if _, err := ParseTemplate("a..b/{anything}", nil); err != nil {
+		t.Errorf("nil allowed list: %v", err)
+	}
+}
+
+func FuzzParseTemplate(f *testing.F) {
+	for _, s := range []string{"{topic}/{date}/{hour}", "{topic_segment[-1]}", "a/../b", "{", "}", "{{}}", "/x", "{topic_segment[99999999999]}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tp, err := ParseTemplate(s, s3Placeholders)
+		if err != nil {
+			return
+		}
+		// Rendering each placeholder as itself gives back the source.
+		out, err := tp.Render(func(p TemplatePart) (string, error) {
+			if p.HasArg {
+				return "{" + p.Name + "[" + strconv.Itoa(p.Arg) + "]}", nil
+			}
+			return "{" + p.Name + "}", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseTemplate(out, s3Placeholders)
+		if err != nil || !reflect.DeepEqual(again.Parts, tp.Parts) {
+			t.Fatalf("reparse of %q (from %q): %v", out, s, err)
+		}
+	})
+}
