@@ -2,11 +2,17 @@ package connectortest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
+	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
 func TestProduceAndWaitTopic(t *testing.T) {
@@ -42,5 +48,71 @@ func TestMemStore(t *testing.T) {
 	s.Fail(boom)
 	if err := s.Save(ctx, "k", []byte("v2")); !errors.Is(err, boom) || string(s.Get("k")) != "v1" {
 		t.Fatalf("a failing Save returned %v and left %q", err, s.Get("k"))
+	}
+}
+
+// seq is a small stage-and-apply source: batches of 5 sequence numbers up
+// to limit, the next number as its state.
+type seq struct {
+	mu                   sync.Mutex
+	committed, candidate int
+	limit                int
+}
+
+func (s *seq) Poll(ctx context.Context) (plugin.Batch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.committed >= s.limit {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+		return plugin.Batch{}, nil
+	}
+	var b plugin.Batch
+	n := s.committed
+	for ; n < min(s.committed+5, s.limit); n++ {
+		b.Messages = append(b.Messages, plugin.Message{Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
+	}
+	s.candidate = n
+	b.State = []byte(strconv.Itoa(n))
+	return b, nil
+}
+
+func (s *seq) OnBatchResult(_ context.Context, r plugin.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == plugin.Ack {
+		s.committed = max(s.committed, s.candidate)
+	}
+	return nil
+}
+
+func (s *seq) Close(context.Context) error { return nil }
+
+func TestRunSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs librdkafka producers; skipped with -short")
+	}
+	b := connectortest.Broker(t)
+	run := connectortest.RunSource(t, b, &seq{limit: 12}, connectortest.SourceTopics("out"), nil)
+	recs := connectortest.WaitTopic(t, b, "out", 12)
+	connectortest.Eventually(t, 30*time.Second, func() error {
+		if got := string(run.Store.Get(run.Key)); got != "12" {
+			return fmt.Errorf("committed state %q, want 12", got)
+		}
+		return nil
+	})
+	if err := run.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	for i, r := range recs[:12] {
+		var v struct{ N int }
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.N != i {
+			t.Fatalf("record %d = %s", i, r.Value)
+		}
+	}
+	if got := run.Tracker.Snapshot().Counters.Produced; got < 12 {
+		t.Errorf("tracker counts %d records produced, want at least 12", got)
 	}
 }
