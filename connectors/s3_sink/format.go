@@ -1,0 +1,195 @@
+package s3sink
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// formatter appends records to a file buffer in the configured output
+// format. It allocates nothing per record: every piece is appended
+// straight into the buffer.
+type formatter struct {
+	format          format
+	includeMetadata bool
+	includeHeaders  bool
+
+	// Cache of the last formatted second: "2006-01-02T15:04:05."
+	lastSecond int64
+	secondText []byte
+}
+
+func newFormatter(o *options) *formatter {
+	return &formatter{
+		format:          o.Format,
+		includeMetadata: o.IncludeMetadata,
+		includeHeaders:  o.IncludeHeaders,
+		lastSecond:      -1 << 63,
+		secondText:      make([]byte, 0, 32),
+	}
+}
+
+// metaTail returns the part of every object of one topic and partition
+// that follows the timestamp: ,"topic":"...","partition":N.
+func metaTail(topic string, partition int32) []byte {
+	b := append([]byte(nil), `,"topic":`...)
+	b = appendString(b, topic)
+	b = append(b, `,"partition":`...)
+	return strconv.AppendInt(b, int64(partition), 10)
+}
+
+// finish appends what closes a file: the closing bracket of json_array.
+// The opening one is written with the first record.
+func (f *formatter) finish(dst []byte) []byte {
+	if f.format == formatJSONArray {
+		return append(dst, ']')
+	}
+	return dst
+}
+
+// estimate returns an upper bound of the bytes appendRecord writes for rec,
+// used to size the buffer so it never grows past max_file_size plus one
+// record.
+func (f *formatter) estimate(rec *plugin.Record, topicLen int) int {
+	if f.format == formatRaw {
+		return len(rec.Payload)
+	}
+	n := 2 + len(`"payload":`) + payloadBound(rec)
+	if f.includeMetadata {
+		n += 128 + 6*topicLen + base64Len(len(rec.Key))
+	}
+	if f.includeHeaders {
+		n += 16
+		for _, h := range rec.Headers {
+			n += 8 + 6*len(h.Key) + max(6*len(h.Value), base64Len(len(h.Value)))
+		}
+	}
+	return n
+}
+
+func base64Len(n int) int { return (n+2)/3*4 + 2 }
+
+func payloadBound(rec *plugin.Record) int {
+	switch rec.Schema {
+	case plugin.SchemaText, plugin.SchemaProto:
+		return 6*len(rec.Payload) + 2
+	}
+	return base64Len(len(rec.Payload)) + 4
+}
+
+// appendRecord appends one record. first tells whether it is the first
+// record of the file; tail is metaTail of the record's topic and partition.
+func (f *formatter) appendRecord(dst []byte, rec *plugin.Record, first bool, tail []byte) []byte {
+	switch f.format {
+	case formatRaw:
+		return append(dst, rec.Payload...)
+	case formatJSONArray:
+		if first {
+			dst = append(dst, '[')
+		} else {
+			dst = append(dst, ',')
+		}
+	}
+	dst = append(dst, '{')
+	if f.includeMetadata {
+		dst = append(dst, `"offset":`...)
+		dst = strconv.AppendInt(dst, rec.Offset, 10)
+		dst = append(dst, `,"timestamp":"`...)
+		dst = f.appendTimestamp(dst, rec.Timestamp)
+		dst = append(dst, '"')
+		dst = append(dst, tail...)
+		if rec.Key != nil {
+			dst = append(dst, `,"key":`...)
+			dst = appendBase64(dst, rec.Key)
+		}
+		dst = append(dst, ',')
+	}
+	if f.includeHeaders && len(rec.Headers) > 0 {
+		dst = appendHeaders(dst, rec.Headers)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"payload":`...)
+	dst = appendPayload(dst, rec)
+	dst = append(dst, '}')
+	if f.format == formatJSONLines {
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// appendHeaders appends "headers":{...}. A name that appears more than
+// once keeps its last value, so the object has unique names.
+func appendHeaders(dst []byte, hs []plugin.Header) []byte {
+	dst = append(dst, `"headers":{`...)
+	wrote := false
+	for i := range hs {
+		h := &hs[i]
+		if laterDuplicate(hs, i) {
+			continue
+		}
+		if wrote {
+			dst = append(dst, ',')
+		}
+		wrote = true
+		dst = appendString(dst, h.Key)
+		dst = append(dst, ':')
+		if utf8.Valid(h.Value) {
+			dst = appendBytesString(dst, h.Value)
+		} else {
+			dst = appendBase64(dst, h.Value)
+		}
+	}
+	return append(dst, '}')
+}
+
+func laterDuplicate(hs []plugin.Header, i int) bool {
+	for j := i + 1; j < len(hs); j++ {
+		if hs[j].Key == hs[i].Key {
+			return true
+		}
+	}
+	return false
+}
+
+// appendPayload converts the payload by the topic's schema:
+//
+//	json               the document, compacted (null when empty)
+//	text, proto        a string
+//	raw                the document if valid JSON, otherwise base64
+//	flatbuffer, avro   base64
+//
+// A json payload that is not valid JSON (the runtime checks, so only a
+// record produced around it) is written as base64, like raw.
+func appendPayload(dst []byte, rec *plugin.Record) []byte {
+	p := rec.Payload
+	switch rec.Schema {
+	case plugin.SchemaText, plugin.SchemaProto:
+		return appendBytesString(dst, p)
+	case plugin.SchemaFlatBuffer, plugin.SchemaAvro:
+		return appendBase64(dst, p)
+	case plugin.SchemaJSON:
+		if len(p) == 0 {
+			return append(dst, "null"...)
+		}
+	}
+	if out, ok := appendCompactJSON(dst, p); ok {
+		return out
+	}
+	return appendBase64(dst, p)
+}
+
+// appendTimestamp appends t as RFC 3339 in UTC with milliseconds, such as
+// 2026-09-03T21:15:04.118Z. The text up to the second is cached, since
+// consecutive records mostly share it.
+func (f *formatter) appendTimestamp(dst []byte, t time.Time) []byte {
+	sec := t.Unix()
+	if sec != f.lastSecond {
+		f.lastSecond = sec
+		f.secondText = t.UTC().AppendFormat(f.secondText[:0], "2006-01-02T15:04:05.")
+	}
+	dst = append(dst, f.secondText...)
+	ms := t.Nanosecond() / 1e6
+	return append(dst, byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}

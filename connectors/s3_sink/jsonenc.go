@@ -1,0 +1,337 @@
+package s3sink
+
+import (
+	"encoding/base64"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// This file holds the append-style JSON primitives the formatter is built
+// from. None of them allocates beyond growing dst.
+
+const hexDigits = "0123456789abcdef"
+
+// safeASCII[b] is true for ASCII bytes that go into a JSON string as they
+// are.
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
+// as encoding/json does; U+2028 and U+2029 are escaped so the output is
+// also valid JavaScript. HTML characters are not escaped.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if safeASCII[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendBytesString appends b as a JSON string, like appendString.
+func appendBytesString(dst, b []byte) []byte {
+	if len(b) == 0 {
+		return append(dst, '"', '"')
+	}
+	// The string is only read while b is alive and unchanged.
+	return appendString(dst, unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// appendBase64 appends b as a JSON string holding its standard base64.
+func appendBase64(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+// maxDepth bounds the nesting appendCompactJSON accepts, as encoding/json
+// does, so hostile input cannot exhaust the stack.
+const maxDepth = 10000
+
+// appendCompactJSON appends src with insignificant whitespace removed, and
+// reports whether src is exactly one valid JSON value. On false, dst is
+// returned at its original length.
+func appendCompactJSON(dst, src []byte) ([]byte, bool) {
+	orig := len(dst)
+	c := compactor{src: src, dst: dst}
+	c.skipSpace()
+	if !c.value(0) {
+		return dst[:orig], false
+	}
+	c.skipSpace()
+	if c.i != len(src) {
+		return c.dst[:orig], false
+	}
+	return c.dst, true
+}
+
+type compactor struct {
+	src []byte
+	dst []byte
+	i   int
+}
+
+func (c *compactor) skipSpace() {
+	for c.i < len(c.src) {
+		switch c.src[c.i] {
+		case ' ', '\t', '\n', '\r':
+			c.i++
+		default:
+			return
+		}
+	}
+}
+
+func (c *compactor) value(depth int) bool {
+	if c.i >= len(c.src) {
+		return false
+	}
+	switch b := c.src[c.i]; {
+	case b == '{':
+		return c.object(depth + 1)
+	case b == '[':
+		return c.array(depth + 1)
+	case b == '"':
+		return c.str()
+	case b == '-' || (b >= '0' && b <= '9'):
+		return c.number()
+	case b == 't':
+		return c.literal("true")
+	case b == 'f':
+		return c.literal("false")
+	case b == 'n':
+		return c.literal("null")
+	}
+	return false
+}
+
+func (c *compactor) literal(lit string) bool {
+	if len(c.src)-c.i < len(lit) || string(c.src[c.i:c.i+len(lit)]) != lit {
+		return false
+	}
+	c.dst = append(c.dst, lit...)
+	c.i += len(lit)
+	return true
+}
+
+func (c *compactor) object(depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	c.dst = append(c.dst, '{')
+	c.i++
+	c.skipSpace()
+	if c.i < len(c.src) && c.src[c.i] == '}' {
+		c.dst = append(c.dst, '}')
+		c.i++
+		return true
+	}
+	for {
+		if c.i >= len(c.src) || c.src[c.i] != '"' || !c.str() {
+			return false
+		}
+		c.skipSpace()
+		if c.i >= len(c.src) || c.src[c.i] != ':' {
+			return false
+		}
+		c.dst = append(c.dst, ':')
+		c.i++
+		c.skipSpace()
+		if !c.value(depth) {
+			return false
+		}
+		c.skipSpace()
+		if c.i >= len(c.src) {
+			return false
+		}
+		switch c.src[c.i] {
+		case ',':
+			c.dst = append(c.dst, ',')
+			c.i++
+			c.skipSpace()
+		case '}':
+			c.dst = append(c.dst, '}')
+			c.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (c *compactor) array(depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	c.dst = append(c.dst, '[')
+	c.i++
+	c.skipSpace()
+	if c.i < len(c.src) && c.src[c.i] == ']' {
+		c.dst = append(c.dst, ']')
+		c.i++
+		return true
+	}
+	for {
+		if !c.value(depth) {
+			return false
+		}
+		c.skipSpace()
+		if c.i >= len(c.src) {
+			return false
+		}
+		switch c.src[c.i] {
+		case ',':
+			c.dst = append(c.dst, ',')
+			c.i++
+			c.skipSpace()
+		case ']':
+			c.dst = append(c.dst, ']')
+			c.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str copies a string token as it is, checking escapes, control
+// characters and UTF-8.
+func (c *compactor) str() bool {
+	start := c.i
+	c.i++ // opening quote
+	for c.i < len(c.src) {
+		b := c.src[c.i]
+		switch {
+		case b == '"':
+			c.i++
+			c.dst = append(c.dst, c.src[start:c.i]...)
+			return true
+		case b == '\\':
+			c.i++
+			if c.i >= len(c.src) {
+				return false
+			}
+			switch c.src[c.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				c.i++
+			case 'u':
+				if len(c.src)-c.i < 5 {
+					return false
+				}
+				for _, h := range c.src[c.i+1 : c.i+5] {
+					if !isHex(h) {
+						return false
+					}
+				}
+				c.i += 5
+			default:
+				return false
+			}
+		case b < 0x20:
+			return false
+		case b < utf8.RuneSelf:
+			c.i++
+		default:
+			r, size := utf8.DecodeRune(c.src[c.i:])
+			if r == utf8.RuneError && size == 1 {
+				return false
+			}
+			c.i += size
+		}
+	}
+	return false
+}
+
+func isHex(b byte) bool {
+	return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F')
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+func (c *compactor) number() bool {
+	start := c.i
+	s := c.src
+	i := c.i
+	if s[i] == '-' {
+		i++
+	}
+	if i >= len(s) {
+		return false
+	}
+	if s[i] == '0' {
+		i++
+	} else if s[i] >= '1' && s[i] <= '9' {
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	} else {
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || !isDigit(s[i]) {
+			return false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || !isDigit(s[i]) {
+			return false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	c.dst = append(c.dst, s[start:i]...)
+	c.i = i
+	return true
+}

@@ -1,0 +1,208 @@
+package s3sink
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// defaultPathTemplate is path_template's default.
+const defaultPathTemplate = "{topic}/{date}/{hour}"
+
+// Placeholders lists the placeholders path_template accepts.
+var Placeholders = []string{"topic", "topic_segment", "partition", "date", "hour", "timestamp"}
+
+// templatePart is one literal run or one placeholder of path_template.
+type templatePart struct {
+	Text   string // literal text when Name is ""
+	Name   string // placeholder name
+	Arg    int    // index of topic_segment[n]
+	HasArg bool
+}
+
+// pathTemplate is a parsed path_template.
+type pathTemplate struct {
+	Source string
+	Parts  []templatePart
+}
+
+// parsePathTemplate parses path_template text. The generated Config
+// carries an already parsed template; this parser serves the tests and
+// configs built in code.
+func parsePathTemplate(s string) (pathTemplate, error) {
+	t := pathTemplate{Source: s}
+	rest := s
+	for rest != "" {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			if strings.IndexByte(rest, '}') >= 0 {
+				return t, fmt.Errorf("path_template '%s': '}' without a matching '{'", s)
+			}
+			t.Parts = append(t.Parts, templatePart{Text: rest})
+			break
+		}
+		if open > 0 {
+			if strings.IndexByte(rest[:open], '}') >= 0 {
+				return t, fmt.Errorf("path_template '%s': '}' without a matching '{'", s)
+			}
+			t.Parts = append(t.Parts, templatePart{Text: rest[:open]})
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return t, fmt.Errorf("path_template '%s': '{' without a closing '}'", s)
+		}
+		body := rest[open+1 : open+end]
+		p, err := parsePlaceholder(body)
+		if err != nil {
+			return t, fmt.Errorf("path_template '%s': %v", s, err)
+		}
+		t.Parts = append(t.Parts, p)
+		rest = rest[open+end+1:]
+	}
+	return t, nil
+}
+
+func parsePlaceholder(body string) (templatePart, error) {
+	name, arg, hasArg := body, 0, false
+	if i := strings.IndexByte(body, '['); i >= 0 {
+		if !strings.HasSuffix(body, "]") {
+			return templatePart{}, fmt.Errorf("placeholder {%s}: missing ']'", body)
+		}
+		n, err := strconv.Atoi(body[i+1 : len(body)-1])
+		if err != nil {
+			return templatePart{}, fmt.Errorf("placeholder {%s}: the index must be a whole number such as 0 or -1", body)
+		}
+		name, arg, hasArg = body[:i], n, true
+	}
+	known := false
+	for _, p := range Placeholders {
+		known = known || p == name
+	}
+	switch {
+	case !known:
+		return templatePart{}, fmt.Errorf("unknown placeholder {%s}; allowed: {topic}, {topic_segment[n]}, {partition}, {date}, {hour}, {timestamp}", body)
+	case name == "topic_segment" && !hasArg:
+		return templatePart{}, fmt.Errorf("placeholder {topic_segment} needs an index, such as {topic_segment[0]} or {topic_segment[-1]}")
+	case name != "topic_segment" && hasArg:
+		return templatePart{}, fmt.Errorf("placeholder {%s} takes no index", body)
+	}
+	return templatePart{Name: name, Arg: arg, HasArg: hasArg}, nil
+}
+
+// sanitizeByte reports whether b is kept as it is in a key.
+func keepByte(b byte) bool {
+	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') ||
+		b == '.' || b == '_' || b == '-'
+}
+
+// appendSanitized appends s with every byte other than ASCII letters,
+// digits, '.', '_' and '-' replaced by '_'. A multi-byte character
+// becomes one '_'.
+func appendSanitized(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case keepByte(b):
+			dst = append(dst, b)
+		case b >= 0x80 && b < 0xC0:
+			// continuation byte of a character already replaced
+		default:
+			dst = append(dst, '_')
+		}
+	}
+	return dst
+}
+
+// fileInfo is what an object key is rendered from.
+type fileInfo struct {
+	Topic       string
+	Partition   int32
+	FirstOffset int64
+	LastOffset  int64
+	FirstTime   time.Time
+}
+
+// objectKey renders <prefix>/<path_template>/<partition>-<first>-<last>.<ext>.
+// It fails when the template asks for a topic segment the topic lacks.
+func objectKey(prefix string, t pathTemplate, f fileInfo, ext string) (string, error) {
+	dst := make([]byte, 0, len(prefix)+len(f.Topic)+96)
+	if prefix != "" {
+		dst = append(dst, prefix...)
+		dst = append(dst, '/')
+	}
+	mark := len(dst)
+	ts := f.FirstTime.UTC()
+	for _, p := range t.Parts {
+		switch p.Name {
+		case "":
+			dst = append(dst, p.Text...)
+		case "topic":
+			dst = appendSanitized(dst, f.Topic)
+		case "topic_segment":
+			seg, err := topicSegment(f.Topic, p.Arg)
+			if err != nil {
+				return "", err
+			}
+			dst = appendSanitized(dst, seg)
+		case "partition":
+			dst = strconv.AppendInt(dst, int64(f.Partition), 10)
+		case "date":
+			dst = ts.AppendFormat(dst, "2006-01-02")
+		case "hour":
+			dst = ts.AppendFormat(dst, "15")
+		case "timestamp":
+			dst = strconv.AppendInt(dst, ts.UnixMilli(), 10)
+		}
+	}
+	// Keep the directory part free of leading, trailing and doubled
+	// slashes, so an empty placeholder or template leaves no empty segment.
+	dir := strings.Trim(string(dst[mark:]), "/")
+	for strings.Contains(dir, "//") {
+		dir = strings.ReplaceAll(dir, "//", "/")
+	}
+	dst = append(dst[:mark], dir...)
+	if dir != "" {
+		dst = append(dst, '/')
+	}
+	dst = appendPadded(dst, int64(f.Partition), 5)
+	dst = append(dst, '-')
+	dst = appendPadded(dst, f.FirstOffset, 20)
+	dst = append(dst, '-')
+	dst = appendPadded(dst, f.LastOffset, 20)
+	dst = append(dst, '.')
+	dst = append(dst, ext...)
+	return string(dst), nil
+}
+
+// topicSegment returns segment n of topic split on '.', counting from the
+// end when n is negative.
+func topicSegment(topic string, n int) (string, error) {
+	segs := strings.Split(topic, ".")
+	i := n
+	if n < 0 {
+		i = len(segs) + n
+	}
+	if i < 0 || i >= len(segs) {
+		return "", fmt.Errorf("topic '%s' has %d segment(s) split on '.', but path_template asks for {topic_segment[%d]}", topic, len(segs), n)
+	}
+	return segs[i], nil
+}
+
+// appendPadded appends n zero-padded to width digits.
+func appendPadded(dst []byte, n int64, width int) []byte {
+	if n < 0 {
+		dst = append(dst, '-')
+		n = -n
+		width--
+	}
+	var buf [24]byte
+	s := strconv.AppendInt(buf[:0], n, 10)
+	for i := len(s); i < width; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, s...)
+}
+
+// trimPrefix trims surrounding slashes from prefix.
+func trimPrefix(prefix string) string { return strings.Trim(prefix, "/") }

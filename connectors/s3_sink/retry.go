@@ -1,0 +1,119 @@
+package s3sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// backoff returns the delay before attempt n (n >= 2): retry_delay doubled
+// once per earlier retry (retry_delay before the second attempt, twice it
+// before the third, and so on), with ±20% jitter from r in [0, 1), capped
+// at 60 seconds.
+func backoff(base time.Duration, attempt int, r float64) time.Duration {
+	if attempt < 2 || base <= 0 {
+		return 0
+	}
+	d := base
+	for i := 2; i < attempt && d < maxRetryDelay; i++ {
+		d *= 2
+	}
+	if d > maxRetryDelay {
+		d = maxRetryDelay
+	}
+	j := time.Duration(float64(d) * (0.8 + 0.4*r))
+	if j > maxRetryDelay {
+		j = maxRetryDelay
+	}
+	return j
+}
+
+// classify says whether a failed request is worth another attempt, and
+// the HTTP status when the server answered. Transport errors (no answer),
+// 5xx, 408 and 429 are retried; any other status is not. A cancelled or
+// expired context is never retried.
+func classify(ctx context.Context, err error) (retry bool, status int) {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() != 0 {
+		status = re.HTTPStatusCode()
+		return retriableStatus(status), status
+	}
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false, 0
+	}
+	return true, 0
+}
+
+func retriableStatus(status int) bool {
+	return status >= 500 || status == 408 || status == 429
+}
+
+// nonRetriableError is an upload refused with a status that is not retried.
+type nonRetriableError struct {
+	status int
+	target string
+	err    error
+}
+
+func (e *nonRetriableError) Error() string {
+	return fmt.Sprintf("S3 PutObject returned non-retriable status %d for %s: %v", e.status, e.target, e.err)
+}
+
+func (e *nonRetriableError) Unwrap() error { return e.err }
+
+// sleepCtx waits for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retrier runs one operation under the spec's policy. now, sleep and rand
+// are injected so tests run without waiting.
+type retrier struct {
+	maxAttempts int
+	base        time.Duration
+	sleep       func(ctx context.Context, d time.Duration) error
+	rand        func() float64
+	// onRetry is told about each failed attempt that will be retried.
+	onRetry func(attempt int, delay time.Duration, err error)
+}
+
+// do calls op until it succeeds, fails with a status that is not retried,
+// or has been attempted maxAttempts times. It returns the attempts made.
+func (r *retrier) do(ctx context.Context, target string, op func(ctx context.Context) error) (int, error) {
+	for attempt := 1; ; attempt++ {
+		err := op(ctx)
+		if err == nil {
+			return attempt, nil
+		}
+		retry, status := classify(ctx, err)
+		if !retry {
+			if status != 0 {
+				return attempt, &nonRetriableError{status: status, target: target, err: err}
+			}
+			return attempt, fmt.Errorf("S3 PutObject of %s stopped: %w", target, err)
+		}
+		if attempt >= r.maxAttempts {
+			return attempt, fmt.Errorf("S3 PutObject of %s failed after %d attempt(s): %w", target, attempt, err)
+		}
+		d := backoff(r.base, attempt+1, r.rand())
+		if r.onRetry != nil {
+			r.onRetry(attempt, d, err)
+		}
+		if err := r.sleep(ctx, d); err != nil {
+			return attempt, fmt.Errorf("S3 PutObject of %s stopped while waiting to retry: %w", target, err)
+		}
+	}
+}
