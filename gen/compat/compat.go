@@ -125,13 +125,9 @@ func compareObject(path string, o, n map[string]any, cs *[]Change) {
 			add(key, RequiredAdded, "files without it no longer load")
 		}
 	}
-	// Conditional requirements (x-required-if, dependentRequired) that are
-	// new or name more keys.
-	for _, kw := range []string{"x-required-if", "dependentRequired"} {
-		oc, nc := canonical(o[kw]), canonical(n[kw])
-		if nc != "" && oc != nc && !isSubsetJSON(n[kw], o[kw]) {
-			add(join(path, kw), RequiredAdded, "conditional requirement %s changed from %s to %s", kw, orNone(oc), nc)
-		}
+	// dependentRequired that is new or names more keys.
+	if oc, nc := canonical(o["dependentRequired"]), canonical(n["dependentRequired"]); nc != "" && oc != nc && !isSubsetJSON(n["dependentRequired"], o["dependentRequired"]) {
+		add(orTop(path), RequiredAdded, "dependentRequired changed from %s to %s", orNone(oc), nc)
 	}
 	if additional(o) && !additional(n) {
 		add(orTop(path), BoundsNarrowed, "additional keys were allowed and are now rejected")
@@ -176,6 +172,18 @@ func compareKey(key string, o, n map[string]any, cs *[]Change) {
 	}
 
 	compareBounds(o, n, add)
+
+	// Conditional rules of the dialect: a new or changed one may reject
+	// files the old schema accepted.
+	if oc, nc := canonical(o["x-required-if"]), canonical(n["x-required-if"]); nc != "" && oc != nc && !hasDefault(n) {
+		add(RequiredAdded, "now required when %s (was %s)", condition(n["x-required-if"]), orNone(oc))
+	}
+	if oc, nc := canonical(o["x-both-or-neither"]), canonical(n["x-both-or-neither"]); nc != "" && oc != nc {
+		add(RequiredAdded, "now must be set together with %s", nc)
+	}
+	if oc, nc := canonical(o["x-pattern-unless"]), canonical(n["x-pattern-unless"]); nc != "" && oc != nc {
+		add(BoundsNarrowed, "x-pattern-unless %s became %s", orNone(oc), nc)
+	}
 
 	od, nd := canonical(o["default"]), canonical(n["default"])
 	if od != "" && od != nd && !sameValue(o["default"], n["default"], str(o["x-type"])) {
@@ -241,6 +249,25 @@ func compareBounds(o, n map[string]any, add func(Kind, string, ...any)) {
 	if op, np := str(o["pattern"]), str(n["pattern"]); np != "" && op != np {
 		add(BoundsNarrowed, "pattern %s became %q", orNone(quoteOrEmpty(op)), np)
 	}
+}
+
+// condition describes an x-required-if condition in words.
+func condition(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return canonical(v)
+	}
+	k := str(m["key"])
+	if eq, ok := m["equals"]; ok {
+		return fmt.Sprintf("%s is %s", k, canonical(eq))
+	}
+	if p, ok := m["present"].(bool); ok {
+		if p {
+			return k + " is set"
+		}
+		return k + " is not set"
+	}
+	return canonical(v)
 }
 
 func quoteOrEmpty(s string) string {
@@ -377,7 +404,7 @@ func aliasedBy(props map[string]map[string]any, name string) string {
 }
 
 // enumAliases returns a key's value aliases, alias → canonical value, from
-// x-enum-aliases (an object) or x-enum (value → {aliases: [...]}).
+// x-enum-aliases.
 func enumAliases(s map[string]any) map[string]string {
 	out := map[string]string{}
 	for _, kw := range []string{"x-enum-aliases", "x-value-aliases"} {
@@ -395,22 +422,6 @@ func enumAliases(s map[string]any) map[string]string {
 				for _, a := range x {
 					if as, ok := a.(string); ok {
 						out[as] = k
-					}
-				}
-			}
-		}
-	}
-	if m, ok := s["x-enum"].(map[string]any); ok {
-		for val, info := range m {
-			if im, ok := info.(map[string]any); ok {
-				for _, a := range aliases(im) {
-					out[a] = val
-				}
-				if as, ok := im["aliases"].([]any); ok {
-					for _, a := range as {
-						if s, ok := a.(string); ok {
-							out[s] = val
-						}
 					}
 				}
 			}

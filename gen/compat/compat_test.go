@@ -90,6 +90,12 @@ func TestBreakingChanges(t *testing.T) {
 			// only if it was listed in enum. Old files using "raw" break.
 			p["output_format"]["enum"] = []any{"json_lines", "json_array", "jsonl"}
 		}, Change{Key: "output_format", Kind: EnumValueRemoved}},
+		{"NewConditionalRequirement", func(s map[string]any, p map[string]map[string]any) {
+			p["tls"]["properties"].(map[string]any)["ca_file"].(map[string]any)["x-required-if"] = map[string]any{"key": "verify", "equals": true}
+		}, Change{Key: "tls.ca_file", Kind: RequiredAdded}},
+		{"NewBothOrNeither", func(s map[string]any, p map[string]map[string]any) {
+			p["bucket"]["x-both-or-neither"] = "retry_delay"
+		}, Change{Key: "bucket", Kind: RequiredAdded}},
 		{"MinimumRaised", func(s map[string]any, p map[string]map[string]any) {
 			p["max_attempts"]["minimum"] = 2
 		}, Change{Key: "max_attempts", Kind: BoundsNarrowed}},

@@ -187,8 +187,9 @@ func (l *linter) key(ptr, key, name string, s map[string]any) {
 	}
 }
 
-// enum checks that every enum value has a description, in x-enum (value →
-// {description}) or x-enum-descriptions (value → text).
+// enum checks that every enum value is described: named as a word in the
+// key's description (the dialect's way: "json_lines, json_array or raw."),
+// or given its own text in x-enum-descriptions (value → text).
 func (l *linter) enum(ptr, key string, s map[string]any, values []any) {
 	descs := map[string]string{}
 	if m, ok := s["x-enum-descriptions"].(map[string]any); ok {
@@ -196,26 +197,41 @@ func (l *linter) enum(ptr, key string, s map[string]any, values []any) {
 			descs[k] = str(v)
 		}
 	}
-	if m, ok := s["x-enum"].(map[string]any); ok {
-		for k, v := range m {
-			switch x := v.(type) {
-			case string:
-				descs[k] = x
-			case map[string]any:
-				descs[k] = str(x["description"])
-			}
-		}
-	}
+	text := str(s["description"])
 	var missing []string
 	for _, v := range values {
 		vs := fmt.Sprint(v)
-		if strings.TrimSpace(descs[vs]) == "" {
-			missing = append(missing, vs)
+		if strings.TrimSpace(descs[vs]) != "" || mentions(text, vs) {
+			continue
 		}
+		missing = append(missing, vs)
 	}
 	if len(missing) > 0 {
-		l.add(ptr, key, EnumUndescribed, "enum value(s) %s have no description (x-enum-descriptions)", strings.Join(missing, ", "))
+		l.add(ptr, key, EnumUndescribed, "enum value(s) %s are not described: name each value in the description "+
+			"and say what it does (or use x-enum-descriptions)", strings.Join(missing, ", "))
 	}
+}
+
+// mentions reports whether text names word as a whole word.
+func mentions(text, word string) bool {
+	if word == "" {
+		return false
+	}
+	for i := 0; ; {
+		j := strings.Index(text[i:], word)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(word)
+		if (start == 0 || !isWordByte(text[start-1])) && (end == len(text) || !isWordByte(text[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // checkDefault returns why def fails the rules of s, or "".

@@ -21,8 +21,8 @@ const clean = `{
       "default": "8MiB", "description": "Rotation size."},
     "retry_delay": {"type": "string", "x-type": "duration", "default": "1s", "description": "Delay."},
     "max_attempts": {"type": "integer", "minimum": 1, "default": 3, "description": "Attempts."},
-    "format": {"type": "string", "enum": ["json", "raw"], "default": "json", "description": "Format.",
-      "x-enum-descriptions": {"json": "JSON lines.", "raw": "Bytes as they are."}},
+    "format": {"type": "string", "enum": ["json", "raw", "text"], "default": "json", "description": "Format: json or raw.",
+      "x-enum-descriptions": {"text": "Lines of text."}},
     "tls": {"type": "object", "description": "TLS.", "properties": {
       "ca_file": {"type": "string", "description": "CA file."}
     }}
@@ -70,8 +70,8 @@ func TestFindings(t *testing.T) {
 			BadDefault, "d", `default "soon"`},
 		{"DefaultZeroDurationExclusive", `{"description":"d","properties":{"d":{"type":"string","x-type":"duration","x-exclusive-minimum":"0s","default":"0s","description":"d"}}}`,
 			BadDefault, "d", "not above x-exclusive-minimum"},
-		{"EnumWithoutDescriptions", `{"description":"d","properties":{"f":{"type":"string","enum":["a","b"],"x-enum-descriptions":{"a":"A."},"description":"d"}}}`,
-			EnumUndescribed, "f", "enum value(s) b have no description"},
+		{"EnumWithoutDescriptions", `{"description":"d","properties":{"f":{"type":"string","enum":["a","b"],"description":"a or ab"}}}`,
+			EnumUndescribed, "f", "enum value(s) b are not described"},
 		{"NotJSON", `{"description":`, Invalid, "", "not valid JSON"},
 	}
 	for _, c := range cases {
