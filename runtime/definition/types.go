@@ -38,7 +38,7 @@ type HTTP struct {
 // State is where sources keep their checkpoints.
 type State struct {
 	Storage string    `toml:"storage" json:"storage,omitempty" jsonschema:"enum=file,enum=http,default=file,description=file or http."`
-	Path    string    `toml:"path" json:"path,omitempty" jsonschema:"description=Folder for the file store, one file per source.,default=state"`
+	Path    string    `toml:"path" json:"path,omitempty" jsonschema:"description=Folder for the file store, one file per source. Relative to the runtime config file.,default=state"`
 	HTTP    StateHTTP `toml:"http" json:"http,omitempty" jsonschema:"description=The http store."`
 }
 

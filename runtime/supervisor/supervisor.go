@@ -1,0 +1,476 @@
+// Package supervisor runs the connectors of a loaded config: it starts the
+// embedded broker when no bootstrap servers are configured, builds each
+// enabled connector from its registration, runs it in the sink or source
+// loop, tracks its status, restarts it on request, and stops everything
+// gracefully.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/api"
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/metrics"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/sinkloop"
+	"github.com/picomq/pico-connectors/runtime/sourceloop"
+	"github.com/picomq/pico-connectors/runtime/state"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// Options configure a Supervisor.
+type Options struct {
+	// Logger receives the supervisor's and the connectors' logs; nil
+	// means slog.Default().
+	Logger *slog.Logger
+	// Metrics, when not nil, tracks every connector and hands each its
+	// plugin.Metrics.
+	Metrics *metrics.Registry
+	// Store overrides the state store the runtime config names.
+	Store state.Store
+}
+
+// Supervisor runs the connectors of one config. It implements
+// api.Connectors.
+type Supervisor struct {
+	cfg     *definition.Config
+	log     *slog.Logger
+	metrics *metrics.Registry
+	store   state.Store
+	grace   time.Duration
+
+	broker    *broker.Broker
+	bootstrap string
+
+	mu    sync.Mutex
+	conns map[string]*conn // kind + "/" + key
+	order []*conn
+	// runCtx is the parent of every connector's context, set by Start.
+	runCtx context.Context
+}
+
+// conn is one connector and its running loop.
+type conn struct {
+	def     *definition.Definition
+	tracker *status.Tracker
+	log     *slog.Logger
+
+	mu     sync.Mutex // serialises start, stop and restart
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop returns; nil when not running
+	err    error         // what the loop returned
+}
+
+var _ api.Connectors = (*Supervisor)(nil)
+
+// New prepares a supervisor for cfg, which must have loaded without
+// problems. It builds the state store but starts nothing.
+func New(cfg *definition.Config, opts Options) (*Supervisor, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Supervisor{
+		cfg:     cfg,
+		log:     opts.Logger,
+		metrics: opts.Metrics,
+		store:   opts.Store,
+		grace:   cfg.Runtime.ShutdownGraceDuration(),
+		conns:   map[string]*conn{},
+	}
+	if s.store == nil {
+		st, err := NewStore(cfg, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.store = st
+	}
+	for _, def := range cfg.Connectors {
+		c := &conn{def: def, log: opts.Logger.With("connector", def.Key, "type", def.Type)}
+		c.tracker = status.New(def.Type, def.Key, s.statusChanged)
+		s.conns[def.Type+"/"+def.Key] = c
+		s.order = append(s.order, c)
+		if s.metrics != nil {
+			s.metrics.Track(c.tracker)
+		}
+	}
+	return s, nil
+}
+
+// NewStore builds the state store the runtime config names. A relative
+// state.path is taken from the runtime config file's folder.
+func NewStore(cfg *definition.Config, logger *slog.Logger) (state.Store, error) {
+	st := cfg.Runtime.State
+	switch st.Storage {
+	case "http":
+		return state.NewHTTPStore(state.HTTPConfig{
+			URL:         st.HTTP.URL,
+			Timeout:     st.HTTP.TimeoutDuration(),
+			MaxAttempts: st.HTTP.MaxAttempts,
+			RetryDelay:  st.HTTP.RetryDelayDuration(),
+			APIKey:      st.HTTP.APIKey,
+			Logger:      logger,
+		})
+	case "file", "":
+		dir := st.Path
+		if dir == "" {
+			dir = definition.DefaultStatePath
+		}
+		if !filepath.IsAbs(dir) && cfg.File != "" {
+			dir = filepath.Join(filepath.Dir(cfg.File), dir)
+		}
+		return state.NewFileStore(dir)
+	}
+	return nil, fmt.Errorf("state.storage = %q: use \"file\" or \"http\"", st.Storage)
+}
+
+func (s *Supervisor) statusChanged(key string, from, to status.Status, errText string) {
+	args := []any{"connector", key, "from", string(from), "to", string(to)}
+	if errText != "" {
+		args = append(args, "error", errText)
+	}
+	if to == status.Error {
+		s.log.Error("connector status changed", args...)
+		return
+	}
+	s.log.Info("connector status changed", args...)
+}
+
+// BootstrapServers is the broker list the connectors use: the configured
+// one, or the embedded broker's address once Start has started it.
+func (s *Supervisor) BootstrapServers() string { return s.bootstrap }
+
+// Start starts the embedded broker when the config names no bootstrap
+// servers, then every enabled connector; disabled ones are marked
+// Disabled. A connector that fails to build is marked Error and the others
+// still start. Start returns an error only when the broker cannot start.
+// ctx bounds the connectors' lifetime; Stop ends them gracefully first.
+func (s *Supervisor) Start(ctx context.Context) error {
+	s.bootstrap = s.cfg.Runtime.Broker.BootstrapServers
+	if s.bootstrap == "" {
+		b, err := broker.Start(broker.Config{Address: s.cfg.Runtime.Broker.EmbeddedAddress, AutoCreateTopics: true})
+		if err != nil {
+			return fmt.Errorf("start the embedded broker (set [broker] bootstrap_servers to use an existing one): %w", err)
+		}
+		s.broker = b
+		s.bootstrap = b.Addr()
+		s.log.Info("embedded broker started", "address", b.Addr())
+	}
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
+	for _, c := range s.order {
+		if !c.def.Enabled {
+			c.tracker.Set(status.Disabled)
+			continue
+		}
+		c.mu.Lock()
+		s.start(c)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// start builds c's plugin and runs its loop; c.mu is held.
+func (s *Supervisor) start(c *conn) {
+	def := c.def
+	c.tracker.Set(status.Starting)
+	c.err = nil
+	var metricsFor plugin.Metrics = plugin.DiscardMetrics
+	if s.metrics != nil {
+		metricsFor = s.metrics.For(def.Type, def.Key)
+	}
+	env := plugin.Env{Key: def.Key, Logger: c.log, Metrics: metricsFor}
+	s.mu.Lock()
+	parent := s.runCtx
+	s.mu.Unlock()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+
+	var run func() error
+	switch def.Kind() {
+	case plugin.KindSource:
+		blob, err := s.store.Load(ctx, def.Key)
+		if err != nil {
+			cancel()
+			s.failed(c, fmt.Errorf("load state: %w", err))
+			return
+		}
+		env.State = blob
+		if def.Registration.NewSource == nil {
+			cancel()
+			s.failed(c, fmt.Errorf("plugin %q cannot build a source", def.Path))
+			return
+		}
+		src, err := newSource(def, env)
+		if err != nil {
+			cancel()
+			s.failed(c, fmt.Errorf("build source: %w", err))
+			return
+		}
+		transforms, err := buildTransforms(def)
+		if err != nil {
+			cancel()
+			_ = src.Close(context.Background())
+			s.failed(c, err)
+			return
+		}
+		cfg := sourceloop.Config{
+			Key:              def.Key,
+			Topics:           def.Topics,
+			BaseDir:          filepath.Dir(def.File),
+			Source:           src,
+			Store:            s.store,
+			Transforms:       transforms,
+			BootstrapServers: s.bootstrap,
+			Properties:       s.cfg.Runtime.Broker.Properties,
+			Logger:           c.log,
+			Tracker:          c.tracker,
+			Metrics:          metricsFor,
+		}
+		run = func() error { return sourceloop.Run(ctx, cfg) }
+	case plugin.KindSink:
+		if def.Registration.NewSink == nil {
+			cancel()
+			s.failed(c, fmt.Errorf("plugin %q cannot build a sink", def.Path))
+			return
+		}
+		if len(def.Connector.Transforms) > 0 {
+			c.log.Warn("transforms run in sources only; this sink's [transforms] are ignored")
+		}
+		sink, err := newSink(def, env)
+		if err != nil {
+			cancel()
+			s.failed(c, fmt.Errorf("build sink: %w", err))
+			return
+		}
+		cfg := sinkloop.Config{
+			Key:              def.Key,
+			Topics:           def.Topics,
+			Sink:             sink,
+			BootstrapServers: s.bootstrap,
+			Properties:       s.cfg.Runtime.Broker.Properties,
+			Logger:           c.log,
+			Tracker:          c.tracker,
+			Metrics:          metricsFor,
+			CloseTimeout:     s.grace,
+		}
+		run = func() error { return sinkloop.Run(ctx, cfg) }
+	default:
+		cancel()
+		s.failed(c, fmt.Errorf("type %q is neither sink nor source", def.Type))
+		return
+	}
+	done := make(chan struct{})
+	c.cancel, c.done = cancel, done
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				err := fmt.Errorf("connector panicked: %v", r)
+				c.err = err
+				c.tracker.Fail(err)
+			}
+		}()
+		err := run()
+		c.err = err
+		if err != nil && ctx.Err() == nil {
+			if c.tracker.Status() != status.Error {
+				c.tracker.Fail(err)
+			}
+			c.log.Error("connector stopped", "error", err.Error())
+		} else if err != nil {
+			c.log.Warn("connector stopped with an error", "error", err.Error())
+		}
+		if st := c.tracker.Status(); st != status.Error && st != status.Stopped {
+			c.tracker.Set(status.Stopped)
+		}
+	}()
+}
+
+func (s *Supervisor) failed(c *conn, err error) {
+	c.err = err
+	c.tracker.Fail(err)
+}
+
+// newSource calls the registration, turning a panic into an error.
+func newSource(def *definition.Definition, env plugin.Env) (src plugin.Source, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			src, err = nil, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
+		}
+	}()
+	src, err = def.Registration.NewSource(def.Plugin, env)
+	if err == nil && src == nil {
+		err = fmt.Errorf("plugin %s returned no source", def.Path)
+	}
+	return src, err
+}
+
+// newSink calls the registration, turning a panic into an error.
+func newSink(def *definition.Definition, env plugin.Env) (sink plugin.Sink, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sink, err = nil, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
+		}
+	}()
+	sink, err = def.Registration.NewSink(def.Plugin, env)
+	if err == nil && sink == nil {
+		err = fmt.Errorf("plugin %s returned no sink", def.Path)
+	}
+	return sink, err
+}
+
+func buildTransforms(def *definition.Definition) ([]plugin.Transform, error) {
+	var out []plugin.Transform
+	for i, t := range def.Transforms {
+		if !t.Enabled {
+			continue
+		}
+		if t.Registration.NewTransform == nil || t.Config == nil {
+			return nil, fmt.Errorf("transforms[%d]: transform %q is not available", i, t.Type)
+		}
+		tr, err := t.Registration.NewTransform(t.Config)
+		if err != nil {
+			return nil, fmt.Errorf("transforms[%d] (%s): %w", i, t.Type, err)
+		}
+		out = append(out, tr)
+	}
+	return out, nil
+}
+
+// stop cancels c's loop and waits for it until ctx ends; c.mu is held.
+func (s *Supervisor) stop(ctx context.Context, c *conn) error {
+	if c.done == nil {
+		return nil
+	}
+	select {
+	case <-c.done:
+	default:
+		if st := c.tracker.Status(); st != status.Error {
+			c.tracker.Set(status.Stopping)
+		}
+		c.cancel()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s did not stop in time: %w", c.def.Type, c.def.Key, ctx.Err())
+		}
+	}
+	c.cancel()
+	c.done, c.cancel = nil, nil
+	return nil
+}
+
+// Stop stops every connector gracefully: sources after their current
+// batch, sinks after Close has flushed. It waits at most shutdown_grace
+// (or until ctx ends), then closes the embedded broker.
+func (s *Supervisor) Stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.order))
+	for i, c := range s.order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			errs[i] = s.stop(ctx, c)
+		}()
+	}
+	wg.Wait()
+	if s.broker != nil {
+		s.broker.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Restart stops one connector gracefully and starts it again from its
+// definition, keeping its counters.
+func (s *Supervisor) Restart(ctx context.Context, kind, key string) error {
+	c, ok := s.lookup(kind, key)
+	if !ok {
+		return fmt.Errorf("%s %q: %w", kind, key, api.ErrNotFound)
+	}
+	if !c.def.Enabled {
+		return fmt.Errorf("%s %q: %w", kind, key, api.ErrDisabled)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, s.grace)
+	defer cancel()
+	if err := s.stop(sctx, c); err != nil {
+		return err
+	}
+	c.log.Info("restarting connector")
+	s.start(c)
+	if c.done == nil && c.err != nil {
+		return c.err
+	}
+	return nil
+}
+
+func (s *Supervisor) lookup(kind, key string) (*conn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.conns[kind+"/"+key]
+	return c, ok
+}
+
+// List returns the entries of one kind, sorted by key.
+func (s *Supervisor) List(kind string) []api.Entry {
+	out := []api.Entry{}
+	for _, c := range s.order {
+		if c.def.Type == kind {
+			out = append(out, api.NewEntry(c.def.Connector, c.tracker.Snapshot()))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Get returns one connector's entry.
+func (s *Supervisor) Get(kind, key string) (api.Entry, bool) {
+	c, ok := s.lookup(kind, key)
+	if !ok {
+		return api.Entry{}, false
+	}
+	return api.NewEntry(c.def.Connector, c.tracker.Snapshot()), true
+}
+
+// Config returns one connector's effective definition with secrets masked.
+func (s *Supervisor) Config(kind, key string) (map[string]any, bool) {
+	c, ok := s.lookup(kind, key)
+	if !ok {
+		return nil, false
+	}
+	return api.Definition(c.def.Connector, c.def.Plugin, c.def.TransformConfigs()), true
+}
+
+// Tracker returns one connector's tracker, for tests and tools.
+func (s *Supervisor) Tracker(kind, key string) (*status.Tracker, bool) {
+	c, ok := s.lookup(kind, key)
+	if !ok {
+		return nil, false
+	}
+	return c.tracker, true
+}
+
+// Snapshots returns every connector's status, in definition order.
+func (s *Supervisor) Snapshots() []status.Snapshot {
+	out := make([]status.Snapshot, 0, len(s.order))
+	for _, c := range s.order {
+		out = append(out, c.tracker.Snapshot())
+	}
+	return out
+}
