@@ -158,3 +158,24 @@ func TestRunCatchesBrokenSinks(t *testing.T) {
 		})
 	}
 }
+
+func TestLogCapture(t *testing.T) {
+	c := sinktest.NewLogCapture(t)
+	l := c.Logger.With("connector", "x")
+	l.Info("record", "payload", "a")
+	l.Debug("record", "payload", "b")
+	l.WithGroup("g").Info("other", "k", 1)
+	if got := c.Values("record", "payload"); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("Values = %q", got)
+	}
+	if got := c.Values("record", "connector"); len(got) != 2 || got[0] != "x" {
+		t.Fatalf("Values of a With attribute = %q", got)
+	}
+	if got := c.Values("other", "g.k"); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("Values in a group = %q", got)
+	}
+	c.Reset()
+	if len(c.Messages()) != 0 {
+		t.Fatal("Reset kept records")
+	}
+}
