@@ -11,6 +11,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -86,6 +87,40 @@ func Start(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// ErrNoBinaries is returned by Launch when the server binaries are missing.
+var ErrNoBinaries = errors.New("PostgreSQL 15 server binaries not found in " + DefaultBinDir + " (or $PICO_PG_BINDIR); install them with: " + InstallHint)
+
+// Launch starts a server outside a test, for a TestMain that shares one
+// server between tests; the caller must Close it. Tests then use Need to
+// fail or skip when Launch returned ErrNoBinaries.
+func Launch() (*Server, error) {
+	bin := BinDir()
+	if bin == "" {
+		return nil, ErrNoBinaries
+	}
+	return start(bin)
+}
+
+// Need fails the test (CI=true) or skips it when err, from Launch, says
+// the binaries are missing, and fails it on any other error.
+func Need(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, ErrNoBinaries) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	t.Fatal(err)
+}
+
+// CreateDatabase creates a fresh database and returns its DSN.
+func (s *Server) CreateDatabase(t testing.TB, name string) string {
+	t.Helper()
+	s.Exec(t, "CREATE DATABASE "+name)
+	return s.DSNFor("postgres", name)
 }
 
 func start(bin string) (*Server, error) {

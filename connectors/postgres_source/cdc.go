@@ -1,0 +1,479 @@
+package postgressource
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// setupCDC checks wal_level, privileges, the publication and the slot, and
+// creates the last two when allowed.
+func (s *Source) setupCDC(ctx context.Context) error {
+	rows, err := s.query(ctx, `SELECT current_setting('wal_level'), current_user,
+  (SELECT rolsuper OR rolreplication FROM pg_catalog.pg_roles WHERE rolname = current_user),
+  current_database()`)
+	if err != nil {
+		return err
+	}
+	walLevel, user, canRepl, db := string(rows[0][0]), string(rows[0][1]), string(rows[0][2]) == "t", string(rows[0][3])
+	if walLevel != "logical" {
+		return permanent("postgres has wal_level = %s; CDC needs wal_level = logical (set it in postgresql.conf or with ALTER SYSTEM SET wal_level = logical, then restart the server), or use mode = \"polling\"", walLevel)
+	}
+	if !canRepl {
+		return permanent("user %q lacks the REPLICATION privilege that CDC needs; grant it with ALTER ROLE %s REPLICATION", user, quoteIdent(user))
+	}
+	for _, t := range s.tables {
+		r, err := s.query(ctx, `SELECT has_table_privilege($1, 'SELECT')`, t.quoted())
+		if err != nil {
+			return err
+		}
+		if string(r[0][0]) != "t" {
+			return permanent("user %q lacks SELECT on table %s; grant it with GRANT SELECT ON %s TO %s", user, t, t.quoted(), quoteIdent(user))
+		}
+	}
+	if err := s.setupPublication(ctx, user); err != nil {
+		return err
+	}
+	return s.setupSlot(ctx, db)
+}
+
+func (s *Source) setupPublication(ctx context.Context, user string) error {
+	pub := s.opt.Publication
+	rows, err := s.query(ctx, `SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1`, pub)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		if !s.opt.CreatePublication {
+			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s", pub, quoteIdent(pub), s.tableList())
+		}
+		err := s.exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR TABLE "+s.tableList())
+		if err != nil {
+			if pgErrorCode(err) == "42501" {
+				return permanent("user %q may not create publication %q (%v); create it as the table owner: CREATE PUBLICATION %s FOR TABLE %s", user, pub, err, quoteIdent(pub), s.tableList())
+			}
+			if pgErrorCode(err) != "42710" { // created concurrently
+				return fmt.Errorf("creating publication %q: %w", pub, err)
+			}
+		}
+		s.log.Info("created publication", "publication", pub)
+		return nil
+	}
+	if string(rows[0][0]) == "t" {
+		return nil
+	}
+	var missing []tableName
+	for _, t := range s.tables {
+		r, err := s.query(ctx, `SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, pub, t.Schema, t.Name)
+		if err != nil {
+			return err
+		}
+		if len(r) == 0 {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var list []string
+	for _, t := range missing {
+		list = append(list, t.quoted())
+	}
+	if !s.opt.CreatePublication {
+		return permanent("publication %q does not include %s and create_publication is false; add with ALTER PUBLICATION %s ADD TABLE %s", pub, strings.Join(list, ", "), quoteIdent(pub), strings.Join(list, ", "))
+	}
+	if err := s.exec(ctx, "ALTER PUBLICATION "+quoteIdent(pub)+" ADD TABLE "+strings.Join(list, ", ")); err != nil {
+		return fmt.Errorf("adding %s to publication %q: %w", strings.Join(list, ", "), pub, err)
+	}
+	return nil
+}
+
+func (s *Source) tableList() string {
+	var list []string
+	for _, t := range s.tables {
+		list = append(list, t.quoted())
+	}
+	return strings.Join(list, ", ")
+}
+
+// setupSlot finds or creates the slot and reconciles its position with
+// the committed LSN: the committed LSN wins when it is ahead.
+func (s *Source) setupSlot(ctx context.Context, db string) error {
+	slot := s.opt.Slot
+	rows, err := s.query(ctx, `SELECT plugin, slot_type, database, active, coalesce(active_pid::text, ''), coalesce(confirmed_flush_lsn::text, '')
+FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		if s.committedLSN != 0 || (s.committed.Snapshot != nil && len(s.committed.Snapshot.Tables) > 0) {
+			return permanent("replication slot %q was dropped after this source had delivered changes up to LSN %s; changes since then cannot be recovered from it. Delete this source's checkpoint to start over with a new slot (and snapshot = \"initial\" to re-read the tables)", slot, s.committedLSN)
+		}
+		if !s.opt.CreateSlot {
+			return permanent("replication slot %q does not exist and create_slot is false; create it with SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", slot, slot)
+		}
+		return s.createSlot(ctx)
+	}
+	plugin, typ, sdb, active, pid, confirmed := string(rows[0][0]), string(rows[0][1]), string(rows[0][2]), string(rows[0][3]), string(rows[0][4]), string(rows[0][5])
+	if typ != "logical" {
+		return permanent("replication slot %q is a %s slot; CDC needs a logical slot with plugin pgoutput; choose another replication_slot", slot, typ)
+	}
+	if plugin != "pgoutput" {
+		return permanent("replication slot %q uses output plugin %q; this source needs pgoutput; drop it (SELECT pg_drop_replication_slot('%s')) or choose another replication_slot", slot, plugin, slot)
+	}
+	if sdb != db {
+		return permanent("replication slot %q belongs to database %q, not %q; choose another replication_slot", slot, sdb, db)
+	}
+	if active == "t" {
+		return fmt.Errorf("replication slot %q is in use by another process (PID %s); only one reader may use a slot at a time", slot, pid)
+	}
+	pos, err := pglogrepl.ParseLSN(confirmed)
+	if err != nil {
+		return fmt.Errorf("replication slot %q has no confirmed position yet", slot)
+	}
+	s.slotLSN = pos
+	if s.committedLSN > s.slotLSN {
+		// Delivered and saved, but the slot was not advanced before a crash.
+		s.pendingAdvance = s.committedLSN
+		if err := s.advance(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createSlot creates the slot. For snapshot = "initial" it is created on a
+// replication connection with EXPORT_SNAPSHOT, and the snapshot is imported
+// into a repeatable-read transaction on the main connection, so the rows
+// read are exactly those the slot's stream starts after.
+func (s *Source) createSlot(ctx context.Context) error {
+	slot := s.opt.Slot
+	wantSnap := s.committed.Snapshot != nil && !s.committed.Snapshot.Done
+	if !wantSnap {
+		rows, err := s.query(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		if err != nil {
+			return s.slotError(err)
+		}
+		s.slotLSN, _ = pglogrepl.ParseLSN(string(rows[0][0]))
+		s.log.Info("created replication slot", "slot", slot, "lsn", s.slotLSN)
+		return nil
+	}
+	rc := s.cfg.Copy()
+	rc.RuntimeParams["replication"] = "database"
+	repl, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return err
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
+		Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT",
+	})
+	if err != nil {
+		_ = repl.Close(ctx)
+		return s.slotError(err)
+	}
+	s.replConn = repl // the exported snapshot lives as long as this connection is idle
+	s.slotLSN, _ = pglogrepl.ParseLSN(res.ConsistentPoint)
+	s.log.Info("created replication slot with exported snapshot", "slot", slot, "lsn", s.slotLSN)
+	err = s.beginSnapshot(ctx, res.SnapshotName)
+	_ = repl.Close(ctx)
+	s.replConn = nil
+	return err
+}
+
+func (s *Source) slotError(err error) error {
+	switch pgErrorCode(err) {
+	case "42501":
+		return permanent("creating replication slot %q: %v; the user needs the REPLICATION privilege (ALTER ROLE ... REPLICATION)", s.opt.Slot, err)
+	case "53400":
+		return permanent("creating replication slot %q: %v; raise max_replication_slots or drop an unused slot", s.opt.Slot, err)
+	case "55000":
+		return permanent("creating replication slot %q: %v", s.opt.Slot, err)
+	}
+	return fmt.Errorf("creating replication slot %q: %w", s.opt.Slot, err)
+}
+
+// peekError turns the errors of the slot functions into clear ones.
+func (s *Source) peekError(err error) error {
+	switch pgErrorCode(err) {
+	case "42704":
+		return permanent("replication slot %q does not exist any more (dropped while this source was running); changes since LSN %s cannot be recovered from it. Delete this source's checkpoint to start over", s.opt.Slot, s.committedLSN)
+	case "55006":
+		return fmt.Errorf("replication slot %q is in use by another process: %v", s.opt.Slot, err)
+	case "42501":
+		return permanent("reading replication slot %q: %v", s.opt.Slot, err)
+	case "42P01":
+		return fmt.Errorf("publication %q is missing or names a dropped table: %w", s.opt.Publication, err)
+	}
+	return err
+}
+
+// advance moves the slot to pendingAdvance.
+func (s *Source) advance(ctx context.Context) error {
+	if s.pendingAdvance <= s.slotLSN {
+		return nil
+	}
+	rows, err := s.query(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::pg_lsn)`, s.opt.Slot, s.pendingAdvance.String())
+	if err != nil {
+		return s.peekError(err)
+	}
+	if pos, err := pglogrepl.ParseLSN(string(rows[0][0])); err == nil && pos > s.slotLSN {
+		s.slotLSN = pos
+	}
+	if s.slotLSN < s.pendingAdvance {
+		// Clamped to the flushed WAL: remember the rest for later.
+		return nil
+	}
+	return nil
+}
+
+// pollCDC runs the snapshot while one is due, then peeks the slot.
+func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
+	if s.pendingAdvance > s.slotLSN {
+		if err := s.advance(ctx); err != nil {
+			return plugin.Batch{}, err
+		}
+	}
+	if snap := s.committed.Snapshot; snap != nil {
+		if snap.Done && s.snapTx {
+			if err := s.exec(ctx, "COMMIT"); err != nil {
+				return plugin.Batch{}, err
+			}
+			s.snapTx = false
+		}
+		if !snap.Done {
+			if !s.snapTx {
+				if err := s.beginSnapshot(ctx, ""); err != nil {
+					return plugin.Batch{}, err
+				}
+			}
+			b, err := s.pollSnapshot(ctx)
+			if err != nil || len(b.Messages) > 0 {
+				return b, err
+			}
+		}
+	}
+	for {
+		b, more, err := s.peek(ctx)
+		if err != nil || len(b.Messages) > 0 {
+			return b, err
+		}
+		if !more {
+			s.sleep(ctx)
+			return plugin.Batch{}, ctx.Err()
+		}
+		// A full peek with nothing for us: skip past it and look again.
+		if s.quietLSN > s.pendingAdvance {
+			s.pendingAdvance = s.quietLSN
+		}
+		s.quietLSN = 0
+		if err := s.advance(ctx); err != nil {
+			return plugin.Batch{}, err
+		}
+		if ctx.Err() != nil {
+			return plugin.Batch{}, ctx.Err()
+		}
+	}
+}
+
+// peek reads up to batch_size changes (whole transactions) and returns them
+// as a batch; more says the peek was full, so there may be more WAL.
+func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
+	var current pglogrepl.LSN
+	rows, err := s.query(ctx, `SELECT pg_current_wal_lsn()::text`)
+	if err != nil {
+		return plugin.Batch{}, false, err
+	}
+	current, _ = pglogrepl.ParseLSN(string(rows[0][0]))
+
+	limit := s.opt.BatchSize
+	rr := s.conn.ExecParams(ctx,
+		`SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
+		[][]byte{[]byte(s.opt.Slot), []byte(strconv.Itoa(limit)), []byte(quoteIdent(s.opt.Publication))},
+		nil, nil, []int16{1, 1})
+	d := decoder{s: s, rels: map[uint32]*relation{}}
+	n := 0
+	for rr.NextRow() {
+		n++
+		vals := rr.Values()
+		if len(vals) != 2 || len(vals[0]) != 8 {
+			continue
+		}
+		lsn := pglogrepl.LSN(binary.BigEndian.Uint64(vals[0]))
+		if err := d.handle(lsn, vals[1]); err != nil {
+			_, _ = rr.Close()
+			return plugin.Batch{}, false, err
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		return plugin.Batch{}, false, s.peekError(err)
+	}
+	more := n >= limit
+	if len(d.msgs) > 0 {
+		cand := max(d.lastEnd, s.committedLSN)
+		st := s.committed.clone()
+		st.LSN = cand.String()
+		s.candidateLSN = cand
+		b, err := s.batch(d.msgs, st)
+		return b, more, err
+	}
+	// Nothing for us: everything up to what was read is safe to skip.
+	target := d.lastEnd
+	if !more && current > target {
+		target = current
+	}
+	if target > s.slotLSN {
+		s.quietLSN = target
+	}
+	return plugin.Batch{}, more, nil
+}
+
+// decoder turns one peek's pgoutput messages into records. Each peek
+// re-sends Relation messages, so the relation cache lives per call.
+type decoder struct {
+	s       *Source
+	rels    map[uint32]*relation
+	msgs    []plugin.Message
+	skip    bool // transaction already delivered (commit before committedLSN)
+	commit  time.Time
+	lastEnd pglogrepl.LSN
+}
+
+func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
+	if len(data) == 0 {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed pgoutput message at LSN %s: %v", lsn, r)
+		}
+	}()
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		// Message types this source does not use (stream, prepare).
+		return nil
+	}
+	s := d.s
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		d.skip = m.FinalLSN < s.committedLSN
+		d.commit = m.CommitTime
+	case *pglogrepl.CommitMessage:
+		if m.TransactionEndLSN > d.lastEnd {
+			d.lastEnd = m.TransactionEndLSN
+		}
+	case *pglogrepl.RelationMessage:
+		d.rels[m.RelationID] = s.relationFromMessage(m)
+	case *pglogrepl.InsertMessage:
+		if rel := d.rel(m.RelationID, opInsert); rel != nil && m.Tuple != nil {
+			d.emit(rel, opInsert, lsn, m.Tuple, nil, false)
+		}
+	case *pglogrepl.UpdateMessage:
+		if rel := d.rel(m.RelationID, opUpdate); rel != nil && m.NewTuple != nil {
+			d.emit(rel, opUpdate, lsn, m.NewTuple, m.OldTuple, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey)
+		}
+	case *pglogrepl.DeleteMessage:
+		if rel := d.rel(m.RelationID, opDelete); rel != nil && m.OldTuple != nil {
+			d.emit(rel, opDelete, lsn, m.OldTuple, nil, m.OldTupleType == pglogrepl.DeleteMessageTupleTypeKey)
+		}
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			if rel := d.rel(id, opTruncate); rel != nil {
+				d.emitTruncate(rel, lsn)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *decoder) rel(id uint32, op string) *relation {
+	if d.skip || !d.s.ops[op] {
+		return nil
+	}
+	rel := d.rels[id]
+	if rel == nil || rel.skip {
+		return nil
+	}
+	return rel
+}
+
+// emit writes one change record. For deletes, tuple is the old tuple;
+// keyOnly says it holds only the replica identity columns.
+func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, tuple, old *pglogrepl.TupleData, keyOnly bool) {
+	s := d.s
+	a := &s.arena
+	start := a.begin()
+	buf := append(a.buf, '{')
+	var fill *pglogrepl.TupleData
+	if old != nil && !keyOnly {
+		fill = old
+	}
+	buf, empty := s.enc.appendTuple(buf, rel, tuple, op == opDelete && keyOnly, fill)
+	buf = appendOp(buf, op, !empty)
+	if old != nil && op == opUpdate {
+		buf = append(buf, `,"`+keyBefore+`":{`...)
+		buf, _ = s.enc.appendTuple(buf, rel, old, keyOnly, nil)
+		buf = append(buf, '}')
+	}
+	if s.opt.IncludeMetadata {
+		buf = appendCDCMeta(buf, rel, lsn, d.commit)
+	}
+	buf = append(buf, '}')
+	a.buf = buf
+	payload := a.end(start)
+	var key []byte
+	if len(rel.keyIdx) > 0 {
+		// The key as it is now: the new tuple (the old one for deletes).
+		start = a.begin()
+		a.buf = s.enc.appendTupleKey(a.buf, rel, tuple)
+		key = a.end(start)
+	}
+	d.msgs = append(d.msgs, plugin.Message{Key: key, Payload: payload, Timestamp: d.commit})
+}
+
+func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
+	s := d.s
+	buf := []byte(`{"` + keyOp + `":"truncate","` + keyTable + `":`)
+	buf = append(buf, rel.tableJSON...)
+	if s.opt.IncludeMetadata {
+		buf = append(buf, `,"`+keyLSN+`":"`...)
+		buf = appendLSN(buf, lsn)
+		buf = append(buf, `","`+keyCommitTime+`":"`...)
+		buf = d.commit.UTC().AppendFormat(buf, time.RFC3339Nano)
+		buf = append(buf, '"')
+	}
+	buf = append(buf, '}')
+	d.msgs = append(d.msgs, plugin.Message{Payload: buf, Timestamp: d.commit})
+}
+
+// relationFromMessage builds a relation from a pgoutput Relation message;
+// the record key is the table's primary key, or the replica identity
+// columns when it has none.
+func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
+	table := tableName{m.Namespace, m.RelationName}
+	rel := &relation{table: table.String(), tableJSON: appendStringS(nil, table.String())}
+	rel.skip = !s.inSet[rel.table]
+	rel.cols = make([]column, len(m.Columns))
+	var identity []string
+	for i, c := range m.Columns {
+		rel.cols[i] = newColumn(c.Name, s.typeOf(c.DataType))
+		rel.cols[i].identity = c.Flags&1 == 1
+		if rel.cols[i].identity {
+			identity = append(identity, c.Name)
+		}
+	}
+	if info := s.info[rel.table]; info != nil && len(info.pk) > 0 {
+		rel.keyIdx = keyIndexes(rel.cols, info.pk)
+	}
+	if rel.keyIdx == nil && m.ReplicaIdentity != 'f' {
+		rel.keyIdx = keyIndexes(rel.cols, identity)
+	}
+	return rel
+}

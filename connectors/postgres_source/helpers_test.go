@@ -1,0 +1,180 @@
+package postgressource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+)
+
+var (
+	shared    *pgtest.Server
+	sharedErr error
+	dbSeq     atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	shared, sharedErr = pgtest.Launch()
+	code := m.Run()
+	if shared != nil {
+		shared.Close()
+	}
+	os.Exit(code)
+}
+
+// testDB is one fresh database on the shared server.
+type testDB struct {
+	t   testing.TB
+	srv *pgtest.Server
+	dsn string
+	tag string // unique per database: names slots and publications
+}
+
+func newDB(t testing.TB) *testDB {
+	t.Helper()
+	pgtest.Need(t, sharedErr)
+	return newDBOn(t, shared)
+}
+
+func newDBOn(t testing.TB, srv *pgtest.Server) *testDB {
+	t.Helper()
+	tag := fmt.Sprintf("t%d", dbSeq.Add(1))
+	dsn := srv.CreateDatabase(t, tag)
+	return &testDB{t: t, srv: srv, dsn: dsn, tag: tag}
+}
+
+func (d *testDB) exec(sql string) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, d.dsn)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
+		d.t.Fatalf("%v\nin: %s", err, sql)
+	}
+}
+
+// value runs a query returning one text value.
+func (d *testDB) value(sql string) string {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, d.dsn)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	res, err := conn.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		d.t.Fatalf("%v\nin: %s", err, sql)
+	}
+	if len(res) == 0 || len(res[0].Rows) == 0 {
+		return ""
+	}
+	return string(res[0].Rows[0][0])
+}
+
+func (d *testDB) cdcOptions(tables ...string) options {
+	return options{
+		ConnString: d.dsn, Mode: "cdc", Tables: tables, BatchSize: 1000, PollInterval: 20 * time.Millisecond,
+		Slot: "slot_" + d.tag, Publication: "pub_" + d.tag, CreateSlot: true, CreatePublication: true,
+		Snapshot: "never", IncludeMetadata: false,
+	}
+}
+
+func (d *testDB) pollOptions(tables ...string) options {
+	return options{
+		ConnString: d.dsn, Mode: "polling", Tables: tables, BatchSize: 1000, PollInterval: 20 * time.Millisecond,
+	}
+}
+
+func open(t testing.TB, opt options, st []byte) *Source {
+	t.Helper()
+	s, err := newSource(opt, plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: plugin.DiscardMetrics, State: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// next polls until a non-empty batch arrives.
+func next(t testing.TB, s *Source) plugin.Batch {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := s.Poll(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if len(b.Messages) > 0 {
+			return b
+		}
+	}
+	t.Fatal("no batch within 20s")
+	return plugin.Batch{}
+}
+
+// empty polls once and fails if anything came back.
+func empty(t testing.TB, s *Source) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := s.Poll(ctx)
+	if err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(b.Messages) > 0 || b.State != nil {
+		t.Fatalf("expected an empty batch, got %d records: %s", len(b.Messages), payloads(b))
+	}
+}
+
+func ack(t testing.TB, s *Source) {
+	t.Helper()
+	if err := s.OnBatchResult(context.Background(), plugin.Ack); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nack(t testing.TB, s *Source) {
+	t.Helper()
+	if err := s.OnBatchResult(context.Background(), plugin.Nack); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func payloads(b plugin.Batch) []string {
+	out := make([]string, len(b.Messages))
+	for i, m := range b.Messages {
+		out[i] = string(m.Payload)
+	}
+	return out
+}
+
+func decode(t testing.TB, m plugin.Message) map[string]any {
+	t.Helper()
+	var v map[string]any
+	dec := json.NewDecoder(bytesReader(m.Payload))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("payload is not JSON: %v\n%s", err, m.Payload)
+	}
+	return v
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,212 @@
+package postgressource
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Reserved payload keys. Columns are written at the top level so routing
+// by any column works with a field path; these keys start with two
+// underscores to keep clear of column names.
+const (
+	keyOp             = "__op"
+	keyBefore         = "__before"
+	keyTable          = "__table"
+	keyLSN            = "__lsn"
+	keyCommitTime     = "__commit_time"
+	keyTrackingValue  = "__tracking_value"
+	unchangedToastVal = `{"__unchanged_toast":true}`
+)
+
+// column is one column of a relation, with its JSON key pre-encoded.
+type column struct {
+	name string
+	key  []byte // `"name":`
+	typ  *pgType
+	// replica identity flag from a pgoutput Relation message
+	identity bool
+}
+
+// relation describes the columns of one table as a message or result
+// delivers them.
+type relation struct {
+	table     string
+	tableJSON []byte // `"schema.table"`
+	cols      []column
+	keyIdx    []int // columns of the record key (primary key)
+	skip      bool  // not one of the configured tables
+}
+
+func newColumn(name string, typ *pgType) column {
+	k := appendStringS(nil, name)
+	return column{name: name, key: append(k, ':'), typ: typ}
+}
+
+// arena hands out payload slices from one growing buffer per batch, so a
+// batch costs a few allocations rather than one per record.
+type arena struct{ buf []byte }
+
+func (a *arena) begin() int { return len(a.buf) }
+
+func (a *arena) end(start int) []byte {
+	b := a.buf[start:len(a.buf):len(a.buf)]
+	if cap(a.buf)-len(a.buf) < 256 {
+		// Start a fresh block; the old one stays referenced by its records.
+		a.buf = make([]byte, 0, max(64<<10, 2*cap(a.buf)))
+	}
+	return b
+}
+
+// appendTuple appends the columns of a pgoutput tuple to an open JSON
+// object. onlyIdentity writes only replica identity columns (a 'K' tuple).
+// fill supplies values for unchanged TOAST columns when the old tuple has
+// them.
+func (e *encoder) appendTuple(buf []byte, rel *relation, t *pglogrepl.TupleData, onlyIdentity bool, fill *pglogrepl.TupleData) ([]byte, bool) {
+	first := true
+	for i, c := range t.Columns {
+		if i >= len(rel.cols) {
+			break
+		}
+		col := &rel.cols[i]
+		if onlyIdentity && !col.identity {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = append(buf, col.key...)
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeText:
+			buf = e.appendValue(buf, col.typ, c.Data)
+		case pglogrepl.TupleDataTypeToast:
+			if fill != nil && i < len(fill.Columns) && fill.Columns[i].DataType == pglogrepl.TupleDataTypeText {
+				buf = e.appendValue(buf, col.typ, fill.Columns[i].Data)
+			} else {
+				buf = append(buf, unchangedToastVal...)
+			}
+		case pglogrepl.TupleDataTypeBinary:
+			buf = appendString(buf, c.Data)
+		default:
+			buf = append(buf, "null"...)
+		}
+	}
+	return buf, first
+}
+
+// appendTupleKey appends the record key: a JSON object of the key columns.
+func (e *encoder) appendTupleKey(buf []byte, rel *relation, t *pglogrepl.TupleData) []byte {
+	buf = append(buf, '{')
+	for n, i := range rel.keyIdx {
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, rel.cols[i].key...)
+		if i < len(t.Columns) && t.Columns[i].DataType == pglogrepl.TupleDataTypeText {
+			buf = e.appendValue(buf, rel.cols[i].typ, t.Columns[i].Data)
+		} else {
+			buf = append(buf, "null"...)
+		}
+	}
+	return append(buf, '}')
+}
+
+// appendRow appends the columns of a query result row (text format, nil
+// is NULL) to an open JSON object, skipping column index skipIdx (-1 for
+// none).
+func (e *encoder) appendRow(buf []byte, rel *relation, vals [][]byte, skipIdx int) []byte {
+	first := true
+	for i, v := range vals {
+		if i == skipIdx || i >= len(rel.cols) {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = append(buf, rel.cols[i].key...)
+		if v == nil {
+			buf = append(buf, "null"...)
+		} else {
+			buf = e.appendValue(buf, rel.cols[i].typ, v)
+		}
+	}
+	return buf
+}
+
+func (e *encoder) appendRowKey(buf []byte, rel *relation, vals [][]byte) []byte {
+	buf = append(buf, '{')
+	for n, i := range rel.keyIdx {
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, rel.cols[i].key...)
+		if vals[i] == nil {
+			buf = append(buf, "null"...)
+		} else {
+			buf = e.appendValue(buf, rel.cols[i].typ, vals[i])
+		}
+	}
+	return append(buf, '}')
+}
+
+// appendMeta appends `,"__op":op` and, with metadata on, the table and LSN
+// and commit time, to an open JSON object that has at least one member
+// when nonEmpty.
+func appendOp(buf []byte, op string, nonEmpty bool) []byte {
+	if nonEmpty {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"`+keyOp+`":"`...)
+	buf = append(buf, op...)
+	return append(buf, '"')
+}
+
+func appendCDCMeta(buf []byte, rel *relation, lsn pglogrepl.LSN, commit time.Time) []byte {
+	buf = append(buf, `,"`+keyTable+`":`...)
+	buf = append(buf, rel.tableJSON...)
+	buf = append(buf, `,"`+keyLSN+`":"`...)
+	buf = appendLSN(buf, lsn)
+	buf = append(buf, `","`+keyCommitTime+`":"`...)
+	buf = commit.UTC().AppendFormat(buf, time.RFC3339Nano)
+	return append(buf, '"')
+}
+
+func appendLSN(buf []byte, lsn pglogrepl.LSN) []byte {
+	buf = strconv.AppendUint(buf, uint64(lsn>>32), 16)
+	buf = append(buf, '/')
+	return strconv.AppendUint(buf, uint64(uint32(lsn)), 16)
+}
+
+// relationFromFields builds a relation from a query result's columns.
+func (s *Source) relationFromFields(table tableName, fds []pgconn.FieldDescription, pk []string) *relation {
+	rel := &relation{table: table.String(), tableJSON: appendStringS(nil, table.String())}
+	rel.cols = make([]column, len(fds))
+	for i, fd := range fds {
+		rel.cols[i] = newColumn(fd.Name, s.typeOf(fd.DataTypeOID))
+	}
+	rel.keyIdx = keyIndexes(rel.cols, pk)
+	return rel
+}
+
+// keyIndexes finds the named key columns; nil when any is missing.
+func keyIndexes(cols []column, pk []string) []int {
+	var idx []int
+	for _, name := range pk {
+		found := -1
+		for i := range cols {
+			if cols[i].name == name {
+				found = i
+				break
+			}
+		}
+		if found < 0 {
+			return nil
+		}
+		idx = append(idx, found)
+	}
+	return idx
+}

@@ -1,0 +1,424 @@
+// Package postgressource is the PostgreSQL source: change data capture
+// through a logical replication slot (pgoutput), or polling of tables by a
+// tracking column.
+//
+// It is the reference for the stage-and-apply pattern of the sources spec.
+// In CDC mode Poll peeks the slot without consuming it and the batch's
+// state is the end LSN of its last transaction; only Ack advances the slot.
+// In polling mode the state is the highest tracking value read per table,
+// and processed_column updates or delete_after_read deletes run only on
+// Ack.
+package postgressource
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// state is the blob the runtime stores for this source.
+type state struct {
+	V    int    `json:"v"`
+	Mode string `json:"mode"`
+	// CDC: the end LSN of the last delivered transaction.
+	LSN      string     `json:"lsn,omitempty"`
+	Snapshot *snapState `json:"snapshot,omitempty"`
+	// Polling: progress per table, keyed by schema.table.
+	Tables map[string]*pollState `json:"tables,omitempty"`
+}
+
+type snapState struct {
+	Done   bool                  `json:"done"`
+	Tables map[string]*snapTable `json:"tables,omitempty"`
+}
+
+type snapTable struct {
+	Done  bool     `json:"done,omitempty"`
+	After []string `json:"after,omitempty"` // last primary key read
+	CTID  string   `json:"ctid,omitempty"`  // tables without a key
+}
+
+type pollState struct {
+	// Value is the last tracking value delivered, in PostgreSQL text form.
+	Value *string `json:"value"`
+	// PK is the primary key of the last row delivered (keyset tie-break).
+	PK []string `json:"pk,omitempty"`
+}
+
+func (st *state) clone() *state {
+	b, _ := json.Marshal(st)
+	var c state
+	_ = json.Unmarshal(b, &c)
+	return &c
+}
+
+// errPermanent marks errors no retry will fix (configuration, privileges,
+// a dropped slot); Poll keeps returning them.
+type errPermanent struct{ err error }
+
+func (e errPermanent) Error() string { return e.err.Error() }
+func (e errPermanent) Unwrap() error { return e.err }
+
+func permanent(format string, args ...any) error {
+	return errPermanent{fmt.Errorf(format, args...)}
+}
+
+// Source is the PostgreSQL source.
+type Source struct {
+	opt    options
+	log    *slog.Logger
+	tables []tableName
+	inSet  map[string]bool
+	ops    map[string]bool
+	enc    encoder
+	cfg    *pgconn.Config
+	conn   *pgconn.PgConn
+	types  map[uint32]*pgType
+	info   map[string]*tableInfo
+
+	mu        sync.Mutex
+	committed *state
+	candidate *state
+	// fatal is set by a permanent error; Poll keeps returning it.
+	fatal error
+
+	// CDC
+	committedLSN   pglogrepl.LSN
+	candidateLSN   pglogrepl.LSN
+	slotLSN        pglogrepl.LSN // the slot's confirmed position, as last seen
+	quietLSN       pglogrepl.LSN // advance target of an empty peek, applied after Ack
+	pendingAdvance pglogrepl.LSN
+	snapTx         bool   // a snapshot transaction is open on conn
+	exportedSnap   string // snapshot exported by the slot we created
+	replConn       *pgconn.PgConn
+	snapFresh      bool // the open snapshot is not the slot's own
+
+	// Polling
+	pendingApply []applyOp // side effects of the candidate batch
+	applyQueue   []applyOp // acknowledged side effects not yet applied
+	nextTable    int
+	plans        map[string]*pollTable
+
+	arena arena
+}
+
+// newSource builds a source from options and a committed state blob. It
+// connects and checks the database; a database that cannot be reached is
+// not an error here (Poll retries), anything else is.
+func newSource(opt options, env plugin.Env) (*Source, error) {
+	if p := opt.check(); len(p) > 0 {
+		return nil, errors.New(joinLines(p))
+	}
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Source{opt: opt, log: log, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
+	s.enc.numericAsString = opt.NumericAsString
+	for _, t := range opt.Tables {
+		tn, _ := parseTable(t)
+		if !s.inSet[tn.String()] {
+			s.tables = append(s.tables, tn)
+			s.inSet[tn.String()] = true
+		}
+	}
+	ops := opt.CaptureOperations
+	if len(ops) == 0 {
+		ops = []string{opInsert, opUpdate, opDelete, opTruncate}
+	}
+	for _, op := range ops {
+		s.ops[op] = true
+	}
+	cfg, err := pgconn.ParseConfig(opt.ConnString)
+	if err != nil {
+		// pgconn's message may quote the string; never echo it.
+		return nil, errors.New("connection_string: not a valid PostgreSQL connection string (URL postgres://user:pass@host:5432/db or key=value pairs)")
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	// Fixed session settings make the text form of values predictable.
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["DateStyle"] = "ISO, YMD"
+	cfg.RuntimeParams["IntervalStyle"] = "iso_8601"
+	cfg.RuntimeParams["bytea_output"] = "hex"
+	cfg.RuntimeParams["extra_float_digits"] = "3"
+	cfg.RuntimeParams["client_encoding"] = "UTF8"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "pico-connectors"
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	s.cfg = cfg
+
+	s.committed = &state{V: 1, Mode: opt.Mode}
+	if len(env.State) > 0 {
+		var st state
+		if err := json.Unmarshal(env.State, &st); err != nil {
+			return nil, fmt.Errorf("state: the stored checkpoint is not this source's (%v); delete it to start over", err)
+		}
+		if st.Mode != opt.Mode {
+			return nil, fmt.Errorf("state: the stored checkpoint was written in %s mode but mode is %s; delete the checkpoint to start over", st.Mode, opt.Mode)
+		}
+		s.committed = &st
+	}
+	if s.committed.LSN != "" {
+		lsn, err := pglogrepl.ParseLSN(s.committed.LSN)
+		if err != nil {
+			return nil, fmt.Errorf("state: bad LSN %q in the stored checkpoint", s.committed.LSN)
+		}
+		s.committedLSN = lsn
+	}
+	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(env.State) == 0 {
+		s.committed.Snapshot = &snapState{Tables: map[string]*snapTable{}}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.connect(ctx); err != nil {
+		if isPermanent(err) {
+			s.close()
+			return nil, err
+		}
+		s.log.Warn("postgres not reachable yet; will retry on poll", "error", err)
+	}
+	return s, nil
+}
+
+func joinLines(p []string) string {
+	out := ""
+	for i, l := range p {
+		if i > 0 {
+			out += "\n"
+		}
+		out += l
+	}
+	return out
+}
+
+func isPermanent(err error) bool {
+	var p errPermanent
+	return errors.As(err, &p)
+}
+
+// isConnError reports whether err means the connection is gone.
+func isConnError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	if code := pgErrorCode(err); len(code) >= 2 && (code[:2] == "08" || code[:2] == "57") {
+		// connection exception, operator intervention (shutdown)
+		return true
+	}
+	return strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "connection reset")
+}
+
+// connect opens the connection and runs the mode's checks and setup.
+func (s *Source) connect(ctx context.Context) error {
+	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
+	if err != nil {
+		if code := pgErrorCode(err); code == "28000" || code == "28P01" || code == "3D000" {
+			return permanent("connection_string: %v", err)
+		}
+		return err
+	}
+	s.conn = conn
+	if err := s.loadTypes(ctx); err != nil {
+		s.close()
+		if !isConnError(err) {
+			err = errPermanent{err}
+		}
+		return err
+	}
+	for _, t := range s.tables {
+		info, err := s.loadTable(ctx, t)
+		if err != nil {
+			s.close()
+			if isConnError(err) {
+				return err
+			}
+			return errPermanent{err}
+		}
+		s.info[t.String()] = info
+	}
+	if s.opt.Mode == "cdc" {
+		err = s.setupCDC(ctx)
+	} else {
+		err = s.setupPolling(ctx)
+	}
+	if err != nil {
+		s.close()
+		if !isConnError(err) && !isPermanent(err) {
+			err = errPermanent{err}
+		}
+		return err
+	}
+	return nil
+}
+
+// close drops the connections.
+func (s *Source) close() {
+	if s.replConn != nil {
+		_ = s.replConn.Close(context.Background())
+		s.replConn = nil
+	}
+	if s.conn != nil {
+		_ = s.conn.Close(context.Background())
+		s.conn = nil
+	}
+	s.snapTx = false
+	s.exportedSnap = ""
+}
+
+// Poll returns the next batch; see the package documentation.
+func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fatal != nil {
+		return plugin.Batch{}, s.fatal
+	}
+	s.candidate = nil
+	s.pendingApply = nil
+	if s.conn == nil {
+		if err := s.connect(ctx); err != nil {
+			return plugin.Batch{}, s.fail(ctx, err)
+		}
+		s.log.Info("connected to postgres")
+	}
+	var (
+		b   plugin.Batch
+		err error
+	)
+	if s.opt.Mode == "cdc" {
+		b, err = s.pollCDC(ctx)
+	} else {
+		b, err = s.pollTables(ctx)
+	}
+	if err != nil {
+		s.candidate = nil
+		s.pendingApply = nil
+		return plugin.Batch{}, s.fail(ctx, err)
+	}
+	return b, nil
+}
+
+// fail classifies a Poll error: permanent errors stick, connection errors
+// drop the connection and pause for poll_interval so the runtime's retry
+// is not a tight loop.
+func (s *Source) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if isPermanent(err) {
+		s.fatal = err
+		s.close()
+		return err
+	}
+	if isConnError(err) || s.conn == nil || s.conn.IsClosed() {
+		s.close()
+		s.sleep(ctx)
+		return fmt.Errorf("postgres unavailable, will reconnect: %w", err)
+	}
+	return err
+}
+
+func (s *Source) sleep(ctx context.Context) {
+	d := s.opt.PollInterval
+	if d <= 0 {
+		d = time.Second
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// OnBatchResult promotes (Ack) or drops (Nack) the candidate state. Side
+// effects that fail because the database is unreachable are retried at the
+// start of the next Poll.
+func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch result {
+	case plugin.Ack:
+		if s.candidate != nil {
+			s.committed = s.candidate
+		}
+		if s.opt.Mode == "cdc" {
+			if s.candidateLSN > s.committedLSN {
+				s.committedLSN = s.candidateLSN
+			}
+			target := max(s.committedLSN, s.quietLSN)
+			if target > s.pendingAdvance {
+				s.pendingAdvance = target
+			}
+			if s.conn != nil && s.pendingAdvance > s.slotLSN {
+				if err := s.advance(ctx); err != nil {
+					s.log.Warn("advancing the replication slot failed; retrying on the next poll", "error", err)
+					if isConnError(err) {
+						s.close()
+					}
+				}
+			}
+		} else {
+			s.applyQueue = append(s.applyQueue, s.pendingApply...)
+			if s.conn != nil {
+				if err := s.applyAcked(ctx); err != nil {
+					s.log.Warn("applying processed_column/delete_after_read failed; retrying on the next poll", "error", err)
+					if isConnError(err) {
+						s.close()
+					}
+				}
+			}
+		}
+	case plugin.Nack:
+	default:
+		return fmt.Errorf("unknown batch result %d", result)
+	}
+	s.candidate = nil
+	s.candidateLSN = 0
+	s.quietLSN = 0
+	s.pendingApply = nil
+	return nil
+}
+
+// Close releases the connections. The slot and publication stay.
+func (s *Source) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.close()
+	return nil
+}
+
+// batch wraps messages with the candidate state.
+func (s *Source) batch(msgs []plugin.Message, st *state) (plugin.Batch, error) {
+	if len(msgs) == 0 {
+		return plugin.Batch{}, nil
+	}
+	blob, err := json.Marshal(st)
+	if err != nil {
+		return plugin.Batch{}, err
+	}
+	s.candidate = st
+	return plugin.Batch{Messages: msgs, State: blob}, nil
+}
