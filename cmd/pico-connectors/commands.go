@@ -185,7 +185,9 @@ func printView(w io.Writer, view map[string]any, asJSON bool) error {
 	if err := dec.Decode(&generic); err != nil {
 		return err
 	}
-	return toml.NewEncoder(w).Encode(tomlValue(generic))
+	enc := toml.NewEncoder(w)
+	enc.Indent = ""
+	return enc.Encode(tomlValue(generic))
 }
 
 // tomlValue turns decoded JSON into values the TOML encoder writes well:
