@@ -35,10 +35,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/connectortest/internal/tlog"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -239,30 +239,15 @@ func Records(topic string, first int64, n int) []plugin.Record {
 // Env returns a plugin.Env for a connector built in a test: key "test", a
 // logger writing to t.Log, and metrics that record nothing.
 func Env(t testing.TB) plugin.Env {
-	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(TestWriter(t), nil)), Metrics: plugin.DiscardMetrics}
+	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(TestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})), Metrics: plugin.DiscardMetrics}
 }
 
 // TestWriter returns an io.Writer that logs each write through t.Log
 // until the test ends, and drops writes after that.
-func TestWriter(t testing.TB) *LogWriter {
-	w := &LogWriter{t: t}
-	t.Cleanup(func() { w.done.Store(true) })
-	return w
-}
+func TestWriter(t testing.TB) *LogWriter { return tlog.New(t) }
 
 // LogWriter is an io.Writer that logs through t.Log.
-type LogWriter struct {
-	t    testing.TB
-	done atomic.Bool
-}
-
-// Write logs p, without its trailing newline.
-func (w *LogWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
+type LogWriter = tlog.Writer
 
 // Driver calls a sink the way the runtime's sink loop does, each call
 // bounded by Timeout. Use it directly for connector-specific tests.

@@ -36,9 +36,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/connectortest/internal/tlog"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -278,6 +280,17 @@ func cloneBytes(b []byte) []byte {
 		return nil
 	}
 	return append([]byte(nil), b...)
+}
+
+// Env returns a plugin.Env for a source built in a test from state: key
+// "test", a logger writing to t.Log, and metrics that record nothing.
+func Env(t testing.TB, state []byte) plugin.Env {
+	return plugin.Env{
+		Key:     "test",
+		Logger:  slog.New(slog.NewTextHandler(tlog.New(t), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: plugin.DiscardMetrics,
+		State:   state,
+	}
 }
 
 // Driver drives one source the way the runtime's poll loop does, failing
