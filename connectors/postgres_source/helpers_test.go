@@ -178,3 +178,5 @@ func decode(t testing.TB, m plugin.Message) map[string]any {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
