@@ -1,0 +1,82 @@
+package scaffold
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/picomq/pico-connectors/templates"
+)
+
+// Usage is the help text of picogen new.
+const Usage = `usage: picogen new [--dry-run] [-C ROOT] [--topic TOPIC] sink|source NAME
+
+Writes a new connector NAME_sink or NAME_source: a starter schema
+(schemas/), the connector and its tests (connectors/), and an example
+definition (examples/). NAME is lower-case letters, digits and _, starting
+with a letter. Existing files are never overwritten; --dry-run lists the
+files without writing them.
+`
+
+// Main runs picogen new with args (without the command name) and returns
+// the exit code: 0 on success, 1 when the connector cannot be written, 2
+// on a usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("new", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	dry := fs.Bool("dry-run", false, "list the files without writing them")
+	root := fs.String("C", ".", "repository root")
+	topic := fs.String("topic", "", "topic of the example definition")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprint(stderr, Usage)
+		return 2
+	}
+	kind, name := fs.Arg(0), fs.Arg(1)
+	if err := CheckName(kind, name); err != nil {
+		fmt.Fprintf(stderr, "picogen new: %v\n", err)
+		return 2
+	}
+	files, err := New(Options{Root: *root, Kind: kind, Name: name, Topic: *topic, DryRun: *dry})
+	if err != nil {
+		fmt.Fprintf(stderr, "picogen new: %v\n", err)
+		return 1
+	}
+	verb := "wrote"
+	if *dry {
+		verb = "would write"
+	}
+	d := DataFor(kind, name, "", *topic)
+	fmt.Fprintf(stdout, "%s %s:\n", verb, d.Name)
+	for _, f := range files {
+		fmt.Fprintf(stdout, "  %s\n", f.Path)
+	}
+	if *dry {
+		fmt.Fprintln(stdout, "(dry run: nothing written)")
+		return 0
+	}
+	fmt.Fprint(stdout, NextSteps(d))
+	return 0
+}
+
+// NextSteps is what picogen new prints after writing connector d.
+func NextSteps(d templates.Data) string {
+	code := "sink.go"
+	if d.Kind == "source" {
+		code = "source.go"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nNext steps:\n")
+	fmt.Fprintf(&b, "  1. go generate ./...        # writes generated/%s/ and links the connector into the binaries\n", d.ConfigPkg)
+	fmt.Fprintf(&b, "  2. go test ./connectors/%s/... && go run ./cmd/pico-connectors validate examples/%s.toml\n", d.Name, d.Name)
+	fmt.Fprintf(&b, "  3. edit schemas/%s.json and connectors/%s/%s to do the real work; rerun step 1 after each schema change\n", d.Name, d.Name, code)
+	return b.String()
+}

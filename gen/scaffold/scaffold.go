@@ -1,0 +1,297 @@
+// Package scaffold renders the connector templates (package templates) into
+// a repository: picogen new sink NAME and picogen new source NAME.
+//
+// It writes the starter schema, the connector package and its tests, and an
+// example definition. Registration needs no file of its own: the generated
+// registry links every folder under connectors/ once go generate runs.
+// Names are checked, existing files are never overwritten, and nothing is
+// written when any target is in the way or cannot be written.
+package scaffold
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"go/format"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/picomq/pico-connectors/templates"
+)
+
+// File is one file to write, its path relative to the repository root.
+type File struct {
+	Path    string
+	Content []byte
+}
+
+// DefaultTopic is the topic the example definitions read (sinks) or write
+// (sources) unless Options.Topic says otherwise: the topic the demo
+// pipeline's random source writes.
+const DefaultTopic = "demo.events"
+
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// CheckName returns why name cannot name a new connector, or nil. kind is
+// "sink" or "source".
+func CheckName(kind, name string) error {
+	if kind != "sink" && kind != "source" {
+		return fmt.Errorf("unknown connector kind %q: use sink or source", kind)
+	}
+	switch {
+	case name == "":
+		return fmt.Errorf("missing name: use lower-case letters, digits and _, starting with a letter, such as picogen new %s webhook", kind)
+	case !namePattern.MatchString(name):
+		hint := strings.Trim(regexp.MustCompile(`[^a-z0-9_]+`).ReplaceAllString(strings.ToLower(name), "_"), "_")
+		msg := fmt.Sprintf("bad name %q: use lower-case letters, digits and _, starting with a letter", name)
+		if hint != "" && namePattern.MatchString(hint) && hint != name {
+			msg += fmt.Sprintf(" (such as %q)", hint)
+		}
+		return errors.New(msg)
+	case strings.Contains(name, "__") || strings.HasSuffix(name, "_"):
+		return fmt.Errorf("bad name %q: no doubled or trailing _", name)
+	case len(name) > 40:
+		return fmt.Errorf("bad name %q: at most 40 characters", name)
+	}
+	for _, k := range []string{"sink", "source"} {
+		if name == k || strings.HasSuffix(name, "_"+k) {
+			return fmt.Errorf("bad name %q: picogen adds _%s itself; use %q", name, kind, strings.TrimSuffix(strings.TrimSuffix(name, k), "_"))
+		}
+	}
+	return nil
+}
+
+// DataFor returns the template data of a new connector.
+func DataFor(kind, name, module, topic string) templates.Data {
+	full := name + "_" + kind
+	pkg := strings.ReplaceAll(full, "_", "")
+	title := strings.ReplaceAll(name, "_", " ")
+	title = strings.ToUpper(title[:1]) + title[1:] + " " + kind
+	if topic == "" {
+		topic = DefaultTopic
+		if kind == "source" {
+			topic = name + ".events"
+		}
+	}
+	return templates.Data{
+		Name:      full,
+		Short:     name,
+		Kind:      kind,
+		Pkg:       pkg,
+		ConfigPkg: pkg + "config",
+		Module:    module,
+		Path:      "libpicomq_connector_" + full,
+		Title:     title,
+		Key:       name,
+		EnvPrefix: "PICOMQ_CONNECTORS_" + strings.ToUpper(kind) + "_" + strings.ToUpper(name) + "_PLUGIN_CONFIG_",
+		Topic:     topic,
+	}
+}
+
+// Render renders the templates of d.Kind, sorted by path. Go files are
+// gofmt'd.
+func Render(d templates.Data) ([]File, error) {
+	outputs, ok := templates.Outputs[d.Kind]
+	if !ok {
+		return nil, fmt.Errorf("unknown connector kind %q", d.Kind)
+	}
+	var files []File
+	for src, dst := range outputs {
+		text, err := fs.ReadFile(templates.FS, src)
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(src).Option("missingkey=error").Parse(string(text))
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", src, err)
+		}
+		var buf bytes.Buffer
+		if err := t.Execute(&buf, d); err != nil {
+			return nil, fmt.Errorf("template %s: %w", src, err)
+		}
+		out := buf.Bytes()
+		path := strings.ReplaceAll(dst, "NAME", d.Name)
+		if strings.HasSuffix(path, ".go") {
+			if out, err = format.Source(out); err != nil {
+				return nil, fmt.Errorf("template %s renders Go that does not parse: %w", src, err)
+			}
+		}
+		files = append(files, File{Path: path, Content: out})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
+}
+
+// Options says what New writes where.
+type Options struct {
+	// Root is the repository root; empty means the current directory.
+	Root string
+	// Kind is "sink" or "source".
+	Kind string
+	// Name is the connector's name without the kind, such as "webhook".
+	Name string
+	// Topic overrides the example definition's topic.
+	Topic string
+	// DryRun renders and checks everything but writes nothing.
+	DryRun bool
+}
+
+// New checks the name, renders the templates and writes them under
+// opts.Root. It returns the files written (or, with DryRun, that would be).
+// It writes nothing when the name is bad, a file or the connector folder
+// already exists, or a target folder cannot be written.
+func New(opts Options) ([]File, error) {
+	root := opts.Root
+	if root == "" {
+		root = "."
+	}
+	if err := CheckName(opts.Kind, opts.Name); err != nil {
+		return nil, err
+	}
+	module, err := ModulePath(root)
+	if err != nil {
+		return nil, err
+	}
+	d := DataFor(opts.Kind, opts.Name, module, opts.Topic)
+	files, err := Render(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFree(root, d, files); err != nil {
+		return nil, err
+	}
+	if err := checkWritable(root, files); err != nil {
+		return nil, err
+	}
+	if opts.DryRun {
+		return files, nil
+	}
+	var written []string
+	for _, f := range files {
+		if err := writeNew(filepath.Join(root, f.Path), f.Content); err != nil {
+			for i := len(written) - 1; i >= 0; i-- {
+				os.Remove(written[i])
+			}
+			os.Remove(filepath.Join(root, "connectors", d.Name))
+			return nil, err
+		}
+		written = append(written, filepath.Join(root, f.Path))
+	}
+	return files, nil
+}
+
+// checkFree refuses when any target or the connector folder exists, or
+// another schema already uses the plugin path.
+func checkFree(root string, d templates.Data, files []File) error {
+	var taken []string
+	if _, err := os.Lstat(filepath.Join(root, "connectors", d.Name)); err == nil {
+		taken = append(taken, filepath.ToSlash(filepath.Join("connectors", d.Name)))
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f.Path, "connectors/") {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(root, f.Path)); err == nil {
+			taken = append(taken, f.Path)
+		}
+	}
+	if len(taken) > 0 {
+		return fmt.Errorf("connector %s already exists (%s); picogen new never overwrites: choose another name, or remove those files first",
+			d.Name, strings.Join(taken, ", "))
+	}
+	schemas, _ := filepath.Glob(filepath.Join(root, "schemas", "*.json"))
+	for _, s := range schemas {
+		b, err := os.ReadFile(s)
+		if err == nil && bytes.Contains(b, []byte(`"`+d.Path+`"`)) {
+			return fmt.Errorf("plugin path %s is already used by %s; choose another name", d.Path, filepath.ToSlash(s))
+		}
+	}
+	return nil
+}
+
+// checkWritable makes sure every target folder exists or can be created,
+// and can be written, before anything is written.
+func checkWritable(root string, files []File) error {
+	seen := map[string]bool{}
+	for _, f := range files {
+		dir := filepath.Dir(filepath.Join(root, f.Path))
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		// The nearest folder that exists must be a writable folder.
+		existing := dir
+		for {
+			st, err := os.Stat(existing)
+			if err == nil {
+				if !st.IsDir() {
+					return fmt.Errorf("cannot write %s: %s is a file, not a folder", f.Path, existing)
+				}
+				break
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("cannot write %s: %v", f.Path, err)
+			}
+			parent := filepath.Dir(existing)
+			if parent == existing {
+				break
+			}
+			existing = parent
+		}
+		probe, err := os.CreateTemp(existing, ".picogen-probe-*")
+		if err != nil {
+			return fmt.Errorf("cannot write %s: folder %s is not writable (%v)", f.Path, existing, unwrapPath(err))
+		}
+		probe.Close()
+		os.Remove(probe.Name())
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// writeNew creates path and its folders; it fails if path exists.
+func writeNew(path string, content []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("cannot create folder for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if _, err := f.Write(content); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// ModulePath reads the module path from root/go.mod.
+func ModulePath(root string) (string, error) {
+	f, err := os.Open(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("no go.mod in %s: run picogen new from the repository root (or pass -C ROOT)", root)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if rest, ok := strings.CutPrefix(line, "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no module line", filepath.Join(root, "go.mod"))
+}
