@@ -1,0 +1,232 @@
+// Package randomsource is the random generator source for tests and
+// demos: it returns records carrying deterministic sequence numbers and
+// saves the next sequence number as its state, so a restart continues
+// where the last acknowledged batch ended.
+//
+// Every byte of a record except the json shape's ts field is derived from
+// the seed and the sequence number, so a replayed batch is identical to
+// the first attempt.
+package randomsource
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// Key shapes.
+const (
+	keyNone     = "none"
+	keySequence = "sequence"
+	keyUUID     = "uuid"
+	keyRandom   = "random"
+)
+
+// Payload shapes.
+const (
+	payloadJSON  = "json"
+	payloadText  = "text"
+	payloadBytes = "bytes"
+)
+
+// options is the configuration in the form the code uses, built from the
+// generated Config (see config.go).
+type options struct {
+	RecordsPerBatch int
+	PayloadSize     int
+	Interval        time.Duration
+	KeyShape        string
+	KeySize         int
+	PayloadShape    string
+	MaxRecords      int64 // 0: no limit
+	Seed            uint64
+}
+
+// State is the source's checkpoint: the sequence number of the next record.
+type State struct {
+	NextSeq int64 `json:"next_seq"`
+}
+
+// ParseState decodes a checkpoint; nil or empty means "start at 0".
+func ParseState(blob []byte) (State, error) {
+	var s State
+	if len(blob) == 0 {
+		return s, nil
+	}
+	if err := json.Unmarshal(blob, &s); err != nil {
+		return s, fmt.Errorf("random_source: stored state %q is not {\"next_seq\":N}: %v", truncate(blob), err)
+	}
+	if s.NextSeq < 0 {
+		return s, fmt.Errorf("random_source: stored state has a negative next_seq %d", s.NextSeq)
+	}
+	return s, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "..."
+	}
+	return string(b)
+}
+
+// Source is the random source.
+type Source struct {
+	opt options
+
+	mu        sync.Mutex
+	committed int64 // next seq acknowledged
+	candidate int64 // next seq if the batch in flight is acknowledged
+	lastPoll  time.Time
+	now       func() time.Time
+}
+
+func newSource(opt options, state []byte) (*Source, error) {
+	st, err := ParseState(state)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{opt: opt, committed: st.NextSeq, candidate: st.NextSeq, now: time.Now}, nil
+}
+
+// Committed returns the next sequence number the source has been told is
+// delivered.
+func (s *Source) Committed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.committed
+}
+
+// Poll waits out the interval since the previous poll, then returns the
+// next records_per_batch records after the committed sequence number. With
+// max_records reached it waits for the interval (at least 100ms) and
+// returns an empty batch.
+func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
+	s.mu.Lock()
+	start, last := s.committed, s.lastPoll
+	s.candidate = s.committed
+	s.mu.Unlock()
+	n := int64(s.opt.RecordsPerBatch)
+	if s.opt.MaxRecords > 0 && start+n > s.opt.MaxRecords {
+		n = s.opt.MaxRecords - start
+	}
+	wait := s.opt.Interval
+	if n <= 0 && wait < 100*time.Millisecond {
+		wait = 100 * time.Millisecond
+	}
+	if !last.IsZero() && wait > 0 {
+		if d := wait - s.now().Sub(last); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return plugin.Batch{}, nil
+			case <-t.C:
+			}
+		}
+	}
+	s.mu.Lock()
+	s.lastPoll = s.now()
+	s.mu.Unlock()
+	if n <= 0 {
+		return plugin.Batch{}, nil
+	}
+	ts := s.now().UTC()
+	b := plugin.Batch{Messages: make([]plugin.Message, n)}
+	for i := range b.Messages {
+		b.Messages[i] = s.record(start+int64(i), ts)
+	}
+	next := start + n
+	b.State, _ = json.Marshal(State{NextSeq: next})
+	s.mu.Lock()
+	s.candidate = next
+	s.mu.Unlock()
+	return b, nil
+}
+
+// OnBatchResult promotes the candidate on Ack and drops it on Nack.
+func (s *Source) OnBatchResult(_ context.Context, r plugin.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == plugin.Ack {
+		s.committed = s.candidate
+	} else {
+		s.candidate = s.committed
+	}
+	return nil
+}
+
+// Close releases nothing; the source holds no resources.
+func (s *Source) Close(context.Context) error { return nil }
+
+const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// record builds record seq. Its random parts come from a generator seeded
+// with (seed, seq).
+func (s *Source) record(seq int64, ts time.Time) plugin.Message {
+	rng := rand.New(rand.NewPCG(s.opt.Seed, uint64(seq)))
+	m := plugin.Message{Timestamp: ts}
+	switch s.opt.KeyShape {
+	case keySequence:
+		m.Key = strconv.AppendInt(nil, seq, 10)
+	case keyUUID:
+		var u [16]byte
+		binary.BigEndian.PutUint64(u[:8], rng.Uint64())
+		binary.BigEndian.PutUint64(u[8:], rng.Uint64())
+		u[6] = u[6]&0x0f | 0x40 // version 4 layout
+		u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+		m.Key = fmt.Appendf(nil, "%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+	case keyRandom:
+		m.Key = randomBytes(rng, s.opt.KeySize)
+	}
+	switch s.opt.PayloadShape {
+	case payloadText:
+		m.Payload = randomLetters(rng, s.opt.PayloadSize)
+	case payloadBytes:
+		m.Payload = randomBytes(rng, s.opt.PayloadSize)
+	default:
+		p := make([]byte, 0, s.opt.PayloadSize+16)
+		p = append(p, `{"seq":`...)
+		p = strconv.AppendInt(p, seq, 10)
+		p = append(p, `,"ts":"`...)
+		p = ts.AppendFormat(p, "2006-01-02T15:04:05.000Z07:00")
+		p = append(p, `","filler":"`...)
+		fill := s.opt.PayloadSize - len(p) - 2
+		if fill < 0 {
+			fill = 0
+		}
+		p = append(p, randomLetters(rng, fill)...)
+		p = append(p, `"}`...)
+		m.Payload = p
+	}
+	return m
+}
+
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
+		copy(b[i:], w[:])
+	}
+	return b
+}
+
+func randomLetters(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	var w uint64
+	for i := range b {
+		if i%8 == 0 {
+			w = rng.Uint64()
+		}
+		b[i] = letters[int(w&0xff)%len(letters)]
+		w >>= 8
+	}
+	return b
+}
