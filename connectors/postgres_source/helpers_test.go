@@ -180,3 +180,7 @@ func decode(t testing.TB, m plugin.Message) map[string]any {
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func testEnv(st []byte) plugin.Env {
+	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: plugin.DiscardMetrics, State: st}
+}

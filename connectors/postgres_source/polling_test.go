@@ -1,0 +1,202 @@
+package postgressource
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func ids(t testing.TB, msgs []string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range msgs {
+		i := strings.Index(m, `"id":`)
+		j := strings.IndexAny(m[i+5:], ",}")
+		out = append(out, m[i+5:i+5+j])
+	}
+	return out
+}
+
+func TestPollingNackAckResume(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE ev (id bigserial PRIMARY KEY, v text); INSERT INTO ev (v) SELECT 'x' FROM generate_series(1, 5)`)
+	opt := db.pollOptions("ev")
+	opt.BatchSize = 3
+	opt.IncludeMetadata = true
+	s := open(t, opt, nil)
+	b1 := next(t, s)
+	if got := ids(t, payloads(b1)); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("first batch %v", got)
+	}
+	if m := decode(t, b1.Messages[0]); m["__table"] != "public.ev" || fmt.Sprint(m["__tracking_value"]) != "1" || m["__op"] != "read" {
+		t.Errorf("metadata: %v", m)
+	}
+	if string(b1.Messages[2].Key) != `{"id":3}` {
+		t.Errorf("key %s", b1.Messages[2].Key)
+	}
+	nack(t, s)
+	b2 := next(t, s)
+	if got := ids(t, payloads(b2)); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("after nack %v", got)
+	}
+	ack(t, s)
+	b3 := next(t, s)
+	if got := ids(t, payloads(b3)); fmt.Sprint(got) != "[4 5]" {
+		t.Fatalf("after ack %v", got)
+	}
+	s.Close(context.Background())
+	s2 := open(t, opt, b2.State)
+	b4 := next(t, s2)
+	if got := ids(t, payloads(b4)); fmt.Sprint(got) != "[4 5]" {
+		t.Fatalf("restart %v", got)
+	}
+	ack(t, s2)
+	empty(t, s2)
+}
+
+func TestPollingInitialOffset(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE ev (id int PRIMARY KEY); INSERT INTO ev SELECT generate_series(1, 5)`)
+	opt := db.pollOptions("ev")
+	opt.InitialOffset = "3"
+	s := open(t, opt, nil)
+	if got := ids(t, payloads(next(t, s))); fmt.Sprint(got) != "[4 5]" {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// Ties with a primary key: keyset pages on (tracking_column, id), so a tie
+// group may span batches and nothing is lost or repeated.
+func TestPollingTiesKeyset(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE ev (id int PRIMARY KEY, ts int);
+INSERT INTO ev SELECT i, CASE WHEN i <= 7 THEN 1 ELSE 2 END FROM generate_series(1, 10) i`)
+	opt := db.pollOptions("ev")
+	opt.TrackingColumn = "ts"
+	opt.BatchSize = 3
+	s := open(t, opt, nil)
+	var all []string
+	for range 4 {
+		b := next(t, s)
+		if len(b.Messages) > 3 {
+			t.Fatalf("batch of %d", len(b.Messages))
+		}
+		all = append(all, ids(t, payloads(b))...)
+		ack(t, s)
+	}
+	empty(t, s)
+	if fmt.Sprint(all) != "[1 2 3 4 5 6 7 8 9 10]" {
+		t.Fatalf("got %v", all)
+	}
+}
+
+// Ties without a key: a batch is extended to the end of its last tie group.
+func TestPollingTiesNoKey(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE ev (id int, ts int);
+INSERT INTO ev SELECT i, CASE WHEN i <= 7 THEN 1 ELSE 2 END FROM generate_series(1, 10) i`)
+	opt := db.pollOptions("ev")
+	opt.TrackingColumn = "ts"
+	opt.BatchSize = 3
+	s := open(t, opt, nil)
+	b1 := next(t, s)
+	got := ids(t, payloads(b1))
+	sort.Strings(got)
+	if len(got) != 7 {
+		t.Fatalf("first batch should hold the whole tie group of 7: %v", got)
+	}
+	if b1.Messages[0].Key != nil {
+		t.Errorf("no key expected, got %s", b1.Messages[0].Key)
+	}
+	ack(t, s)
+	if got := ids(t, payloads(next(t, s))); len(got) != 3 {
+		t.Fatalf("second batch %v", got)
+	}
+	ack(t, s)
+	empty(t, s)
+}
+
+func TestPollingProcessedColumnOnlyAfterAck(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE outbox (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false, at timestamptz);
+INSERT INTO outbox (id) SELECT generate_series(1, 4)`)
+	opt := db.pollOptions("outbox")
+	opt.ProcessedColumn = "done"
+	opt.BatchSize = 2
+	s := open(t, opt, nil)
+	next(t, s)
+	nack(t, s)
+	if n := db.value(`SELECT count(*) FROM outbox WHERE done`); n != "0" {
+		t.Fatalf("%s rows marked after nack", n)
+	}
+	next(t, s)
+	if n := db.value(`SELECT count(*) FROM outbox WHERE done`); n != "0" {
+		t.Fatalf("%s rows marked before ack", n)
+	}
+	ack(t, s)
+	if got := db.value(`SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox WHERE done`); got != "1,2" {
+		t.Fatalf("marked after ack: %s", got)
+	}
+	// Timestamp processed column.
+	opt2 := db.pollOptions("outbox")
+	opt2.ProcessedColumn = "at"
+	s2 := open(t, opt2, nil)
+	next(t, s2)
+	ack(t, s2)
+	if n := db.value(`SELECT count(*) FROM outbox WHERE at IS NOT NULL`); n != "4" {
+		t.Fatalf("%s rows stamped", n)
+	}
+}
+
+func TestPollingDeleteAfterReadOnlyAfterAck(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE q (a int, b text, v text, PRIMARY KEY (a, b));
+INSERT INTO q SELECT i, 'k"' || i, 'v' FROM generate_series(1, 5) i`)
+	opt := db.pollOptions("q")
+	opt.TrackingColumn = "a"
+	opt.DeleteAfterRead = true
+	opt.BatchSize = 3
+	s := open(t, opt, nil)
+	b := next(t, s)
+	if string(b.Messages[0].Key) != `{"a":1,"b":"k\"1"}` {
+		t.Errorf("key %s", b.Messages[0].Key)
+	}
+	nack(t, s)
+	if n := db.value(`SELECT count(*) FROM q`); n != "5" {
+		t.Fatalf("%s rows left after nack", n)
+	}
+	next(t, s)
+	ack(t, s)
+	if got := db.value(`SELECT string_agg(a::text, ',' ORDER BY a) FROM q`); got != "4,5" {
+		t.Fatalf("left after ack: %s", got)
+	}
+}
+
+func TestPollingConfigErrors(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE nokey (v int); CREATE TABLE k (id int PRIMARY KEY, flag int)`)
+	cases := []struct {
+		opt  func(o *options)
+		want string
+	}{
+		{func(o *options) { o.Tables = []string{"nokey"} }, "tracking_column: not set, and table public.nokey has no single-column primary key"},
+		{func(o *options) { o.Tables = []string{"missing"} }, "tables: public.missing does not exist"},
+		{func(o *options) { o.TrackingColumn = "nope" }, `tracking_column: table public.k has no column "nope"`},
+		{func(o *options) { o.ProcessedColumn = "flag" }, `processed_column: column "flag" of table public.k is integer; it must be boolean`},
+		{func(o *options) { o.Tables = []string{"nokey"}; o.TrackingColumn = "v"; o.DeleteAfterRead = true }, "delete_after_read: table public.nokey has no primary key"},
+		{func(o *options) { o.ConnString = "postgres://x:y@127.0.0.1:1/db?sslmode=bogus" }, "connection_string: not a valid PostgreSQL connection string"},
+	}
+	for _, c := range cases {
+		opt := db.pollOptions("k")
+		c.opt(&opt)
+		_, err := newSource(opt, testEnv(nil))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "y@") {
+			t.Errorf("error leaks the connection string: %v", err)
+		}
+	}
+}
