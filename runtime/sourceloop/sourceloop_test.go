@@ -605,3 +605,17 @@ func TestBadDefinition(t *testing.T) {
 		t.Fatalf("Run with no topics: %v, status %s, closed %v", err, tr.Status(), src.closed)
 	}
 }
+
+func TestMissingTopicAutoCreatedByBroker(t *testing.T) {
+	b := startBroker(t, broker.Config{AutoCreateTopics: true})
+	src := &seqSource{batch: 5, limit: 10}
+	store := &memStore{}
+	top := literal("auto")
+	top.CreateTopics = false
+	r := start(t, Config{Topics: []definition.Topics{top}, Source: src, Store: store, BootstrapServers: b.Addr(), RetryDelay: time.Millisecond})
+	waitFor(t, "state 10", func() bool { return store.get("seq") == "10" })
+	r.stop(t)
+	if _, _, _, nacks := src.snapshot(); nacks != 0 {
+		t.Fatalf("%d nacks; a broker that creates topics on demand needs none", nacks)
+	}
+}
