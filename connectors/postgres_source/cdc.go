@@ -133,7 +133,7 @@ FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot)
 		return permanent("replication slot %q belongs to database %q, not %q; choose another replication_slot", slot, sdb, db)
 	}
 	if active == "t" {
-		return fmt.Errorf("replication slot %q is in use by another process (PID %s); only one reader may use a slot at a time", slot, pid)
+		return errTransient{fmt.Errorf("replication slot %q is in use by another process (PID %s); only one reader may use a slot at a time", slot, pid)}
 	}
 	pos, err := pglogrepl.ParseLSN(confirmed)
 	if err != nil {
@@ -206,7 +206,7 @@ func (s *Source) peekError(err error) error {
 	case "42704":
 		return permanent("replication slot %q does not exist any more (dropped while this source was running); changes since LSN %s cannot be recovered from it. Delete this source's checkpoint to start over", s.opt.Slot, s.committedLSN)
 	case "55006":
-		return fmt.Errorf("replication slot %q is in use by another process: %v", s.opt.Slot, err)
+		return errTransient{fmt.Errorf("replication slot %q is in use by another process: %v", s.opt.Slot, err)}
 	case "42501":
 		return permanent("reading replication slot %q: %v", s.opt.Slot, err)
 	case "42P01":

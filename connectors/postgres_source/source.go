@@ -71,6 +71,18 @@ type errPermanent struct{ err error }
 func (e errPermanent) Error() string { return e.err.Error() }
 func (e errPermanent) Unwrap() error { return e.err }
 
+// errTransient marks setup errors that may clear up by themselves, such
+// as a slot still held by a process that is shutting down.
+type errTransient struct{ err error }
+
+func (e errTransient) Error() string { return e.err.Error() }
+func (e errTransient) Unwrap() error { return e.err }
+
+func isTransient(err error) bool {
+	var t errTransient
+	return errors.As(err, &t)
+}
+
 func permanent(format string, args ...any) error {
 	return errPermanent{fmt.Errorf(format, args...)}
 }
@@ -193,7 +205,7 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 			s.close()
 			return nil, err
 		}
-		s.log.Warn("postgres not reachable yet; will retry on poll", "error", err)
+		s.log.Warn("postgres setup failed; retrying on poll", "error", err)
 	}
 	return s, nil
 }
@@ -266,7 +278,7 @@ func (s *Source) connect(ctx context.Context) error {
 	}
 	if err != nil {
 		s.close()
-		if !isConnError(err) && !isPermanent(err) {
+		if !isConnError(err) && !isPermanent(err) && !isTransient(err) {
 			err = errPermanent{err}
 		}
 		return err
@@ -320,9 +332,10 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
-// fail classifies a Poll error: permanent errors stick, connection errors
-// drop the connection and pause for poll_interval so the runtime's retry
-// is not a tight loop.
+// fail classifies a Poll error: permanent errors stick; anything else
+// drops the connection (it may be gone, or inside a failed transaction)
+// and pauses for poll_interval so the runtime's retry is not a tight loop.
+// The next Poll reconnects and re-runs the checks.
 func (s *Source) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -332,9 +345,9 @@ func (s *Source) fail(ctx context.Context, err error) error {
 		s.close()
 		return err
 	}
-	if isConnError(err) || s.conn == nil || s.conn.IsClosed() {
-		s.close()
-		s.sleep(ctx)
+	s.close()
+	s.sleep(ctx)
+	if isConnError(err) {
 		return fmt.Errorf("postgres unavailable, will reconnect: %w", err)
 	}
 	return err

@@ -1,0 +1,174 @@
+package postgressource
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+)
+
+func TestCDCErrors(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY); CREATE ROLE bob LOGIN; GRANT SELECT ON t TO bob`)
+
+	t.Run("slot of another plugin", func(t *testing.T) {
+		opt := db.cdcOptions("t")
+		opt.Slot = "other_" + db.tag
+		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.Slot + `', 'test_decoding')`)
+		_, err := newSource(opt, testEnv(nil))
+		if err == nil || !strings.Contains(err.Error(), `uses output plugin "test_decoding"; this source needs pgoutput`) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("no replication privilege", func(t *testing.T) {
+		opt := db.cdcOptions("t")
+		opt.ConnString = db.srv.DSNFor("bob", db.tag)
+		_, err := newSource(opt, testEnv(nil))
+		if err == nil || !strings.Contains(err.Error(), `user "bob" lacks the REPLICATION privilege`) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("no create_slot", func(t *testing.T) {
+		opt := db.cdcOptions("t")
+		opt.Slot = "absent_" + db.tag
+		opt.CreateSlot = false
+		_, err := newSource(opt, testEnv(nil))
+		if err == nil || !strings.Contains(err.Error(), "does not exist and create_slot is false") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("slot in use", func(t *testing.T) {
+		opt := db.cdcOptions("t")
+		opt.Slot = "busy_" + db.tag
+		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.Slot + `', 'pgoutput')`)
+		ctx := context.Background()
+		repl, err := pgconn.Connect(ctx, db.dsn+"&replication=database")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer repl.Close(ctx)
+		if err := pglogrepl.StartReplication(ctx, repl, opt.Slot, 0, pglogrepl.StartReplicationOptions{
+			PluginArgs: []string{"proto_version '1'", "publication_names '" + opt.Publication + "'"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		s := open(t, opt, nil)
+		_, err = s.Poll(ctx)
+		if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("slot dropped", func(t *testing.T) {
+		opt := db.cdcOptions("t")
+		opt.Slot = "dropped_" + db.tag
+		s := open(t, opt, nil)
+		db.exec(`INSERT INTO t VALUES (1)`)
+		next(t, s)
+		ack(t, s)
+		db.exec(`SELECT pg_drop_replication_slot('` + opt.Slot + `')`)
+		_, err := s.Poll(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "does not exist any more") {
+			t.Fatalf("poll after drop: %v", err)
+		}
+		_, err = newSource(opt, testEnv([]byte(`{"v":1,"mode":"cdc","lsn":"0/1000000"}`)))
+		if err == nil || !strings.Contains(err.Error(), "was dropped after this source had delivered changes") {
+			t.Fatalf("start after drop: %v", err)
+		}
+	})
+}
+
+func TestWalLevelNotLogical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own server")
+	}
+	srv := pgtest.Start(t)
+	srv.Exec(t, `ALTER SYSTEM SET wal_level = replica`)
+	srv.Restart(t)
+	db := newDBOn(t, srv)
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
+	_, err := newSource(db.cdcOptions("t"), testEnv(nil))
+	if err == nil || !strings.Contains(err.Error(), "wal_level = replica; CDC needs wal_level = logical") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// Postgres restarted mid-stream: the source reconnects by itself and every
+// row arrives exactly once.
+func TestPostgresRestartMidStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own server")
+	}
+	srv := pgtest.Start(t)
+	db := newDBOn(t, srv)
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
+	opt := db.cdcOptions("t")
+	opt.BatchSize = 50
+	s := open(t, opt, nil)
+
+	const n = 600
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // writer: retries through the outage
+		defer wg.Done()
+		for i := 1; i <= n; {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			conn, err := pgconn.Connect(ctx, db.dsn)
+			if err != nil {
+				cancel()
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			for ; i <= n; i++ {
+				_, err = conn.Exec(ctx, fmt.Sprintf(`INSERT INTO t VALUES (%d) ON CONFLICT DO NOTHING`, i)).ReadAll()
+				if err != nil {
+					break
+				}
+				if i%5 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			conn.Close(context.Background())
+			cancel()
+		}
+	}()
+	seen := map[string]int{}
+	restarted := false
+	errs := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < n && time.Now().Before(deadline) {
+		if !restarted && len(seen) > n/4 {
+			srv.Restart(t)
+			restarted = true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := s.Poll(ctx)
+		cancel()
+		if err != nil {
+			errs++
+			continue
+		}
+		for _, id := range ids(t, payloads(b)) {
+			seen[id]++
+		}
+		ack(t, s)
+	}
+	wg.Wait()
+	if !restarted || errs == 0 {
+		t.Fatalf("restart not exercised (restarted %v, poll errors %d)", restarted, errs)
+	}
+	if len(seen) != n {
+		t.Fatalf("got %d of %d rows", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("row %s delivered %d times", id, c)
+		}
+	}
+}
