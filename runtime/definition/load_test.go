@@ -229,3 +229,19 @@ func TestRouteUnmarshalTOML(t *testing.T) {
 		t.Fatal(string(b))
 	}
 }
+
+func TestVariables(t *testing.T) {
+	names := map[string]bool{}
+	for _, v := range append(RuntimeVariables(), ConnectorVariables()...) {
+		names[v.Name] = true
+	}
+	for _, want := range []string{
+		"PICOMQ_CONNECTORS_BROKER_BOOTSTRAP_SERVERS", "PICOMQ_CONNECTORS_STATE_HTTP_URL", "PICOMQ_CONNECTORS_CONNECTORS_DIR",
+		"PICOMQ_CONNECTORS_HTTP_API_KEY", "PICOMQ_CONNECTORS_{T}_{KEY}_ENABLED", "PICOMQ_CONNECTORS_{T}_{KEY}_TOPICS_{i}_LINGER_TIME",
+		"PICOMQ_CONNECTORS_{T}_{KEY}_TOPICS_{i}_TOPIC_STRATEGY", "PICOMQ_CONNECTORS_BROKER_PROPERTIES_{NAME}",
+	} {
+		if !names[want] {
+			t.Errorf("missing %s", want)
+		}
+	}
+}
