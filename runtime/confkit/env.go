@@ -25,6 +25,12 @@ const (
 	// EnvList parses a comma-separated list, or a JSON array when the text
 	// starts with '['.
 	EnvList
+	// EnvIntList is EnvList with every item parsed as an integer.
+	EnvIntList
+	// EnvNumberList is EnvList with every item parsed as a number.
+	EnvNumberList
+	// EnvObject parses a JSON object.
+	EnvObject
 )
 
 // EnvName returns the variable that overrides the key at path:
@@ -62,6 +68,36 @@ func ParseEnvValue(text string, kind EnvKind) (any, error) {
 			return false, nil
 		}
 		return nil, fmt.Errorf("is not a boolean, use true or false")
+	case EnvIntList, EnvNumberList:
+		l, err := ParseEnvValue(text, EnvList)
+		if err != nil {
+			return nil, err
+		}
+		items := l.([]any)
+		for i, it := range items {
+			if s, ok := it.(string); ok {
+				k := EnvInt
+				if kind == EnvNumberList {
+					k = EnvNumber
+				}
+				v, err := ParseEnvValue(s, k)
+				if err != nil {
+					return nil, fmt.Errorf("item %d %s", i, err)
+				}
+				items[i] = v
+			} else {
+				items[i] = Normalize(it)
+			}
+		}
+		return items, nil
+	case EnvObject:
+		var out map[string]any
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		if err := dec.Decode(&out); err != nil || out == nil {
+			return nil, fmt.Errorf("is not a JSON object such as {\"name\": \"value\"}")
+		}
+		return jsonNumbers(out).(map[string]any), nil
 	case EnvList:
 		if strings.HasPrefix(s, "[") {
 			var out []any
@@ -80,6 +116,52 @@ func ParseEnvValue(text string, kind EnvKind) (any, error) {
 		return out, nil
 	}
 	return text, nil
+}
+
+// jsonNumbers turns json.Number into int64 or float64.
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = jsonNumbers(e)
+		}
+	}
+	return v
+}
+
+// EnvBinding is one key that an environment variable can override. The
+// generator writes a table of them.
+type EnvBinding struct {
+	// Path is the key path.
+	Path []string
+	// Suffix is the variable name after the prefix, such as MAX_FILE_SIZE.
+	Suffix string
+	Kind   EnvKind
+	Secret bool
+}
+
+// BindEnvAll applies every binding (see BindEnv) and returns the problems.
+func BindEnvAll(doc map[string]any, bindings []EnvBinding, prefix string, lookup func(string) (string, bool)) Problems {
+	if lookup == nil {
+		return nil
+	}
+	var ps Problems
+	for _, b := range bindings {
+		if p := BindEnv(doc, b.Path, prefix+b.Suffix, b.Kind, b.Secret, lookup); p != nil {
+			ps = append(ps, *p)
+		}
+	}
+	return ps
 }
 
 func jsonErrText(err error) string {
@@ -104,6 +186,9 @@ func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, s
 		shown = NewSecret(text).String()
 	}
 	v, err := ParseEnvValue(text, kind)
+	if err == nil && kind == EnvList {
+		v = Normalize(v)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("environment variable %s: %q %s", variable, shown, err)
 		if secret {

@@ -105,8 +105,9 @@ func CheckSchema(s *jsonschema.Schema, doc map[string]any, spec *SchemaSpec) Pro
 	seen := map[string]bool{}
 	add := func(p Problem) {
 		id := p.Key + "\x00" + p.Rule
-		if !seen[id] {
-			seen[id] = true
+		same := p.Key + "\x00\x00" + p.Message
+		if !seen[id] && !seen[same] {
+			seen[id], seen[same] = true, true
 			out = append(out, p)
 		}
 	}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/picomq/pico-connectors/gen"
+)
+
+func init() {
+	commands["gen"] = command{
+		summary: "regenerate generated/ (config packages, docs, registry) and schemas/runtime/ from schemas/",
+		run:     runGen,
+	}
+}
+
+func runGen(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("picogen gen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "", "repository root (default: the folder holding go.mod, found from the working directory)")
+	out := fs.String("out", "generated", "output folder, relative to the root")
+	verbose := fs.Bool("v", false, "list the files written")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *root == "" {
+		r, err := findRoot()
+		if err != nil {
+			fmt.Fprintln(stderr, "picogen gen:", err)
+			return 1
+		}
+		*root = r
+	}
+	changed, err := gen.Write(gen.Options{Root: *root, Out: *out})
+	if err != nil {
+		fmt.Fprintln(stderr, "picogen gen:", err)
+		return 1
+	}
+	if *verbose {
+		for _, c := range changed {
+			fmt.Fprintln(stdout, c)
+		}
+	}
+	return 0
+}
+
+// findRoot walks up from the working directory to the folder with go.mod.
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod found above the working directory; pass -root")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,924 @@
+// Package model reads a schema in picogen's dialect (JSON Schema 2020-12
+// plus x- keywords, see schemas/README.md) into the form the code and docs
+// generators use. Every error names the schema file and a JSON pointer.
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/picomq/pico-connectors/gen/internal/jsonx"
+	"github.com/picomq/pico-connectors/gen/internal/naming"
+	"github.com/picomq/pico-connectors/runtime/confkit"
+)
+
+// Kind is the Go shape of a property.
+type Kind int
+
+// The kinds of property.
+const (
+	String Kind = iota
+	Int
+	Number
+	Bool
+	Enum
+	Size
+	Duration
+	Template
+	Secret
+	StringList
+	IntList
+	NumberList
+	Nested
+	Map
+)
+
+// Schema is one parsed schema file.
+type Schema struct {
+	// File is the path the schema was read from, for messages.
+	File string
+	// Name is the file name without .json, such as s3_sink.
+	Name string
+	// Package is the generated package name, such as s3sinkconfig.
+	Package string
+	// Kind is sink, source or transform.
+	Kind string
+	// Path is x-path.
+	Path        string
+	Description string
+	Root        *Object
+	// Embedded is the schema as embedded in the generated package: the
+	// source with a format added to every x-type property.
+	Embedded []byte
+}
+
+// Object is a table: the top level or a nested object property.
+type Object struct {
+	Pointer string
+	// Path is the key path from the top ("" parts for the top level).
+	Path  []string
+	Props []*Property
+	// TypeName is the Go struct type: Config for the top level.
+	TypeName string
+	Closed   bool // additionalProperties: false
+}
+
+// Cond is a condition on a sibling key.
+type Cond struct {
+	Key     string
+	Present *bool
+	Equals  any // string, bool, json.Number
+	Prop    *Property
+}
+
+// DefaultIf is one x-default-if entry.
+type DefaultIf struct {
+	When  Cond
+	Value any
+}
+
+// Bound is an x-minimum-style bound of a size or duration.
+type Bound struct {
+	Rule  string // x-minimum, x-exclusive-minimum, x-maximum, x-exclusive-maximum
+	Raw   string
+	Value int64
+}
+
+// EnumValue is one enum value and its Go constant.
+type EnumValue struct {
+	Value string
+	Const string
+}
+
+// Property is one key.
+type Property struct {
+	Key     string
+	Pointer string
+	Path    []string // key path from the top
+	GoName  string
+	Kind    Kind
+	// Pointer types: optional integer/bool without a default.
+	Optional    bool
+	Required    bool
+	Default     any // plain Go value from JSON: string, bool, json.Number, []any, map[string]any
+	HasDefault  bool
+	Description string
+	Examples    []any
+	Enum        []EnumValue
+	EnumType    string
+	EnumAliases [][2]string // alias, value; sorted by alias
+	Aliases     []string
+	Secret      bool
+	// Placeholders of a template; nil means none declared (any accepted).
+	Placeholders  []string
+	Bounds        []Bound
+	RequiredIf    *Cond
+	BothOrNeither string
+	DefaultIf     []DefaultIf
+	PatternUnless *PatternUnless
+	Trim          string
+	Messages      map[string]string
+	Deprecated    bool
+	DeprecatedMsg string
+	Object        *Object // Kind Nested
+	MapElem       Kind    // Kind Map: String, Int, Number, Bool, or -1 for any
+	// TypeList is the JSON type as written, for docs.
+	JSONType string
+	// Constraints in words, for docs.
+	Words []string
+}
+
+// PatternUnless is x-pattern-unless.
+type PatternUnless struct {
+	Pattern string
+	Unless  Cond
+}
+
+// AnyElem marks a map of any values.
+const AnyElem Kind = -1
+
+// Error is a schema problem at a JSON pointer.
+type Error struct {
+	File    string
+	Pointer string
+	Msg     string
+}
+
+func (e *Error) Error() string {
+	p := e.Pointer
+	if p == "" {
+		p = "/"
+	}
+	return fmt.Sprintf("%s: at %s: %s", e.File, p, e.Msg)
+}
+
+type parser struct {
+	file   string
+	types  *naming.Scope
+	errs   []error
+	consts *naming.Scope
+}
+
+func (p *parser) fail(ptr, format string, a ...any) {
+	p.errs = append(p.errs, &Error{File: p.file, Pointer: ptr, Msg: fmt.Sprintf(format, a...)})
+}
+
+// Reserved package-level names of a generated package.
+var reserved = []string{
+	"Config", "Load", "Name", "Path", "Schema", "Summary", "RegisterSink", "RegisterSource",
+	"RegisterTransform", "Registration",
+}
+
+// Parse reads one schema. name is the file name without .json.
+func Parse(file, name string, data []byte) (*Schema, error) {
+	root, err := jsonx.Parse(data)
+	if err != nil {
+		return nil, &Error{File: file, Msg: "not valid JSON: " + err.Error()}
+	}
+	p := &parser{file: file, types: naming.NewScope(reserved...), consts: naming.NewScope(reserved...)}
+	if !root.IsObject() {
+		return nil, &Error{File: file, Msg: "a schema must be a JSON object"}
+	}
+	s := &Schema{File: file, Name: name, Package: naming.Package(name)}
+	if t, ok := root.Get("title").String(); ok && t != name {
+		p.fail("/title", "title %q must equal the file name %q", t, name)
+	}
+	s.Description, _ = root.Get("description").String()
+	s.Kind, _ = root.Get("x-kind").String()
+	switch s.Kind {
+	case "sink", "source", "transform":
+	case "":
+		p.fail("/x-kind", "x-kind is required: sink, source or transform")
+	default:
+		p.fail("/x-kind", "x-kind %q is not sink, source or transform", s.Kind)
+	}
+	s.Path, _ = root.Get("x-path").String()
+	if s.Path == "" {
+		if s.Kind == "transform" {
+			s.Path = name
+		} else {
+			p.fail("/x-path", "x-path is required for a %s, such as \"libpicomq_connector_%s\"", s.Kind, name)
+		}
+	}
+	if ty, _ := root.Get("type").String(); ty != "object" {
+		p.fail("/type", "the top level must be \"type\": \"object\"")
+	}
+	s.Root = p.object(root, "", nil, "Config")
+	p.injectFormats(root, "")
+	if len(p.errs) == 0 {
+		s.Embedded = jsonx.Marshal(root)
+		if _, err := confkit.CompileSchema(name, s.Embedded); err != nil {
+			p.fail("", "not a valid JSON Schema 2020-12: %v", err)
+		}
+	}
+	if len(p.errs) > 0 {
+		return nil, joinErrors(p.errs)
+	}
+	return s, nil
+}
+
+// Errors is several schema errors.
+type Errors []error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func joinErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return Errors(errs)
+}
+
+// injectFormats adds "format" to each x-type property, recursively.
+func (p *parser) injectFormats(n *jsonx.Node, ptr string) {
+	props := n.Get("properties")
+	if !props.IsObject() {
+		return
+	}
+	for _, k := range props.Keys {
+		pn := props.Fields[k]
+		if !pn.IsObject() {
+			continue
+		}
+		if xt, ok := pn.Get("x-type").String(); ok && pn.Get("format") == nil {
+			pn.Set("format", jsonx.NewString(xt), "x-type")
+		}
+		p.injectFormats(pn, "")
+	}
+}
+
+func (p *parser) object(n *jsonx.Node, ptr string, path []string, typeName string) *Object {
+	o := &Object{Pointer: ptr, Path: path, TypeName: typeName}
+	if ap := n.Get("additionalProperties"); ap != nil {
+		if b, ok := ap.Bool(); ok && !b {
+			o.Closed = true
+		}
+	}
+	required := map[string]bool{}
+	if r := n.Get("required"); r != nil {
+		if !r.IsArray() {
+			p.fail(ptr+"/required", "required must be an array of key names")
+		} else {
+			for i, it := range r.Items {
+				s, ok := it.String()
+				if !ok {
+					p.fail(fmt.Sprintf("%s/required/%d", ptr, i), "required entries must be strings")
+					continue
+				}
+				required[s] = true
+			}
+		}
+	}
+	props := n.Get("properties")
+	if props == nil {
+		return o
+	}
+	if !props.IsObject() {
+		p.fail(ptr+"/properties", "properties must be an object")
+		return o
+	}
+	fields := naming.NewScope("Redacted", "Warnings")
+	for k := range required {
+		if props.Get(k) == nil {
+			p.fail(ptr+"/required", "required names %q, which is not a property", k)
+		}
+	}
+	for _, k := range props.Keys {
+		pptr := ptr + "/properties/" + jsonx.Escape(k)
+		pn := props.Fields[k]
+		if !pn.IsObject() {
+			p.fail(pptr, "a property must be an object")
+			continue
+		}
+		if k == "" {
+			p.fail(pptr, "empty key names are not supported")
+			continue
+		}
+		prop := p.property(pn, pptr, k, append(append([]string(nil), path...), k), required[k], fields)
+		if prop != nil {
+			o.Props = append(o.Props, prop)
+		}
+	}
+	// Aliases must not collide with keys or each other.
+	seen := map[string]string{}
+	for _, pr := range o.Props {
+		seen[pr.Key] = pr.Pointer
+	}
+	for _, pr := range o.Props {
+		for _, a := range pr.Aliases {
+			if other, dup := seen[a]; dup {
+				p.fail(pr.Pointer+"/x-aliases", "alias %q is already used at %s", a, other)
+			}
+			seen[a] = pr.Pointer
+		}
+	}
+	p.resolveConds(o)
+	return o
+}
+
+func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, required bool, fields *naming.Scope) *Property {
+	pr := &Property{Key: key, Pointer: ptr, Path: path, Required: required, Messages: map[string]string{}}
+	pr.GoName = fields.Take(naming.Exported(key))
+	pr.Description, _ = n.Get("description").String()
+	if d := n.Get("default"); d != nil {
+		pr.Default, pr.HasDefault = d.Interface(), true
+	}
+	if ex := n.Get("examples"); ex != nil {
+		if !ex.IsArray() {
+			p.fail(ptr+"/examples", "examples must be an array")
+		} else {
+			for _, it := range ex.Items {
+				pr.Examples = append(pr.Examples, it.Interface())
+			}
+		}
+	}
+	if b, ok := n.Get("deprecated").Bool(); ok {
+		pr.Deprecated = b
+	}
+	if m, ok := n.Get("x-deprecated").String(); ok {
+		pr.Deprecated, pr.DeprecatedMsg = true, m
+	}
+	if b, ok := n.Get("x-secret").Bool(); ok {
+		pr.Secret = b
+	} else if n.Get("x-secret") != nil {
+		p.fail(ptr+"/x-secret", "x-secret must be true or false")
+	}
+	if t, ok := n.Get("x-trim").String(); ok {
+		pr.Trim = t
+	}
+	if m := n.Get("x-message"); m != nil {
+		if !m.IsObject() {
+			p.fail(ptr+"/x-message", "x-message must be an object of rule name to message")
+		} else {
+			for _, rk := range m.Keys {
+				s, ok := m.Fields[rk].String()
+				if !ok {
+					p.fail(ptr+"/x-message/"+jsonx.Escape(rk), "a message must be a string")
+					continue
+				}
+				pr.Messages[rk] = s
+			}
+		}
+	}
+	// Type.
+	types := jsonTypes(n.Get("type"))
+	pr.JSONType = strings.Join(types, " or ")
+	xtype, _ := n.Get("x-type").String()
+	if n.Get("x-type") != nil && xtype == "" {
+		p.fail(ptr+"/x-type", "x-type must be a string: size, duration or template")
+	}
+	nonNull := without(types, "null")
+	switch {
+	case xtype != "":
+		switch xtype {
+		case "size":
+			pr.Kind = Size
+			if !subset(nonNull, "string", "integer") || len(nonNull) == 0 {
+				p.fail(ptr+"/type", "x-type size needs \"type\": \"string\" or [\"string\", \"integer\"]")
+			}
+		case "duration":
+			pr.Kind = Duration
+		case "template":
+			pr.Kind = Template
+		default:
+			p.fail(ptr+"/x-type", "unknown x-type %q: use size, duration or template", xtype)
+		}
+		if xtype != "size" && !(len(nonNull) == 1 && nonNull[0] == "string") {
+			p.fail(ptr+"/type", "x-type %s needs \"type\": \"string\"", xtype)
+		}
+	case len(nonNull) != 1:
+		if len(nonNull) == 0 {
+			p.fail(ptr+"/type", "type is required: string, integer, number, boolean, array or object")
+		} else {
+			p.fail(ptr+"/type", "a union type %v needs an x-type that explains it", nonNull)
+		}
+		return nil
+	default:
+		switch nonNull[0] {
+		case "string":
+			pr.Kind = String
+		case "integer":
+			pr.Kind = Int
+		case "number":
+			pr.Kind = Number
+		case "boolean":
+			pr.Kind = Bool
+		case "array":
+			items := n.Get("items")
+			it := jsonTypes(items.Get("type"))
+			if !items.IsObject() || len(it) != 1 {
+				p.fail(ptr+"/items", "an array needs \"items\" with one type: string, integer or number")
+				return nil
+			}
+			switch it[0] {
+			case "string":
+				pr.Kind = StringList
+			case "integer":
+				pr.Kind = IntList
+			case "number":
+				pr.Kind = NumberList
+			default:
+				p.fail(ptr+"/items/type", "arrays of %s are not supported: use string, integer or number items", it[0])
+				return nil
+			}
+		case "object":
+			if props := n.Get("properties"); props != nil {
+				pr.Kind = Nested
+				pr.Object = p.object(n, ptr, path, p.types.Take(naming.Exported(strings.Join(path, "_"))))
+				break
+			}
+			pr.Kind = Map
+			pr.MapElem = AnyElem
+			if ap := n.Get("additionalProperties"); ap.IsObject() {
+				switch t := jsonTypes(ap.Get("type")); {
+				case len(t) == 0:
+				case len(t) == 1 && t[0] == "string":
+					pr.MapElem = String
+				case len(t) == 1 && t[0] == "integer":
+					pr.MapElem = Int
+				case len(t) == 1 && t[0] == "number":
+					pr.MapElem = Number
+				case len(t) == 1 && t[0] == "boolean":
+					pr.MapElem = Bool
+				}
+			} else if b, ok := ap.Bool(); ok && !b {
+				p.fail(ptr, "an object needs properties, or additionalProperties for a map")
+				return nil
+			}
+		default:
+			p.fail(ptr+"/type", "unknown type %q", nonNull[0])
+			return nil
+		}
+	}
+	if pr.Secret {
+		if pr.Kind != String {
+			p.fail(ptr+"/x-secret", "x-secret applies only to string keys")
+		} else {
+			pr.Kind = Secret
+		}
+	}
+	// Enum.
+	if e := n.Get("enum"); e != nil {
+		if pr.Kind != String || !e.IsArray() || len(e.Items) == 0 {
+			p.fail(ptr+"/enum", "enum is supported on string keys only, as a non-empty array of strings")
+		} else {
+			pr.Kind = Enum
+			pr.EnumType = p.types.Take(pr.GoName)
+			consts := naming.NewScope()
+			for i, it := range e.Items {
+				s, ok := it.String()
+				if !ok {
+					p.fail(fmt.Sprintf("%s/enum/%d", ptr, i), "enum values must be strings")
+					continue
+				}
+				c := pr.EnumType + naming.Exported(s)
+				if naming.Exported(s) == "X" && s != "x" {
+					c = pr.EnumType + "Value"
+				}
+				c = p.consts.Take(consts.Take(c))
+				pr.Enum = append(pr.Enum, EnumValue{Value: s, Const: c})
+			}
+		}
+	}
+	if ea := n.Get("x-enum-aliases"); ea != nil {
+		if pr.Kind != Enum || !ea.IsObject() {
+			p.fail(ptr+"/x-enum-aliases", "x-enum-aliases needs an enum and must be an object of alias to value")
+		} else {
+			for _, a := range ea.Keys {
+				v, ok := ea.Fields[a].String()
+				if !ok || !pr.hasEnum(v) {
+					p.fail(ptr+"/x-enum-aliases/"+jsonx.Escape(a), "alias %q must map to one of the enum values", a)
+					continue
+				}
+				if pr.hasEnum(a) {
+					p.fail(ptr+"/x-enum-aliases/"+jsonx.Escape(a), "alias %q is itself an enum value", a)
+					continue
+				}
+				pr.EnumAliases = append(pr.EnumAliases, [2]string{a, v})
+			}
+			sort.Slice(pr.EnumAliases, func(i, j int) bool { return pr.EnumAliases[i][0] < pr.EnumAliases[j][0] })
+		}
+	}
+	if a := n.Get("x-aliases"); a != nil {
+		if !a.IsArray() {
+			p.fail(ptr+"/x-aliases", "x-aliases must be an array of key names")
+		} else {
+			for i, it := range a.Items {
+				s, ok := it.String()
+				if !ok || s == "" || s == key {
+					p.fail(fmt.Sprintf("%s/x-aliases/%d", ptr, i), "an alias must be a non-empty string other than the key")
+					continue
+				}
+				pr.Aliases = append(pr.Aliases, s)
+			}
+		}
+	}
+	if ph := n.Get("x-placeholders"); ph != nil {
+		if pr.Kind != Template || !ph.IsArray() {
+			p.fail(ptr+"/x-placeholders", "x-placeholders needs x-type template and must be an array of names")
+		} else {
+			pr.Placeholders = []string{}
+			for i, it := range ph.Items {
+				s, ok := it.String()
+				if !ok || !regexp.MustCompile(`^[A-Za-z0-9_]+(\[[a-z]*\])?$`).MatchString(s) {
+					p.fail(fmt.Sprintf("%s/x-placeholders/%d", ptr, i), "a placeholder is a name such as \"topic\", or \"name[n]\" for an indexed one")
+					continue
+				}
+				pr.Placeholders = append(pr.Placeholders, s)
+			}
+		}
+	}
+	// Bounds.
+	for _, rule := range []string{"x-minimum", "x-exclusive-minimum", "x-maximum", "x-exclusive-maximum"} {
+		bn := n.Get(rule)
+		if bn == nil {
+			continue
+		}
+		raw, ok := bn.String()
+		if !ok {
+			if num, isNum := bn.Number(); isNum {
+				raw, ok = string(num), true
+			}
+		}
+		var v int64
+		var err error
+		switch {
+		case !ok:
+			err = fmt.Errorf("must be a string")
+		case pr.Kind == Size:
+			var s confkit.Size
+			s, err = confkit.ParseSize(raw)
+			v = int64(s)
+		case pr.Kind == Duration:
+			var d time.Duration
+			d, err = confkit.ParseDuration(raw)
+			v = int64(d)
+		default:
+			err = fmt.Errorf("applies only to x-type size or duration; use the standard keyword for numbers")
+		}
+		if err != nil {
+			p.fail(ptr+"/"+rule, "%s: %v", rule, err)
+			continue
+		}
+		pr.Bounds = append(pr.Bounds, Bound{Rule: rule, Raw: raw, Value: v})
+	}
+	if c := n.Get("x-required-if"); c != nil {
+		cond, ok := p.cond(c, ptr+"/x-required-if")
+		if ok {
+			pr.RequiredIf = &cond
+		}
+	}
+	if b := n.Get("x-both-or-neither"); b != nil {
+		s, ok := b.String()
+		if !ok || s == key {
+			p.fail(ptr+"/x-both-or-neither", "x-both-or-neither must name another key of the same table")
+		} else {
+			pr.BothOrNeither = s
+		}
+	}
+	if d := n.Get("x-default-if"); d != nil {
+		items := []*jsonx.Node{d}
+		base := ptr + "/x-default-if"
+		if d.IsArray() {
+			items = d.Items
+		}
+		for i, it := range items {
+			ip := base
+			if d.IsArray() {
+				ip = fmt.Sprintf("%s/%d", base, i)
+			}
+			if !it.IsObject() || it.Get("when") == nil || it.Get("value") == nil {
+				p.fail(ip, "x-default-if needs {\"when\": CONDITION, \"value\": V}")
+				continue
+			}
+			cond, ok := p.cond(it.Get("when"), ip+"/when")
+			if !ok {
+				continue
+			}
+			val := it.Get("value").Interface()
+			if !p.valueFits(pr, val) {
+				p.fail(ip+"/value", "value %v does not fit the key's type", val)
+				continue
+			}
+			pr.DefaultIf = append(pr.DefaultIf, DefaultIf{When: cond, Value: val})
+		}
+	}
+	if pu := n.Get("x-pattern-unless"); pu != nil {
+		pat, ok := pu.Get("pattern").String()
+		if !ok || pu.Get("unless") == nil {
+			p.fail(ptr+"/x-pattern-unless", "x-pattern-unless needs {\"pattern\": REGEXP, \"unless\": CONDITION}")
+		} else if _, err := regexp.Compile(pat); err != nil {
+			p.fail(ptr+"/x-pattern-unless/pattern", "not a valid regular expression: %v", err)
+		} else if pr.Kind != String && pr.Kind != Secret && pr.Kind != Enum {
+			p.fail(ptr+"/x-pattern-unless", "x-pattern-unless applies only to string keys")
+		} else if cond, ok := p.cond(pu.Get("unless"), ptr+"/x-pattern-unless/unless"); ok {
+			pr.PatternUnless = &PatternUnless{Pattern: pat, Unless: cond}
+		}
+	}
+	if pat, ok := n.Get("pattern").String(); ok {
+		if _, err := regexp.Compile(pat); err != nil {
+			p.fail(ptr+"/pattern", "pattern is not a regular expression Go can run: %v", err)
+		}
+	}
+	// Type of the pointer and check of the default.
+	pr.Optional = !pr.Required && !pr.HasDefault && (pr.Kind == Int || pr.Kind == Bool)
+	if pr.HasDefault && !p.valueFits(pr, pr.Default) {
+		p.fail(ptr+"/default", "default %s does not fit the key's type or rules", compact(pr.Default))
+	}
+	pr.Words = constraintWords(n, pr)
+	return pr
+}
+
+func compact(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func (pr *Property) hasEnum(v string) bool {
+	for _, e := range pr.Enum {
+		if e.Value == v {
+			return true
+		}
+	}
+	return false
+}
+
+// valueFits reports whether a JSON value can be the key's value.
+func (p *parser) valueFits(pr *Property, v any) bool {
+	switch pr.Kind {
+	case String, Secret:
+		_, ok := v.(string)
+		return ok
+	case Enum:
+		s, ok := v.(string)
+		return ok && pr.hasEnum(s)
+	case Int:
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		_, err := n.Int64()
+		return err == nil
+	case Number:
+		_, ok := v.(json.Number)
+		return ok
+	case Bool:
+		_, ok := v.(bool)
+		return ok
+	case Size:
+		if s, ok := v.(string); ok {
+			_, err := confkit.ParseSize(s)
+			return err == nil
+		}
+		if n, ok := v.(json.Number); ok {
+			i, err := n.Int64()
+			return err == nil && i >= 0
+		}
+		return false
+	case Duration:
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		_, err := confkit.ParseDuration(s)
+		return err == nil
+	case Template:
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		_, err := confkit.ParseTemplate(s, pr.Placeholders)
+		return err == nil
+	case StringList, IntList, NumberList:
+		l, ok := v.([]any)
+		if !ok {
+			return false
+		}
+		for _, e := range l {
+			switch pr.Kind {
+			case StringList:
+				if _, ok := e.(string); !ok {
+					return false
+				}
+			case IntList:
+				n, ok := e.(json.Number)
+				if !ok {
+					return false
+				}
+				if _, err := n.Int64(); err != nil {
+					return false
+				}
+			default:
+				if _, ok := e.(json.Number); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	case Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if pr.MapElem == AnyElem {
+			return true
+		}
+		for _, e := range m {
+			if !p.valueFits(&Property{Kind: pr.MapElem}, e) {
+				return false
+			}
+		}
+		return true
+	case Nested:
+		return false
+	}
+	return false
+}
+
+func (p *parser) cond(n *jsonx.Node, ptr string) (Cond, bool) {
+	if !n.IsObject() {
+		p.fail(ptr, "a condition is {\"key\": K, \"equals\": V} or {\"key\": K, \"present\": true}")
+		return Cond{}, false
+	}
+	k, ok := n.Get("key").String()
+	if !ok || k == "" {
+		p.fail(ptr+"/key", "a condition needs the key of a sibling property")
+		return Cond{}, false
+	}
+	c := Cond{Key: k}
+	if pr := n.Get("present"); pr != nil {
+		b, ok := pr.Bool()
+		if !ok {
+			p.fail(ptr+"/present", "present must be true or false")
+			return Cond{}, false
+		}
+		c.Present = &b
+	}
+	if eq := n.Get("equals"); eq != nil {
+		c.Equals = eq.Interface()
+		if c.Present != nil {
+			p.fail(ptr, "use either equals or present, not both")
+			return Cond{}, false
+		}
+	}
+	if c.Present == nil && c.Equals == nil {
+		p.fail(ptr, "a condition needs equals or present")
+		return Cond{}, false
+	}
+	return c, true
+}
+
+// resolveConds links each condition to its sibling property and checks
+// that the compared value fits.
+func (p *parser) resolveConds(o *Object) {
+	byKey := map[string]*Property{}
+	for _, pr := range o.Props {
+		byKey[pr.Key] = pr
+	}
+	link := func(c *Cond, ptr string) {
+		sib := byKey[c.Key]
+		if sib == nil {
+			p.fail(ptr, "condition names %q, which is not a key of the same table", c.Key)
+			return
+		}
+		c.Prop = sib
+		if c.Equals != nil {
+			switch sib.Kind {
+			case String, Enum, Int, Number, Bool:
+				if !p.valueFits(sib, c.Equals) {
+					p.fail(ptr, "equals %s does not fit key %q", compact(c.Equals), c.Key)
+				}
+			default:
+				p.fail(ptr, "equals compares only string, enum, integer, number and boolean keys; %q is none", c.Key)
+			}
+		}
+	}
+	for _, pr := range o.Props {
+		if pr.RequiredIf != nil {
+			link(pr.RequiredIf, pr.Pointer+"/x-required-if")
+		}
+		for i := range pr.DefaultIf {
+			link(&pr.DefaultIf[i].When, pr.Pointer+"/x-default-if")
+		}
+		if pr.PatternUnless != nil {
+			link(&pr.PatternUnless.Unless, pr.Pointer+"/x-pattern-unless/unless")
+		}
+		if pr.BothOrNeither != "" && byKey[pr.BothOrNeither] == nil {
+			p.fail(pr.Pointer+"/x-both-or-neither", "x-both-or-neither names %q, which is not a key of the same table", pr.BothOrNeither)
+		}
+	}
+}
+
+func jsonTypes(n *jsonx.Node) []string {
+	if n == nil {
+		return nil
+	}
+	if s, ok := n.String(); ok {
+		return []string{s}
+	}
+	var out []string
+	for _, it := range n.Items {
+		if s, ok := it.String(); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func without(l []string, x string) []string {
+	var out []string
+	for _, s := range l {
+		if s != x {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func subset(l []string, allowed ...string) bool {
+	for _, s := range l {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || s == a
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// constraintWords describes standard constraints for the docs.
+func constraintWords(n *jsonx.Node, pr *Property) []string {
+	var out []string
+	num := func(k, words string) {
+		if v, ok := n.Get(k).Number(); ok {
+			r, _ := new(big.Rat).SetString(string(v))
+			s := string(v)
+			if r != nil {
+				s = r.RatString()
+			}
+			out = append(out, words+" "+s)
+		}
+	}
+	num("minimum", "at least")
+	num("exclusiveMinimum", "above")
+	num("maximum", "at most")
+	num("exclusiveMaximum", "below")
+	num("minLength", "length at least")
+	num("maxLength", "length at most")
+	num("minItems", "at least this many items:")
+	num("maxItems", "at most this many items:")
+	num("minProperties", "at least this many entries:")
+	if s, ok := n.Get("pattern").String(); ok {
+		out = append(out, "matches `"+s+"`")
+	}
+	for _, b := range pr.Bounds {
+		switch b.Rule {
+		case "x-minimum":
+			out = append(out, "at least "+b.Raw)
+		case "x-exclusive-minimum":
+			out = append(out, "above "+b.Raw)
+		case "x-maximum":
+			out = append(out, "at most "+b.Raw)
+		case "x-exclusive-maximum":
+			out = append(out, "below "+b.Raw)
+		}
+	}
+	return out
+}
+
+// Walk calls f for every property, depth first in schema order.
+func (o *Object) Walk(f func(*Property)) {
+	for _, pr := range o.Props {
+		f(pr)
+		if pr.Object != nil {
+			pr.Object.Walk(f)
+		}
+	}
+}
+
+// DotPath returns the key path joined by ".".
+func (pr *Property) DotPath() string { return strings.Join(pr.Path, ".") }
+
+// Objects returns o and every nested object, depth first.
+func (o *Object) Objects() []*Object {
+	out := []*Object{o}
+	for _, pr := range o.Props {
+		if pr.Object != nil {
+			out = append(out, pr.Object.Objects()...)
+		}
+	}
+	return out
+}
