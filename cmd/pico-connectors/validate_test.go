@@ -121,6 +121,8 @@ func TestValidateMessages(t *testing.T) {
 			`connectors/def.toml: environment variable PICOMQ_CONNECTORS_SOURCE_GEN_ENABLD matches no key of this definition; did you mean PICOMQ_CONNECTORS_SOURCE_GEN_ENABLED?`},
 		{"routing rule", "", strings.Replace(validSource, `topic = "numbers"`, `topic = { strategy = "feild", template = "orders.{tenant}" }`, 1), nil,
 			`connectors/def.toml: topics[0].topic.strategy: "feild" is not allowed; use "field" or "key" or "header" (did you mean "field"?)`},
+		{"duplicate key in a file", "", strings.Replace(validSource, "key = \"gen\"", "key = \"gen\"\nkey = \"gen2\"", 1), nil,
+			`connectors/def.toml: line 3: Key 'key' has already been defined.`},
 		{"syntax error", "", "type = \"source\"\nkey = \n", nil,
 			`connectors/def.toml: line 2: expected value but found '\n' instead`},
 	}
