@@ -40,15 +40,15 @@ func TestCheckSchema(t *testing.T) {
 	})
 	ps := CheckSchema(s, doc, spec)
 	want := map[string]string{
-		"bucket": "is required but not set",
-		"size":   `unknown unit "XB"`,
-		"delay":  "must not be negative",
-		"tpl":    "unbalanced '{'",
-		"fmt":    `must be one of "json_lines", "raw", got "json_line" (did you mean "json_lines"?)`,
-		"n":      "n (0) must be positive",
-		"key":    "breaks the rule pattern",
+		"bucket":  "is required but not set",
+		"size":    `unknown unit "XB"`,
+		"delay":   "must not be negative",
+		"tpl":     "unbalanced '{'",
+		"fmt":     `must be one of "json_lines", "raw", got "json_line" (did you mean "json_lines"?)`,
+		"n":       "n (0) must be positive",
+		"key":     "breaks the rule pattern",
 		"tls.cax": `unknown key (did you mean "ca"?)`,
-		"buckt":  `unknown key (did you mean "bucket"?)`,
+		"buckt":   `unknown key (did you mean "bucket"?)`,
 	}
 	for k, w := range want {
 		found := false

@@ -132,10 +132,12 @@ func defaultCell(pr *model.Property) string {
 func Rules(s *model.Schema) []string {
 	var out []string
 	s.Root.Walk(func(pr *model.Property) {
-		k := Code(pr.DotPath())
+		k := prose(pr.DotPath())
+		said := map[string]bool{}
 		quote := func(rule string) string {
-			if m, ok := pr.Messages[rule]; ok {
-				return " Message: " + Code(m) + "."
+			if m, ok := pr.Messages[rule]; ok && !said[m] {
+				said[m] = true
+				return " Message: " + prose(m) + "."
 			}
 			return ""
 		}
@@ -147,27 +149,27 @@ func Rules(s *model.Schema) []string {
 			for _, r := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "x-minimum", "x-exclusive-minimum", "x-maximum", "x-exclusive-maximum"} {
 				msgs += quote(r)
 			}
-			out = append(out, k+": "+cell(strings.Join(pr.Words, ", "))+"."+msgs)
+			out = append(out, k+": "+strings.ReplaceAll(cell(strings.Join(pr.Words, ", ")), "\\|", "|")+"."+msgs)
 		}
 		if pr.RequiredIf != nil {
 			out = append(out, k+" is required when "+condCode(*pr.RequiredIf)+"."+quote("x-required-if"))
 		}
 		if pr.BothOrNeither != "" {
-			out = append(out, k+" and "+Code(pr.BothOrNeither)+" are set together or not at all."+quote("x-both-or-neither"))
+			out = append(out, k+" and "+prose(pr.BothOrNeither)+" are set together or not at all."+quote("x-both-or-neither"))
 		}
 		for _, d := range pr.DefaultIf {
-			out = append(out, fmt.Sprintf("%s defaults to %s when %s.", k, Code(jsonText(d.Value)), condCode(d.When)))
+			out = append(out, fmt.Sprintf("%s defaults to %s when %s.", k, prose(jsonText(d.Value)), condCode(d.When)))
 		}
 		if pr.PatternUnless != nil {
-			out = append(out, fmt.Sprintf("%s must match %s unless %s.%s", k, Code(pr.PatternUnless.Pattern), condCode(pr.PatternUnless.Unless), quote("x-pattern-unless")))
+			out = append(out, fmt.Sprintf("%s must match %s unless %s.%s", k, prose(pr.PatternUnless.Pattern), condCode(pr.PatternUnless.Unless), quote("x-pattern-unless")))
 		}
 		for _, a := range pr.Aliases {
-			out = append(out, fmt.Sprintf("%s is accepted as an alias of %s; setting both is an error.", Code(a), k))
+			out = append(out, fmt.Sprintf("%s is accepted as an alias of %s; setting both is an error.", prose(a), k))
 		}
 		if len(pr.EnumAliases) > 0 {
 			var as []string
 			for _, a := range pr.EnumAliases {
-				as = append(as, Code(a[0])+" means "+Code(a[1]))
+				as = append(as, prose(a[0])+" means "+prose(a[1]))
 			}
 			out = append(out, k+": "+strings.Join(as, ", ")+".")
 		}
@@ -175,13 +177,13 @@ func Rules(s *model.Schema) []string {
 			if pr.Placeholders != nil {
 				var ps []string
 				for _, p := range pr.Placeholders {
-					ps = append(ps, Code("{"+p+"}"))
+					ps = append(ps, prose("{"+p+"}"))
 				}
 				out = append(out, k+" accepts the placeholders "+strings.Join(ps, ", ")+"; `[n]` is an integer index, negative from the end. `..` segments and a leading `/` are rejected.")
 			}
 		}
 		if pr.Trim != "" {
-			out = append(out, fmt.Sprintf("%s: leading and trailing %s are trimmed.", k, Code(pr.Trim)))
+			out = append(out, fmt.Sprintf("%s: leading and trailing %s are trimmed.", k, prose(pr.Trim)))
 		}
 		if pr.Secret {
 			out = append(out, k+" is a secret: it is masked as `****` in the API, logs and error messages.")
@@ -211,11 +213,16 @@ func hasKind(s *model.Schema, k model.Kind) bool {
 func condCode(c model.Cond) string {
 	if c.Present != nil {
 		if *c.Present {
-			return Code(c.Key) + " is set"
+			return prose(c.Key) + " is set"
 		}
-		return Code(c.Key) + " is not set"
+		return prose(c.Key) + " is not set"
 	}
-	return Code(c.Key) + " is " + Code(jsonText(c.Equals))
+	return prose(c.Key) + " is " + prose(jsonText(c.Equals))
+}
+
+// prose writes s as a code span outside tables, where | needs no escape.
+func prose(s string) string {
+	return strings.ReplaceAll(Code(s), "\\|", "|")
 }
 
 func jsonText(v any) string {

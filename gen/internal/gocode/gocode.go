@@ -509,7 +509,7 @@ func (g *generator) tables(f *jen.File) {
 	g.s.Root.Walk(func(pr *model.Property) {
 		if pr.Kind == model.Template && pr.Placeholders != nil {
 			f.Commentf("placeholders%s are the placeholders %s accepts.", varSuffix(pr), pr.DotPath())
-			f.Var().Id("placeholders"+varSuffix(pr)).Op("=").Index().String().ValuesFunc(func(gr *jen.Group) {
+			f.Var().Id("placeholders" + varSuffix(pr)).Op("=").Index().String().ValuesFunc(func(gr *jen.Group) {
 				for _, p := range pr.Placeholders {
 					gr.Lit(p)
 				}
@@ -815,7 +815,7 @@ func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
 		case model.Secret:
 			val = jen.Id("c").Dot(pr.GoName).Dot("Reveal").Call()
 		}
-		gr.If(jen.Op("!").Add(condExpr(pr.PatternUnless.Unless)).Op("&&").Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(pr.Key)).Op("&&").Add(notBad(pr)).Op("&&").Op("!").Id("pattern"+varSuffix(pr)).Dot("MatchString").Call(val)).Block(
+		gr.If(jen.Op("!").Add(condExpr(pr.PatternUnless.Unless)).Op("&&").Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(pr.Key)).Op("&&").Add(notBad(pr)).Op("&&").Op("!").Id("pattern" + varSuffix(pr)).Dot("MatchString").Call(val)).Block(
 			appendProblem(jen.Qual(confkitPath, "NewProblem").Call(key(pr), jen.Id("m").Index(jen.Lit(pr.Key)), jen.Lit(pr.Secret), jen.Lit("x-pattern-unless"),
 				msg(pr, "x-pattern-unless", fmt.Sprintf("{value} does not match %s (required unless %s)", pr.PatternUnless.Pattern, CondWords(pr.PatternUnless.Unless))))),
 		)
@@ -1132,5 +1132,3 @@ func goName(k string) string {
 }
 
 var nameFunc = naming.Exported
-
-
