@@ -17,6 +17,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	// Links every connector and transform: each registers itself with
+	// runtime/plugin from its init.
+	_ "github.com/picomq/pico-connectors/generated/registry"
 )
 
 func main() {
