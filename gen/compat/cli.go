@@ -32,6 +32,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	base := fs.String("base", "", "compare with the schemas at this git revision")
 	dir := fs.String("C", ".", "repository root, for --base and the default schema list")
+	fs.StringVar(dir, "root", ".", "same as -C")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -23,6 +23,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	dir := fs.String("C", ".", "repository root, for the default schema list")
+	fs.StringVar(dir, "root", ".", "same as -C")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -182,7 +182,13 @@ func (l *linter) key(ptr, key, name string, s map[string]any) {
 			l.object(ptr+"/items", key+"[]", l.resolve(items))
 		}
 		if enum, ok := items["enum"].([]any); ok {
-			l.enum(ptr+"/items", key+"[]", items, enum)
+			// A list's values are described on the list.
+			withParent := map[string]any{}
+			for k, v := range items {
+				withParent[k] = v
+			}
+			withParent["description"] = str(s["description"]) + " " + str(items["description"])
+			l.enum(ptr, key, withParent, enum)
 		}
 	}
 }

@@ -72,6 +72,8 @@ func TestFindings(t *testing.T) {
 			BadDefault, "d", "not above x-exclusive-minimum"},
 		{"EnumWithoutDescriptions", `{"description":"d","properties":{"f":{"type":"string","enum":["a","b"],"description":"a or ab"}}}`,
 			EnumUndescribed, "f", "enum value(s) b are not described"},
+		{"ListEnumUndescribed", `{"description":"d","properties":{"ops":{"type":"array","description":"Changes: insert.","items":{"type":"string","enum":["insert","delete"]}}}}`,
+			EnumUndescribed, "ops", "enum value(s) delete are not described"},
 		{"NotJSON", `{"description":`, Invalid, "", "not valid JSON"},
 	}
 	for _, c := range cases {
