@@ -206,3 +206,24 @@ func prune(o Options, files Files) ([]string, error) {
 	}
 	return removed, nil
 }
+
+// RenderSchemas renders only the config packages and reference pages of
+// the schemas in dir, keyed "<package>/config.go", "<package>/schema.json"
+// and "docs/<name>.md". Golden tests use it on fixture schemas.
+func RenderSchemas(dir string) (Files, error) {
+	schemas, err := LoadSchemas(dir)
+	if err != nil {
+		return nil, err
+	}
+	files := Files{}
+	for _, s := range schemas {
+		code, err := gocode.Generate(s)
+		if err != nil {
+			return nil, err
+		}
+		files[s.Package+"/config.go"] = code
+		files[s.Package+"/schema.json"] = s.Embedded
+		files["docs/"+s.Name+".md"] = docs.Connector(s)
+	}
+	return files, nil
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
-	"github.com/picomq/pico-connectors/gen/internal/naming"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -103,7 +102,7 @@ func commentLines(text string) []string {
 			}
 			return r
 		}, line)
-		out = append(out, strings.TrimRight(line, " "))
+		out = append(out, strings.TrimSpace(line))
 	}
 	for len(out) > 0 && out[len(out)-1] == "" {
 		out = out[:len(out)-1]
@@ -525,17 +524,13 @@ func (g *generator) tables(f *jen.File) {
 	})
 }
 
+// varSuffix names the package variables of a key: its Go name, prefixed
+// with its struct type and "_" when nested, so it is unique in the package.
 func varSuffix(pr *model.Property) string {
-	var b strings.Builder
-	for _, p := range pr.Path {
-		b.WriteString(exported(p))
+	if pr.Parent == nil || pr.Parent.TypeName == "Config" {
+		return pr.GoName
 	}
-	return b.String()
-}
-
-func exported(k string) string {
-	// Local copy of naming.Exported to keep identifiers stable.
-	return goName(k)
+	return pr.Parent.TypeName + "_" + pr.GoName
 }
 
 func messagesLit(m map[string]string) *jen.Statement {
@@ -1125,10 +1120,3 @@ func (g *generator) register(f *jen.File) {
 		})),
 	)
 }
-
-// goName mirrors naming.Exported for variable suffixes.
-func goName(k string) string {
-	return nameFunc(k)
-}
-
-var nameFunc = naming.Exported

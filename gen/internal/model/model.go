@@ -126,7 +126,9 @@ type Property struct {
 	Deprecated    bool
 	DeprecatedMsg string
 	Object        *Object // Kind Nested
-	MapElem       Kind    // Kind Map: String, Int, Number, Bool, or -1 for any
+	// Parent is the table the key is in.
+	Parent  *Object
+	MapElem Kind // Kind Map: String, Int, Number, Bool, or -1 for any
 	// TypeList is the JSON type as written, for docs.
 	JSONType string
 	// Constraints in words, for docs.
@@ -158,10 +160,9 @@ func (e *Error) Error() string {
 }
 
 type parser struct {
-	file   string
-	types  *naming.Scope
-	errs   []error
-	consts *naming.Scope
+	file  string
+	types *naming.Scope
+	errs  []error
 }
 
 func (p *parser) fail(ptr, format string, a ...any) {
@@ -180,7 +181,7 @@ func Parse(file, name string, data []byte) (*Schema, error) {
 	if err != nil {
 		return nil, &Error{File: file, Msg: "not valid JSON: " + err.Error()}
 	}
-	p := &parser{file: file, types: naming.NewScope(reserved...), consts: naming.NewScope(reserved...)}
+	p := &parser{file: file, types: naming.NewScope(reserved...)}
 	if !root.IsObject() {
 		return nil, &Error{File: file, Msg: "a schema must be a JSON object"}
 	}
@@ -307,6 +308,7 @@ func (p *parser) object(n *jsonx.Node, ptr string, path []string, typeName strin
 		}
 		prop := p.property(pn, pptr, k, append(append([]string(nil), path...), k), required[k], fields)
 		if prop != nil {
+			prop.Parent = o
 			o.Props = append(o.Props, prop)
 		}
 	}
@@ -474,7 +476,7 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			p.fail(ptr+"/enum", "enum is supported on string keys only, as a non-empty array of strings")
 		} else {
 			pr.Kind = Enum
-			pr.EnumType = p.types.Take(pr.GoName)
+			pr.EnumType = p.types.Take(naming.Exported(strings.Join(path, "_")))
 			consts := naming.NewScope()
 			for i, it := range e.Items {
 				s, ok := it.String()
@@ -482,11 +484,11 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 					p.fail(fmt.Sprintf("%s/enum/%d", ptr, i), "enum values must be strings")
 					continue
 				}
-				c := pr.EnumType + naming.Exported(s)
-				if naming.Exported(s) == "X" && s != "x" {
+				c := pr.EnumType + naming.Part(s)
+				if naming.Part(s) == "" {
 					c = pr.EnumType + "Value"
 				}
-				c = p.consts.Take(consts.Take(c))
+				c = p.types.Take(consts.Take(c))
 				pr.Enum = append(pr.Enum, EnumValue{Value: s, Const: c})
 			}
 		}

@@ -23,6 +23,19 @@ func Words(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
+// Part returns key as the tail of a longer identifier: like Exported, but
+// a leading digit or caseless letter needs no X, and "" gives "".
+func Part(key string) string {
+	n := Exported(key)
+	if n == "X" {
+		return ""
+	}
+	if strings.HasPrefix(n, "X") && !strings.HasPrefix(strings.ToUpper(strings.Join(Words(key), "")), "X") {
+		return n[1:]
+	}
+	return n
+}
+
 // Exported returns the exported Go name of a key: "access_key_id" gives
 // AccessKeyID, "s3_url" S3URL. A key with no letters or digits, or one that
 // would start with a digit, is prefixed with X; the result is always a valid
