@@ -344,6 +344,7 @@ type decoder struct {
 	skip    bool // transaction already delivered (commit before committedLSN)
 	commit  time.Time
 	lastEnd pglogrepl.LSN
+	change  change // reused for every tuple message
 }
 
 func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
@@ -355,12 +356,38 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 			err = fmt.Errorf("malformed pgoutput message at LSN %s: %v", lsn, r)
 		}
 	}()
+	s := d.s
+	switch data[0] {
+	case 'I', 'U', 'D':
+		c := &d.change
+		if err := readChange(data, c); err != nil {
+			return fmt.Errorf("malformed pgoutput message at LSN %s: %v", lsn, err)
+		}
+		switch data[0] {
+		case 'I':
+			if rel := d.rel(c.relID, opInsert); rel != nil {
+				d.emit(rel, opInsert, lsn, &c.new, nil, false)
+			}
+		case 'U':
+			if rel := d.rel(c.relID, opUpdate); rel != nil {
+				var old *tuple
+				if c.oldKind != 0 {
+					old = &c.old
+				}
+				d.emit(rel, opUpdate, lsn, &c.new, old, c.oldKind == 'K')
+			}
+		case 'D':
+			if rel := d.rel(c.relID, opDelete); rel != nil {
+				d.emit(rel, opDelete, lsn, &c.old, nil, c.oldKind == 'K')
+			}
+		}
+		return nil
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		// Message types this source does not use (stream, prepare).
 		return nil
 	}
-	s := d.s
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		d.skip = m.FinalLSN < s.committedLSN
@@ -371,18 +398,6 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 		}
 	case *pglogrepl.RelationMessage:
 		d.rels[m.RelationID] = s.relationFromMessage(m)
-	case *pglogrepl.InsertMessage:
-		if rel := d.rel(m.RelationID, opInsert); rel != nil && m.Tuple != nil {
-			d.emit(rel, opInsert, lsn, m.Tuple, nil, false)
-		}
-	case *pglogrepl.UpdateMessage:
-		if rel := d.rel(m.RelationID, opUpdate); rel != nil && m.NewTuple != nil {
-			d.emit(rel, opUpdate, lsn, m.NewTuple, m.OldTuple, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey)
-		}
-	case *pglogrepl.DeleteMessage:
-		if rel := d.rel(m.RelationID, opDelete); rel != nil && m.OldTuple != nil {
-			d.emit(rel, opDelete, lsn, m.OldTuple, nil, m.OldTupleType == pglogrepl.DeleteMessageTupleTypeKey)
-		}
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			if rel := d.rel(id, opTruncate); rel != nil {
@@ -406,16 +421,16 @@ func (d *decoder) rel(id uint32, op string) *relation {
 
 // emit writes one change record. For deletes, tuple is the old tuple;
 // keyOnly says it holds only the replica identity columns.
-func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, tuple, old *pglogrepl.TupleData, keyOnly bool) {
+func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tuple, keyOnly bool) {
 	s := d.s
 	a := &s.arena
 	start := a.begin()
 	buf := append(a.buf, '{')
-	var fill *pglogrepl.TupleData
+	var fill *tuple
 	if old != nil && !keyOnly {
 		fill = old
 	}
-	buf, empty := s.enc.appendTuple(buf, rel, tuple, op == opDelete && keyOnly, fill)
+	buf, empty := s.enc.appendTuple(buf, rel, row, op == opDelete && keyOnly, fill)
 	buf = appendOp(buf, op, !empty)
 	if old != nil && op == opUpdate {
 		buf = append(buf, `,"`+keyBefore+`":{`...)
@@ -432,7 +447,7 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, tuple, old *
 	if len(rel.keyIdx) > 0 {
 		// The key as it is now: the new tuple (the old one for deletes).
 		start = a.begin()
-		a.buf = s.enc.appendTupleKey(a.buf, rel, tuple)
+		a.buf = s.enc.appendTupleKey(a.buf, rel, row)
 		key = a.end(start)
 	}
 	d.msgs = append(d.msgs, plugin.Message{Key: key, Payload: payload, Timestamp: d.commit})

@@ -64,9 +64,9 @@ func (a *arena) end(start int) []byte {
 // object. onlyIdentity writes only replica identity columns (a 'K' tuple).
 // fill supplies values for unchanged TOAST columns when the old tuple has
 // them.
-func (e *encoder) appendTuple(buf []byte, rel *relation, t *pglogrepl.TupleData, onlyIdentity bool, fill *pglogrepl.TupleData) ([]byte, bool) {
+func (e *encoder) appendTuple(buf []byte, rel *relation, t *tuple, onlyIdentity bool, fill *tuple) ([]byte, bool) {
 	first := true
-	for i, c := range t.Columns {
+	for i, c := range t.cols {
 		if i >= len(rel.cols) {
 			break
 		}
@@ -79,17 +79,17 @@ func (e *encoder) appendTuple(buf []byte, rel *relation, t *pglogrepl.TupleData,
 		}
 		first = false
 		buf = append(buf, col.key...)
-		switch c.DataType {
-		case pglogrepl.TupleDataTypeText:
-			buf = e.appendValue(buf, col.typ, c.Data)
-		case pglogrepl.TupleDataTypeToast:
-			if fill != nil && i < len(fill.Columns) && fill.Columns[i].DataType == pglogrepl.TupleDataTypeText {
-				buf = e.appendValue(buf, col.typ, fill.Columns[i].Data)
+		switch c.kind {
+		case 't':
+			buf = e.appendValue(buf, col.typ, c.data)
+		case 'u':
+			if fill != nil && i < len(fill.cols) && fill.cols[i].kind == 't' {
+				buf = e.appendValue(buf, col.typ, fill.cols[i].data)
 			} else {
 				buf = append(buf, unchangedToastVal...)
 			}
-		case pglogrepl.TupleDataTypeBinary:
-			buf = appendString(buf, c.Data)
+		case 'b':
+			buf = appendString(buf, c.data)
 		default:
 			buf = append(buf, "null"...)
 		}
@@ -98,15 +98,15 @@ func (e *encoder) appendTuple(buf []byte, rel *relation, t *pglogrepl.TupleData,
 }
 
 // appendTupleKey appends the record key: a JSON object of the key columns.
-func (e *encoder) appendTupleKey(buf []byte, rel *relation, t *pglogrepl.TupleData) []byte {
+func (e *encoder) appendTupleKey(buf []byte, rel *relation, t *tuple) []byte {
 	buf = append(buf, '{')
 	for n, i := range rel.keyIdx {
 		if n > 0 {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, rel.cols[i].key...)
-		if i < len(t.Columns) && t.Columns[i].DataType == pglogrepl.TupleDataTypeText {
-			buf = e.appendValue(buf, rel.cols[i].typ, t.Columns[i].Data)
+		if i < len(t.cols) && t.cols[i].kind == 't' {
+			buf = e.appendValue(buf, rel.cols[i].typ, t.cols[i].data)
 		} else {
 			buf = append(buf, "null"...)
 		}

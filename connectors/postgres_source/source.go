@@ -309,6 +309,9 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	}
 	s.candidate = nil
 	s.pendingApply = nil
+	if s.conn != nil && s.conn.IsClosed() {
+		s.close() // a cancelled query closes the connection
+	}
 	if s.conn == nil {
 		if err := s.connect(ctx); err != nil {
 			return plugin.Batch{}, s.fail(ctx, err)

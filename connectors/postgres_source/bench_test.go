@@ -1,0 +1,166 @@
+package postgressource
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+const benchRows = 100_000
+
+// benchTable fills a table with benchRows rows of about 200 bytes as JSON
+// (id, tenant, amount, created_at, note) in transactions of 1,000 rows,
+// after creating slot pristine, whose WAL every iteration re-reads through
+// a copy of the slot.
+func benchTable(b *testing.B) (*testDB, options) {
+	db := newDB(b)
+	db.exec(`CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`)
+	opt := db.cdcOptions("ev")
+	opt.BatchSize = 10_000
+	if v, err := strconv.Atoi(os.Getenv("PICO_BENCH_BATCH")); err == nil {
+		opt.BatchSize = v
+	}
+	opt.Slot = "pristine_" + db.tag
+	s, err := newSource(opt, testEnv(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close(context.Background())
+	for i := 0; i < benchRows; i += 1000 {
+		db.exec(fmt.Sprintf(`INSERT INTO ev SELECT g, 'tenant-' || (g %% 10), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 second',
+  repeat('x', 90) FROM generate_series(%d, %d) g`, i+1, i+1000))
+	}
+	return db, opt
+}
+
+func copySlot(b *testing.B, db *testDB, from, to string) {
+	db.exec(`SELECT pg_copy_logical_replication_slot('` + from + `', '` + to + `')`)
+}
+
+// BenchmarkCDC compares, on the same WAL, the raw rate of peeking and
+// parsing pgoutput (no records built) with the source's Poll + Ack
+// (records built as JSON, slot advanced after each batch).
+func BenchmarkCDC(b *testing.B) {
+	db, opt := benchTable(b)
+	pristine := opt.Slot
+	b.Run("raw-peek-parse", func(b *testing.B) {
+		ctx := context.Background()
+		conn, err := pgconn.Connect(ctx, db.dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			slot := fmt.Sprintf("raw_%s_%d", db.tag, i)
+			copySlot(b, db, pristine, slot)
+			b.StartTimer()
+			rows := 0
+			for rows < benchRows {
+				rr := conn.ExecParams(ctx, `SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
+					[][]byte{[]byte(slot), []byte(strconv.Itoa(opt.BatchSize)), []byte(opt.Publication)}, nil, nil, []int16{1, 1})
+				var end pglogrepl.LSN
+				for rr.NextRow() {
+					v := rr.Values()
+					_ = binary.BigEndian.Uint64(v[0])
+					m, err := pglogrepl.Parse(v[1])
+					if err != nil {
+						continue
+					}
+					switch m := m.(type) {
+					case *pglogrepl.InsertMessage:
+						rows++
+					case *pglogrepl.CommitMessage:
+						end = m.TransactionEndLSN
+					}
+				}
+				if _, err := rr.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := conn.Exec(ctx, `SELECT pg_replication_slot_advance('`+slot+`', '`+end.String()+`')`).ReadAll(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("source-poll-ack", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			o := opt
+			o.Slot = fmt.Sprintf("src_%s_%d", db.tag, i)
+			o.CreateSlot = false
+			copySlot(b, db, pristine, o.Slot)
+			s, err := newSource(o, testEnv(nil))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			rows, bytes := 0, 0
+			for rows < benchRows {
+				bt, err := s.Poll(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows += len(bt.Messages)
+				for _, m := range bt.Messages {
+					bytes += len(m.Payload)
+				}
+				if err := s.OnBatchResult(context.Background(), 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if i == 0 {
+				b.Logf("average record %d bytes", bytes/rows)
+			}
+			s.Close(context.Background())
+			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
+
+// BenchmarkPolling reads the same 100,000-row table by its primary key.
+func BenchmarkPolling(b *testing.B) {
+	db, _ := benchTable(b)
+	opt := db.pollOptions("ev")
+	opt.BatchSize = 10_000
+	opt.PollInterval = time.Millisecond
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s, err := newSource(opt, testEnv(nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		rows := 0
+		for rows < benchRows {
+			bt, err := s.Poll(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows += len(bt.Messages)
+			if err := s.OnBatchResult(context.Background(), 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		s.Close(context.Background())
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
+}
