@@ -90,6 +90,11 @@ type Config struct {
 	// message.timeout.ms); a batch fails when a record is not delivered in
 	// time. Zero means 30s.
 	DeliveryTimeout time.Duration
+	// StopTimeout bounds how long a stop waits for the delivery reports of
+	// the batch in flight; after it the undelivered records are purged and
+	// the batch is nacked, so a stop with the broker down stays quick.
+	// Zero means 5s.
+	StopTimeout time.Duration
 }
 
 // ErrTooManyNacks is returned by Run when MaxConsecutiveNacks batches in a
@@ -178,6 +183,9 @@ func newLoop(cfg Config) (*loop, error) {
 	}
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 5 * time.Second
 	}
 	l := &loop{
 		cfg:        cfg,
@@ -302,7 +310,7 @@ func (l *loop) run(ctx context.Context) error {
 		}
 		c.Polled.Add(int64(len(batch.Messages)))
 		n := int64(len(batch.Messages))
-		failure, saveFailed := l.resolve(bctx, batch)
+		failure, saveFailed := l.resolve(ctx, bctx, batch)
 		c.Batches.Add(1)
 		c.LastBatchAt.Store(time.Now().UnixNano())
 		if failure == nil {
@@ -368,7 +376,11 @@ type outRecord struct {
 // resolve produces one batch and saves its state. It returns nil when the
 // batch is acknowledged, or why it is not, with saveFailed set when the
 // produce succeeded and the state save did not.
-func (l *loop) resolve(ctx context.Context, batch plugin.Batch) (failure error, saveFailed bool) {
+//
+// stop is the loop's context: when it ends, the produce waits at most
+// StopTimeout more. ctx (not cancelled by a stop) is used for everything
+// else.
+func (l *loop) resolve(stop, ctx context.Context, batch plugin.Batch) (failure error, saveFailed bool) {
 	out, err := l.prepare(batch.Messages)
 	if err != nil {
 		return err, false
@@ -377,7 +389,7 @@ func (l *loop) resolve(ctx context.Context, batch plugin.Batch) (failure error, 
 		return err, false
 	}
 	start := time.Now()
-	delivered, err := l.produce(out)
+	delivered, err := l.produce(stop, out)
 	l.produceH.Observe(time.Since(start).Seconds())
 	l.tr.Counters.Produced.Add(int64(delivered))
 	if err != nil {
@@ -526,8 +538,9 @@ func (l *loop) ensureTopics(ctx context.Context, out []outRecord) error {
 }
 
 // produce sends every record and waits for every delivery report. It
-// returns how many were delivered and the first failure.
-func (l *loop) produce(out []outRecord) (int, error) {
+// returns how many were delivered and the first failure. When stop ends,
+// it waits StopTimeout more, then purges what is undelivered.
+func (l *loop) produce(stop context.Context, out []outRecord) (int, error) {
 	reports := make(chan kafka.Event, len(out))
 	sent := 0
 	var firstErr error
@@ -553,8 +566,23 @@ func (l *loop) produce(out []outRecord) (int, error) {
 	delivered := 0
 	deadline := time.NewTimer(l.cfg.DeliveryTimeout + 10*time.Second)
 	defer deadline.Stop()
+	stopping := stop.Done()
+	var purge <-chan time.Time
 	for got := 0; got < sent; got++ {
 		select {
+		case <-stopping:
+			stopping = nil
+			t := time.NewTimer(l.cfg.StopTimeout)
+			defer t.Stop()
+			purge = t.C
+			got--
+		case <-purge:
+			purge = nil
+			l.log.Warn("stopping: purging undelivered records; the batch is nacked", "undelivered", sent-got)
+			for _, b := range l.blocks {
+				_ = b.producer.Purge(kafka.PurgeQueue | kafka.PurgeInFlight | kafka.PurgeNonBlocking)
+			}
+			got--
 		case e := <-reports:
 			m, ok := e.(*kafka.Message)
 			if !ok {

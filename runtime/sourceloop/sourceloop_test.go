@@ -619,3 +619,30 @@ func TestMissingTopicAutoCreatedByBroker(t *testing.T) {
 		t.Fatalf("%d nacks; a broker that creates topics on demand needs none", nacks)
 	}
 }
+
+func TestStopWithBrokerDownPurgesAndNacks(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	src := &seqSource{batch: 10, limit: 1000000}
+	store := &memStore{}
+	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: b.Addr(),
+		DeliveryTimeout: 10 * time.Minute, StopTimeout: 100 * time.Millisecond})
+	waitFor(t, "acked batches", func() bool { c, _, _, _ := src.snapshot(); return c >= 50 })
+	b.Close()
+	// Within moments a batch is in flight that cannot be delivered.
+	time.Sleep(300 * time.Millisecond)
+	committed, _, _, _ := src.snapshot()
+	// With a ten-minute delivery timeout, only the purge lets Run return
+	// within the helper's deadline.
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if store.get("seq") != strconv.Itoa(committed) {
+		t.Fatalf("stored %s, committed %d", store.get("seq"), committed)
+	}
+	src.mu.Lock()
+	last := src.results[len(src.results)-1]
+	src.mu.Unlock()
+	if last != plugin.Nack {
+		t.Fatalf("last result %v, want nack", last)
+	}
+}
