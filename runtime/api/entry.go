@@ -97,6 +97,9 @@ func Definition(def definition.Connector, cfg plugin.Config, transforms []plugin
 			if typ, ok := raw["type"].(string); ok {
 				m["type"] = typ
 			}
+			if on, ok := raw["enabled"].(bool); ok {
+				m["enabled"] = on
+			}
 			ts = append(ts, m)
 		}
 		out["transforms"] = ts
