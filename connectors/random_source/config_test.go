@@ -1,0 +1,51 @@
+package randomsource
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestRegisteredAndLoads(t *testing.T) {
+	reg, ok := plugin.Lookup("libpicomq_connector_random_source")
+	if !ok || reg.Kind != plugin.KindSource {
+		t.Fatal("random source not registered")
+	}
+	env := map[string]string{"P_INTERVAL": "0s"}
+	cfg, err := reg.Load(map[string]any{"records_per_batch": int64(7), "key_shape": "uuid", "max_records": int64(10)}, "P_",
+		func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := reg.NewSource(cfg, plugin.Env{Key: "r", State: []byte(`{"next_seq":5}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := src.Poll(context.Background())
+	if err != nil || len(b.Messages) != 5 || string(b.State) != `{"next_seq":10}` || len(b.Messages[0].Key) != 36 {
+		t.Fatalf("batch %d records, state %s, err %v", len(b.Messages), b.State, err)
+	}
+	if _, err := reg.Load(map[string]any{"records_per_batch": int64(0), "payload_shape": "xml"}, "P_", noEnv); err == nil ||
+		!strings.Contains(err.Error(), "records_per_batch") || !strings.Contains(err.Error(), "payload_shape") {
+		t.Fatalf("bad config error = %v", err)
+	}
+	if _, err := reg.NewSource(cfg, plugin.Env{State: []byte("junk")}); err == nil {
+		t.Fatal("junk state accepted")
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := randomsourceconfig.Load(map[string]any{}, "P_", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := optionsFrom(cfg)
+	if opt.RecordsPerBatch != 100 || opt.PayloadSize != 256 || opt.KeyShape != keySequence || opt.PayloadShape != payloadJSON || opt.Seed != 1 || opt.MaxRecords != 0 {
+		t.Fatalf("defaults %+v", opt)
+	}
+}
