@@ -116,3 +116,58 @@ func TestRunSource(t *testing.T) {
 		t.Errorf("tracker counts %d records produced, want at least 12", got)
 	}
 }
+
+// memSink keeps every payload it is handed.
+type memSink struct {
+	mu       sync.Mutex
+	payloads [][]byte
+	closed   bool
+}
+
+func (s *memSink) Open(context.Context) error { return nil }
+
+func (s *memSink) Consume(_ context.Context, batch []plugin.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range batch {
+		s.payloads = append(s.payloads, r.Payload)
+	}
+	return nil
+}
+
+func (s *memSink) Close(context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *memSink) written(*testing.T) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.payloads...)
+}
+
+func TestRunSink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a librdkafka consumer; skipped with -short")
+	}
+	b := connectortest.Broker(t, "in")
+	sent := sinktest.Records("in", 0, 20)
+	connectortest.ProduceRecords(t, b, "in", sent)
+	sink := &memSink{}
+	run := connectortest.RunSink(t, b, sink, connectortest.SinkTopics("in"))
+	connectortest.Eventually(t, 60*time.Second, func() error {
+		if n := len(sink.written(t)); n < len(sent) {
+			return fmt.Errorf("the sink has %d of %d records", n, len(sent))
+		}
+		return nil
+	})
+	if err := run.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if !sink.closed {
+		t.Error("the sink was not closed on Stop")
+	}
+	sinktest.CheckWritten(t, sent, sink.written(t))
+}

@@ -27,6 +27,10 @@
 //     destination is broken, a batch fails; once it is restored and the
 //     batch is redelivered as the runtime does, every record accepted
 //     before, during and after the failure reaches the destination.
+//   - RuntimeRedelivers (only with Harness.Break, skipped with -short): the
+//     same through the runtime's own sink loop against the embedded broker,
+//     with the destination broken from the start and restored after the
+//     first failed Consume.
 package sinktest
 
 import (
@@ -83,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	t.Run("CloseFlushes", h.closeFlushes)
 	t.Run("FailedConsumeRedelivered", h.redelivered)
+	t.Run("RuntimeRedelivers", h.runtimeRedelivers)
 }
 
 func (h Harness) open(t *testing.T) *Driver {

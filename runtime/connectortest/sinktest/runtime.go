@@ -1,0 +1,178 @@
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/sinkloop"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// watched wraps a sink and records what its Consume calls returned.
+type watched struct {
+	plugin.Sink
+	mu       sync.Mutex
+	failures int
+	okUpTo   int64 // highest offset of a successful Consume, -1 for none
+}
+
+func (w *watched) Consume(ctx context.Context, batch []plugin.Record) error {
+	err := w.Sink.Consume(ctx, batch)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.failures++
+		return err
+	}
+	for _, r := range batch {
+		w.okUpTo = max(w.okUpTo, r.Offset)
+	}
+	return nil
+}
+
+func (w *watched) state() (failures int, okUpTo int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failures, w.okUpTo
+}
+
+// runtimeRedelivers runs the sink through the runtime's own sink loop
+// (runtime/sinkloop) against the embedded broker: with the destination
+// broken from the start, Consume fails and the loop redelivers; once it is
+// restored every record reaches the destination.
+func (h Harness) runtimeRedelivers(t *testing.T) {
+	if h.Break == nil {
+		t.Skip("Harness.Break is not set: this sink's failure path is not checked")
+	}
+	if testing.Short() {
+		t.Skip("runs the runtime's sink loop (librdkafka); skipped with -short")
+	}
+	if h.Setup != nil {
+		h.Setup(t)
+	}
+	s, err := h.New(t)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	sink := &watched{Sink: s, okUpTo: -1}
+
+	const topic = "sinktest"
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
+	if err != nil {
+		t.Fatalf("start the embedded broker: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	n := h.BatchSize * h.Batches
+	sent := Records(topic, 0, n)
+	produce(t, b.Addr(), topic, sent)
+
+	restore := h.Break(t)
+	restored := false
+	defer func() {
+		if !restored {
+			restore()
+		}
+	}()
+	tr := status.New(string(plugin.KindSink), "sinktest", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sinkloop.Run(ctx, sinkloop.Config{
+			Key: "sinktest",
+			Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
+				BatchLength: h.BatchSize, PollInterval: "50ms"}},
+			Sink: sink, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: tr,
+			RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond,
+			Properties: map[string]string{"auto.offset.reset": "earliest"},
+		})
+	}()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(h.Timeout + 30*time.Second):
+			t.Fatalf("the sink loop did not stop")
+			return nil
+		}
+	}
+	defer stop()
+
+	wait := func(what string, cond func() bool) bool {
+		deadline := time.Now().Add(h.Timeout)
+		for time.Now().Before(deadline) {
+			if cond() {
+				return true
+			}
+			select {
+			case err := <-done:
+				stopped = true
+				t.Fatalf("the sink loop stopped while waiting for %s: %v", what, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return false
+	}
+	// Until a Consume fails (or a buffering sink has accepted everything).
+	failed := wait("a failed Consume", func() bool {
+		f, ok := sink.state()
+		return f > 0 || ok >= int64(n-1)
+	})
+	if !failed {
+		t.Fatalf("within %v of breaking the destination, no Consume failed and not every record was accepted", h.Timeout)
+	}
+	restore()
+	restored = true
+	more := Records(topic, int64(n), h.BatchSize)
+	produce(t, b.Addr(), topic, more)
+	sent = append(sent, more...)
+	if !wait("every record", func() bool { _, ok := sink.state(); return ok >= int64(len(sent)-1) }) {
+		_, ok := sink.state()
+		t.Fatalf("after the destination was restored, Consume succeeded only up to offset %d of %d", ok, len(sent)-1)
+	}
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the sink loop: %v", err)
+	}
+	failures, _ := sink.state()
+	if failures > 0 && tr.Snapshot().Counters.Redelivered == 0 {
+		t.Errorf("%d Consume calls failed but the loop counts no redelivery", failures)
+	}
+	t.Logf("%d failed Consume calls, %d redeliveries", failures, tr.Snapshot().Counters.Redelivered)
+	CheckWritten(t, sent, h.Written(t))
+}
+
+// produce writes recs to topic through a franz-go client.
+func produce(t *testing.T, addr, topic string, recs []plugin.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatalf("produce client: %v", err)
+	}
+	defer cl.Close()
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		kr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Payload, Timestamp: r.Timestamp}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		out[i] = kr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
+		t.Fatalf("produce %d records: %v", len(recs), err)
+	}
+}
