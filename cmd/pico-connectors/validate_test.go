@@ -26,9 +26,9 @@ func (c testConfig) Redacted() map[string]any {
 
 type nopSink struct{}
 
-func (nopSink) Open(context.Context) error                    { return nil }
+func (nopSink) Open(context.Context) error                     { return nil }
 func (nopSink) Consume(context.Context, []plugin.Record) error { return nil }
-func (nopSink) Close(context.Context) error                   { return nil }
+func (nopSink) Close(context.Context) error                    { return nil }
 
 func init() {
 	load := func(raw map[string]any, prefix string, env plugin.LookupEnv) (plugin.Config, error) {
