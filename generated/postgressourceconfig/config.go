@@ -68,9 +68,9 @@ type Config struct {
 	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"".
 	Tables []string
 
-	// BatchSize is the batch_size key: Upper bound of one poll. Polling: rows per batch. CDC: changes per peek as PostgreSQL counts them (transaction begin and commit count too); a transaction is never split, so one large transaction comes back whole.
+	// BatchSize is the batch_size key: Upper bound of one poll. Polling: rows per batch. CDC: changes per peek as PostgreSQL counts them (transaction begin and commit count too); a transaction is never split, so one large transaction comes back whole. Every CDC peek re-decodes the WAL from the slot's restart point, so small CDC batches cost far more than large ones.
 	//
-	// Default: 1000.
+	// Default: 10000.
 	BatchSize int
 
 	// PollInterval is the poll_interval key: How long a poll waits when there is nothing new, and between reconnection attempts.
@@ -321,7 +321,7 @@ func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, e
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
 	c.Mode = ModeCDC
-	c.BatchSize = 1000
+	c.BatchSize = 10000
 	c.PollInterval = time.Second
 	c.CreateSlot = true
 	c.CreatePublication = true

@@ -1,0 +1,74 @@
+package postgressource
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// load builds a source the way the runtime does: generated Load, then New.
+func load(t testing.TB, raw map[string]any, st []byte) (plugin.Source, error) {
+	cfg, err := postgressourceconfig.Load(raw, "PICOMQ_CONNECTORS_SOURCE_PG_PLUGIN_CONFIG_", func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg, testEnv(st))
+}
+
+func TestConformance(t *testing.T) {
+	for _, mode := range []string{"cdc", "polling"} {
+		t.Run(mode, func(t *testing.T) {
+			var raw map[string]any
+			setup := func(t *testing.T) {
+				db := newDB(t)
+				db.exec(`CREATE TABLE ev (id int PRIMARY KEY, v text)`)
+				raw = map[string]any{
+					"connection_string": db.dsn, "mode": mode, "tables": []any{"public.ev"},
+					"batch_size": 8, "poll_interval": "20ms", "replication_slot": "s_" + db.tag, "publication": "p_" + db.tag,
+				}
+				if mode == "cdc" {
+					s, err := load(t, raw, nil) // creates the slot and publication
+					if err != nil {
+						t.Fatal(err)
+					}
+					s.Close(context.Background())
+				}
+				for i := 1; i <= 12; i++ {
+					db.exec(fmt.Sprintf(`INSERT INTO ev VALUES (%d, 'v')`, i))
+				}
+			}
+			sourcetest.Run(t, func(t *testing.T, st []byte) (plugin.Source, error) {
+				return load(t, raw, st)
+			}, sourcetest.WithSetup(setup))
+		})
+	}
+}
+
+func TestLoadAndNew(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE ev (id int PRIMARY KEY)`)
+	_, err := load(t, map[string]any{"connection_string": db.dsn, "tables": []any{"ev"}, "mode": "polling", "delete_after_read": true, "processed_column": "x"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "delete_after_read and processed_column") {
+		t.Errorf("got %v", err)
+	}
+	_, err = load(t, map[string]any{"tables": []any{"ev"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "connection_string is required") {
+		t.Errorf("got %v", err)
+	}
+	s, err := load(t, map[string]any{"connection_string": db.dsn, "tables": []any{"ev"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if got := db.value(`SELECT slot_name FROM pg_replication_slots WHERE slot_name = 'picomq_test'`); got != "picomq_test" {
+		t.Errorf("default slot name: %q", got)
+	}
+	if _, ok := plugin.Lookup("libpicomq_connector_postgres_source"); !ok {
+		t.Error("not registered")
+	}
+}

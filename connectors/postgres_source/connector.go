@@ -1,0 +1,47 @@
+package postgressource
+
+import (
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+func init() { postgressourceconfig.RegisterSource(New) }
+
+// New builds the source from its generated configuration and the committed
+// state in env.State. It connects and checks the database (wal_level,
+// privileges, slot, publication, tables); configuration and permission
+// problems are errors here, while a database that cannot be reached yet is
+// retried by Poll.
+func New(cfg postgressourceconfig.Config, env plugin.Env) (plugin.Source, error) {
+	return newSource(optionsFrom(cfg, env.Key), env)
+}
+
+func optionsFrom(cfg postgressourceconfig.Config, key string) options {
+	opt := options{
+		ConnString:        cfg.ConnectionString.Reveal(),
+		Mode:              string(cfg.Mode),
+		Tables:            cfg.Tables,
+		BatchSize:         cfg.BatchSize,
+		PollInterval:      cfg.PollInterval,
+		Slot:              cfg.ReplicationSlot,
+		Publication:       cfg.Publication,
+		CreateSlot:        cfg.CreateSlot,
+		CreatePublication: cfg.CreatePublication,
+		CaptureOperations: cfg.CaptureOperations,
+		Snapshot:          string(cfg.Snapshot),
+		TrackingColumn:    cfg.TrackingColumn,
+		InitialOffset:     cfg.InitialOffset,
+		ProcessedColumn:   cfg.ProcessedColumn,
+		DeleteAfterRead:   cfg.DeleteAfterRead,
+		PrimaryKeyColumn:  cfg.PrimaryKeyColumn,
+		IncludeMetadata:   cfg.IncludeMetadata,
+		NumericAsString:   cfg.NumericFormat == postgressourceconfig.NumericFormatString,
+	}
+	if opt.Slot == "" {
+		opt.Slot = defaultName(key)
+	}
+	if opt.Publication == "" {
+		opt.Publication = defaultName(key)
+	}
+	return opt
+}
