@@ -76,8 +76,12 @@ func NextSteps(d templates.Data) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nNext steps:\n")
-	fmt.Fprintf(&b, "  1. go generate ./...        # writes generated/%s/ and links the connector into the binaries\n", d.ConfigPkg)
-	fmt.Fprintf(&b, "  2. go test ./connectors/%s/... && go run ./cmd/pico-connectors validate examples/%s.toml\n", d.Name, d.Name)
-	fmt.Fprintf(&b, "  3. edit schemas/%s.json and connectors/%s/%s to do the real work; rerun step 1 after each schema change\n", d.Name, d.Name, code)
+	fmt.Fprintf(&b, "  1. go generate ./...\n")
+	fmt.Fprintf(&b, "     writes generated/%s/ from the schema and links the connector into the binaries\n", d.ConfigPkg)
+	fmt.Fprintf(&b, "  2. go test ./connectors/%s/...\n", d.Name)
+	fmt.Fprintf(&b, "     runs its tests, including the connector test kit's conformance suite\n")
+	fmt.Fprintf(&b, "  3. cp examples/%s.toml examples/demo/connectors/ && go run ./cmd/pico-connectors validate --config examples/demo/runtime.toml\n", d.Name)
+	fmt.Fprintf(&b, "     adds it to the demo and checks the definition; go run ./cmd/pico-connectors run --config examples/demo/runtime.toml runs it\n")
+	fmt.Fprintf(&b, "Then make it do the real work in schemas/%s.json and connectors/%s/%s (rerun step 1 after each schema change).\n", d.Name, d.Name, code)
 	return b.String()
 }

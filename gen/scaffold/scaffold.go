@@ -34,7 +34,7 @@ type File struct {
 // DefaultTopic is the topic the example definitions read (sinks) or write
 // (sources) unless Options.Topic says otherwise: the topic the demo
 // pipeline's random source writes.
-const DefaultTopic = "demo.events"
+const DefaultTopic = "demo.numbers"
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
