@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -138,9 +139,10 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 		return plugin.Batch{}, nil
 	}
 	ts := s.now().UTC()
+	tsText := ts.AppendFormat(nil, "2006-01-02T15:04:05.000Z07:00")
 	b := plugin.Batch{Messages: make([]plugin.Message, n)}
 	for i := range b.Messages {
-		b.Messages[i] = s.record(start+int64(i), ts)
+		b.Messages[i] = s.record(start+int64(i), ts, tsText)
 	}
 	next := start + n
 	b.State, _ = json.Marshal(State{NextSeq: next})
@@ -165,12 +167,15 @@ func (s *Source) OnBatchResult(_ context.Context, r plugin.Result) error {
 // Close releases nothing; the source holds no resources.
 func (s *Source) Close(context.Context) error { return nil }
 
-const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+// letters has 64 characters, so six random bits pick one.
+const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
 
 // record builds record seq. Its random parts come from a generator seeded
 // with (seed, seq).
-func (s *Source) record(seq int64, ts time.Time) plugin.Message {
-	rng := rand.New(rand.NewPCG(s.opt.Seed, uint64(seq)))
+func (s *Source) record(seq int64, ts time.Time, tsText []byte) plugin.Message {
+	var pcg rand.PCG
+	pcg.Seed(s.opt.Seed, uint64(seq))
+	rng := &pcg
 	m := plugin.Message{Timestamp: ts}
 	switch s.opt.KeyShape {
 	case keySequence:
@@ -187,7 +192,7 @@ func (s *Source) record(seq int64, ts time.Time) plugin.Message {
 	}
 	switch s.opt.PayloadShape {
 	case payloadText:
-		m.Payload = randomLetters(rng, s.opt.PayloadSize)
+		m.Payload = appendLetters(make([]byte, 0, s.opt.PayloadSize), rng, s.opt.PayloadSize)
 	case payloadBytes:
 		m.Payload = randomBytes(rng, s.opt.PayloadSize)
 	default:
@@ -195,20 +200,20 @@ func (s *Source) record(seq int64, ts time.Time) plugin.Message {
 		p = append(p, `{"seq":`...)
 		p = strconv.AppendInt(p, seq, 10)
 		p = append(p, `,"ts":"`...)
-		p = ts.AppendFormat(p, "2006-01-02T15:04:05.000Z07:00")
+		p = append(p, tsText...)
 		p = append(p, `","filler":"`...)
 		fill := s.opt.PayloadSize - len(p) - 2
 		if fill < 0 {
 			fill = 0
 		}
-		p = append(p, randomLetters(rng, fill)...)
+		p = appendLetters(p, rng, fill)
 		p = append(p, `"}`...)
 		m.Payload = p
 	}
 	return m
 }
 
-func randomBytes(rng *rand.Rand, n int) []byte {
+func randomBytes(rng *rand.PCG, n int) []byte {
 	b := make([]byte, n)
 	for i := 0; i < n; i += 8 {
 		var w [8]byte
@@ -218,15 +223,16 @@ func randomBytes(rng *rand.Rand, n int) []byte {
 	return b
 }
 
-func randomLetters(rng *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	var w uint64
-	for i := range b {
-		if i%8 == 0 {
-			w = rng.Uint64()
+// appendLetters appends n random letters, ten per random word.
+func appendLetters(b []byte, rng *rand.PCG, n int) []byte {
+	b = slices.Grow(b, n)
+	out := b[len(b) : len(b)+n]
+	for i := 0; i < n; i += 10 {
+		w := rng.Uint64()
+		for j := i; j < i+10 && j < n; j++ {
+			out[j] = letters[w&63]
+			w >>= 6
 		}
-		b[i] = letters[int(w&0xff)%len(letters)]
-		w >>= 8
 	}
-	return b
+	return b[:len(b)+n]
 }
