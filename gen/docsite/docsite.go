@@ -329,15 +329,15 @@ func pluginPage(root string, p Plugin) (Page, error) {
 	md := strings.TrimRight(rewriteGenerated(string(gen)), "\n") + "\n"
 	if p.Kind == "sink" || p.Kind == "source" {
 		md += "\n## Example definition\n\n"
-		example, err := os.ReadFile(filepath.Join(root, "examples", p.Name+".toml"))
+		file, example, err := findExample(root, p)
 		switch {
-		case err == nil:
-			md += fmt.Sprintf("From `examples/%s.toml`:\n\n```toml\n%s\n```\n", p.Name, strings.TrimRight(string(example), "\n"))
-		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return Page{}, err
+		case example != nil:
+			md += fmt.Sprintf("From `%s`:\n\n```toml\n%s\n```\n", file, strings.TrimRight(string(example), "\n"))
+		default:
 			md += "A minimal definition file; see the [definition file reference](definition.md) for every key.\n\n" +
 				"```toml\n" + minimalDefinition(p) + "```\n"
-		default:
-			return Page{}, err
 		}
 	}
 	md += fmt.Sprintf("\nJSON Schema of `[plugin_config]`: [schemas/%s.json](schemas/%s.json). Back to the [catalog](index.md).\n", p.Name, p.Name)
@@ -363,6 +363,38 @@ func stripGeneratedHeader(md string) string {
 // rewriteDialect makes the dialect page's links work from the site.
 func rewriteDialect(md string) string {
 	return strings.ReplaceAll(md, "(../shared/spec/", "(https://picomq.dev/spec/")
+}
+
+// findExample returns examples/NAME.toml, or else the first definition
+// file under examples/ whose path names the plugin. file is relative to
+// root; example is nil when there is none.
+func findExample(root string, p Plugin) (file string, example []byte, err error) {
+	b, err := os.ReadFile(filepath.Join(root, "examples", p.Name+".toml"))
+	if err == nil {
+		return "examples/" + p.Name + ".toml", b, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", nil, err
+	}
+	pathLine := regexp.MustCompile(`(?m)^\s*path\s*=\s*["']` + regexp.QuoteMeta(p.Path) + `["']\s*(#.*)?$`)
+	var found string
+	walkErr := filepath.WalkDir(filepath.Join(root, "examples"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || found != "" {
+			return nil
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".toml") {
+			return nil
+		}
+		if c, err := os.ReadFile(path); err == nil && pathLine.Match(c) {
+			found, example = path, c
+		}
+		return nil
+	})
+	if walkErr != nil || found == "" {
+		return "", nil, nil
+	}
+	rel, _ := filepath.Rel(root, found)
+	return filepath.ToSlash(rel), example, nil
 }
 
 func minimalDefinition(p Plugin) string {

@@ -47,8 +47,15 @@ func TestMarkdownSite(t *testing.T) {
 		t.Errorf("alpha_sink page lacks its example definition:\n%s", alpha)
 	}
 	beta := read(t, filepath.Join(out, "beta_source.md"))
-	if !strings.Contains(beta, "type = \"source\"\nkey = \"beta\"") || !strings.Contains(beta, "create_topics = true") {
-		t.Errorf("beta_source page lacks a minimal definition:\n%s", beta)
+	if !strings.Contains(beta, "From `examples/demo/beta.toml`:\n\n```toml\ntype = \"source\"\nkey = \"demo_beta\"") {
+		t.Errorf("beta_source page lacks the example found under examples/:\n%s", beta)
+	}
+	site, err := Load(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := minimalDefinition(site.Plugins[1]); !strings.Contains(md, "type = \"source\"\nkey = \"beta\"") || !strings.Contains(md, "create_topics = true") {
+		t.Errorf("minimal definition of beta_source:\n%s", md)
 	}
 	if strings.Contains(read(t, filepath.Join(out, "gamma_fields.md")), "Example definition") {
 		t.Error("a transform page has a definition example")
