@@ -395,3 +395,15 @@ func TestBadDefinitionAndOpenFailure(t *testing.T) {
 		t.Fatalf("Run = %v, status %s", err, tr.Status())
 	}
 }
+
+func TestPatternPicksUpTopicsCreatedLater(t *testing.T) {
+	b := startBroker(t)
+	produce(t, b, "logs.a", `{"n":1}`)
+	sink := &recSink{}
+	r := run(t, Config{Topics: []definition.Topics{{Pattern: `logs\..+`, PollInterval: "20ms",
+		Properties: map[string]string{"topic.metadata.refresh.interval.ms": "200"}}}, Sink: sink, BootstrapServers: b.Addr()})
+	waitFor(t, "logs.a", func() bool { return sink.okCount() == 1 })
+	produce(t, b, "logs.b", `{"n":2}`)
+	waitFor(t, "logs.b, created after the subscription", func() bool { return sink.okCount() == 2 })
+	r.stop(t)
+}
