@@ -83,6 +83,7 @@ type addFields struct {
 	overwrite bool
 }
 
+// Apply sets the fields on the record.
 func (a *addFields) Apply(rec *plugin.TransformRecord) error {
 	m, err := object("add_fields", rec)
 	if err != nil {
@@ -130,6 +131,7 @@ func DeleteFields(fields []string) plugin.Transform {
 
 type deleteFields struct{ fields []string }
 
+// Apply removes the fields from the record.
 func (d *deleteFields) Apply(rec *plugin.TransformRecord) error {
 	m, err := object("delete_fields", rec)
 	if err != nil {
@@ -162,6 +164,7 @@ type renameFields struct {
 	fields map[string]string
 }
 
+// Apply moves the fields to their new names.
 func (r *renameFields) Apply(rec *plugin.TransformRecord) error {
 	m, err := object("rename_fields", rec)
 	if err != nil {
