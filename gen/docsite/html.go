@@ -82,7 +82,7 @@ func (s *Site) writeHTML(out string) error {
 </head>
 <body>
 `, html.EscapeString(p.Title))
-		b.WriteString(strings.Replace(nav, `href="`+p.Slug+`.html"`, `href="`+p.Slug+`.html" aria-current="page"`, 1))
+		b.WriteString(strings.Replace(nav, `<li><a href="`+p.Slug+`.html"`, `<li><a href="`+p.Slug+`.html" aria-current="page"`, 1))
 		fmt.Fprintf(&b, "<main id=\"content\" data-page=\"%s\">\n", html.EscapeString(p.Slug))
 		b.Write(body.Bytes())
 		b.WriteString("</main>\n</body>\n</html>\n")
