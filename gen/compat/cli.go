@@ -96,6 +96,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	broken := 0
+	if *base != "" && len(fs.Args()) == 0 {
+		// A schema removed since the base breaks every definition naming it.
+		old, err := GitList(*dir, *base, "schemas")
+		if err != nil {
+			fmt.Fprintf(stderr, "picogen compat: %v\n", err)
+			return 2
+		}
+		for _, f := range old {
+			if _, err := os.Stat(filepath.Join(*dir, f)); errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintf(stdout, "%s: schema removed: definitions that use this connector no longer load\n", f)
+				broken++
+			}
+		}
+	}
 	for _, p := range pairs {
 		cs, err := Compare(p.old, p.new)
 		if err != nil {
@@ -114,6 +128,31 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "no breaking changes in %d schema(s)\n", len(pairs))
 	return 0
+}
+
+// GitList returns the *.json files directly in folder dir/folder as
+// committed at rev, as slash paths relative to dir.
+func GitList(dir, rev, folder string) ([]string, error) {
+	if strings.HasPrefix(rev, "-") {
+		return nil, fmt.Errorf("bad revision %q", rev)
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.Command("git", "-C", dir, "ls-tree", "--name-only", rev+":./"+folder)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		msg := errb.String()
+		if strings.Contains(msg, "Not a valid object name") || strings.Contains(msg, "does not exist") || strings.Contains(msg, "not a tree object") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("git ls-tree %s:%s: %s", rev, folder, strings.TrimSpace(msg))
+	}
+	var files []string
+	for _, name := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.HasSuffix(name, ".json") {
+			files = append(files, folder+"/"+name)
+		}
+	}
+	return files, nil
 }
 
 // GitShow reads path as committed at rev in the repository at dir. found is

@@ -101,6 +101,13 @@ func compareObject(path string, o, n map[string]any, cs *[]Change) {
 				continue
 			}
 		}
+		// Every alias files may use must still be accepted.
+		for _, a := range aliases(op[name]) {
+			if _, isKey := np[a]; isKey || slices.Contains(aliases(ns), a) || aliasedBy(np, a) != "" {
+				continue
+			}
+			add(key, KeyRemoved, "alias %q is no longer accepted", a)
+		}
 		compareKey(key, op[name], ns, cs)
 	}
 	for _, name := range sortedKeys(np) {
@@ -154,6 +161,11 @@ func compareKey(key string, o, n map[string]any, cs *[]Change) {
 		ne, restricted := n["enum"].([]any)
 		if restricted {
 			alias := enumAliases(n)
+			for _, a := range sortedKeys(enumAliases(o)) {
+				if alias[a] == "" && !containsJSON(ne, a) {
+					add(EnumValueRemoved, "value alias %q is no longer accepted", a)
+				}
+			}
 			for _, v := range oe {
 				if containsJSON(ne, v) {
 					continue
@@ -415,9 +427,7 @@ func enumAliases(s map[string]any) map[string]string {
 		for k, v := range m {
 			switch x := v.(type) {
 			case string:
-				// Either alias → value or value → alias; both fill the map.
-				out[k] = x
-				out[x] = k
+				out[k] = x // alias → canonical value
 			case []any:
 				for _, a := range x {
 					if as, ok := a.(string); ok {

@@ -96,6 +96,12 @@ func TestBreakingChanges(t *testing.T) {
 		{"NewBothOrNeither", func(s map[string]any, p map[string]map[string]any) {
 			p["bucket"]["x-both-or-neither"] = "retry_delay"
 		}, Change{Key: "bucket", Kind: RequiredAdded}},
+		{"KeyAliasRemoved", func(s map[string]any, p map[string]map[string]any) {
+			delete(p["max_attempts"], "x-aliases")
+		}, Change{Key: "max_attempts", Kind: KeyRemoved}},
+		{"EnumValueAliasRemoved", func(s map[string]any, p map[string]map[string]any) {
+			delete(p["output_format"], "x-enum-aliases")
+		}, Change{Key: "output_format", Kind: EnumValueRemoved}},
 		{"MinimumRaised", func(s map[string]any, p map[string]map[string]any) {
 			p["max_attempts"]["minimum"] = 2
 		}, Change{Key: "max_attempts", Kind: BoundsNarrowed}},
@@ -238,6 +244,11 @@ func TestMainBase(t *testing.T) {
 	if code != 1 || !strings.Contains(out.String(), "schemas/a_sink.json: bucket: key removed") ||
 		!strings.Contains(out.String(), "schemas/b_sink.json: new at this revision") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, &out, &errb)
+	}
+	os.Remove(filepath.Join(dir, "schemas", "a_sink.json"))
+	out.Reset()
+	if code := Main([]string{"--base", "HEAD", "-C", dir}, &out, &errb); code != 1 || !strings.Contains(out.String(), "schemas/a_sink.json: schema removed") {
+		t.Fatalf("exit %d for a removed schema:\n%s%s", code, &out, &errb)
 	}
 	out.Reset()
 	if code := Main([]string{"--base", "HEAD", "-C", dir, "schemas/b_sink.json"}, &out, &errb); code != 0 {
