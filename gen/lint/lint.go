@@ -268,6 +268,20 @@ func (l *linter) checkDefault(s map[string]any, def any) string {
 	if err := compiled.Validate(def); err != nil {
 		return "fails the key's rules: " + lastLine(err.Error())
 	}
+	// A template's placeholders must be among x-placeholders.
+	if str(s["x-type"]) == "template" {
+		if text, ok := def.(string); ok {
+			var allowed []string
+			if ps, ok := s["x-placeholders"].([]any); ok {
+				for _, p := range ps {
+					allowed = append(allowed, str(p))
+				}
+			}
+			if _, err := confkit.ParseTemplate(text, allowed); err != nil {
+				return "is not a valid template for this key: " + err.Error()
+			}
+		}
+	}
 	// The x- bounds, which JSON Schema does not know.
 	return xBounds(s, def)
 }

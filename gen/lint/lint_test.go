@@ -70,6 +70,8 @@ func TestFindings(t *testing.T) {
 			BadDefault, "d", `default "soon"`},
 		{"DefaultZeroDurationExclusive", `{"description":"d","properties":{"d":{"type":"string","x-type":"duration","x-exclusive-minimum":"0s","default":"0s","description":"d"}}}`,
 			BadDefault, "d", "not above x-exclusive-minimum"},
+		{"DefaultTemplateUnknownPlaceholder", `{"description":"d","properties":{"p":{"type":"string","x-type":"template","x-placeholders":["topic"],"default":"{topic}/{day}","description":"d"}}}`,
+			BadDefault, "p", "is not a valid template for this key"},
 		{"EnumWithoutDescriptions", `{"description":"d","properties":{"f":{"type":"string","enum":["a","b"],"description":"a or ab"}}}`,
 			EnumUndescribed, "f", "enum value(s) b are not described"},
 		{"ListEnumUndescribed", `{"description":"d","properties":{"ops":{"type":"array","description":"Changes: insert.","items":{"type":"string","enum":["insert","delete"]}}}}`,
