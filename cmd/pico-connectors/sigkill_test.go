@@ -35,15 +35,39 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// buildBinary compiles pico-connectors into a temporary folder.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary compiles pico-connectors once per test run.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pico-connectors")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "pico-connectors-test-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "pico-connectors")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return binPath
 }
 
 type randomState struct {
