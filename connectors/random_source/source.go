@@ -4,8 +4,9 @@
 // where the last acknowledged batch ended.
 //
 // Every byte of a record except the json shape's ts field is derived from
-// the seed and the sequence number, so a replayed batch is identical to
-// the first attempt.
+// the seed and the sequence number, and a batch re-read after a Nack keeps
+// the timestamp of its first attempt, so a replayed batch is identical to
+// the first attempt (after a restart only ts differs).
 package randomsource
 
 import (
@@ -86,6 +87,10 @@ type Source struct {
 	candidate int64 // next seq if the batch in flight is acknowledged
 	lastPoll  time.Time
 	now       func() time.Time
+	// batchTS is the time of the first attempt of the batch starting at
+	// batchStart, reused when that batch is read again after a Nack.
+	batchTS    time.Time
+	batchStart int64
 }
 
 func newSource(opt options, state []byte) (*Source, error) {
@@ -138,7 +143,12 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	if n <= 0 {
 		return plugin.Batch{}, nil
 	}
-	ts := s.now().UTC()
+	s.mu.Lock()
+	if s.batchTS.IsZero() || s.batchStart != start {
+		s.batchTS, s.batchStart = s.now().UTC(), start
+	}
+	ts := s.batchTS
+	s.mu.Unlock()
 	tsText := ts.AppendFormat(nil, "2006-01-02T15:04:05.000Z07:00")
 	b := plugin.Batch{Messages: make([]plugin.Message, n)}
 	for i := range b.Messages {
