@@ -1,11 +1,12 @@
 package definition
 
 import (
+	"errors"
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -88,10 +89,9 @@ func safeLoad(load func(map[string]any, string, plugin.LookupEnv) (plugin.Config
 	return load(raw, prefix, env)
 }
 
-// convertProblems splits a Load error into problems under key. It
-// understands errors that are slices (such as confkit.Problems) of values
-// with Key/Path/Field and Message fields, and errors joined with
-// errors.Join; anything else becomes one problem per line.
+// convertProblems splits a Load error into problems under key: each
+// confkit.Problem keeps its own key path; anything else becomes one problem
+// per line.
 func convertProblems(file, key string, err error) Problems {
 	var out Problems
 	addOne := func(sub, msg string) {
@@ -101,31 +101,17 @@ func convertProblems(file, key string, err error) Problems {
 		}
 		out = append(out, Problem{File: file, Key: k, Message: msg})
 	}
-	rv := reflect.ValueOf(err)
-	for rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		rv = rv.Elem()
-	}
-	if rv.Kind() == reflect.Slice {
-		for i := 0; i < rv.Len(); i++ {
-			e := rv.Index(i)
-			for e.Kind() == reflect.Pointer || e.Kind() == reflect.Interface {
-				if e.IsNil() {
-					break
-				}
-				e = e.Elem()
-			}
-			if e.Kind() == reflect.Struct {
-				sub, msg := structProblem(e)
-				if msg != "" {
-					addOne(sub, msg)
-					continue
-				}
-			}
-			addOne("", fmt.Sprint(e.Interface()))
+	var cps confkit.Problems
+	var cp confkit.Problem
+	switch {
+	case errors.As(err, &cps):
+		for _, p := range cps {
+			addOne(p.Key, p.Message)
 		}
-		if len(out) > 0 {
-			return out
-		}
+		return out
+	case errors.As(err, &cp):
+		addOne(cp.Key, cp.Message)
+		return out
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
@@ -141,19 +127,6 @@ func convertProblems(file, key string, err error) Problems {
 		}
 	}
 	return out
-}
-
-func structProblem(e reflect.Value) (key, msg string) {
-	str := func(names ...string) string {
-		for _, n := range names {
-			f := e.FieldByName(n)
-			if f.IsValid() && f.Kind() == reflect.String && f.String() != "" {
-				return f.String()
-			}
-		}
-		return ""
-	}
-	return str("Key", "Path", "Field"), str("Message", "Msg", "Text")
 }
 
 // unknownVariables reports PICOMQ_CONNECTORS_ variables that changed
