@@ -32,7 +32,7 @@ func Connector(s *model.Schema) []byte {
 
 	prefix, block, where := envPrefix(s)
 	w("## Configuration\n\n")
-	w("All keys go under %s. Every key can be set from the environment variable shown, %s; the variable wins over the file.\n\n", Code(block), where)
+	w("All keys go under %s. Every key can be set from the environment variable shown, %s; the variable wins over the file. Lists take comma-separated values or a JSON array, tables a JSON object.\n\n", Code(block), where)
 	w("| Key | Type | Default | Meaning | Env variable |\n|---|---|---|---|---|\n")
 	s.Root.Walk(func(pr *model.Property) {
 		if pr.Kind == model.Nested {

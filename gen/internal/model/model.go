@@ -864,25 +864,34 @@ func subset(l []string, allowed ...string) bool {
 // constraintWords describes standard constraints for the docs.
 func constraintWords(n *jsonx.Node, pr *Property) []string {
 	var out []string
-	num := func(k, words string) {
+	num := func(k, words string, unit ...string) {
 		if v, ok := n.Get(k).Number(); ok {
 			r, _ := new(big.Rat).SetString(string(v))
 			s := string(v)
 			if r != nil {
 				s = r.RatString()
 			}
-			out = append(out, words+" "+s)
+			w := words + " " + s
+			if len(unit) == 2 {
+				if s == "1" {
+					w += " " + unit[0]
+				} else {
+					w += " " + unit[1]
+				}
+			}
+			out = append(out, w)
 		}
 	}
 	num("minimum", "at least")
 	num("exclusiveMinimum", "above")
 	num("maximum", "at most")
 	num("exclusiveMaximum", "below")
-	num("minLength", "length at least")
-	num("maxLength", "length at most")
-	num("minItems", "at least this many items:")
-	num("maxItems", "at most this many items:")
-	num("minProperties", "at least this many entries:")
+	num("minLength", "at least", "character", "characters")
+	num("maxLength", "at most", "character", "characters")
+	num("minItems", "at least", "item", "items")
+	num("maxItems", "at most", "item", "items")
+	num("minProperties", "at least", "entry", "entries")
+	num("maxProperties", "at most", "entry", "entries")
 	if s, ok := n.Get("pattern").String(); ok {
 		out = append(out, "matches `"+s+"`")
 	}
