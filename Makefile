@@ -49,3 +49,11 @@ tools:
 
 clean:
 	rm -rf bin site
+
+## bench: one table of measured figures against same-run baselines (≈5 min)
+bench: tools
+	$(GO) run ./cmd/pico-bench --markdown bench.md --png bench.png
+
+## reliability: kill, fault and bad-input scenarios against real servers
+reliability: tools
+	$(GO) run ./cmd/pico-reliability $(RELIABILITY_FLAGS)
