@@ -241,11 +241,16 @@ func joinErrors(errs []error) error {
 	return Errors(errs)
 }
 
-// injectFormats adds "format" to each x-type property, recursively.
+// injectFormats adds "format" to each x-type property, and
+// "additionalProperties": false to each table that does not say, so
+// unknown keys are rejected; recursively.
 func (p *parser) injectFormats(n *jsonx.Node, ptr string) {
 	props := n.Get("properties")
 	if !props.IsObject() {
 		return
+	}
+	if n.Get("additionalProperties") == nil {
+		n.Set("additionalProperties", &jsonx.Node{Value: false}, "")
 	}
 	for _, k := range props.Keys {
 		pn := props.Fields[k]
@@ -260,10 +265,10 @@ func (p *parser) injectFormats(n *jsonx.Node, ptr string) {
 }
 
 func (p *parser) object(n *jsonx.Node, ptr string, path []string, typeName string) *Object {
-	o := &Object{Pointer: ptr, Path: path, TypeName: typeName}
+	o := &Object{Pointer: ptr, Path: path, TypeName: typeName, Closed: true}
 	if ap := n.Get("additionalProperties"); ap != nil {
-		if b, ok := ap.Bool(); ok && !b {
-			o.Closed = true
+		if b, ok := ap.Bool(); !ok || b {
+			o.Closed = false
 		}
 	}
 	required := map[string]bool{}
