@@ -407,3 +407,36 @@ func TestPatternPicksUpTopicsCreatedLater(t *testing.T) {
 	waitFor(t, "logs.b, created after the subscription", func() bool { return sink.okCount() == 2 })
 	r.stop(t)
 }
+
+func TestBrokerRestartResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("broker restart takes a few seconds")
+	}
+	dir := t.TempDir()
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addr()
+	produce(t, b, "r", jsonValues("n", 10)...)
+	sink := &recSink{}
+	r := run(t, Config{Topics: []definition.Topics{{Topic: definition.Route{Literal: "r"}, PollInterval: "20ms"}}, Sink: sink, BootstrapServers: addr,
+		Properties: map[string]string{"reconnect.backoff.max.ms": "200"}})
+	waitFor(t, "10 records", func() bool { return sink.okCount() == 10 })
+	b.Close()
+	time.Sleep(500 * time.Millisecond)
+	b2, err := broker.Start(broker.Config{Address: addr, AutoCreateTopics: true, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Close() })
+	more := jsonValues("m", 10)
+	produce(t, b2, "r", more...)
+	waitFor(t, "20 records", func() bool { return sink.okCount() >= 20 })
+	r.stop(t)
+	got := values(sink.ok, "r")
+	want := append(jsonValues("n", 10), more...)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v", got)
+	}
+}
