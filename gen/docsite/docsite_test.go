@@ -3,11 +3,13 @@ package docsite
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -202,27 +204,53 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// dumpDOM loads a page in headless Chromium and returns the DOM it built.
-func dumpDOM(t *testing.T, bin, file string) string {
+// dumpDOMs loads pages in headless Chromium, four at a time, and returns
+// the DOM it built for each.
+func dumpDOMs(t *testing.T, bin string, files []string) []string {
 	t.Helper()
+	doms := make([]string, len(files))
+	errs := make([]string, len(files))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, file := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			doms[i], errs[i] = dumpDOM(bin, file, t.TempDir())
+		}()
+	}
+	wg.Wait()
+	for i, e := range errs {
+		if e != "" {
+			t.Fatalf("chromium %s: %s", files[i], e)
+		}
+	}
+	return doms
+}
+
+// dumpDOM loads one page in headless Chromium and returns the DOM it
+// built, or a failure message.
+func dumpDOM(bin, file, profile string) (string, string) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
-		t.Fatal(err)
+		return "", err.Error()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--dump-dom", "file://"+abs)
+		"--user-data-dir="+profile, "--dump-dom", "file://"+abs)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %s: %v\n%s", file, err, stderr.String())
+		return "", fmt.Sprintf("%v\n%s", err, stderr.String())
 	}
 	if stdout.Len() == 0 {
-		t.Fatalf("chromium rendered nothing for %s:\n%s", file, stderr.String())
+		return "", "rendered nothing:\n" + stderr.String()
 	}
-	return stdout.String()
+	return stdout.String(), ""
 }
 
 var (
@@ -265,7 +293,12 @@ func checkInBrowser(t *testing.T, root string) {
 		t.Fatal(err)
 	}
 	checkLinks(t, out)
-	index := dumpDOM(t, bin, filepath.Join(out, "index.html"))
+	files := []string{filepath.Join(out, "index.html")}
+	for _, p := range site.Plugins {
+		files = append(files, filepath.Join(out, p.Name+".html"))
+	}
+	doms := dumpDOMs(t, bin, files)
+	index := doms[0]
 	if !strings.Contains(index, "<table>") {
 		t.Fatalf("the catalog has no table in the browser:\n%s", index)
 	}
@@ -275,8 +308,8 @@ func checkInBrowser(t *testing.T, root string) {
 			t.Errorf("the catalog does not link %s", p.Name)
 		}
 	}
-	for _, p := range site.Plugins {
-		dom := dumpDOM(t, bin, filepath.Join(out, p.Name+".html"))
+	for i, p := range site.Plugins {
+		dom := doms[i+1]
 		keys, ok := configTable(dom)
 		if !ok {
 			t.Errorf("%s: no Configuration table in the browser", p.Name)
