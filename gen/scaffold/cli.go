@@ -28,8 +28,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	dry := fs.Bool("dry-run", false, "list the files without writing them")
-	root := fs.String("C", ".", "repository root")
-	fs.StringVar(root, "root", ".", "same as -C")
+	root := fs.String("C", "", "repository root (default: the folder holding go.mod, from here up)")
+	fs.StringVar(root, "root", "", "same as -C")
 	topic := fs.String("topic", "", "topic of the example definition")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -130,7 +130,8 @@ func Render(d templates.Data) ([]File, error) {
 
 // Options says what New writes where.
 type Options struct {
-	// Root is the repository root; empty means the current directory.
+	// Root is the repository root; empty means the folder holding go.mod,
+	// found from the current directory up.
 	Root string
 	// Kind is "sink" or "source".
 	Kind string
@@ -147,12 +148,16 @@ type Options struct {
 // It writes nothing when the name is bad, a file or the connector folder
 // already exists, or a target folder cannot be written.
 func New(opts Options) ([]File, error) {
-	root := opts.Root
-	if root == "" {
-		root = "."
-	}
 	if err := CheckName(opts.Kind, opts.Name); err != nil {
 		return nil, err
+	}
+	root := opts.Root
+	if root == "" {
+		r, err := FindRoot(".")
+		if err != nil {
+			return nil, err
+		}
+		root = r
 	}
 	module, err := ModulePath(root)
 	if err != nil {
@@ -277,6 +282,22 @@ func writeNew(path string, content []byte) error {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// FindRoot returns the nearest folder from dir up that holds a go.mod.
+func FindRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod in %s or any folder above it: run picogen new inside the repository (or pass -C ROOT)", abs)
+		}
+	}
 }
 
 // ModulePath reads the module path from root/go.mod.

@@ -220,6 +220,19 @@ func TestRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "no go.mod in") {
 			t.Fatalf("err = %v", err)
 		}
+		t.Chdir(t.TempDir())
+		_, err = New(Options{Kind: "sink", Name: "webhook"})
+		if err == nil || !strings.Contains(err.Error(), "or any folder above it") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("FindsRootFromSubfolder", func(t *testing.T) {
+		dir := repo(t)
+		os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755)
+		t.Chdir(filepath.Join(dir, "a", "b"))
+		if _, err := New(Options{Kind: "sink", Name: "webhook", DryRun: true}); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("Usage", func(t *testing.T) {
 		var out, errb bytes.Buffer
