@@ -86,6 +86,10 @@ func typeWords(pr *model.Property) string {
 	case model.Enum:
 		var vs []string
 		for _, e := range pr.Enum {
+			if e.Value == "" {
+				vs = append(vs, `""`)
+				continue
+			}
 			vs = append(vs, e.Value)
 		}
 		return "one of " + strings.Join(vs, ", ")

@@ -776,7 +776,9 @@ func condExpr(c model.Cond) *jen.Statement {
 
 func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
 	table := strings.Join(o.Path, ".")
-	for _, d := range pr.DefaultIf {
+	// Emitted last to first, so that the first entry that holds wins.
+	for i := len(pr.DefaultIf) - 1; i >= 0; i-- {
+		d := pr.DefaultIf[i]
 		gr.If(jen.Op("!").Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(pr.Key)).Op("&&").Add(condExpr(d.When))).Block(
 			jen.Id("c").Dot(pr.GoName).Op("=").Add(valueLit(pr, d.Value)),
 		)
