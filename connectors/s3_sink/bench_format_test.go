@@ -1,0 +1,174 @@
+package s3sink
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// benchRecords returns n records with 100-byte JSON payloads and keys.
+func benchRecords(n, payloadSize int) []plugin.Record {
+	out := make([]plugin.Record, n)
+	base := time.Date(2026, 9, 3, 21, 15, 4, 0, time.UTC)
+	for i := range out {
+		p := fmt.Sprintf(`{"id":%d,"customer":"user-%d","total":%d.5,"currency":"EUR","items":[1,2,3],"note":"`, i, i%1000, i%977)
+		for len(p) < payloadSize-2 {
+			p += "x"
+		}
+		p += `"}`
+		out[i] = plugin.Record{Topic: "orders.eu", Offset: int64(1000 + i), Timestamp: base.Add(time.Duration(i) * 37 * time.Microsecond),
+			Key: []byte(fmt.Sprintf("user-%d", i%1000)), Payload: []byte(p), Schema: plugin.SchemaJSON}
+	}
+	return out
+}
+
+// jsonRecord is the same object, for encoding/json.
+type jsonRecord struct {
+	Offset    int64           `json:"offset"`
+	Timestamp string          `json:"timestamp"`
+	Topic     string          `json:"topic"`
+	Partition int32           `json:"partition"`
+	Key       []byte          `json:"key,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// jsonRecordDecoded carries the payload decoded, as a parse-and-reserialise
+// formatter would.
+type jsonRecordDecoded struct {
+	Offset    int64  `json:"offset"`
+	Timestamp string `json:"timestamp"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Key       []byte `json:"key,omitempty"`
+	Payload   any    `json:"payload"`
+}
+
+const benchN = 4096
+
+func benchSink(b *testing.B) {
+	recs := benchRecords(benchN, 100)
+	o := defaultOptions()
+	f := newFormatter(&o)
+	tail := metaTail("orders.eu", 0)
+	buf := make([]byte, 0, 8<<20)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if len(buf) > 7<<20 {
+			buf = buf[:0]
+		}
+		buf = f.appendRecord(buf, &recs[i%benchN], false, tail)
+	}
+	b.SetBytes(int64(len(recs[0].Payload)))
+}
+
+func benchEncodingJSON(b *testing.B) {
+	recs := benchRecords(benchN, 100)
+	buf := make([]byte, 0, 8<<20)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &recs[i%benchN]
+		if len(buf) > 7<<20 {
+			buf = buf[:0]
+		}
+		out, err := json.Marshal(jsonRecord{Offset: r.Offset, Timestamp: r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+			Topic: r.Topic, Partition: r.Partition, Key: r.Key, Payload: r.Payload})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = append(append(buf, out...), '\n')
+	}
+	b.SetBytes(int64(len(recs[0].Payload)))
+}
+
+func benchEncodingJSONDecoded(b *testing.B) {
+	recs := benchRecords(benchN, 100)
+	buf := make([]byte, 0, 8<<20)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &recs[i%benchN]
+		if len(buf) > 7<<20 {
+			buf = buf[:0]
+		}
+		var payload any
+		if err := json.Unmarshal(r.Payload, &payload); err != nil {
+			b.Fatal(err)
+		}
+		out, err := json.Marshal(jsonRecordDecoded{Offset: r.Offset, Timestamp: r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+			Topic: r.Topic, Partition: r.Partition, Key: r.Key, Payload: payload})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = append(append(buf, out...), '\n')
+	}
+	b.SetBytes(int64(len(recs[0].Payload)))
+}
+
+// BenchmarkFormat formats json_lines with metadata on 100-byte JSON
+// payloads: the sink's formatter, encoding/json with the payload as a
+// RawMessage, and encoding/json with the payload decoded and re-encoded.
+func BenchmarkFormat(b *testing.B) {
+	b.Run("sink", benchSink)
+	b.Run("encoding_json", benchEncodingJSON)
+	b.Run("encoding_json_decoded", benchEncodingJSONDecoded)
+}
+
+// BenchmarkFormatRatio formats the same records with the sink's formatter
+// and with encoding/json in one run, interleaved, and reports records/s,
+// allocations per record and the speed-up (target: at least 4x).
+func BenchmarkFormatRatio(b *testing.B) {
+	recs := benchRecords(benchN, 100)
+	o := defaultOptions()
+	f := newFormatter(&o)
+	tail := metaTail("orders.eu", 0)
+	buf := make([]byte, 0, 8<<20)
+	var sinkNs, rawNs, decNs time.Duration
+	var sinkAllocs uint64
+	var ms runtime.MemStats
+	for i := 0; i < b.N; i++ {
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		start := time.Now()
+		buf = buf[:0]
+		for j := range recs {
+			buf = f.appendRecord(buf, &recs[j], false, tail)
+		}
+		sinkNs += time.Since(start)
+		runtime.ReadMemStats(&ms)
+		sinkAllocs += ms.Mallocs - before
+
+		start = time.Now()
+		buf = buf[:0]
+		for j := range recs {
+			r := &recs[j]
+			out, _ := json.Marshal(jsonRecord{Offset: r.Offset, Timestamp: r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+				Topic: r.Topic, Partition: r.Partition, Key: r.Key, Payload: r.Payload})
+			buf = append(append(buf, out...), '\n')
+		}
+		rawNs += time.Since(start)
+
+		start = time.Now()
+		buf = buf[:0]
+		for j := range recs {
+			r := &recs[j]
+			var payload any
+			_ = json.Unmarshal(r.Payload, &payload)
+			out, _ := json.Marshal(jsonRecordDecoded{Offset: r.Offset, Timestamp: r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+				Topic: r.Topic, Partition: r.Partition, Key: r.Key, Payload: payload})
+			buf = append(append(buf, out...), '\n')
+		}
+		decNs += time.Since(start)
+	}
+	n := float64(b.N * benchN)
+	b.ReportMetric(n/sinkNs.Seconds(), "sink_rec/s")
+	b.ReportMetric(float64(sinkAllocs)/n, "sink_allocs/rec")
+	b.ReportMetric(n/rawNs.Seconds(), "encjson_rec/s")
+	b.ReportMetric(float64(rawNs)/float64(sinkNs), "x_vs_encjson")
+	b.ReportMetric(float64(decNs)/float64(sinkNs), "x_vs_encjson_decoded")
+}
