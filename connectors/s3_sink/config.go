@@ -1,0 +1,62 @@
+package s3sink
+
+import (
+	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+func init() { s3sinkconfig.RegisterSink(New) }
+
+// New builds the sink from its generated configuration. Nothing is checked
+// against the store until Open.
+func New(cfg s3sinkconfig.Config, env plugin.Env) (plugin.Sink, error) {
+	return newSink(fromConfig(cfg), env), nil
+}
+
+// fromConfig converts the generated Config into the sink's options.
+func fromConfig(c s3sinkconfig.Config) options {
+	o := options{
+		Bucket:           c.Bucket,
+		Region:           c.Region,
+		Prefix:           c.Prefix,
+		Endpoint:         c.Endpoint,
+		AccessKeyID:      c.AccessKeyID.Reveal(),
+		SecretAccessKey:  c.SecretAccessKey.Reveal(),
+		PathTemplate:     fromTemplate(c.PathTemplate),
+		RotateByMessages: c.FileRotation == s3sinkconfig.FileRotationMessages,
+		MaxFileSize:      c.MaxFileSize.Bytes(),
+		IncludeMetadata:  c.IncludeMetadata,
+		IncludeHeaders:   c.IncludeHeaders,
+		MaxAttempts:      c.MaxAttempts,
+		RetryDelay:       c.RetryDelay,
+		PathStyle:        c.PathStyle,
+	}
+	if c.MaxMessagesPerFile != nil {
+		o.MaxMessages = *c.MaxMessagesPerFile
+	}
+	switch c.OutputFormat {
+	case s3sinkconfig.OutputFormatJSONArray:
+		o.Format = formatJSONArray
+	case s3sinkconfig.OutputFormatRaw:
+		o.Format = formatRaw
+	default:
+		o.Format = formatJSONLines
+	}
+	return o
+}
+
+// fromTemplate takes the parsed parts of path_template, parsing the source
+// text itself when the parts are missing (a Config built in code).
+func fromTemplate(t confkit.Template) pathTemplate {
+	if len(t.Parts) == 0 && t.Source != "" {
+		if p, err := parsePathTemplate(t.Source); err == nil {
+			return p
+		}
+	}
+	out := pathTemplate{Source: t.Source, Parts: make([]templatePart, len(t.Parts))}
+	for i, p := range t.Parts {
+		out.Parts[i] = templatePart{Text: p.Text, Name: p.Name, Arg: p.Arg, HasArg: p.HasArg}
+	}
+	return out
+}
