@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -94,6 +95,9 @@ func Load(root string) (*Site, error) {
 		}
 		s.Pages = append(s.Pages, page)
 		s.Schemas[p.Name+".json"] = p.Schema
+		if p.Kind == "sink" || p.Kind == "source" {
+			s.Schemas["definitions/"+p.Name+".json"] = definitionSchema(p)
+		}
 	}
 	runtimePages, runtimeSchemas, err := runtimeReference(root)
 	if err != nil {
@@ -286,13 +290,34 @@ func catalog(plugins []Plugin) string {
 	return b.String()
 }
 
+// definitionSchema is the JSON Schema of a whole definition file of one
+// connector: the definition-file schema, with type and path fixed and
+// plugin_config checked against the connector's own schema. The references
+// are relative, so the copies beside the pages are used.
+func definitionSchema(p Plugin) []byte {
+	doc := map[string]any{
+		"$schema":     "https://json-schema.org/draft/2020-12/schema",
+		"title":       p.Name + " definition file",
+		"description": "A definition file of the " + p.Name + " connector. " + p.Description,
+		"allOf":       []any{map[string]any{"$ref": "../runtime/connector.json"}},
+		"properties": map[string]any{
+			"type":          map[string]any{"const": p.Kind},
+			"path":          map[string]any{"const": p.Path},
+			"plugin_config": map[string]any{"$ref": "../" + p.Name + ".json"},
+		},
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	return append(b, '\n')
+}
+
 // schemasPage lists the JSON Schemas copied beside the pages.
 func schemasPage(s *Site) string {
 	var b strings.Builder
 	b.WriteString("# JSON Schemas\n\n")
 	b.WriteString("These files sit beside the pages, under `schemas/`. Point an editor's TOML or JSON language server at them ")
-	b.WriteString("to get completion and checks while writing a definition file (for example, with Taplo: ")
-	b.WriteString("`#:schema ./schemas/runtime/<file>.json` on the first line).\n\n")
+	b.WriteString("to get completion and checks while writing a definition file: `schemas/definitions/<connector>.json` covers a whole ")
+	b.WriteString("definition file of one connector, `[plugin_config]` included (with Taplo, put `#:schema <site>/schemas/definitions/<connector>.json` ")
+	b.WriteString("on the first line).\n\n")
 	b.WriteString("| Schema | Describes |\n|---|---|\n")
 	paths := make([]string, 0, len(s.Schemas))
 	for p := range s.Schemas {
@@ -300,9 +325,15 @@ func schemasPage(s *Site) string {
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		what := "the `[plugin_config]` table of [" + strings.TrimSuffix(p, ".json") + "](" + strings.TrimSuffix(p, ".json") + ".md)"
-		if strings.HasPrefix(p, "runtime/") {
-			what = "the runtime config or definition file (see [Runtime config](runtime_config.md) and [Definition file](definition.md))"
+		name := strings.TrimSuffix(path.Base(p), ".json")
+		what := "the `[plugin_config]` table of [" + name + "](" + name + ".md)"
+		switch {
+		case p == "runtime/runtime.json":
+			what = "the [runtime config](runtime_config.md)"
+		case strings.HasPrefix(p, "runtime/"):
+			what = "any [definition file](definition.md)"
+		case strings.HasPrefix(p, "definitions/"):
+			what = "a whole definition file of [" + name + "](" + name + ".md), `[plugin_config]` included"
 		}
 		fmt.Fprintf(&b, "| [schemas/%s](schemas/%s) | %s |\n", p, p, what)
 	}

@@ -3,6 +3,7 @@ package docsite
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
 const fixture = "testdata/repo"
@@ -344,4 +348,54 @@ func TestBrowserRepository(t *testing.T) {
 		t.Fatalf("generated/docs is missing: run go generate ./... (%v)", err)
 	}
 	checkInBrowser(t, root)
+}
+
+// TestDefinitionSchemasAcceptExamples validates every example definition
+// of this repository against the definition schema written for its
+// connector, loaded from the site folder as an editor would.
+func TestDefinitionSchemasAcceptExamples(t *testing.T) {
+	root := filepath.Join("..", "..")
+	out := t.TempDir()
+	site, err := Build(Options{Root: root, Out: out, Format: Markdown})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, p := range site.Plugins {
+		if p.Kind == "transform" {
+			continue
+		}
+		file, example, err := findExample(root, p)
+		if err != nil || example == nil {
+			continue
+		}
+		var doc map[string]any
+		if err := toml.Unmarshal(example, &doc); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		b, _ := json.Marshal(doc)
+		var plain any
+		json.Unmarshal(b, &plain)
+		c := jsonschema.NewCompiler()
+		c.Draft = jsonschema.Draft2020
+		schema, err := c.Compile(filepath.Join(out, "schemas", "definitions", p.Name+".json"))
+		if err != nil {
+			t.Fatalf("%s: the definition schema does not compile: %v", p.Name, err)
+		}
+		if err := schema.Validate(plain); err != nil {
+			t.Errorf("%s does not validate against schemas/definitions/%s.json: %v", file, p.Name, err)
+		}
+		// The schema catches a plugin_config mistake.
+		doc["plugin_config"] = map[string]any{"no_such_key_at_all": 1}
+		b, _ = json.Marshal(doc)
+		json.Unmarshal(b, &plain)
+		if err := schema.Validate(plain); err == nil {
+			t.Errorf("schemas/definitions/%s.json accepts an unknown plugin_config key", p.Name)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no example definition found under examples/")
+	}
+	t.Logf("checked %d example definitions", checked)
 }
