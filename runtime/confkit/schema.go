@@ -137,9 +137,28 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 	info := spec.Keys[key]
 	switch rule {
 	case "required", "additionalProperties":
+		var names []string
+		known, haveKnown := spec.Known[key]
+		if obj, ok := valueAt(doc, path).(map[string]any); ok && rule == "additionalProperties" && haveKnown {
+			// Work the unknown keys out directly: the validator's message
+			// quotes them in a way that is ambiguous for keys with quotes.
+			allowed := make(map[string]bool, len(known))
+			for _, k := range known {
+				allowed[k] = true
+			}
+			for k := range obj {
+				if !allowed[k] {
+					names = append(names, k)
+				}
+			}
+			sort.Strings(names)
+		} else {
+			for _, m := range quoted.FindAllStringSubmatch(e.Message, -1) {
+				names = append(names, m[1])
+			}
+		}
 		var ps []Problem
-		for _, m := range quoted.FindAllStringSubmatch(e.Message, -1) {
-			name := m[1]
+		for _, name := range names {
 			full := name
 			if key != "" {
 				full = key + "." + name

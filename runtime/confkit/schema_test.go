@@ -36,7 +36,7 @@ func TestCheckSchema(t *testing.T) {
 	}
 	doc := NormalizeTable(map[string]any{
 		"size": "8XB", "delay": "-1s", "tpl": "{a", "fmt": "json_line", "n": 0, "key": "zzsecret",
-		"tls": map[string]any{"cax": "x"}, "buckt": "b",
+		"tls": map[string]any{"cax": "x"}, "buckt": "b", "it's, 'odd'": 1,
 	})
 	ps := CheckSchema(s, doc, spec)
 	want := map[string]string{
