@@ -90,7 +90,10 @@ func TestMarkdownSite(t *testing.T) {
 			t.Errorf("definition page lacks %q:\n%s", want, def)
 		}
 	}
-	for _, f := range []string{"schemas/alpha_sink.json", "schemas/runtime/connector.json", "dialect.md", "schemas.md"} {
+	if _, err := os.Stat(filepath.Join(out, "schemas", "definitions", "gamma_fields.json")); err == nil {
+		t.Error("a transform got a definition-file schema")
+	}
+	for _, f := range []string{"schemas/alpha_sink.json", "schemas/definitions/alpha_sink.json", "schemas/runtime/connector.json", "dialect.md", "schemas.md"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}
