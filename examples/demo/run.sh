@@ -16,7 +16,12 @@ BUCKET=pico-demo
 export DEMO_S3_ACCESS=demo-access
 export DEMO_S3_SECRET=demo-secret-key
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then
+  say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+else
+  say() { printf '==> %s\n' "$*"; }
+fi
+indent() { while IFS= read -r line; do printf '    %s\n' "$line"; done; }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -77,16 +82,16 @@ export PICOMQ_CONNECTORS_SINK_DEMO_S3_PLUGIN_CONFIG_SECRET_ACCESS_KEY=$DEMO_S3_S
 "$ROOT/bin/pico-connectors" validate --config "$DEMO/runtime.toml"
 
 say "running pico-connectors for ${RUN_SECONDS}s: random source -> embedded broker -> S3 sink"
-"$ROOT/bin/pico-connectors" run --config "$DEMO/runtime.toml" > >(sed 's/^/    /') 2>&1 &
+"$ROOT/bin/pico-connectors" run --config "$DEMO/runtime.toml" > >(indent) 2>&1 &
 RT_PID=$!
 sleep $((RUN_SECONDS / 2))
 API=${PICOMQ_CONNECTORS_HTTP_ADDRESS:-127.0.0.1:8081}
 if command -v curl >/dev/null 2>&1; then
   say "live status: curl $API/sources/demo_random"
-  curl -fsS "http://$API/sources/demo_random" | sed 's/^/    /' || true
+  curl -fsS "http://$API/sources/demo_random" | indent || true
   echo
   say "live status: curl $API/sinks/demo_s3"
-  curl -fsS "http://$API/sinks/demo_s3" | sed 's/^/    /' || true
+  curl -fsS "http://$API/sinks/demo_s3" | indent || true
   echo
 fi
 sleep $((RUN_SECONDS - RUN_SECONDS / 2))
