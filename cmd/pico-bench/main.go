@@ -1,0 +1,135 @@
+// Command pico-bench measures pico-connectors against baselines measured in
+// the same run and prints one table: each row a figure, its baseline and
+// the ratio between them.
+//
+// Usage:
+//
+//	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss]
+//
+// It needs versitygw (make tools) for the S3 rows and the PostgreSQL 15
+// server binaries for the Postgres rows; a missing one is reported with the
+// command that installs it, and its rows are left out. Progress goes to
+// stderr, the table to stdout.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	// Links the connectors into the registry the benchmarks build them from.
+	_ "github.com/picomq/pico-connectors/generated/registry"
+)
+
+// row is one line of the table.
+type row struct {
+	Name      string  // what was measured
+	Value     float64 // the measured figure
+	Unit      string
+	BaseName  string  // the baseline
+	BaseValue float64 // measured in the same run
+	BaseUnit  string
+	// Ratio is Value/BaseValue; for RSS rows it is the peak over the
+	// budget, so lower is better there.
+	Ratio float64
+	Note  string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == rssChildFlag {
+		os.Exit(rssChild(os.Args[2:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pico-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mdPath := fs.String("markdown", "", "also write the table as Markdown to `FILE`")
+	pngPath := fs.String("png", "", "also write a bar chart of the ratios to `FILE`")
+	only := fs.String("only", "s3,pg,random,config,rss", "comma-separated groups to run")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	groups := map[string]bool{}
+	for _, g := range strings.Split(*only, ",") {
+		groups[strings.TrimSpace(g)] = true
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	b := &bench{h: &harness{}, start: time.Now(), progress: stderr}
+	defer b.h.close()
+	var rows []row
+	var failures []string
+	step := func(name string, f func() []row) {
+		if !groups[name] {
+			return
+		}
+		b.logf("== %s", name)
+		var got []row
+		if err := catch(func() { got = f() }); err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
+			b.logf("%s failed: %v", name, err)
+			return
+		}
+		rows = append(rows, got...)
+	}
+	step("config", b.configRows)
+	step("random", b.randomRows)
+	step("s3", b.s3Rows)
+	step("rss", b.rssRows)
+	step("pg", b.pgRows)
+	b.logf("done in %s", time.Since(b.start).Round(time.Second))
+
+	table := formatTable(rows)
+	fmt.Fprint(stdout, table)
+	if *mdPath != "" {
+		if err := os.WriteFile(*mdPath, []byte(formatMarkdown(rows, time.Since(b.start))), 0o644); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		b.logf("wrote %s", *mdPath)
+	}
+	if *pngPath != "" {
+		if err := writeChart(*pngPath, rows); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		b.logf("wrote %s", *pngPath)
+	}
+	if len(failures) > 0 {
+		fmt.Fprintln(stderr, "\nrows missing because a part could not run:")
+		for _, f := range failures {
+			fmt.Fprintln(stderr, "  "+f)
+		}
+		return 1
+	}
+	return 0
+}
+
+// bench holds what the groups share.
+type bench struct {
+	h        *harness
+	start    time.Time
+	progress io.Writer
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.progress, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (b *bench) must(err error) {
+	if err != nil {
+		panic(fatal{err.Error()})
+	}
+}
+
+// ctx returns a context bounded by d.
+func bounded(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

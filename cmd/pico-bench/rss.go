@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+)
+
+// rssChildFlag makes the binary run one sink and report its peak RSS;
+// hidden from --help.
+const rssChildFlag = "--rss-child"
+
+// rssParams is what the parent passes to the child, as JSON.
+type rssParams struct {
+	Target      s3Target
+	Broker      string
+	Partitions  int
+	Records     int // in total
+	MaxFileSize string
+}
+
+// rssReport is what the child prints.
+type rssReport struct {
+	StartKiB int64 // VmRSS once the sink is built, before consuming
+	PeakKiB  int64 // VmHWM after the sink stopped
+	Err      string
+}
+
+// procStatus reads one "Name:  N kB" field of /proc/<pid>/status in KiB.
+func procStatus(pid, field string) (int64, error) {
+	f, err := os.Open("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%s/status", field, pid)
+}
+
+// rssChild runs in the re-executed binary: one S3 sink consuming every
+// rssN.* topic until all records are in, then a graceful stop.
+func rssChild(args []string) int {
+	var p rssParams
+	var rep rssReport
+	out := func() int {
+		json.NewEncoder(os.Stdout).Encode(rep)
+		if rep.Err != "" {
+			return 1
+		}
+		return 0
+	}
+	if len(args) != 1 || json.Unmarshal([]byte(args[0]), &p) != nil {
+		rep.Err = "usage: " + rssChildFlag + " JSON"
+		return out()
+	}
+	sink, err := newS3Sink(p.Target, map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize})
+	if err != nil {
+		rep.Err = err.Error()
+		return out()
+	}
+	rep.StartKiB, _ = procStatus("self", "VmRSS")
+	if _, err := sinkRun(p.Broker, sink, fmt.Sprintf(`rss%d\..*`, p.Partitions), p.Records, 1000); err != nil {
+		rep.Err = err.Error()
+		return out()
+	}
+	rep.PeakKiB, err = procStatus("self", "VmHWM")
+	if err != nil {
+		rep.Err = err.Error()
+	}
+	return out()
+}
+
+// rssRows measures the peak RSS of a process running one S3 sink with 1,
+// 16 and 256 partitions (topics) open, each filled past max_file_size.
+func (b *bench) rssRows() []row {
+	srv := b.startS3()
+	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	b.must(err)
+	defer br.Close()
+	exe, err := os.Executable()
+	b.must(err)
+	const maxFile = 1 << 20
+	const size = 1024
+	const perPartition = 1300 // about 1.4 files of 1 MiB in json_lines with metadata
+	var rows []row
+	for _, n := range []int{1, 16, 256} {
+		topics := make([]string, n)
+		for i := range topics {
+			topics[i] = fmt.Sprintf("rss%d.%03d", n, i)
+		}
+		b.logf("rss: %d partitions, %d records of %d B each", n, perPartition, size)
+		b.must(fill(br.Addr(), topics, perPartition, size))
+		arg, _ := json.Marshal(rssParams{Target: targetOf(srv), Broker: br.Addr(), Partitions: n, Records: n * perPartition, MaxFileSize: "1MiB"})
+		cmd := exec.Command(exe, rssChildFlag, string(arg))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		runErr := cmd.Run()
+		var rep rssReport
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			b.must(fmt.Errorf("rss child: %v %v\n%s%s", runErr, err, stdout.String(), stderr.String()))
+		}
+		if rep.Err != "" {
+			b.must(fmt.Errorf("rss child: %s", rep.Err))
+		}
+		peak := float64(rep.PeakKiB) / 1024
+		budget := float64(n*maxFile) / (1 << 20)
+		b.logf("rss: %d partitions: peak %.1f MiB (%.1f MiB before consuming), budget %.0f MiB", n, peak, float64(rep.StartKiB)/1024, budget)
+		rows = append(rows, row{Name: fmt.Sprintf("S3 sink peak RSS, %d open partitions", n), Value: peak, Unit: "MiB",
+			BaseName: "max_file_size (1 MiB) x partitions", BaseValue: budget, BaseUnit: "MiB", Ratio: peak / budget,
+			Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record", float64(rep.StartKiB)/1024)})
+	}
+	return rows
+}
