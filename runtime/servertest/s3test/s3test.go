@@ -240,8 +240,13 @@ type Object struct {
 
 // List returns every object in the bucket under prefix, sorted by key.
 func (s *Server) List(ctx context.Context, prefix string) ([]Object, error) {
+	return s.ListIn(ctx, s.Bucket, prefix)
+}
+
+// ListIn returns every object in bucket under prefix, sorted by key.
+func (s *Server) ListIn(ctx context.Context, bucket, prefix string) ([]Object, error) {
 	var out []Object
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket)}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket)}
 	if prefix != "" {
 		in.Prefix = aws.String(prefix)
 	}
@@ -276,7 +281,12 @@ func (s *Server) Keys(t testing.TB) []string {
 
 // Get returns an object's body.
 func (s *Server) Get(ctx context.Context, key string) ([]byte, error) {
-	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
+	return s.GetIn(ctx, s.Bucket, key)
+}
+
+// GetIn returns the body of an object in bucket.
+func (s *Server) GetIn(ctx context.Context, bucket, key string) ([]byte, error) {
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
 		return nil, err
 	}
