@@ -2,8 +2,10 @@ package scaffold
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,16 +205,22 @@ func TestRefusals(t *testing.T) {
 		}
 	})
 	t.Run("UnwritableFolder", func(t *testing.T) {
-		if os.Geteuid() == 0 {
-			t.Skip("root writes into read-only folders; FolderIsAFile covers the refusal")
-		}
 		dir := repo(t)
 		os.Chmod(filepath.Join(dir, "schemas"), 0o555)
 		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "schemas"), 0o755) })
 		var out, errb bytes.Buffer
-		code := Main([]string{"-C", dir, "sink", "webhook"}, &out, &errb)
-		if code != 1 || !strings.Contains(errb.String(), "cannot write schemas/webhook_sink.json: folder") || !strings.Contains(errb.String(), "is not writable") {
+		code := 0
+		if os.Geteuid() != 0 {
+			code = Main([]string{"-C", dir, "sink", "webhook"}, &out, &errb)
+		} else {
+			// Root writes anywhere: run picogen as nobody instead.
+			code = runAsNobody(t, dir, &out, &errb, "new", "-C", dir, "sink", "webhook")
+		}
+		if code != 1 || !strings.Contains(errb.String(), "cannot write ") || !strings.Contains(errb.String(), "is not writable (permission denied)") {
 			t.Fatalf("exit %d, stderr %q", code, &errb)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "examples")); err == nil {
+			t.Fatal("wrote some files although a target folder was not writable")
 		}
 	})
 	t.Run("NoGoMod", func(t *testing.T) {
@@ -240,4 +248,45 @@ func TestRefusals(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q", code, &errb)
 		}
 	})
+}
+
+// runAsNobody builds picogen and runs it as the user nobody, for a refusal
+// that root would not meet. It skips when that is not possible.
+func runAsNobody(t *testing.T, repoDir string, stdout, stderr *bytes.Buffer, args ...string) int {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds picogen to run it as nobody; skipped with -short")
+	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		t.Skip("running as root without runuser: cannot check an unwritable folder")
+	}
+	bin, err := os.MkdirTemp("", "picogen-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "picogen"), "github.com/picomq/pico-connectors/cmd/picogen")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build picogen: %v\n%s", err, out)
+	}
+	// nobody must reach the repository: open up the folders above it.
+	for d := repoDir; strings.HasPrefix(d, os.TempDir()+string(filepath.Separator)); d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o005 != 0o005 {
+			os.Chmod(d, st.Mode().Perm()|0o005)
+		}
+	}
+	os.Chmod(bin, 0o755)
+	cmd := exec.Command(runuser, append([]string{"-u", "nobody", "--", filepath.Join(bin, "picogen")}, args...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	}
+	t.Skipf("cannot run as nobody: %v", err)
+	return 0
 }
