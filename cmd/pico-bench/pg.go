@@ -52,8 +52,8 @@ func (b *bench) startPG() string {
 	b.must(pgExec(srv.DSN(), "CREATE DATABASE bench"))
 	dsn := srv.DSNFor("postgres", "bench")
 	b.must(pgExec(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);
-CREATE PUBLICATION `+pgPub+` FOR TABLE ev;
-SELECT pg_create_logical_replication_slot('pristine', 'pgoutput')`))
+CREATE PUBLICATION `+pgPub+` FOR TABLE ev`))
+	b.must(pgExec(dsn, `SELECT pg_create_logical_replication_slot('pristine', 'pgoutput')`))
 	for i := 0; i < pgRows; i += 1000 {
 		b.must(pgExec(dsn, fmt.Sprintf(`INSERT INTO ev SELECT g, 'tenant-' || (g %% 10), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 second',
   repeat('x', 90) FROM generate_series(%d, %d) g`, i+1, i+1000)))

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+)
+
+// pgEnv is a PostgreSQL server with one table t(id, note) and, for CDC, a
+// slot and publication made before the first row.
+type pgEnv struct {
+	srv *pgtest.Server
+	dsn string
+}
+
+func (s *suite) startPG(db string) *pgEnv {
+	srv, err := pgtest.Launch()
+	if errors.Is(err, pgtest.ErrNoBinaries) {
+		mustf("%v", err)
+	}
+	must(err)
+	s.h.Cleanup(srv.Close)
+	must(pgExec(srv.DSN(), "CREATE DATABASE "+db))
+	dsn := srv.DSNFor("postgres", db)
+	must(pgExec(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text); CREATE PUBLICATION rel_pub FOR TABLE t`))
+	must(pgExec(dsn, `SELECT pg_create_logical_replication_slot('rel_slot', 'pgoutput')`))
+	return &pgEnv{srv: srv, dsn: dsn}
+}
+
+func pgExec(dsn, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	if err != nil {
+		return fmt.Errorf("%w\nin: %s", err, sql)
+	}
+	return nil
+}
+
+// writer inserts rows with increasing ids in small transactions until
+// stopped, reconnecting after errors (a restarted server).
+type writer struct {
+	dsn     string
+	txnRows int
+	pause   time.Duration
+	written atomic.Int64 // highest id committed
+	errs    atomic.Int64
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startWriter(dsn string, txnRows int, pause time.Duration) *writer {
+	w := &writer{dsn: dsn, txnRows: txnRows, pause: pause, stop: make(chan struct{})}
+	w.wg.Add(1)
+	go w.loop()
+	return w
+}
+
+func (w *writer) loop() {
+	defer w.wg.Done()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(w.pause):
+		}
+		if conn == nil {
+			c, err := pgx.Connect(context.Background(), w.dsn)
+			if err != nil {
+				w.errs.Add(1)
+				continue
+			}
+			conn = c
+		}
+		from := w.written.Load() + 1
+		to := from + int64(w.txnRows) - 1
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := conn.Exec(ctx, `INSERT INTO t SELECT g, 'row ' || g || repeat('.', 60) FROM generate_series($1::bigint, $2::bigint) g ON CONFLICT DO NOTHING`, from, to)
+		cancel()
+		if err != nil {
+			w.errs.Add(1)
+			conn.Close(context.Background())
+			conn = nil
+			continue
+		}
+		w.written.Store(to)
+	}
+}
+
+func (w *writer) halt() int64 {
+	close(w.stop)
+	w.wg.Wait()
+	return w.written.Load()
+}
+
+// pgDef is a Postgres source definition in mode cdc or polling.
+func pgDef(key, topic, dsn, mode string, batch int) string {
+	extra := `replication_slot = "rel_slot"
+publication = "rel_pub"`
+	if mode == "polling" {
+		extra = `tracking_column = "id"`
+	}
+	return fmt.Sprintf(`type = "source"
+key = %q
+path = "libpicomq_connector_postgres_source"
+[[topics]]
+topic = %q
+create_topics = true
+[plugin_config]
+connection_string = %q
+mode = %q
+tables = ["public.t"]
+batch_size = %d
+poll_interval = "20ms"
+%s
+`, key, topic, dsn, mode, batch, extra)
+}
+
+// idCheck reads the topic and checks ids 1..n are all there; duplicates
+// must form at most runs contiguous runs, each at most maxRun long.
+func (s *suite) idCheck(addr, topic string, n int64, runs int, maxRun int64) bool {
+	var recs []record
+	var counts map[int64]int
+	missing := int64(0)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		recs, err = readTopic(addr, topic)
+		must(err)
+		counts = map[int64]int{}
+		for _, r := range recs {
+			var p struct {
+				ID *int64 `json:"id"`
+			}
+			if json.Unmarshal(r.Value, &p) != nil || p.ID == nil {
+				s.check(false, "offset %d has no id: %.100q", r.Offset, r.Value)
+				return false
+			}
+			counts[*p.ID]++
+		}
+		missing = 0
+		for id := int64(1); id <= n; id++ {
+			if counts[id] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	ok := s.check(missing == 0, "%d records read back; all %d committed rows present (missing %d)", len(recs), n, missing)
+	var dupIDs []int64
+	dups := 0
+	for id, c := range counts {
+		if c > 1 {
+			dupIDs = append(dupIDs, id)
+			dups += c - 1
+		}
+	}
+	sort.Slice(dupIDs, func(i, j int) bool { return dupIDs[i] < dupIDs[j] })
+	var lens []int64
+	for i, id := range dupIDs {
+		if i == 0 || id != dupIDs[i-1]+1 {
+			lens = append(lens, 0)
+		}
+		lens[len(lens)-1]++
+	}
+	longest := int64(0)
+	for _, l := range lens {
+		longest = max(longest, l)
+	}
+	return s.check(len(lens) <= runs && longest <= maxRun,
+		"%d duplicates in %d contiguous runs (longest %d rows); allowed: one in-flight batch per kill, at most %d runs of <= %d rows",
+		dups, len(lens), longest, runs, maxRun) && ok
+}
+
+// killPostgres kills the runtime running the Postgres source (cdc or
+// polling) at random points while a writer inserts rows, then drains.
+func (s *suite) killPostgres(mode string) {
+	pg := s.startPG("kill_" + mode)
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	must(err)
+	defer b.Close()
+	const topic, batch, txnRows = "pg.rows", 500, 25
+	r := s.newRT(b.Addr(), "", map[string]string{"pg.toml": pgDef("pg", topic, pg.dsn, mode, batch)})
+	w := startWriter(pg.dsn, txnRows, 2*time.Millisecond)
+	s.inject("writer inserting %d-row transactions into public.t, %s mode, batch_size %d", txnRows, mode, batch)
+	kills := s.pick(10, 3)
+	var last int64
+	for i := 0; i < kills; i++ {
+		r.start()
+		target := last + int64(200+s.rng.IntN(2000))
+		s.waitEnd(r, b.Addr(), topic, target, 30*time.Second)
+		time.Sleep(time.Duration(s.rng.IntN(60)) * time.Millisecond)
+		r.kill()
+		last = b.HighWatermark(topic)
+		s.inject("SIGKILL %d/%d with %d records on the topic, %d rows committed", i+1, kills, last, w.written.Load())
+	}
+	n := w.halt()
+	s.inject("writer stopped after %d rows", n)
+	r.start()
+	s.waitEnd(r, b.Addr(), topic, n, 60*time.Second)
+	if e, ok := r.waitStatus("source", "pg", 5*time.Second, func(e entry) bool { return e.Status == "Running" }); !s.check(ok, "status Running after restart (%s)", e.Status) {
+		return
+	}
+	s.idCheck(b.Addr(), topic, n, kills, batch+txnRows)
+	err = r.term(30 * time.Second)
+	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
+}

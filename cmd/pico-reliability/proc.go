@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// buildRuntime compiles cmd/pico-connectors once into a temp folder.
+func buildRuntime(h *harness) string {
+	dir := h.TempDir()
+	bin := filepath.Join(dir, "pico-connectors")
+	fmt.Printf("building cmd/pico-connectors into %s\n", dir)
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/picomq/pico-connectors/cmd/pico-connectors").CombinedOutput()
+	if err != nil {
+		mustf("go build ./cmd/pico-connectors: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeAddr returns a 127.0.0.1 address with a free port.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// lockedBuffer collects a child's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// rt is one runtime set-up: a folder with runtime.toml and connectors/,
+// and the process running it.
+type rt struct {
+	s    *suite
+	dir  string
+	api  string // host:port of the HTTP API
+	env  []string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// newRT writes runtime.toml (extra is appended to it) and one definition
+// file per entry of defs (file name -> content).
+func (s *suite) newRT(bootstrap, extra string, defs map[string]string) *rt {
+	dir := s.h.TempDir()
+	must(os.MkdirAll(filepath.Join(dir, "connectors"), 0o755))
+	api := freeAddr()
+	cfg := fmt.Sprintf("shutdown_grace = \"20s\"\n[broker]\nbootstrap_servers = %q\nembedded_address = %q\n[broker.properties]\n\"topic.metadata.refresh.interval.ms\" = \"1000\"\n[http]\naddress = %q\n[log]\nformat = \"json\"\n%s",
+		bootstrap, freeAddr(), api, extra)
+	if !strings.Contains(extra, "[state]") {
+		cfg += "[state]\npath = \"state\"\n"
+	}
+	must(os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(cfg), 0o644))
+	for name, body := range defs {
+		must(os.WriteFile(filepath.Join(dir, "connectors", name), []byte(body), 0o644))
+	}
+	return &rt{s: s, dir: dir, api: api}
+}
+
+// start runs the runtime and waits until the API answers.
+func (r *rt) start() {
+	r.cmd = exec.Command(r.s.bin, "run", "--config", filepath.Join(r.dir, "runtime.toml"))
+	r.cmd.Env = append(os.Environ(), r.env...)
+	r.out = &lockedBuffer{}
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	must(r.cmd.Start())
+	r.done = make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(r.done) }()
+	r.s.h.Cleanup(func() { r.kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + r.api + "/health")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case <-r.done:
+			mustf("pico-connectors exited at start: %s\n%s", r.cmd.ProcessState, tail(r.out.String()))
+		default:
+		}
+		if time.Now().After(deadline) {
+			mustf("pico-connectors API %s not up after 30 s\n%s", r.api, tail(r.out.String()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "..." + s[len(s)-4000:]
+	}
+	return s
+}
+
+// running reports whether the process is alive.
+func (r *rt) running() bool {
+	if r.done == nil {
+		return false
+	}
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (r *rt) kill() {
+	if !r.running() {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	<-r.done
+}
+
+// term sends SIGTERM and returns the exit error after the process ended.
+func (r *rt) term(limit time.Duration) error {
+	if !r.running() {
+		return fmt.Errorf("not running")
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(limit):
+		r.kill()
+		return fmt.Errorf("did not stop within %s after SIGTERM", limit)
+	}
+	if !r.cmd.ProcessState.Success() {
+		return fmt.Errorf("exit %s\n%s", r.cmd.ProcessState, tail(r.out.String()))
+	}
+	return nil
+}
+
+// entry is what GET /sources/{key} and /sinks/{key} return.
+type entry struct {
+	Status    string `json:"status"`
+	LastError string `json:"last_error"`
+	Counters  struct {
+		Produced    int64 `json:"records_produced"`
+		Consumed    int64 `json:"records_consumed"`
+		Acked       int64 `json:"batches_acked"`
+		Nacked      int64 `json:"batches_nacked"`
+		StateSaves  int64 `json:"state_saves"`
+		StateFails  int64 `json:"state_save_failures"`
+		ConsecNacks int64 `json:"consecutive_nacks"`
+		Redelivered int64 `json:"batches_redelivered"`
+	} `json:"counters"`
+}
+
+// status reads GET /{kind}s/{key}.
+func (r *rt) status(kind, key string) (entry, error) {
+	var e entry
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + r.api + "/" + kind + "s/" + key)
+	if err != nil {
+		return e, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return e, fmt.Errorf("GET /%ss/%s: %s", kind, key, resp.Status)
+	}
+	return e, json.NewDecoder(resp.Body).Decode(&e)
+}
+
+// waitStatus polls until cond holds for the connector's entry.
+func (r *rt) waitStatus(kind, key string, limit time.Duration, cond func(entry) bool) (entry, bool) {
+	deadline := time.Now().Add(limit)
+	var e entry
+	for time.Now().Before(deadline) {
+		var err error
+		e, err = r.status(kind, key)
+		if err == nil && cond(e) {
+			return e, true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return e, false
+}
+
+// goroutines reads go_goroutines from GET /metrics.
+func (r *rt) goroutines() (int64, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + r.api + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("no go_goroutines in /metrics")
+}
+
+// procStatus reads one "Name:  N kB" field of /proc/<pid>/status in KiB.
+func procStatus(pid int, field string) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// record is one record read back from a topic.
+type record struct {
+	Offset int64
+	Key    []byte
+	Value  []byte
+}
+
+// readTopic reads partition 0 of topic from the start to its high
+// watermark with franz-go (independent of librdkafka).
+func readTopic(addr, topic string) ([]record, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	adm.Close()
+	if err != nil {
+		return nil, err
+	}
+	end, ok := ends.Lookup(topic, 0)
+	if !ok || end.Err != nil {
+		return nil, fmt.Errorf("end offset of %s: %v", topic, end.Err)
+	}
+	if end.Offset == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxBytes(64<<20))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []record
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("read %s: %d of %d records: %w", topic, len(out), end.Offset, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return out, ferr
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < end.Offset {
+				out = append(out, record{Offset: r.Offset, Key: r.Key, Value: r.Value})
+			}
+			if r.Offset >= end.Offset-1 {
+				done = true
+			}
+		})
+		if done {
+			return out, nil
+		}
+	}
+}
+
+// endOffset returns the high watermark of partition 0 of topic (0 when the
+// topic does not exist yet).
+func endOffset(addr, topic string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return -1
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return -1
+	}
+	o, ok := ends.Lookup(topic, 0)
+	if !ok || o.Err != nil {
+		return 0
+	}
+	return o.Offset
+}
+
+// committed returns the committed offset of group on partition 0 of topic,
+// or 0 when none.
+func committed(addr, group, topic string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	o, ok := offs.Lookup(topic, 0)
+	if !ok {
+		return 0, nil
+	}
+	return o.At, o.Err
+}
+
+// produce writes values to topic with franz-go and waits for every ack.
+func produce(addr, topic string, values [][]byte) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs := make([]*kgo.Record, len(values))
+	for i, v := range values {
+		recs[i] = &kgo.Record{Topic: topic, Value: v}
+	}
+	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
