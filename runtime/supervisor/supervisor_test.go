@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,5 +214,87 @@ func TestSupervisorBuildFailureIsError(t *testing.T) {
 	}
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// collectSink records what it consumes; Close marks it closed, as a flush.
+type collectSink struct {
+	mu     *sync.Mutex
+	seqs   *[]int
+	closed *bool
+}
+
+func (s collectSink) Open(context.Context) error { return nil }
+
+func (s collectSink) Consume(_ context.Context, batch []plugin.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range batch {
+		var v struct{ Seq int }
+		if err := json.Unmarshal(r.Payload, &v); err != nil {
+			return err
+		}
+		*s.seqs = append(*s.seqs, v.Seq)
+	}
+	return nil
+}
+
+func (s collectSink) Close(context.Context) error {
+	s.mu.Lock()
+	*s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+var (
+	sinkMu     sync.Mutex
+	sinkSeqs   []int
+	sinkClosed bool
+)
+
+func init() {
+	plugin.Register(plugin.Registration{
+		Name: "sup_test_sink", Path: "libpicomq_connector_sup_test_sink", Kind: plugin.KindSink,
+		Load: func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
+		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) {
+			return collectSink{&sinkMu, &sinkSeqs, &sinkClosed}, nil
+		},
+	})
+}
+
+// TestSupervisorSourceToSink runs a source and a sink together: the sink
+// receives every record in order, and Stop closes it.
+func TestSupervisorSourceToSink(t *testing.T) {
+	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
+		"gen.toml":  sourceDef("gen", true),
+		"sink.toml": "type = \"sink\"\nkey = \"collect\"\npath = \"libpicomq_connector_sup_test_sink\"\n[[topics]]\npattern = 'seq_.*'\nbatch_length = 30\npoll_interval = \"20ms\"\n",
+	})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "200 records in the sink", func() bool {
+		sinkMu.Lock()
+		defer sinkMu.Unlock()
+		return len(sinkSeqs) >= 200
+	})
+	if e, _ := sup.Get("sink", "collect"); e.Status != status.Running || e.Counters.Consumed < 200 {
+		t.Fatalf("sink entry = %+v", e)
+	}
+	if err := sup.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sinkMu.Lock()
+	defer sinkMu.Unlock()
+	if !sinkClosed {
+		t.Fatal("Stop did not close the sink")
+	}
+	for i, seq := range sinkSeqs {
+		if seq != i {
+			t.Fatalf("sink record %d has seq %d", i, seq)
+		}
 	}
 }
