@@ -265,6 +265,9 @@ func init() {
 // TestSupervisorSourceToSink runs a source and a sink together: the sink
 // receives every record in order, and Stop closes it.
 func TestSupervisorSourceToSink(t *testing.T) {
+	sinkMu.Lock()
+	sinkSeqs, sinkClosed = nil, false
+	sinkMu.Unlock()
 	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
 		"gen.toml":  sourceDef("gen", true),
 		"sink.toml": "type = \"sink\"\nkey = \"collect\"\npath = \"libpicomq_connector_sup_test_sink\"\n[[topics]]\npattern = 'seq_.*'\nbatch_length = 30\npoll_interval = \"20ms\"\n",
