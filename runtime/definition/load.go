@@ -159,6 +159,9 @@ func Load(path string, env map[string]string) (*Config, error) {
 	sort.Strings(files)
 	seen := map[string]string{}
 	for _, file := range files {
+		if strings.HasPrefix(filepath.Base(file), ".") {
+			continue // editor and backup files
+		}
 		def, ps, kn := loadDefinition(file, env, used)
 		problems = append(problems, ps...)
 		known = append(known, kn...)
