@@ -67,7 +67,6 @@ func TestScaffoldInRepoCopy(t *testing.T) {
 		}
 	}
 	run(repo, "go", "build", "./...")
-	run(repo, "go", "vet", "./connectors/smoke_sink/...", "./connectors/smoke_source/...")
 	run(repo, "go", "test", "-count=1", "./connectors/smoke_sink/...", "./connectors/smoke_source/...")
 	run(repo, picogen, "lint", "schemas/smoke_sink.json", "schemas/smoke_source.json")
 
