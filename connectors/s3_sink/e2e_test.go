@@ -124,6 +124,16 @@ func produceJSON(t *testing.T, addr, topic string, from, n, size int) {
 	}
 }
 
+// runSinkLoop runs the runtime's sink loop with sink over topics until ctx
+// ends.
+func runSinkLoop(ctx context.Context, addr string, topics []definition.Topics, sink plugin.Sink, tr *status.Tracker) error {
+	return sinkloop.Run(ctx, sinkloop.Config{
+		Key: "bench", Topics: topics, Sink: sink, BootstrapServers: addr, Tracker: tr,
+		GroupID:    fmt.Sprintf("bench-%d", time.Now().UnixNano()),
+		Properties: map[string]string{"auto.offset.reset": "earliest"},
+	})
+}
+
 // runLoop runs the runtime's sink loop with sink until stop is called.
 func runLoop(t *testing.T, b *broker.Broker, topics []definition.Topics, sink plugin.Sink, tr *status.Tracker) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())

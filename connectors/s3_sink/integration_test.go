@@ -44,6 +44,7 @@ func (t testMetric) Set(v float64) {
 func (t testMetric) Observe(v float64) {
 	t.m.mu.Lock()
 	t.m.counts[t.name]++
+	t.m.values[t.name+"_sum"] += v
 	t.m.mu.Unlock()
 }
 func (m *testMetrics) Counter(name, _ string) plugin.Counter { return testMetric{m, name} }

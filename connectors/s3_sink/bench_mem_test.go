@@ -1,0 +1,136 @@
+package s3sink
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+)
+
+// peakRSS returns the process's peak resident set size (VmHWM) in bytes.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// resetPeakRSS resets VmHWM to the current RSS (Linux clear_refs 5).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+func openBenchSink(b *testing.B, srv *s3test.Server, mod func(*options)) *Sink {
+	o := defaultOptions()
+	o.Bucket, o.Region, o.Endpoint = srv.Bucket, s3test.Region, srv.Endpoint
+	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
+	o.Prefix = fmt.Sprintf("bench-%d", b.N)
+	if mod != nil {
+		mod(&o)
+	}
+	s := newSink(o, plugin.Env{Key: "bench"})
+	if err := s.Open(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkOpenPartitionsMemory fills N partitions to just below
+// max_file_size, then past it so every one uploads, and reports the Go heap
+// and the peak RSS against N x max_file_size.
+func BenchmarkOpenPartitionsMemory(b *testing.B) {
+	const maxFile = 4 << 20
+	for _, n := range []int{16, 64} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			srv := s3test.Start(b)
+			recs := benchRecords(1024, 1024)
+			for i := 0; i < b.N; i++ {
+				s := openBenchSink(b, srv, func(o *options) { o.MaxFileSize = maxFile })
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				baseHeap := ms.HeapInuse
+				resetPeakRSS()
+				baseRSS := peakRSS()
+				ctx := context.Background()
+				one := len(s.fmt.appendRecord(nil, &recs[0], true, metaTail("t.0", 0)))
+				perFile := maxFile/one - 1
+				batch := make([]plugin.Record, 0, 1024)
+				feed := func(count int) {
+					for p := 0; p < n; p++ {
+						for j := 0; j < count; j += len(batch) {
+							batch = batch[:0]
+							for k := 0; k < min(1024, count-j); k++ {
+								r := recs[k]
+								r.Topic = "t." + strconv.Itoa(p)
+								r.Offset = int64(j + k)
+								batch = append(batch, r)
+							}
+							if err := s.Consume(ctx, batch); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				}
+				feed(perFile)
+				runtime.ReadMemStats(&ms)
+				heapFull := ms.HeapInuse - baseHeap
+				rssFull := peakRSS() - baseRSS
+				feed(2) // every partition crosses the threshold and uploads
+				rssUpload := peakRSS() - baseRSS
+				if err := s.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+				bound := float64(n * maxFile)
+				b.ReportMetric(float64(heapFull)/(1<<20), "heap_MiB")
+				b.ReportMetric(float64(rssFull)/(1<<20), "peak_rss_MiB")
+				b.ReportMetric(float64(rssUpload)/(1<<20), "peak_rss_upload_MiB")
+				b.ReportMetric(bound/(1<<20), "NxMax_MiB")
+				b.ReportMetric(float64(heapFull)/bound, "heap/NxMax")
+				b.ReportMetric(float64(rssUpload)/bound, "peak_rss/NxMax")
+			}
+		})
+	}
+}
+
+// BenchmarkSinkUpload measures the sink alone against versitygw: batches of
+// records handed to Consume, 8 MiB files uploaded as they fill.
+func BenchmarkSinkUpload(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			srv := s3test.Start(b)
+			s := openBenchSink(b, srv, nil)
+			recs := benchRecords(10_000, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			ctx := context.Background()
+			for done := 0; done < b.N; {
+				k := min(len(recs), b.N-done)
+				for j := 0; j < k; j++ {
+					recs[j].Offset = int64(done + j)
+				}
+				if err := s.Consume(ctx, recs[:k]); err != nil {
+					b.Fatal(err)
+				}
+				done += k
+			}
+			if err := s.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rec/s")
+		})
+	}
+}
