@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/picomq/pico-connectors/gen"
+	"github.com/picomq/pico-connectors/gen/lint"
 )
 
 func init() {
@@ -34,6 +35,18 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		*root = r
+	}
+	// Lint first: a schema that lints dirty would generate code and docs
+	// that mislead (an unmasked secret, an undocumented key).
+	findings, err := lint.Dir(filepath.Join(*root, "schemas"))
+	if err != nil {
+		fmt.Fprintln(stderr, "picogen gen:", err)
+		return 1
+	}
+	if len(findings) > 0 {
+		fmt.Fprintln(stderr, findings.Error())
+		fmt.Fprintf(stderr, "picogen gen: %d lint finding(s); fix the schemas above (see schemas/README.md) and run it again\n", len(findings))
+		return 1
 	}
 	changed, err := gen.Write(gen.Options{Root: *root, Out: *out})
 	if err != nil {
