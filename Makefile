@@ -4,7 +4,7 @@ TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build generate check-generated vet test test-short demo bench reliability fuzz tools clean
+.PHONY: all build generate check-generated vet compat test test-short demo bench reliability fuzz tools clean
 
 all: build
 
@@ -31,8 +31,14 @@ vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "not gofmt'd:"; echo "$$out"; exit 1; }
 
-## test: drift check, vet, then every test against real servers
-test: check-generated vet
+## compat: fail on schema changes that break existing definition files,
+## against COMPAT_BASE (default: where this branch left origin/main)
+COMPAT_BASE ?= $(shell git merge-base origin/main HEAD 2>/dev/null || echo HEAD)
+compat:
+	$(GO) run ./cmd/picogen compat --base $(COMPAT_BASE)
+
+## test: drift check, vet, schema compatibility, then every test against real servers
+test: check-generated vet compat
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: the fast subset, without the long crash and soak tests
