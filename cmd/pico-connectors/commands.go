@@ -254,6 +254,10 @@ func newLogger(w io.Writer, cfg definition.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// duplicateSignalWindow is how soon after the first signal a repeat is
+// taken as the same stop request rather than a demand to exit at once.
+const duplicateSignalWindow = 250 * time.Millisecond
+
 func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 	path, _, pos, ok := parseFlags("run", args, stderr, false)
 	if !ok {
@@ -316,10 +320,18 @@ func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 	sig := <-sigs
 	grace := cfg.Runtime.ShutdownGraceDuration()
 	logger.Info("stopping gracefully; send the signal again to exit at once", "signal", sig.String(), "shutdown_grace", grace.String())
+	first := time.Now()
 	go func() {
-		s := <-sigs
-		logger.Warn("second signal: exiting at once", "signal", s.String())
-		os.Exit(1)
+		for s := range sigs {
+			// Some supervisors deliver one stop request twice in a row
+			// (GNU timeout signals the child and then its process group);
+			// only a signal sent deliberately later means "now".
+			if time.Since(first) < duplicateSignalWindow {
+				continue
+			}
+			logger.Warn("second signal: exiting at once", "signal", s.String())
+			os.Exit(1)
+		}
 	}()
 	code := 0
 	start := time.Now()
