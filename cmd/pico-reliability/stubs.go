@@ -1,7 +1,6 @@
 package main
 
 func (s *suite) badInput()             { mustf("not written") }
-func (s *suite) s3Faults()             { mustf("not written") }
 func (s *suite) brokerOutage()         { mustf("not written") }
 func (s *suite) pgRestart()            { mustf("not written") }
 func (s *suite) httpState()            { mustf("not written") }

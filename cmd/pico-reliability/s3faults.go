@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	s3sink "github.com/picomq/pico-connectors/connectors/s3_sink"
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
+)
+
+// s3Faults runs the S3 sink through a fault-injecting proxy in front of
+// versitygw and injects 5xx bursts, 429, connection resets, latency, a
+// failure on every attempt and a 403.
+func (s *suite) s3Faults() {
+	srv := s.startS3()
+	proxy, err := faultproxy.New(srv.Endpoint)
+	must(err)
+	s.h.Cleanup(func() { proxy.Close() })
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	must(err)
+	defer b.Close()
+	const key, topic, perFile, attempts = "s3f", "s3f.orders", 200, 4
+	r := s.newRT(b.Addr(), "", map[string]string{"s3.toml": s3Def(key, topic, proxy.URL, srv, perFile,
+		fmt.Sprintf("max_attempts = %d\nretry_delay = \"100ms\"\n", attempts))})
+	r.start()
+	if e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" }); !ok {
+		mustf("sink not Running: %+v\n%s", e, tail(r.out.String()))
+	}
+	isPut := func(q *http.Request) bool {
+		return q.Method == http.MethodPut && strings.Contains(q.URL.Path, "/"+key+"/") && !strings.HasSuffix(q.URL.Path, ".lost")
+	}
+	var next int64
+	feed := func(n int) {
+		vals := make([][]byte, n)
+		for i := range vals {
+			vals[i] = []byte(fmt.Sprintf(`{"n":%d}`, next+int64(i)))
+		}
+		must(produce(b.Addr(), topic, vals))
+		next += int64(n)
+	}
+	waitObjects := func(what string, lost bool, before int) bool {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			data, l := s3Objects(srv, key)
+			if !lost && len(data) > before || lost && len(l) > before {
+				return true
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return s.check(false, "%s: no new object after 30 s\n%s", what, tail(r.out.String()))
+	}
+	injectedPuts := func() (faults, ok int) {
+		for _, e := range proxy.Log() {
+			if e.Method == http.MethodPut && !strings.HasSuffix(e.Path, ".lost") {
+				if e.Injected {
+					faults++
+				} else if e.Status == 200 {
+					ok++
+				}
+			}
+		}
+		return
+	}
+	retried := func(name string, f faultproxy.Fault, n int) {
+		proxy.ResetLog()
+		data, _ := s3Objects(srv, key)
+		s.inject("%s on the next %d PutObject requests", name, n)
+		proxy.InjectMatching(isPut, n, f)
+		feed(perFile)
+		if !waitObjects(name, false, len(data)) {
+			return
+		}
+		faults, ok := injectedPuts()
+		_, lost := s3Objects(srv, key)
+		e, _ := r.status("sink", key)
+		s.check(faults == n && ok >= 1 && len(lost) == 0 && e.Status == "Running",
+			"%s: %d failed attempts then the object uploaded (%d PUT ok), no .lost marker, status %s", name, faults, ok, e.Status)
+	}
+	retried("503 burst", faultproxy.Fault{Status: 503}, 2)
+	retried("429 Too Many Requests", faultproxy.Fault{Status: 429}, 3)
+	retried("connection reset", faultproxy.Fault{Reset: true}, 2)
+
+	proxy.ResetLog()
+	data, _ := s3Objects(srv, key)
+	s.inject("400 ms latency on every request")
+	proxy.SetLatency(400 * time.Millisecond)
+	feed(perFile)
+	if waitObjects("latency", false, len(data)) {
+		e, _ := r.status("sink", key)
+		s.check(e.Status == "Running", "latency: object uploaded, status %s", e.Status)
+	}
+	proxy.Clear()
+
+	lostStep := func(name string, f faultproxy.Fault, n, wantAttempts int) {
+		proxy.ResetLog()
+		_, lostBefore := s3Objects(srv, key)
+		s.inject("%s on the next %d PutObject requests", name, n)
+		proxy.InjectMatching(isPut, n, f)
+		feed(perFile)
+		if !waitObjects(name, true, len(lostBefore)) {
+			return
+		}
+		faults, _ := injectedPuts()
+		_, lost := s3Objects(srv, key)
+		var m s3sink.LostMarker
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		body, err := srv.Get(ctx, lost[len(lost)-1])
+		cancel()
+		must(err)
+		must(json.Unmarshal(body, &m))
+		s.check(faults == wantAttempts && m.RecordCount == int(m.LastOffset-m.FirstOffset+1) && m.RecordCount > 0 && strings.Contains(m.Error, fmt.Sprint(f.Status)),
+			"%s: %d attempt(s), then marker %s (offsets %d-%d, %d records, error %.80q)", name, faults, lost[len(lost)-1], m.FirstOffset, m.LastOffset, m.RecordCount, m.Error)
+		e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" && e.Counters.ConsecNacks == 0 })
+		s.check(ok && e.LastError != "" && e.Counters.Redelivered > 0, "%s: batch redelivered (%d redeliveries), last_error kept (%.60q), status back to %s without operator action",
+			name, e.Counters.Redelivered, e.LastError, e.Status)
+	}
+	lostStep("500 on every attempt", faultproxy.Fault{Status: 500}, attempts, attempts)
+	lostStep("403 Forbidden (not retried)", faultproxy.Fault{Status: 403}, 1, 1)
+
+	s.inject("no faults; %d more records, then SIGTERM (flush)", perFile)
+	feed(perFile)
+	s.waitCommitted(r, b.Addr(), "pico-connectors-"+key, topic, next, 30*time.Second)
+	err = r.term(30 * time.Second)
+	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
+
+	keys, lostKeys := s3Objects(srv, key)
+	seen := offsetsIn(srv, keys)
+	type rng struct{ a, b int64 }
+	var lostRanges []rng
+	for _, k := range lostKeys {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		body, err := srv.Get(ctx, k)
+		cancel()
+		must(err)
+		var m s3sink.LostMarker
+		must(json.Unmarshal(body, &m))
+		lostRanges = append(lostRanges, rng{m.FirstOffset, m.LastOffset})
+	}
+	hw := b.HighWatermark(topic)
+	var present, inMarker, unaccounted int
+	for o := int64(0); o < hw; o++ {
+		if seen[o] > 0 {
+			present++
+			continue
+		}
+		found := false
+		for _, lr := range lostRanges {
+			if o >= lr.a && o <= lr.b {
+				found = true
+			}
+		}
+		if found {
+			inMarker++
+		} else {
+			unaccounted++
+		}
+	}
+	s.check(unaccounted == 0, "%d records: %d uploaded, %d named by .lost markers (earlier batches of a dropped file, as the spec says), %d unaccounted",
+		hw, present, inMarker, unaccounted)
+}
