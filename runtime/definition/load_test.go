@@ -245,3 +245,62 @@ func TestVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadRoutesTransformsAndKinds(t *testing.T) {
+	path := writeFiles(t, map[string]string{
+		"runtime.toml": "",
+		"connectors/a.toml": `type = "source"
+key = "a"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "plain"
+[[transforms]]
+type = "add_fields"
+field = "x"
+[[transforms]]
+type = "add_feilds"
+`,
+		"connectors/b.toml": `type = "source"
+key = "b"
+path = "libpicomq_connector_test_sink"
+[[topics]]
+topic = { strategy = "header", template = "t.{value}", colour = "red" }
+pattern = "x"
+`,
+		"connectors/c.toml": `type = "sink"
+key = "c"
+path = "libpicomq_connector_test_sink"
+[[topics]]
+topic = { strategy = "key", template = "t.{value}" }
+linger_time = "5ms"
+`,
+	})
+	env := map[string]string{
+		"PICOMQ_CONNECTORS_SOURCE_A_TOPICS_0_TOPIC":       `{"strategy":"field","path":"tenant","template":"orders.{value}","fallback":"orders.other"}`,
+		"PICOMQ_CONNECTORS_SOURCE_A_TRANSFORMS_0_ENABLED": "false",
+		"PICOMQ_CONNECTORS_SOURCE_A_TRANSFORMS_0_BUCKET":  "tb",
+	}
+	cfg, err := Load(path, env)
+	text := fmt.Sprint(err)
+	t.Log("\n" + text)
+	for _, want := range []string{
+		`a.toml: transforms[1].type: unknown transform "add_feilds"; did you mean "add_fields"?`,
+		`b.toml: path: "libpicomq_connector_test_sink" is a sink plugin, but type = "source"`,
+		`b.toml: topics[0].topic.colour: unknown key "colour" in a routing rule`,
+		`b.toml: topics[0].topic.path: missing: strategy = "header" needs the header to route by`,
+		`b.toml: topics[0].pattern: pattern is a sink setting`,
+		`c.toml: topics[0].linger_time: linger_time is a source setting; remove it from this sink`,
+		`c.toml: topics[0].topic: a sink consumes a literal topic or a pattern; routing rules are for sources`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	a, _ := cfg.Find("source", "a")
+	if r := a.Topics[0].Topic; r.Strategy != "field" || r.Path != "tenant" || r.Fallback != "orders.other" || r.Literal != "" {
+		t.Errorf("route from env = %+v", r)
+	}
+	if len(a.Transforms) != 2 || a.Transforms[0].Enabled || a.Transforms[0].Config == nil || a.Transforms[0].Config.Redacted()["bucket"] != "tb" {
+		t.Errorf("transforms = %+v", a.Transforms)
+	}
+}
