@@ -106,6 +106,27 @@ include_metadata = true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The metrics show both connectors, their stages and the sink's own
+	// metrics registered through plugin.Metrics.
+	code, m := c.do(t, "GET", "/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics = %d", code)
+	}
+	for _, want := range []string{
+		`picomq_connectors_sources_running{key="numbers",type="source"} 1`,
+		`picomq_connectors_sinks_running{key="archive",type="sink"} 1`,
+		`picomq_connectors_records_consumed_total{key="archive",type="sink"} `,
+		`picomq_connectors_records_produced_total{key="numbers",type="source"} `,
+		`picomq_connectors_stage_duration_seconds_count{key="archive",stage="consume",type="sink"} `,
+		`picomq_connectors_stage_duration_seconds_count{key="numbers",stage="produce",type="source"} `,
+		`picomq_connectors_s3_sink_records_buffered_total{key="archive",type="sink"} `,
+		`picomq_connectors_s3_sink_open_files{key="archive",type="sink"} `,
+	} {
+		if !bytes.Contains(m, []byte("\n"+want)) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before, err := s3.List(ctx, "")
