@@ -1,8 +1,6 @@
 package api
 
 import (
-	"strings"
-
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
@@ -10,7 +8,7 @@ import (
 
 // Mask replaces a secret value in API output. It is the same mask the
 // generated redaction uses.
-const Mask = "****"
+const Mask = definition.Mask
 
 // NewEntry builds a connector's entry from its definition and a snapshot
 // of its tracker. A supervisor's List and Get can return it as is.
@@ -157,32 +155,11 @@ func topicMap(t definition.Topics) map[string]any {
 	return m
 }
 
-// sensitiveProperties are the librdkafka settings librdkafka marks as
-// sensitive (CONFIGURATION.md), masked wherever the API shows properties.
-var sensitiveProperties = map[string]bool{
-	"sasl.password":                                     true,
-	"sasl.oauthbearer.client.secret":                    true,
-	"sasl.oauthbearer.config":                           true,
-	"sasl.oauthbearer.assertion.private.key.passphrase": true,
-	"sasl.oauthbearer.assertion.private.key.pem":        true,
-	"ssl.key.password":                                  true,
-	"ssl.key.pem":                                       true,
-	"ssl_key":                                           true,
-	"ssl.keystore.password":                             true,
-	"ssl.truststore.password":                           true,
-}
-
-// MaskProperties copies librdkafka properties, masking the values of
-// those librdkafka treats as sensitive and of any whose name ends in
-// ".password" or ".secret".
+// MaskProperties copies librdkafka properties for display, masking the
+// values of those librdkafka treats as sensitive (sasl.password,
+// ssl.key.password, ...) and of any whose name ends in password or secret.
+// It is definition.MaskProperties, so the API and the config command mask
+// the same keys.
 func MaskProperties(props map[string]string) map[string]string {
-	out := make(map[string]string, len(props))
-	for k, v := range props {
-		lk := strings.ToLower(k)
-		if sensitiveProperties[lk] || strings.HasSuffix(lk, ".password") || strings.HasSuffix(lk, ".secret") {
-			v = Mask
-		}
-		out[k] = v
-	}
-	return out
+	return definition.MaskProperties(props)
 }
