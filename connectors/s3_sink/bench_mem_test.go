@@ -66,7 +66,7 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 				baseRSS := peakRSS()
 				ctx := context.Background()
 				one := len(s.fmt.appendRecord(nil, &recs[0], true, metaTail("t.0", 0)))
-				perFile := maxFile/one - 1
+				perFile := maxFile/(one+32) - 1 // stay below the threshold
 				batch := make([]plugin.Record, 0, 1024)
 				feed := func(count int) {
 					for p := 0; p < n; p++ {
@@ -85,6 +85,13 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 					}
 				}
 				feed(perFile)
+				var held int64
+				for _, fb := range s.buffers {
+					held += fb.size
+				}
+				if s.open != n || held < int64(n)*maxFile*9/10 {
+					b.Fatalf("%d open files holding %d MiB", s.open, held>>20)
+				}
 				runtime.ReadMemStats(&ms)
 				heapFull := ms.HeapInuse - baseHeap
 				rssFull := peakRSS() - baseRSS

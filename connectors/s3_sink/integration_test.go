@@ -423,3 +423,43 @@ func TestTooFewSegmentsFailsAtUpload(t *testing.T) {
 	}
 	h.wantKeys(key("eu", 0, 1, "jsonl"))
 }
+
+// TestFilesAcrossChunks uploads files that span many chunks, including a
+// record larger than a chunk, and checks the bodies byte for byte.
+func TestFilesAcrossChunks(t *testing.T) {
+	h := newHarness(t, func(o *options) {
+		o.MaxFileSize = 64 << 10 // 16 KiB chunks
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.IncludeHeaders = true
+	})
+	recs := benchRecords(300, 1000)
+	recs[150].Payload = []byte(`"` + strings.Repeat("é", 20000) + `"`) // 40 KB, bigger than a chunk
+	recs[151].Schema = plugin.SchemaText
+	recs[152].Headers = []plugin.Header{{Key: "h", Value: []byte{0xff}}}
+	ctx := context.Background()
+	for i := 0; i < len(recs); i += 7 {
+		if err := h.sink.Consume(ctx, recs[i:min(i+7, len(recs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Rebuild the expected files with one contiguous buffer.
+	f := newFormatter(&h.sink.opts)
+	var want []string
+	var cur []byte
+	first := 0
+	for i := range recs {
+		cur = f.appendRecord(cur, &recs[i], len(cur) == 0, metaTail("orders.eu", 0))
+		if len(cur) >= 64<<10 || i == len(recs)-1 {
+			want = append(want, key("orders.eu", 1000+first, 1000+i, "jsonl"))
+			h.wantBody(want[len(want)-1], string(cur))
+			cur, first = nil, i+1
+		}
+	}
+	h.wantKeys(want...)
+	if len(want) < 5 {
+		t.Fatalf("only %d files", len(want))
+	}
+}

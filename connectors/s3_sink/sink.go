@@ -34,16 +34,13 @@ const ProbeKey = ".picomq-sink-probe"
 // be uploaded.
 const LostSuffix = ".lost"
 
-// initialBufferSize is the first allocation of a file buffer; it doubles
-// up to max_file_size plus one record.
-const initialBufferSize = 64 << 10
-
 // Sink is the S3 sink. Consume and Close must not be called concurrently
 // with each other; the runtime calls them from one goroutine.
 type Sink struct {
 	opts   options
 	log    *slog.Logger
 	fmt    *formatter
+	pool   *chunkPool
 	client *s3.Client
 	retry  retrier
 	now    func() time.Time
@@ -66,8 +63,9 @@ type bufferKey struct {
 type fileBuffer struct {
 	topic     string
 	partition int32
-	tail      []byte // metaTail(topic, partition)
-	buf       []byte
+	tail      []byte   // metaTail(topic, partition)
+	chunks    [][]byte // the file; the last chunk is being filled
+	size      int64    // bytes in chunks
 	count     int
 	first     int64
 	last      int64
@@ -112,7 +110,15 @@ func newSink(o options, env plugin.Env) *Sink {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	chunk := chunkSizeFor(o.MaxFileSize, o.RotateByMessages)
+	// Keep enough free chunks to refill one file, so rotation does not
+	// allocate; the rest go to the garbage collector.
+	maxFree := 2
+	if !o.RotateByMessages {
+		maxFree = int(o.MaxFileSize/int64(chunk)) + 2
+	}
 	s := &Sink{
+		pool:    newChunkPool(chunk, maxFree),
 		opts:    o,
 		log:     log,
 		fmt:     newFormatter(&o),
@@ -235,8 +241,8 @@ func (s *Sink) buffer(topic string, partition int32) *fileBuffer {
 	return fb
 }
 
-// append formats rec into fb, growing the buffer so its capacity stays
-// within max_file_size plus one record under size rotation.
+// append formats rec into fb's last chunk, starting a new chunk when the
+// record might not fit.
 func (s *Sink) append(fb *fileBuffer, rec *plugin.Record) {
 	if fb.count == 0 {
 		fb.first = rec.Offset
@@ -245,32 +251,24 @@ func (s *Sink) append(fb *fileBuffer, rec *plugin.Record) {
 		s.m.openFiles.Set(float64(s.open))
 	}
 	need := s.fmt.estimate(rec, len(fb.topic)) + 1 // + the closing ']'
-	if cap(fb.buf)-len(fb.buf) < need {
-		fb.buf = s.grow(fb.buf, need)
+	n := len(fb.chunks)
+	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
+		fb.chunks = append(fb.chunks, s.pool.get(need))
+		n++
 	}
-	fb.buf = s.fmt.appendRecord(fb.buf, rec, fb.count == 0, fb.tail)
+	c := &fb.chunks[n-1]
+	before := len(*c)
+	*c = s.fmt.appendRecord(*c, rec, fb.count == 0, fb.tail)
+	fb.size += int64(len(*c) - before)
 	fb.count++
 	fb.last = rec.Offset
-}
-
-func (s *Sink) grow(buf []byte, need int) []byte {
-	want := max(2*cap(buf), initialBufferSize, len(buf)+need)
-	if !s.opts.RotateByMessages {
-		// The buffer rotates once it holds max_file_size bytes, so it never
-		// needs more than that plus the record that crossed the line.
-		limit := int(s.opts.MaxFileSize) + need
-		want = max(min(want, limit), len(buf)+need)
-	}
-	nb := make([]byte, len(buf), want)
-	copy(nb, buf)
-	return nb
 }
 
 func (s *Sink) full(fb *fileBuffer) bool {
 	if s.opts.RotateByMessages {
 		return fb.count >= s.opts.MaxMessages
 	}
-	return int64(len(fb.buf)) >= s.opts.MaxFileSize
+	return fb.size >= s.opts.MaxFileSize
 }
 
 // flush closes fb's file and uploads it, then empties the buffer whatever
@@ -282,9 +280,17 @@ func (s *Sink) flush(ctx context.Context, fb *fileBuffer) error {
 	}
 	count := fb.count
 	info := fileInfo{Topic: fb.topic, Partition: fb.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
-	body := s.fmt.finish(fb.buf)
+	if last := len(fb.chunks) - 1; last >= 0 {
+		before := len(fb.chunks[last])
+		fb.chunks[last] = s.fmt.finish(fb.chunks[last])
+		fb.size += int64(len(fb.chunks[last]) - before)
+	}
+	size := fb.size
 	defer func() {
-		fb.buf = fb.buf[:0]
+		s.pool.put(fb.chunks)
+		clear(fb.chunks)
+		fb.chunks = fb.chunks[:0]
+		fb.size = 0
 		fb.count = 0
 		s.open--
 		s.m.openFiles.Set(float64(s.open))
@@ -305,8 +311,8 @@ func (s *Sink) flush(ctx context.Context, fb *fileBuffer) error {
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        aws.String(s.opts.Bucket),
 			Key:           aws.String(key),
-			Body:          bytes.NewReader(body),
-			ContentLength: aws.Int64(int64(len(body))),
+			Body:          newChunkReader(fb.chunks),
+			ContentLength: aws.Int64(size),
 			ContentType:   aws.String(s.contentType()),
 		})
 		return err
@@ -315,8 +321,8 @@ func (s *Sink) flush(ctx context.Context, fb *fileBuffer) error {
 		s.m.uploadSeconds.Observe(s.now().Sub(start).Seconds())
 		s.m.filesUploaded.Add(1)
 		s.m.recordsUploaded.Add(float64(count))
-		s.m.bytesUploaded.Add(float64(len(body)))
-		s.log.Debug("S3 sink uploaded a file", "key", key, "records", count, "bytes", len(body), "attempts", attempts)
+		s.m.bytesUploaded.Add(float64(size))
+		s.log.Debug("S3 sink uploaded a file", "key", key, "records", count, "bytes", size, "attempts", attempts)
 		return nil
 	}
 	s.m.recordsLost.Add(float64(count))
@@ -408,6 +414,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	s.buffers = nil
 	s.last = nil
+	s.pool.free = nil
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,139 @@
+package s3sink
+
+import (
+	"errors"
+	"io"
+)
+
+// A file is held as a list of chunks rather than one growing slice: it
+// never copies itself to grow, leaves no garbage behind while it fills, and
+// its chunks go back to a free list after the upload, so the memory of a
+// file is its size plus at most one chunk.
+
+const (
+	minChunkSize = 4 << 10
+	maxChunkSize = 1 << 20
+)
+
+// chunkSizeFor picks the chunk size for a max_file_size: a quarter of it,
+// between 4 KiB and 1 MiB.
+func chunkSizeFor(maxFileSize int64, byMessages bool) int {
+	if byMessages {
+		return maxChunkSize
+	}
+	return int(min(max(maxFileSize/4, minChunkSize), maxChunkSize))
+}
+
+// chunkPool hands out chunks of one size and keeps a bounded number of
+// returned ones.
+type chunkPool struct {
+	size    int
+	free    [][]byte
+	maxFree int
+}
+
+func newChunkPool(size, maxFree int) *chunkPool {
+	return &chunkPool{size: size, maxFree: maxFree}
+}
+
+// get returns an empty chunk with room for at least need bytes.
+func (p *chunkPool) get(need int) []byte {
+	if need > p.size {
+		return make([]byte, 0, need) // an outsize record gets its own chunk
+	}
+	if n := len(p.free); n > 0 {
+		c := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		return c
+	}
+	return make([]byte, 0, p.size)
+}
+
+// put takes chunks back once their file is uploaded or dropped.
+func (p *chunkPool) put(chunks [][]byte) {
+	for _, c := range chunks {
+		if cap(c) == p.size && len(p.free) < p.maxFree {
+			p.free = append(p.free, c[:0])
+		}
+	}
+}
+
+// chunkReader reads a list of chunks as one body; it seeks, so the SDK
+// can hash the body and rewind it.
+type chunkReader struct {
+	chunks [][]byte
+	size   int64
+	off    int64 // absolute position
+	ci     int   // chunk holding off
+	co     int   // position of off inside chunks[ci]
+}
+
+func newChunkReader(chunks [][]byte) *chunkReader {
+	var n int64
+	for _, c := range chunks {
+		n += int64(len(c))
+	}
+	return &chunkReader{chunks: chunks, size: n}
+}
+
+// Len returns the unread length.
+func (r *chunkReader) Len() int { return int(max(r.size-r.off, 0)) }
+
+// Read implements io.Reader.
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if r.off >= r.size {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && r.ci < len(r.chunks) {
+		c := r.chunks[r.ci]
+		k := copy(p[n:], c[r.co:])
+		n += k
+		r.co += k
+		if r.co >= len(c) {
+			r.ci++
+			r.co = 0
+		}
+	}
+	r.off += int64(n)
+	return n, nil
+}
+
+// Seek implements io.Seeker.
+func (r *chunkReader) Seek(offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = r.off + offset
+	case io.SeekEnd:
+		abs = r.size + offset
+	default:
+		return 0, errors.New("chunkReader: bad whence")
+	}
+	if abs < 0 {
+		return 0, errors.New("chunkReader: negative position")
+	}
+	r.off = abs
+	r.ci, r.co = len(r.chunks), 0
+	pos := int64(0)
+	for i, c := range r.chunks {
+		if abs < pos+int64(len(c)) {
+			r.ci, r.co = i, int(abs-pos)
+			break
+		}
+		pos += int64(len(c))
+	}
+	return abs, nil
+}
+
+// bytes returns the chunks joined; for tests.
+func (r *chunkReader) bytes() []byte {
+	out := make([]byte, 0, r.size)
+	for _, c := range r.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
