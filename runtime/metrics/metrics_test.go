@@ -84,6 +84,17 @@ func TestTrackedConnectors(t *testing.T) {
 		`picomq_connectors_consecutive_nacks{key="orders_cdc",type="source"} 1`,
 		`picomq_connectors_last_batch_timestamp_seconds{key="orders_cdc",type="source"} 1.7e+09`,
 	)
+	for _, notWanted := range []string{
+		`picomq_connectors_records_produced_total{key="archive"`,
+		`picomq_connectors_state_saves_total{key="archive"`,
+		`picomq_connectors_consecutive_nacks{key="archive"`,
+		`picomq_connectors_records_consumed_total{key="orders_cdc"`,
+		`picomq_connectors_batches_redelivered_total{key="orders_cdc"`,
+	} {
+		if strings.Contains(text, notWanted) {
+			t.Errorf("exposition has %s, which does not apply to that type", notWanted)
+		}
+	}
 	if !strings.Contains(text, "go_goroutines") || !strings.Contains(text, "process_") {
 		t.Errorf("exposition lacks the Go and process collectors")
 	}

@@ -21,6 +21,7 @@ type trackerCollector struct {
 
 type counterDesc struct {
 	desc *prometheus.Desc
+	kind string // "source", "sink", or "" for both
 	get  func(status.Figures) int64
 }
 
@@ -42,18 +43,18 @@ func newTrackerCollector() *trackerCollector {
 		consecNacks:    d("consecutive_nacks", "Current run of consecutive nacked batches."),
 		lastBatch:      d("last_batch_timestamp_seconds", "Unix time of the last resolved batch; 0 before the first."),
 	}
-	add := func(name, help string, get func(status.Figures) int64) {
-		c.counters = append(c.counters, counterDesc{d(name, help), get})
+	add := func(kind, name, help string, get func(status.Figures) int64) {
+		c.counters = append(c.counters, counterDesc{d(name, help), kind, get})
 	}
-	add("records_polled_total", "Records returned by the source's Poll.", func(f status.Figures) int64 { return f.Polled })
-	add("records_produced_total", "Records the broker acknowledged (sources).", func(f status.Figures) int64 { return f.Produced })
-	add("records_consumed_total", "Records handed to the sink's Consume.", func(f status.Figures) int64 { return f.Consumed })
-	add("batches_total", "Batches resolved: acknowledged or nacked (sources), consumed (sinks).", func(f status.Figures) int64 { return f.Batches })
-	add("batches_acknowledged_total", "Source batches acknowledged.", func(f status.Figures) int64 { return f.Acked })
-	add("batches_nacked_total", "Source batches nacked, or sink batches whose Consume failed.", func(f status.Figures) int64 { return f.Nacked })
-	add("batches_redelivered_total", "Sink batches delivered again after a failed Consume.", func(f status.Figures) int64 { return f.Redelivered })
-	add("state_saves_total", "Successful state saves.", func(f status.Figures) int64 { return f.StateSaves })
-	add("state_save_failures_total", "Failed state saves.", func(f status.Figures) int64 { return f.StateFails })
+	add("source", "records_polled_total", "Records returned by the source's Poll.", func(f status.Figures) int64 { return f.Polled })
+	add("source", "records_produced_total", "Records the broker acknowledged (sources).", func(f status.Figures) int64 { return f.Produced })
+	add("sink", "records_consumed_total", "Records handed to the sink's Consume.", func(f status.Figures) int64 { return f.Consumed })
+	add("", "batches_total", "Batches resolved: acknowledged or nacked (sources), consumed (sinks).", func(f status.Figures) int64 { return f.Batches })
+	add("source", "batches_acknowledged_total", "Source batches acknowledged.", func(f status.Figures) int64 { return f.Acked })
+	add("", "batches_nacked_total", "Source batches nacked, or sink batches whose Consume failed.", func(f status.Figures) int64 { return f.Nacked })
+	add("sink", "batches_redelivered_total", "Sink batches delivered again after a failed Consume.", func(f status.Figures) int64 { return f.Redelivered })
+	add("source", "state_saves_total", "Successful state saves.", func(f status.Figures) int64 { return f.StateSaves })
+	add("source", "state_save_failures_total", "Failed state saves.", func(f status.Figures) int64 { return f.StateFails })
 	return c
 }
 
@@ -115,9 +116,14 @@ func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.statusDesc, prometheus.GaugeValue, v, s.Key, s.Kind, string(st))
 		}
-		ch <- prometheus.MustNewConstMetric(c.consecNacks, prometheus.GaugeValue, float64(s.Counters.ConsecNacks), s.Key, s.Kind)
+		if s.Kind != "sink" {
+			ch <- prometheus.MustNewConstMetric(c.consecNacks, prometheus.GaugeValue, float64(s.Counters.ConsecNacks), s.Key, s.Kind)
+		}
 		ch <- prometheus.MustNewConstMetric(c.lastBatch, prometheus.GaugeValue, float64(t.Counters.LastBatchAt.Load())/1e9, s.Key, s.Kind)
 		for _, cd := range c.counters {
+			if cd.kind != "" && cd.kind != s.Kind {
+				continue
+			}
 			ch <- prometheus.MustNewConstMetric(cd.desc, prometheus.CounterValue, float64(cd.get(s.Counters)), s.Key, s.Kind)
 		}
 	}
