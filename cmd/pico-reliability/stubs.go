@@ -1,4 +1,3 @@
 package main
 
-func (s *suite) badInput() { mustf("not written") }
 func (s *suite) soak()     { mustf("not written") }
