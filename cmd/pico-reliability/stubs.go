@@ -1,3 +1,0 @@
-package main
-
-func (s *suite) soak()     { mustf("not written") }
