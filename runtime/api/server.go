@@ -113,6 +113,9 @@ func (s *Server) Start() error {
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	scheme := "http"
@@ -313,7 +316,9 @@ func (s *Server) restart(kind string) http.HandlerFunc {
 			notFound(w, kind, key)
 			return
 		}
-		err := s.conns.Restart(r.Context(), kind, key)
+		// A restart, once begun, finishes even if the client goes away:
+		// abandoning it half-way would leave the connector stopped.
+		err := s.conns.Restart(context.WithoutCancel(r.Context()), kind, key)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			notFound(w, kind, key)
