@@ -188,3 +188,37 @@ func TestPluginMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentUse registers, records, tracks and scrapes from many
+// goroutines at once (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	r := New(slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	for i := 0; i < 8; i++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			key := "k" + string(rune('a'+i))
+			for j := 0; j < 200; j++ {
+				tr := status.New("source", key, nil)
+				tr.Counters.Polled.Add(1)
+				r.Track(tr)
+				c := r.For("source", key)
+				c.Counter("shared_total", "Shared.").Add(1)
+				c.Gauge("shared_gauge", "Shared.").Set(float64(j))
+				c.ObserveStage(StageProduce, time.Millisecond)
+				if j%50 == 0 {
+					r.Untrack("source", key)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := r.Prometheus().Gather(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 8; i++ {
+		<-done
+	}
+	wantLines(t, scrape(t, r), `picomq_connectors_shared_total{key="ka",type="source"} 200`)
+}
