@@ -112,6 +112,13 @@ func Load(root string) (*Site, error) {
 		return nil, fmt.Errorf("schema dialect reference: %w", err)
 	}
 	s.Pages = append(s.Pages, Page{Slug: "dialect", Title: "Schema dialect", Markdown: rewriteDialect(string(dialect))})
+	for _, ref := range operatorReferences {
+		md, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(ref.file)))
+		if err != nil {
+			return nil, fmt.Errorf("%s reference: %w", ref.title, err)
+		}
+		s.Pages = append(s.Pages, Page{Slug: ref.slug, Title: ref.title, Markdown: operatorLinks.Replace(string(md))})
+	}
 	s.Pages = append(s.Pages, Page{Slug: "schemas", Title: "JSON Schemas", Markdown: schemasPage(s)})
 	return s, nil
 }
@@ -286,6 +293,7 @@ func catalog(plugins []Plugin) string {
 	b.WriteString("- [Runtime config](runtime_config.md): the file given to `pico-connectors --config`.\n")
 	b.WriteString("- [Definition file](definition.md): one file per connector, with `[[topics]]` and `[plugin_config]`.\n")
 	b.WriteString("- [Schema dialect](dialect.md): how a connector's schema is written.\n")
+	b.WriteString("- [HTTP API](api.md) and [metrics](metrics.md): what a running pico-connectors shows operators.\n")
 	b.WriteString("- [JSON Schemas](schemas.md): for editor completion of definition files and plugin_config tables.\n")
 	return b.String()
 }
@@ -392,6 +400,20 @@ func stripGeneratedHeader(md string) string {
 }
 
 // rewriteDialect makes the dialect page's links work from the site.
+// operatorReferences are the hand-written references of the runtime's
+// operator surface, published beside the generated pages. Tests in their
+// packages keep them complete (every route, JSON field and metric).
+var operatorReferences = []struct{ slug, title, file string }{
+	{"api", "HTTP API", "runtime/api/README.md"},
+	{"metrics", "Metrics", "runtime/metrics/README.md"},
+}
+
+// operatorLinks points the references' links at each other's pages.
+var operatorLinks = strings.NewReplacer(
+	"(../metrics/README.md)", "(metrics.md)",
+	"(../api/README.md)", "(api.md)",
+)
+
 func rewriteDialect(md string) string {
 	return strings.ReplaceAll(md, "(../shared/spec/", "(https://picomq.dev/spec/")
 }
