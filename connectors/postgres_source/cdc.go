@@ -234,10 +234,23 @@ func (s *Source) advance(ctx context.Context) error {
 	return nil
 }
 
-// pollCDC runs the snapshot while one is due, then peeks the slot.
+// moveSlot moves the slot to pendingAdvance: pg_replication_slot_advance
+// for the peek reader, a standby status update for the stream reader
+// (whose open stream holds the slot).
+func (s *Source) moveSlot(ctx context.Context) error {
+	if s.opt.Reader == readerStream {
+		if s.streamConn == nil {
+			return nil // confirmed when the stream starts again
+		}
+		return s.confirm(s.pendingAdvance)
+	}
+	return s.advance(ctx)
+}
+
+// pollCDC runs the snapshot while one is due, then reads the slot.
 func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 	if s.pendingAdvance > s.slotLSN {
-		if err := s.advance(ctx); err != nil {
+		if err := s.moveSlot(ctx); err != nil {
 			return plugin.Batch{}, err
 		}
 	}
@@ -259,6 +272,9 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 				return b, err
 			}
 		}
+	}
+	if s.opt.Reader == readerStream {
+		return s.pollStream(ctx)
 	}
 	for {
 		b, more, err := s.peek(ctx)

@@ -21,17 +21,20 @@ func load(t testing.TB, raw map[string]any, st []byte) (plugin.Source, error) {
 }
 
 func TestConformance(t *testing.T) {
-	for _, mode := range []string{"cdc", "polling"} {
+	for _, mode := range []string{"cdc", "cdc-stream", "polling"} {
 		t.Run(mode, func(t *testing.T) {
 			var raw map[string]any
 			setup := func(t *testing.T) {
 				db := newDB(t)
 				db.exec(`CREATE TABLE ev (id int PRIMARY KEY, v text)`)
 				raw = map[string]any{
-					"connection_string": db.dsn, "mode": mode, "tables": []any{"public.ev"},
+					"connection_string": db.dsn, "mode": strings.TrimSuffix(mode, "-stream"), "tables": []any{"public.ev"},
 					"batch_size": 8, "poll_interval": "20ms", "replication_slot": "s_" + db.tag, "publication": "p_" + db.tag,
 				}
-				if mode == "cdc" {
+				if mode == "cdc-stream" {
+					raw["cdc_reader"] = "stream"
+				}
+				if mode != "polling" {
 					s, err := load(t, raw, nil) // creates the slot and publication
 					if err != nil {
 						t.Fatal(err)

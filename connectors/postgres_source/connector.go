@@ -29,6 +29,7 @@ func optionsFrom(cfg postgressourceconfig.Config, key string) options {
 		CreatePublication: cfg.CreatePublication,
 		CaptureOperations: cfg.CaptureOperations,
 		Snapshot:          string(cfg.Snapshot),
+		Reader:            string(cfg.CDCReader),
 		TrackingColumn:    cfg.TrackingColumn,
 		InitialOffset:     cfg.InitialOffset,
 		ProcessedColumn:   cfg.ProcessedColumn,

@@ -65,23 +65,36 @@ func TestCDCErrors(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
-	t.Run("slot dropped", func(t *testing.T) {
-		opt := db.cdcOptions("t")
-		opt.Slot = "dropped_" + db.tag
-		s := open(t, opt, nil)
-		db.exec(`INSERT INTO t VALUES (1)`)
-		next(t, s)
-		ack(t, s)
-		db.exec(`SELECT pg_drop_replication_slot('` + opt.Slot + `')`)
-		_, err := s.Poll(context.Background())
-		if err == nil || !strings.Contains(err.Error(), "does not exist any more") {
-			t.Fatalf("poll after drop: %v", err)
-		}
-		_, err = newSource(opt, testEnv([]byte(`{"v":1,"mode":"cdc","lsn":"0/1000000"}`)))
-		if err == nil || !strings.Contains(err.Error(), "was dropped after this source had delivered changes") {
-			t.Fatalf("start after drop: %v", err)
-		}
-	})
+	for _, reader := range []string{readerPeek, readerStream} {
+		t.Run("slot dropped "+reader, func(t *testing.T) {
+			opt := db.cdcOptions("t")
+			opt.Reader = reader
+			opt.Slot = "dropped_" + reader + "_" + db.tag
+			s := open(t, opt, nil)
+			db.exec(`INSERT INTO t VALUES (` + map[string]string{readerPeek: "1", readerStream: "2"}[reader] + `)`)
+			next(t, s)
+			ack(t, s)
+			// The stream reader holds the slot: end its walsender first.
+			eventually(t, func() bool {
+				db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + opt.Slot + `' AND active_pid IS NOT NULL`)
+				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+opt.Slot+`' AND active`) == "0"
+			})
+			db.exec(`SELECT pg_drop_replication_slot('` + opt.Slot + `')`)
+			var err error
+			for range 3 { // the first poll may only see the ended connection
+				if _, err = s.Poll(context.Background()); err != nil && strings.Contains(err.Error(), "dropped") {
+					break
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), "does not exist any more") && !strings.Contains(err.Error(), "was dropped") {
+				t.Fatalf("poll after drop: %v", err)
+			}
+			_, err = newSource(opt, testEnv([]byte(`{"v":1,"mode":"cdc","lsn":"0/1000000"}`)))
+			if err == nil || !strings.Contains(err.Error(), "was dropped after this source had delivered changes") {
+				t.Fatalf("start after drop: %v", err)
+			}
+		})
+	}
 }
 
 func TestWalLevelNotLogical(t *testing.T) {
@@ -101,7 +114,9 @@ func TestWalLevelNotLogical(t *testing.T) {
 
 // Postgres restarted mid-stream: the source reconnects by itself and every
 // row arrives exactly once.
-func TestPostgresRestartMidStream(t *testing.T) {
+func TestPostgresRestartMidStream(t *testing.T) { forReaders(t, testPostgresRestartMidStream) }
+
+func testPostgresRestartMidStream(t *testing.T, reader string) {
 	if testing.Short() {
 		t.Skip("starts its own server")
 	}
@@ -109,6 +124,7 @@ func TestPostgresRestartMidStream(t *testing.T) {
 	db := newDBOn(t, srv)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("t")
+	opt.Reader = reader
 	opt.BatchSize = 50
 	s := open(t, opt, nil)
 
@@ -144,14 +160,27 @@ func TestPostgresRestartMidStream(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for len(seen) < n && time.Now().Before(deadline) {
 		if !restarted && len(seen) > n/4 {
-			srv.Restart(t)
+			// Restart while the source keeps polling, as under the runtime.
 			restarted = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := srv.Stop(); err != nil {
+					t.Error(err)
+				}
+				if err := srv.Start(); err != nil {
+					t.Error(err)
+				}
+			}()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		b, err := s.Poll(ctx)
 		cancel()
 		if err != nil {
 			errs++
+			if errs < 5 {
+				t.Logf("poll error %d: %v", errs, err)
+			}
 			continue
 		}
 		for _, id := range ids(t, payloads(b)) {

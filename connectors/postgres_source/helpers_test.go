@@ -50,6 +50,17 @@ func newDBOn(t testing.TB, srv *pgtest.Server) *testDB {
 	t.Helper()
 	tag := fmt.Sprintf("t%d", dbSeq.Add(1))
 	dsn := srv.CreateDatabase(t, tag)
+	t.Cleanup(func() {
+		// Slots are per cluster: free this database's for later tests.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgconn.Connect(ctx, srv.DSN()); err == nil {
+			conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = '`+tag+`' AND active_pid IS NOT NULL`).ReadAll()
+			time.Sleep(50 * time.Millisecond)
+			conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '`+tag+`' AND NOT active`).ReadAll()
+			conn.Close(ctx)
+		}
+	})
 	return &testDB{t: t, srv: srv, dsn: dsn, tag: tag}
 }
 

@@ -22,6 +22,7 @@ type options struct {
 	CreatePublication bool
 	CaptureOperations []string // insert, update, delete, truncate
 	Snapshot          string   // "never" or "initial"
+	Reader            string   // readerPeek or readerStream
 	TrackingColumn    string
 	InitialOffset     string
 	ProcessedColumn   string
@@ -38,6 +39,12 @@ const (
 	opDelete   = "delete"
 	opTruncate = "truncate"
 	opRead     = "read" // snapshot and polling rows
+)
+
+// CDC readers.
+const (
+	readerPeek   = "peek"
+	readerStream = "stream"
 )
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
@@ -165,6 +172,9 @@ func (o *options) check() []string {
 			default:
 				p = append(p, fmt.Sprintf("capture_operations: %q is not insert, update, delete or truncate", op))
 			}
+		}
+		if o.Reader != "" && o.Reader != readerPeek && o.Reader != readerStream {
+			p = append(p, fmt.Sprintf("cdc_reader: %q is not peek or stream", o.Reader))
 		}
 		if o.Snapshot != "never" && o.Snapshot != "initial" {
 			p = append(p, fmt.Sprintf("snapshot: %q is not never or initial", o.Snapshot))

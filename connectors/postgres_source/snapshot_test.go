@@ -18,11 +18,14 @@ func drain(t testing.TB, s *Source, max int) []string {
 	return all
 }
 
-func TestSnapshotConsistentWithSlot(t *testing.T) {
+func TestSnapshotConsistentWithSlot(t *testing.T) { forReaders(t, testSnapshotConsistentWithSlot) }
+
+func testSnapshotConsistentWithSlot(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT i, 'old' FROM generate_series(1, 10) i;
 CREATE TABLE nokey (v int); INSERT INTO nokey SELECT generate_series(1, 5)`)
 	opt := db.cdcOptions("t", "nokey")
+	opt.Reader = reader
 	opt.Snapshot = "initial"
 	opt.BatchSize = 4
 	s := open(t, opt, nil)

@@ -117,6 +117,15 @@ type Source struct {
 	replConn       *pgconn.PgConn
 	snapFresh      bool // the open snapshot is not the slot's own
 
+	// CDC, stream reader
+	streamConn *pgconn.PgConn
+	streamRels map[uint32]*relation
+	streamSent pglogrepl.LSN // last position confirmed to the server
+	streamIdle pglogrepl.LSN // server WAL end seen with nothing pending
+	retry      *plugin.Batch // the nacked batch, returned again
+	retryState *state
+	retryLSN   pglogrepl.LSN
+
 	// Polling
 	pendingApply []applyOp // side effects of the candidate batch
 	applyQueue   []applyOp // acknowledged side effects not yet applied
@@ -288,6 +297,7 @@ func (s *Source) connect(ctx context.Context) error {
 
 // close drops the connections.
 func (s *Source) close() {
+	s.closeStream()
 	if s.replConn != nil {
 		_ = s.replConn.Close(context.Background())
 		s.replConn = nil
@@ -340,15 +350,15 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 // and pauses for poll_interval so the runtime's retry is not a tight loop.
 // The next Poll reconnects and re-runs the checks.
 func (s *Source) fail(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
 	if isPermanent(err) {
 		s.fatal = err
 		s.close()
 		return err
 	}
 	s.close()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	s.sleep(ctx)
 	if isConnError(err) {
 		return fmt.Errorf("postgres unavailable, will reconnect: %w", err)
@@ -388,8 +398,9 @@ func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error 
 			if target > s.pendingAdvance {
 				s.pendingAdvance = target
 			}
+			s.retry = nil
 			if s.conn != nil && s.pendingAdvance > s.slotLSN {
-				if err := s.advance(ctx); err != nil {
+				if err := s.moveSlot(ctx); err != nil {
 					s.log.Warn("advancing the replication slot failed; retrying on the next poll", "error", err)
 					if isConnError(err) {
 						s.close()

@@ -37,6 +37,15 @@ const (
 	ModePolling Mode = "polling"
 )
 
+// CDCReader is the type of the cdc_reader key: CDC: how changes are read. peek: each poll peeks the slot (pg_logical_slot_peek_binary_changes) and Ack advances it (pg_replication_slot_advance); simple, but every peek and advance re-reads the WAL from the slot's restart point, which PostgreSQL moves only every 15 s or more, so it slows down under a sustained write load. stream: one replication connection streams changes (START_REPLICATION) and Ack confirms them with a standby status update; the server decodes each change once. Both re-deliver a nacked batch and resume from the committed LSN.
+type CDCReader string
+
+// The values of CDCReader.
+const (
+	CDCReaderPeek   CDCReader = "peek"
+	CDCReaderStream CDCReader = "stream"
+)
+
 // Snapshot is the type of the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable).
 type Snapshot string
 
@@ -98,6 +107,11 @@ type Config struct {
 	//
 	// Default: ["insert","update","delete","truncate"].
 	CaptureOperations []string
+
+	// CDCReader is the cdc_reader key: CDC: how changes are read. peek: each poll peeks the slot (pg_logical_slot_peek_binary_changes) and Ack advances it (pg_replication_slot_advance); simple, but every peek and advance re-reads the WAL from the slot's restart point, which PostgreSQL moves only every 15 s or more, so it slows down under a sustained write load. stream: one replication connection streams changes (START_REPLICATION) and Ack confirms them with a standby status update; the server decodes each change once. Both re-deliver a nacked batch and resume from the committed LSN.
+	//
+	// Default: peek.
+	CDCReader CDCReader
 
 	// Snapshot is the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable).
 	//
@@ -195,6 +209,11 @@ var envBindings = []confkit.EnvBinding{
 	},
 	{
 		Kind:   confkit.EnvString,
+		Path:   []string{"cdc_reader"},
+		Suffix: "CDC_READER",
+	},
+	{
+		Kind:   confkit.EnvString,
 		Path:   []string{"snapshot"},
 		Suffix: "SNAPSHOT",
 	},
@@ -253,6 +272,7 @@ var keyOrder = []string{
 	"create_slot",
 	"create_publication",
 	"capture_operations",
+	"cdc_reader",
 	"snapshot",
 	"tracking_column",
 	"initial_offset",
@@ -293,7 +313,7 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 		}},
 	},
 	Known: map[string][]string{
-		"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "snapshot", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
+		"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
 	},
 })
 
@@ -326,6 +346,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	c.CreateSlot = true
 	c.CreatePublication = true
 	c.CaptureOperations = []string{"insert", "update", "delete", "truncate"}
+	c.CDCReader = CDCReaderPeek
 	c.Snapshot = SnapshotNever
 	c.DeleteAfterRead = false
 	c.IncludeMetadata = true
@@ -406,6 +427,13 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("capture_operations", v, false, "an array of strings"))
 		}
 	}
+	if v, ok := m["cdc_reader"]; ok && !ps.Has("cdc_reader") {
+		if x, ok := confkit.AsString(v); ok {
+			c.CDCReader = CDCReader(x)
+		} else {
+			*ps = append(*ps, confkit.WrongType("cdc_reader", v, false, "a string"))
+		}
+	}
 	if v, ok := m["snapshot"]; ok && !ps.Has("snapshot") {
 		if x, ok := confkit.AsString(v); ok {
 			c.Snapshot = Snapshot(x)
@@ -478,6 +506,7 @@ func (c Config) Redacted() map[string]any {
 		"create_slot":        c.CreateSlot,
 		"create_publication": c.CreatePublication,
 		"capture_operations": slices.Clone(c.CaptureOperations),
+		"cdc_reader":         string(c.CDCReader),
 		"snapshot":           string(c.Snapshot),
 		"tracking_column":    c.TrackingColumn,
 		"initial_offset":     c.InitialOffset,

@@ -162,13 +162,13 @@ func start(bin string) (*Server, error) {
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '` + dir + `'
 wal_level = logical
-max_replication_slots = 20
-max_wal_senders = 20
+max_replication_slots = 100
+max_wal_senders = 50
 fsync = off
 synchronous_commit = on
 full_page_writes = off
 shared_buffers = 128MB
-max_connections = 100
+max_connections = 200
 log_min_messages = warning
 `
 	f, err := os.OpenFile(filepath.Join(s.DataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)

@@ -1,0 +1,210 @@
+package postgressource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// The stream reader (cdc_reader = "stream").
+//
+// Every peek and every pg_replication_slot_advance re-reads the WAL from
+// the slot's restart_lsn, which PostgreSQL moves only at xl_running_xacts
+// records (every 15 s of activity or more). Under a sustained write load
+// that distance grows to hundreds of megabytes and each peek pays for it.
+// The stream reader keeps one replication connection open
+// (START_REPLICATION ... LOGICAL with pgoutput), so the server decodes each
+// change once. The stage-and-apply contract is the same:
+//
+//   - Poll reads whole transactions from the stream until batch_size
+//     records (never splitting a transaction) or until the stream is quiet,
+//     and returns the end LSN of the last transaction as the candidate.
+//   - Ack promotes it and confirms it to the server with a standby status
+//     update (the slot's confirmed position follows).
+//   - Nack keeps the batch, and the next Poll returns the same records with
+//     the same state again.
+//   - A restart starts the stream at the committed LSN; transactions at or
+//     before it are skipped, as with peek.
+//
+// A quiet database does not pin WAL: with nothing pending, the server's
+// WAL end from its keepalives is confirmed after the empty batch.
+
+// streamLinger is how long a Poll that already has records waits for more
+// before returning them.
+const streamLinger = 5 * time.Millisecond
+
+func (s *Source) startStream(ctx context.Context) error {
+	rc := s.cfg.Copy()
+	rc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, s.opt.Slot, s.committedLSN, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + quoteIdent(s.opt.Publication) + "'"},
+	})
+	if err != nil {
+		_ = conn.Close(ctx)
+		return s.peekError(err)
+	}
+	s.streamConn = conn
+	s.streamRels = map[uint32]*relation{}
+	s.streamSent = 0
+	s.streamIdle = 0
+	return nil
+}
+
+func (s *Source) closeStream() {
+	if s.streamConn != nil {
+		_ = s.streamConn.Close(context.Background())
+		s.streamConn = nil
+	}
+	s.streamRels = nil
+	// A new stream starts at the committed LSN and sends a nacked batch
+	// again by itself.
+	s.retry, s.retryState = nil, nil
+}
+
+// confirm tells the server that everything up to lsn is delivered.
+func (s *Source) confirm(lsn pglogrepl.LSN) error {
+	if s.streamConn == nil || lsn <= s.streamSent {
+		return nil
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.streamConn, pglogrepl.StandbyStatusUpdate{WALWritePosition: lsn}); err != nil {
+		return err
+	}
+	s.streamSent = lsn
+	if lsn > s.slotLSN {
+		s.slotLSN = lsn
+	}
+	return nil
+}
+
+// pollStream returns the next batch from the replication stream.
+func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
+	if s.retry != nil {
+		// Nacked: the same records and state again.
+		b := *s.retry
+		s.candidate, s.candidateLSN = s.retryState, s.retryLSN
+		return b, nil
+	}
+	if s.streamConn != nil && s.streamConn.IsClosed() {
+		s.closeStream()
+	}
+	if s.streamConn == nil {
+		if err := s.startStream(ctx); err != nil {
+			return plugin.Batch{}, err
+		}
+	}
+	if err := s.confirm(s.pendingAdvance); err != nil {
+		return plugin.Batch{}, err
+	}
+	d := decoder{s: s, rels: s.streamRels}
+	inTxn := false
+	wait := s.opt.PollInterval
+	if wait <= 0 {
+		wait = time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		if !inTxn && len(d.msgs) >= s.opt.BatchSize {
+			break
+		}
+		until := deadline
+		if len(d.msgs) > 0 && !inTxn {
+			until = time.Now().Add(streamLinger)
+		}
+		rctx, cancel := context.WithDeadline(ctx, until)
+		msg, err := s.streamConn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return plugin.Batch{}, ctx.Err()
+			}
+			if pgconn.Timeout(err) && !s.streamConn.IsClosed() {
+				if inTxn {
+					continue // a transaction is arriving: never split it
+				}
+				break
+			}
+			return plugin.Batch{}, fmt.Errorf("replication stream: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					return plugin.Batch{}, err
+				}
+				idle := !inTxn && len(d.msgs) == 0
+				if idle && ka.ServerWALEnd > s.streamIdle {
+					s.streamIdle = ka.ServerWALEnd
+				}
+				if ka.ReplyRequested && idle {
+					// Everything received was delivered and acknowledged,
+					// and nothing is pending: confirming the server's
+					// position skips only WAL without records. A server
+					// shutting down waits for this.
+					if err := s.confirm(ka.ServerWALEnd); err != nil {
+						return plugin.Batch{}, err
+					}
+				} else if ka.ReplyRequested {
+					if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.streamConn, pglogrepl.StandbyStatusUpdate{WALWritePosition: s.streamSent}); err != nil {
+						return plugin.Batch{}, err
+					}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					return plugin.Batch{}, err
+				}
+				if len(xld.WALData) == 0 {
+					continue
+				}
+				switch xld.WALData[0] {
+				case 'B':
+					inTxn = true
+				case 'C':
+					inTxn = false
+				}
+				if err := d.handle(xld.WALStart, xld.WALData); err != nil {
+					return plugin.Batch{}, err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return plugin.Batch{}, s.peekError(pgconn.ErrorResponseToPgError(m))
+		case *pgproto3.CopyDone:
+			return plugin.Batch{}, errors.New("replication stream ended by the server")
+		}
+	}
+	if len(d.msgs) == 0 {
+		// Nothing pending: what the server has sent so far can be
+		// confirmed once this empty batch is resolved.
+		if !inTxn && max(d.lastEnd, s.streamIdle) > s.streamSent {
+			s.quietLSN = max(d.lastEnd, s.streamIdle)
+		}
+		return plugin.Batch{}, nil
+	}
+	s.streamIdle = 0
+	cand := max(d.lastEnd, s.committedLSN)
+	st := s.committed.clone()
+	st.LSN = cand.String()
+	s.candidateLSN = cand
+	b, err := s.batch(d.msgs, st)
+	if err == nil {
+		s.retry, s.retryState, s.retryLSN = &b, s.candidate, cand
+	}
+	return b, err
+}
