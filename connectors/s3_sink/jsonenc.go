@@ -115,6 +115,9 @@ type compactor struct {
 }
 
 func (c *compactor) skipSpace() {
+	if c.i < len(c.src) && c.src[c.i] > ' ' {
+		return
+	}
 	for c.i < len(c.src) {
 		switch c.src[c.i] {
 		case ' ', '\t', '\n', '\r':
@@ -237,52 +240,65 @@ func (c *compactor) array(depth int) bool {
 	}
 }
 
+// plainStr[b] is true for bytes a JSON string token holds without a
+// closer look: ASCII from 0x20 other than '"' and '\\'.
+var plainStr = func() (t [256]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
 // str copies a string token as it is, checking escapes, control
 // characters and UTF-8.
 func (c *compactor) str() bool {
+	src := c.src
 	start := c.i
-	c.i++ // opening quote
-	for c.i < len(c.src) {
-		b := c.src[c.i]
-		switch {
+	i := c.i + 1 // opening quote
+	for {
+		for i < len(src) && plainStr[src[i]] {
+			i++
+		}
+		if i >= len(src) {
+			return false
+		}
+		switch b := src[i]; {
 		case b == '"':
-			c.i++
-			c.dst = append(c.dst, c.src[start:c.i]...)
+			i++
+			c.dst = append(c.dst, src[start:i]...)
+			c.i = i
 			return true
 		case b == '\\':
-			c.i++
-			if c.i >= len(c.src) {
+			i++
+			if i >= len(src) {
 				return false
 			}
-			switch c.src[c.i] {
+			switch src[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				c.i++
+				i++
 			case 'u':
-				if len(c.src)-c.i < 5 {
+				if len(src)-i < 5 {
 					return false
 				}
-				for _, h := range c.src[c.i+1 : c.i+5] {
+				for _, h := range src[i+1 : i+5] {
 					if !isHex(h) {
 						return false
 					}
 				}
-				c.i += 5
+				i += 5
 			default:
 				return false
 			}
 		case b < 0x20:
 			return false
-		case b < utf8.RuneSelf:
-			c.i++
 		default:
-			r, size := utf8.DecodeRune(c.src[c.i:])
+			r, size := utf8.DecodeRune(src[i:])
 			if r == utf8.RuneError && size == 1 {
 				return false
 			}
-			c.i += size
+			i += size
 		}
 	}
-	return false
 }
 
 func isHex(b byte) bool {

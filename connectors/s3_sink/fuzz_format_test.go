@@ -1,0 +1,55 @@
+package s3sink
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// FuzzCompactJSON checks the compactor against encoding/json: it accepts
+// exactly the valid UTF-8 JSON values and writes what json.Compact writes.
+func FuzzCompactJSON(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2.5e3, "x\u00e9\n", true, null]}`, ` "str" `, `[`, `{"a":1,}`, "\"\xff\"", `-0.0E+1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, ok := appendCompactJSON(nil, in)
+		want := json.Valid(in) && utf8.Valid(in)
+		if ok != want {
+			t.Fatalf("%q: ok=%v, want %v", in, ok, want)
+		}
+		if ok {
+			var ref bytes.Buffer
+			_ = json.Compact(&ref, in)
+			if !bytes.Equal(out, ref.Bytes()) {
+				t.Fatalf("%q: got %s want %s", in, out, ref.Bytes())
+			}
+		}
+	})
+}
+
+// FuzzFormatRecord checks that every record, whatever its bytes, formats
+// to one valid UTF-8 JSON object per line, within the size estimate.
+func FuzzFormatRecord(f *testing.F) {
+	f.Add("orders.eu", []byte("k"), []byte(`{"a":1}`), "h", []byte("v"), uint8(0))
+	f.Add("t\x00", []byte(nil), []byte("\xff\xfe"), "\xff", []byte{0x80}, uint8(2))
+	schemas := []plugin.Schema{plugin.SchemaJSON, plugin.SchemaText, plugin.SchemaProto, plugin.SchemaRaw, plugin.SchemaAvro, plugin.SchemaFlatBuffer, ""}
+	f.Fuzz(func(t *testing.T, topic string, key, payload []byte, hk string, hv []byte, schema uint8) {
+		o := defaultOptions()
+		o.IncludeHeaders = true
+		fm := newFormatter(&o)
+		r := plugin.Record{Topic: topic, Offset: 5, Timestamp: time.Unix(1, 0), Key: key, Payload: payload,
+			Headers: []plugin.Header{{Key: hk, Value: hv}}, Schema: schemas[int(schema)%len(schemas)]}
+		out := fm.appendRecord(nil, &r, true, metaTail(topic, 0))
+		if est := fm.estimate(&r, len(topic)); len(out) > est {
+			t.Fatalf("wrote %d bytes, estimate %d", len(out), est)
+		}
+		if out[len(out)-1] != '\n' || !json.Valid(out[:len(out)-1]) || !utf8.Valid(out) {
+			t.Fatalf("not a valid JSON line: %q", out)
+		}
+	})
+}
