@@ -463,3 +463,18 @@ func TestFilesAcrossChunks(t *testing.T) {
 		t.Fatalf("only %d files", len(want))
 	}
 }
+
+// TestSlowServerTimesOutAndRetries delays the first PutObject past the
+// attempt timeout: the attempt is abandoned and retried.
+func TestSlowServerTimesOutAndRetries(t *testing.T) {
+	h := newHarness(t, messages(2))
+	h.sink.attemptTimeout = func(int64) time.Duration { return 300 * time.Millisecond }
+	h.proxy.InjectMatching(dataPut, 1, faultproxy.Fault{Delay: 3 * time.Second})
+	if err := h.sink.Consume(context.Background(), records("t", 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	h.wantKeys(key("t", 0, 1, "jsonl"))
+	if got := h.metrics.get("s3_sink_upload_retries_total"); got != 1 {
+		t.Fatalf("retries = %v", got)
+	}
+}

@@ -31,6 +31,13 @@ func backoff(base time.Duration, attempt int, r float64) time.Duration {
 	return j
 }
 
+// attemptTimeout bounds one PutObject of size bytes, so a server that
+// stops answering costs an attempt rather than the sink: a minute plus a
+// second per MiB.
+func attemptTimeout(size int64) time.Duration {
+	return time.Minute + time.Duration(size>>20)*time.Second
+}
+
 // classify says whether a failed request is worth another attempt, and
 // the HTTP status when the server answered. Transport errors (no answer),
 // 5xx, 408 and 429 are retried; any other status is not. A cancelled or
@@ -41,7 +48,9 @@ func classify(ctx context.Context, err error) (retry bool, status int) {
 		status = re.HTTPStatusCode()
 		return retriableStatus(status), status
 	}
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// Only the caller's context stops the retries: an attempt that ran
+	// out of its own time is a transport error like any other.
+	if ctx.Err() != nil {
 		return false, 0
 	}
 	return true, 0

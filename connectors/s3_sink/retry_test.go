@@ -43,8 +43,12 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%v: retry=%v status=%d", err, retry, status)
 		}
 	}
-	if retry, _ := classify(ctx, context.Canceled); retry {
-		t.Error("context.Canceled retried")
+	// An attempt's own deadline is a transport error; the caller's
+	// context ending is not retried.
+	attemptCtx, cancelAttempt := context.WithTimeout(ctx, 0)
+	defer cancelAttempt()
+	if retry, _ := classify(ctx, attemptCtx.Err()); !retry {
+		t.Error("an attempt timeout is not retried")
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

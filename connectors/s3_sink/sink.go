@@ -44,6 +44,8 @@ type Sink struct {
 	client *s3.Client
 	retry  retrier
 	now    func() time.Time
+	// attemptTimeout bounds one PutObject of a file of the given size.
+	attemptTimeout func(size int64) time.Duration
 
 	mu      sync.Mutex
 	buffers map[bufferKey]*fileBuffer
@@ -118,13 +120,14 @@ func newSink(o options, env plugin.Env) *Sink {
 		maxFree = int(o.MaxFileSize/int64(chunk)) + 2
 	}
 	s := &Sink{
-		pool:    newChunkPool(chunk, maxFree),
-		opts:    o,
-		log:     log,
-		fmt:     newFormatter(&o),
-		now:     time.Now,
-		buffers: map[bufferKey]*fileBuffer{},
-		m:       newMetrics(env.Metrics),
+		pool:           newChunkPool(chunk, maxFree),
+		opts:           o,
+		log:            log,
+		fmt:            newFormatter(&o),
+		now:            time.Now,
+		attemptTimeout: attemptTimeout,
+		buffers:        map[bufferKey]*fileBuffer{},
+		m:              newMetrics(env.Metrics),
 	}
 	s.retry = retrier{
 		maxAttempts: o.MaxAttempts,
@@ -184,6 +187,8 @@ func newClient(ctx context.Context, o *options) (*s3.Client, error) {
 }
 
 func (s *Sink) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(0))
+	defer cancel()
 	if _, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(s.opts.Bucket), Key: aws.String(ProbeKey), Body: bytes.NewReader(nil),
 	}); err != nil {
@@ -308,6 +313,8 @@ func (s *Sink) flush(ctx context.Context, fb *fileBuffer) error {
 	}
 	start := s.now()
 	attempts, err := s.retry.do(ctx, "s3://"+s.opts.Bucket+"/"+key, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(size))
+		defer cancel()
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        aws.String(s.opts.Bucket),
 			Key:           aws.String(key),
