@@ -478,3 +478,24 @@ func TestSlowServerTimesOutAndRetries(t *testing.T) {
 		t.Fatalf("retries = %v", got)
 	}
 }
+
+// TestStopDuringRetriesStillWritesMarker cancels the context while the
+// sink waits to retry: the upload stops, the marker is still written.
+func TestStopDuringRetriesStillWritesMarker(t *testing.T) {
+	h := newHarness(t, func(o *options) { messages(1)(o); o.RetryDelay = time.Hour })
+	h.proxy.InjectMatching(dataPut, -1, xmlFault(503, "SlowDown", "slow down"))
+	ctx, cancel := context.WithCancel(context.Background())
+	h.sink.retry.sleep = func(ctx context.Context, d time.Duration) error {
+		cancel() // the runtime stops while the sink waits an hour
+		return sleepCtx(ctx, d)
+	}
+	err := h.sink.Consume(ctx, records("t", 0, 1))
+	if err == nil || !strings.Contains(err.Error(), "stopped while waiting to retry") {
+		t.Fatalf("err = %v", err)
+	}
+	k := key("t", 0, 0, "jsonl")
+	h.wantKeys(k + LostSuffix)
+	if m := h.marker(k); m.Attempts != 1 || m.RecordCount != 1 {
+		t.Fatalf("marker = %+v", m)
+	}
+}

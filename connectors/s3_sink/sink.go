@@ -380,6 +380,11 @@ func (s *Sink) writeLostMarker(ctx context.Context, key string, info fileInfo, c
 	if err != nil {
 		return err
 	}
+	// The marker is how an operator finds the range to recover: write it
+	// even when the caller's context has just ended (a stop during the
+	// retries), within a bound of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.attemptTimeout(int64(len(body))))
+	defer cancel()
 	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:      aws.String(s.opts.Bucket),
 		Key:         aws.String(key + LostSuffix),
