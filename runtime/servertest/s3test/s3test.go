@@ -90,6 +90,7 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("s3test: create bucket %s: %v\n%s", bucket, err, s.Logs())
 	}
 	s.Bucket = bucket
+	t.Logf("s3test: %s at %s, bucket %s", kind, s.Endpoint, bucket)
 	return s
 }
 
