@@ -3,6 +3,9 @@ package s3test
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,4 +36,25 @@ func TestStartPutListGet(t *testing.T) {
 	}
 	s.Close()
 	s.Close()
+}
+
+// TestMissingBinary runs itself in a child process with a server binary
+// that does not exist: under CI=true the test fails with the install
+// command, otherwise it is skipped.
+func TestMissingBinary(t *testing.T) {
+	if os.Getenv("S3TEST_CHILD") == "1" {
+		Start(t)
+		return
+	}
+	for _, ci := range []string{"true", ""} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMissingBinary$", "-test.v")
+		cmd.Env = append(os.Environ(), "S3TEST_CHILD=1", "PICO_VERSITYGW=/nonexistent/versitygw", "CI="+ci, "PICO_TEST_S3=")
+		out, err := cmd.CombinedOutput()
+		switch {
+		case ci == "true" && (err == nil || !strings.Contains(string(out), "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0")):
+			t.Fatalf("CI=true: err=%v\n%s", err, out)
+		case ci == "" && (err != nil || !strings.Contains(string(out), "--- SKIP")):
+			t.Fatalf("CI unset: err=%v\n%s", err, out)
+		}
+	}
 }
