@@ -198,3 +198,34 @@ func TestReplay(t *testing.T) {
 		h.wantKeys(key("t", 0, 1, "jsonl"), key("t", 0, 1, "jsonl")+LostSuffix)
 	})
 }
+
+// TestDefaultCredentialChain omits both keys: the sink finds credentials
+// in the standard AWS environment variables.
+func TestDefaultCredentialChain(t *testing.T) {
+	srv := s3test.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	s, err := openWith(t, srv, nil, func(o *options) { o.AccessKeyID, o.SecretAccessKey = "", "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Consume(context.Background(), records("t", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if keys := srv.Keys(t); len(keys) != 1 {
+		t.Fatalf("keys = %v", keys)
+	}
+	// Without credentials anywhere, the probe fails with the spec's message.
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	_, err = openWith(t, srv, nil, func(o *options) { o.AccessKeyID, o.SecretAccessKey = "", "" })
+	if err == nil || !strings.Contains(err.Error(), "S3 bucket '"+srv.Bucket+"' connectivity check failed") {
+		t.Fatalf("err = %v", err)
+	}
+}
