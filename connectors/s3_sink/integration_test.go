@@ -499,3 +499,23 @@ func TestStopDuringRetriesStillWritesMarker(t *testing.T) {
 		t.Fatalf("marker = %+v", m)
 	}
 }
+
+// TestOnlyTheSinkRetries checks that the SDK's own retryer is off: with
+// max_attempts = 1 a 503 is sent once, and path-style addressing puts the
+// bucket in the path.
+func TestOnlyTheSinkRetries(t *testing.T) {
+	h := newHarness(t, func(o *options) { messages(1)(o); o.MaxAttempts = 1 })
+	h.proxy.InjectMatching(dataPut, 1, xmlFault(503, "SlowDown", "slow down"))
+	err := h.sink.Consume(context.Background(), records("t", 0, 1))
+	if err == nil || !strings.Contains(err.Error(), "failed after 1 attempt(s)") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := h.dataPuts(); got != 1 {
+		t.Fatalf("%d PutObject requests for one attempt: the SDK retried", got)
+	}
+	for _, e := range h.proxy.Log() {
+		if !strings.HasPrefix(e.Path, "/"+h.srv.Bucket+"/") {
+			t.Fatalf("request path %s is not path-style", e.Path)
+		}
+	}
+}
