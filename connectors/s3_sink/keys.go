@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // defaultPathTemplate is path_template's default.
@@ -90,26 +91,30 @@ func parsePlaceholder(body string) (templatePart, error) {
 	return templatePart{Name: name, Arg: arg, HasArg: hasArg}, nil
 }
 
-// sanitizeByte reports whether b is kept as it is in a key.
+// keepByte reports whether b is kept as it is in a key.
 func keepByte(b byte) bool {
 	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') ||
 		b == '.' || b == '_' || b == '-'
 }
 
-// appendSanitized appends s with every byte other than ASCII letters,
-// digits, '.', '_' and '-' replaced by '_'. A multi-byte character
-// becomes one '_'.
+// appendSanitized appends s with every character other than ASCII
+// letters, digits, '.', '_' and '-' replaced by '_': one '_' per
+// character, and one per byte that is not valid UTF-8.
 func appendSanitized(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		b := s[i]
-		switch {
-		case keepByte(b):
-			dst = append(dst, b)
-		case b >= 0x80 && b < 0xC0:
-			// continuation byte of a character already replaced
-		default:
-			dst = append(dst, '_')
+		if b < utf8.RuneSelf {
+			if keepByte(b) {
+				dst = append(dst, b)
+			} else {
+				dst = append(dst, '_')
+			}
+			i++
+			continue
 		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		dst = append(dst, '_')
+		i += size
 	}
 	return dst
 }
