@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,10 +17,7 @@ func benchRecords(n, payloadSize int) []plugin.Record {
 	base := time.Date(2026, 9, 3, 21, 15, 4, 0, time.UTC)
 	for i := range out {
 		p := fmt.Sprintf(`{"id":%d,"customer":"user-%d","total":%d.5,"currency":"EUR","items":[1,2,3],"note":"`, i, i%1000, i%977)
-		for len(p) < payloadSize-2 {
-			p += "x"
-		}
-		p += `"}`
+		p += strings.Repeat("x", max(0, payloadSize-2-len(p))) + `"}`
 		out[i] = plugin.Record{Topic: "orders.eu", Offset: int64(1000 + i), Timestamp: base.Add(time.Duration(i) * 37 * time.Microsecond),
 			Key: []byte(fmt.Sprintf("user-%d", i%1000)), Payload: []byte(p), Schema: plugin.SchemaJSON}
 	}

@@ -248,3 +248,20 @@ func TestNoAllocationsPerRecord(t *testing.T) {
 		t.Fatalf("%v allocations per record", allocs)
 	}
 }
+
+func TestSpecialInWord(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		for pos := 0; pos < 8; pos++ {
+			w := []byte("abcdefgh")
+			w[pos] = byte(b)
+			var x uint64
+			for i := 7; i >= 0; i-- {
+				x = x<<8 | uint64(w[i])
+			}
+			want := b < 0x20 || b == '"' || b == '\\' || b >= 0x80
+			if got := specialInWord(x); got != want {
+				t.Fatalf("byte %#x at %d: %v", b, pos, got)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package s3sink
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -249,6 +250,22 @@ var plainStr = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// specialInWord reports whether any of the eight bytes of w is a control
+// character, '"', '\\' or not ASCII. It may not report which one.
+func specialInWord(w uint64) bool {
+	lt20 := (w - ones*0x20) & ^w & highs
+	q := w ^ (ones * '"')
+	quote := (q - ones) & ^q & highs
+	b := w ^ (ones * '\\')
+	backslash := (b - ones) & ^b & highs
+	return (lt20 | quote | backslash | w&highs) != 0
+}
+
 // str copies a string token as it is, checking escapes, control
 // characters and UTF-8.
 func (c *compactor) str() bool {
@@ -256,6 +273,11 @@ func (c *compactor) str() bool {
 	start := c.i
 	i := c.i + 1 // opening quote
 	for {
+		// Eight bytes at a time while none needs a closer look, then
+		// byte by byte.
+		for i+8 <= len(src) && !specialInWord(binary.LittleEndian.Uint64(src[i:])) {
+			i += 8
+		}
 		for i < len(src) && plainStr[src[i]] {
 			i++
 		}
