@@ -15,8 +15,8 @@ const (
 	maxChunkSize = 1 << 20
 )
 
-// chunkSizeFor picks the chunk size for a max_file_size: a quarter of it,
-// between 4 KiB and 1 MiB.
+// chunkSizeFor picks the largest chunk size for a max_file_size: a quarter
+// of it, between 4 KiB and 1 MiB.
 func chunkSizeFor(maxFileSize int64, byMessages bool) int {
 	if byMessages {
 		return maxChunkSize
@@ -24,39 +24,66 @@ func chunkSizeFor(maxFileSize int64, byMessages bool) int {
 	return int(min(max(maxFileSize/4, minChunkSize), maxChunkSize))
 }
 
-// chunkPool hands out chunks of one size and keeps a bounded number of
-// returned ones.
+// chunkPool hands out chunks and keeps returned ones up to a byte budget.
+// The chunks of one file double in size, from minChunkSize up to the
+// pool's largest size, so a file that stays small holds little memory.
 type chunkPool struct {
-	size    int
-	free    [][]byte
-	maxFree int
+	size      int // largest chunk
+	free      map[int][][]byte
+	freeBytes int
+	maxFree   int // bytes
 }
 
-func newChunkPool(size, maxFree int) *chunkPool {
-	return &chunkPool{size: size, maxFree: maxFree}
+func newChunkPool(size, maxFreeBytes int) *chunkPool {
+	return &chunkPool{size: size, free: map[int][][]byte{}, maxFree: maxFreeBytes}
 }
 
-// get returns an empty chunk with room for at least need bytes.
-func (p *chunkPool) get(need int) []byte {
-	if need > p.size {
+// classFor returns the chunk size for the n-th chunk (from 0) of a file.
+func (p *chunkPool) classFor(n int) int {
+	c := minChunkSize
+	for i := 0; i < n && c < p.size; i++ {
+		c *= 2
+	}
+	return min(c, p.size)
+}
+
+// get returns an empty chunk for the n-th chunk of a file, with room for
+// at least need bytes.
+func (p *chunkPool) get(n, need int) []byte {
+	class := p.classFor(n)
+	for class < need && class < p.size {
+		class *= 2
+	}
+	class = min(class, p.size)
+	if need > class {
 		return make([]byte, 0, need) // an outsize record gets its own chunk
 	}
-	if n := len(p.free); n > 0 {
-		c := p.free[n-1]
-		p.free[n-1] = nil
-		p.free = p.free[:n-1]
+	if l := p.free[class]; len(l) > 0 {
+		c := l[len(l)-1]
+		l[len(l)-1] = nil
+		p.free[class] = l[:len(l)-1]
+		p.freeBytes -= class
 		return c
 	}
-	return make([]byte, 0, p.size)
+	return make([]byte, 0, class)
 }
 
 // put takes chunks back once their file is uploaded or dropped.
 func (p *chunkPool) put(chunks [][]byte) {
 	for _, c := range chunks {
-		if cap(c) == p.size && len(p.free) < p.maxFree {
-			p.free = append(p.free, c[:0])
+		class := cap(c)
+		if class > p.size || class&(class-1) != 0 || p.freeBytes+class > p.maxFree {
+			continue // outsize, or over the budget: left to the collector
 		}
+		p.free[class] = append(p.free[class], c[:0])
+		p.freeBytes += class
 	}
+}
+
+// release drops every free chunk.
+func (p *chunkPool) release() {
+	clear(p.free)
+	p.freeBytes = 0
 }
 
 // chunkReader reads a list of chunks as one body; it seeks, so the SDK

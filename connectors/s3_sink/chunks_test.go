@@ -2,6 +2,7 @@ package s3sink
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -54,17 +55,33 @@ func TestChunkReader(t *testing.T) {
 }
 
 func TestChunkPool(t *testing.T) {
-	p := newChunkPool(16, 2)
-	a, b, c := p.get(10), p.get(16), p.get(17)
-	if cap(a) != 16 || cap(b) != 16 || cap(c) != 17 {
-		t.Fatalf("caps %d %d %d", cap(a), cap(b), cap(c))
+	p := newChunkPool(16<<10, 40<<10)
+	// A file's chunks double from 4 KiB up to the largest size.
+	var caps []int
+	for n := 0; n < 5; n++ {
+		caps = append(caps, cap(p.get(n, 100)))
 	}
-	p.put([][]byte{append(a, 'x'), b, c, make([]byte, 0, 16)})
-	if len(p.free) != 2 || len(p.free[0]) != 0 {
-		t.Fatalf("free = %d", len(p.free))
+	if fmt.Sprint(caps) != "[4096 8192 16384 16384 16384]" {
+		t.Fatalf("caps = %v", caps)
 	}
-	if got := p.get(1); cap(got) != 16 || len(p.free) != 1 {
-		t.Fatal("reuse")
+	// A record bigger than the class gets a bigger class, or its own chunk.
+	if c := p.get(0, 5000); cap(c) != 8192 {
+		t.Fatalf("cap = %d", cap(c))
+	}
+	if c := p.get(0, 20000); cap(c) != 20000 {
+		t.Fatalf("outsize cap = %d", cap(c))
+	}
+	// Returned chunks are reused, within the byte budget.
+	p.put([][]byte{make([]byte, 5, 16<<10), make([]byte, 0, 16<<10), make([]byte, 0, 16<<10), make([]byte, 0, 4<<10), make([]byte, 0, 20000)})
+	if p.freeBytes != 36<<10 || len(p.free[16<<10]) != 2 || len(p.free[4<<10]) != 1 {
+		t.Fatalf("free = %d bytes, %v", p.freeBytes, p.free)
+	}
+	if c := p.get(4, 1); cap(c) != 16<<10 || len(c) != 0 || p.freeBytes != 20<<10 {
+		t.Fatalf("reuse: cap %d len %d free %d", cap(c), len(c), p.freeBytes)
+	}
+	p.release()
+	if p.freeBytes != 0 || len(p.free) != 0 {
+		t.Fatal("release")
 	}
 	for _, c := range []struct {
 		max   int64

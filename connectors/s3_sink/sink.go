@@ -115,9 +115,9 @@ func newSink(o options, env plugin.Env) *Sink {
 	chunk := chunkSizeFor(o.MaxFileSize, o.RotateByMessages)
 	// Keep enough free chunks to refill one file, so rotation does not
 	// allocate; the rest go to the garbage collector.
-	maxFree := 2
+	maxFree := 4 * chunk
 	if !o.RotateByMessages {
-		maxFree = int(o.MaxFileSize/int64(chunk)) + 2
+		maxFree = int(o.MaxFileSize) + 2*chunk
 	}
 	s := &Sink{
 		pool:           newChunkPool(chunk, maxFree),
@@ -258,7 +258,7 @@ func (s *Sink) append(fb *fileBuffer, rec *plugin.Record) {
 	need := s.fmt.estimate(rec, len(fb.topic)) + 1 // + the closing ']'
 	n := len(fb.chunks)
 	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
-		fb.chunks = append(fb.chunks, s.pool.get(need))
+		fb.chunks = append(fb.chunks, s.pool.get(n, need))
 		n++
 	}
 	c := &fb.chunks[n-1]
@@ -426,7 +426,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	s.buffers = nil
 	s.last = nil
-	s.pool.free = nil
+	s.pool.release()
 	return errors.Join(errs...)
 }
 
