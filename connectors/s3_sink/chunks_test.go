@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
 func TestChunkReader(t *testing.T) {
@@ -90,6 +92,30 @@ func TestChunkPool(t *testing.T) {
 	}{{8 << 20, false, 1 << 20}, {1 << 20, false, 256 << 10}, {100, false, 4 << 10}, {100, true, 1 << 20}} {
 		if got := chunkSizeFor(c.max, c.msgs); got != c.chunk {
 			t.Errorf("chunkSizeFor(%d, %v) = %d", c.max, c.msgs, got)
+		}
+	}
+}
+
+// TestSmallFilesHoldLittle buffers one small record in each of many
+// partitions: each holds one 4 KiB chunk, whatever the rotation.
+func TestSmallFilesHoldLittle(t *testing.T) {
+	for _, byMessages := range []bool{false, true} {
+		o := defaultOptions()
+		o.RotateByMessages, o.MaxMessages = byMessages, 1000
+		s := newSink(o, plugin.Env{})
+		r := benchRecords(1, 100)[0]
+		for p := int32(0); p < 1000; p++ {
+			r.Partition = p
+			s.append(s.buffer(r.Topic, p), &r)
+		}
+		held := 0
+		for _, fb := range s.buffers {
+			for _, c := range fb.chunks {
+				held += cap(c)
+			}
+		}
+		if held != 1000*minChunkSize {
+			t.Fatalf("messages=%v: 1000 one-record files hold %d bytes", byMessages, held)
 		}
 	}
 }
