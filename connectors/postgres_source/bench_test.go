@@ -51,7 +51,7 @@ func copySlot(b *testing.B, db *testDB, from, to string) {
 func BenchmarkCDC(b *testing.B) {
 	db, opt := benchTable(b)
 	pristine := opt.Slot
-	var rawT, srcT time.Duration
+	var rawT, srcT, streamT time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		slot := fmt.Sprintf("raw_%s_%d", db.tag, i)
@@ -59,40 +59,52 @@ func BenchmarkCDC(b *testing.B) {
 		rawT += rawPass(b, db, slot, opt)
 		db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
 
-		o := opt
-		o.Slot = fmt.Sprintf("src_%s_%d", db.tag, i)
-		o.CreateSlot = false
-		copySlot(b, db, pristine, o.Slot)
-		s, err := newSource(o, testEnv(nil))
-		if err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		rows, bytes := 0, 0
-		for rows < benchRows {
-			bt, err := s.Poll(context.Background())
-			if err != nil {
-				b.Fatal(err)
+		for _, reader := range []string{readerPeek, readerStream} {
+			o := opt
+			o.Reader = reader
+			o.Slot = fmt.Sprintf("src_%s_%s_%d", reader, db.tag, i)
+			o.CreateSlot = false
+			copySlot(b, db, pristine, o.Slot)
+			d := sourcePass(b, o)
+			if reader == readerPeek {
+				srcT += d
+			} else {
+				streamT += d
 			}
-			rows += len(bt.Messages)
-			for _, m := range bt.Messages {
-				bytes += len(m.Payload)
-			}
-			if err := s.OnBatchResult(context.Background(), 1); err != nil {
-				b.Fatal(err)
-			}
+			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.Slot + `' AND active_pid IS NOT NULL`)
+			eventually(b, func() bool {
+				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.Slot+`' AND active`) == "0"
+			})
+			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
 		}
-		srcT += time.Since(t0)
-		if i == 0 {
-			b.Logf("average record %d bytes", bytes/rows)
-		}
-		s.Close(context.Background())
-		db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
 	}
 	n := float64(b.N * benchRows)
 	b.ReportMetric(n/rawT.Seconds(), "raw-rows/s")
 	b.ReportMetric(n/srcT.Seconds(), "source-rows/s")
+	b.ReportMetric(n/streamT.Seconds(), "stream-rows/s")
 	b.ReportMetric(rawT.Seconds()/srcT.Seconds(), "source/raw")
+}
+
+// sourcePass polls and acknowledges benchRows records, timed.
+func sourcePass(b *testing.B, o options) time.Duration {
+	s, err := newSource(o, testEnv(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	t0 := time.Now()
+	rows := 0
+	for rows < benchRows {
+		bt, err := s.Poll(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows += len(bt.Messages)
+		if err := s.OnBatchResult(context.Background(), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(t0)
 }
 
 // BenchmarkPolling reads the same 100,000-row table by its primary key.

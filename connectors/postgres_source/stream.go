@@ -119,7 +119,11 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 			break
 		}
 		until := deadline
-		if len(d.msgs) > 0 && !inTxn {
+		switch {
+		case inTxn:
+			// A transaction is arriving: never split it (ctx bounds this).
+			until = time.Now().Add(time.Second)
+		case len(d.msgs) > 0:
 			until = time.Now().Add(streamLinger)
 		}
 		rctx, cancel := context.WithDeadline(ctx, until)
@@ -131,7 +135,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 			}
 			if pgconn.Timeout(err) && !s.streamConn.IsClosed() {
 				if inTxn {
-					continue // a transaction is arriving: never split it
+					continue
 				}
 				break
 			}
