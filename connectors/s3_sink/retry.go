@@ -9,16 +9,16 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// backoff returns the delay before attempt n (n >= 2): retry_delay doubled
-// once per earlier retry (retry_delay before the second attempt, twice it
-// before the third, and so on), with ±20% jitter from r in [0, 1), capped
-// at 60 seconds.
+// backoff returns the delay before attempt n, as the spec words it:
+// retry_delay doubled n - 1 times (twice retry_delay before the second
+// attempt, four times before the third, ...), with ±20% jitter from r in
+// [0, 1), capped at 60 seconds. The first attempt is not delayed.
 func backoff(base time.Duration, attempt int, r float64) time.Duration {
 	if attempt < 2 || base <= 0 {
 		return 0
 	}
 	d := base
-	for i := 2; i < attempt && d < maxRetryDelay; i++ {
+	for i := 1; i < attempt && d < maxRetryDelay; i++ {
 		d *= 2
 	}
 	if d > maxRetryDelay {

@@ -59,22 +59,22 @@ func TestClassify(t *testing.T) {
 
 func TestBackoffSchedule(t *testing.T) {
 	base := time.Second
-	// r = 0.5 is no jitter.
-	want := []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 60 * time.Second, 60 * time.Second}
+	// r = 0.5 is no jitter. Before attempt n: retry_delay doubled n - 1 times.
+	want := []time.Duration{0, 0, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 60 * time.Second, 60 * time.Second}
 	for attempt, w := range want {
 		if got := backoff(base, attempt, 0.5); got != w {
 			t.Errorf("attempt %d: %v want %v", attempt, got, w)
 		}
 	}
 	// Jitter is ±20%.
-	if got := backoff(base, 3, 0); got != 1600*time.Millisecond {
+	if got := backoff(base, 2, 0); got != 1600*time.Millisecond {
 		t.Errorf("low jitter: %v", got)
 	}
-	if got := backoff(base, 3, 0.999999999); got < 2399*time.Millisecond || got > 2400*time.Millisecond {
+	if got := backoff(base, 2, 0.999999999); got < 2399*time.Millisecond || got > 2400*time.Millisecond {
 		t.Errorf("high jitter: %v", got)
 	}
 	// The cap holds after jitter too, and huge attempt numbers do not overflow.
-	if got := backoff(55*time.Second, 2, 0.99); got != 60*time.Second {
+	if got := backoff(28*time.Second, 2, 0.99); got != 60*time.Second {
 		t.Errorf("capped: %v", got)
 	}
 	if got := backoff(time.Second, 1000, 0.99); got != 60*time.Second {
@@ -113,7 +113,8 @@ func TestRetrierRetriesThenSucceeds(t *testing.T) {
 	if err != nil || attempts != 4 || calls != 4 {
 		t.Fatalf("attempts=%d calls=%d err=%v", attempts, calls, err)
 	}
-	want := []time.Duration{100 * time.Millisecond, 160 * time.Millisecond, 480 * time.Millisecond}
+	// 200ms·1.0, 400ms·0.8, 800ms·1.2
+	want := []time.Duration{200 * time.Millisecond, 320 * time.Millisecond, 960 * time.Millisecond}
 	if fmt.Sprint(c.slept) != fmt.Sprint(want) {
 		t.Fatalf("slept %v want %v", c.slept, want)
 	}
@@ -143,7 +144,7 @@ func TestRetrierExhausted(t *testing.T) {
 		calls++
 		return statusError(500)
 	})
-	if calls != 3 || attempts != 3 || fmt.Sprint(c.slept) != "[100ms 200ms]" {
+	if calls != 3 || attempts != 3 || fmt.Sprint(c.slept) != "[200ms 400ms]" {
 		t.Fatalf("calls=%d slept=%v", calls, c.slept)
 	}
 	if err == nil || !strings.Contains(err.Error(), "failed after 3 attempt(s)") {
