@@ -96,7 +96,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 	db, opt := benchTable(b)
 	pristine := opt.Slot
 	topics := []definition.Topics{{Topic: definition.Route{Literal: "ev"}, Schema: "json", BatchLength: 10000, LingerTime: "5ms", CreateTopics: true}}
-	var rawT, e2eT, prodT time.Duration
+	var rawT, e2eT, streamT, prodT time.Duration
 	var recorded []plugin.Batch
 	for i := 0; i < b.N; i++ {
 		// Raw peek-and-parse.
@@ -105,31 +105,42 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 		rawT += rawPass(b, db, slot, opt)
 		db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
 
-		// Source → broker.
-		o := opt
-		o.Slot = fmt.Sprintf("e2e_%s_%d", db.tag, i)
-		o.CreateSlot = false
-		copySlot(b, db, pristine, o.Slot)
-		s, err := newSource(o, testEnv(nil))
-		if err != nil {
-			b.Fatal(err)
+		// Source → broker, with each reader.
+		for _, reader := range []string{readerPeek, readerStream} {
+			o := opt
+			o.Reader = reader
+			o.Slot = fmt.Sprintf("e2e_%s_%s_%d", reader, db.tag, i)
+			o.CreateSlot = false
+			copySlot(b, db, pristine, o.Slot)
+			s, err := newSource(o, testEnv(nil))
+			if err != nil {
+				b.Fatal(err)
+			}
+			br := connectortest.Broker(b)
+			var src plugin.Source = s
+			if i == 0 && reader == readerPeek {
+				src = &recordingSource{Source: s, out: &recorded}
+			}
+			t0 := time.Now()
+			run := connectortest.RunSource(b, br, src, topics, nil)
+			waitHW(b, br, "ev", benchRows)
+			if reader == readerPeek {
+				e2eT += time.Since(t0)
+			} else {
+				streamT += time.Since(t0)
+			}
+			run.Stop()
+			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.Slot + `' AND active_pid IS NOT NULL`)
+			eventually(b, func() bool {
+				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.Slot+`' AND active`) == "0"
+			})
+			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
+			br.Close()
 		}
-		br := connectortest.Broker(b)
-		var src plugin.Source = s
-		if i == 0 {
-			src = &recordingSource{Source: s, out: &recorded}
-		}
-		t0 := time.Now()
-		run := connectortest.RunSource(b, br, src, topics, nil)
-		waitHW(b, br, "ev", benchRows)
-		e2eT += time.Since(t0)
-		run.Stop()
-		db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
-		br.Close()
 
 		// The same records from memory.
 		br2 := connectortest.Broker(b)
-		t0 = time.Now()
+		t0 := time.Now()
 		run2 := connectortest.RunSource(b, br2, &memSource{batches: recorded}, topics, nil)
 		waitHW(b, br2, "ev", benchRows)
 		prodT += time.Since(t0)
@@ -142,6 +153,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 	b.ReportMetric(e2e, "e2e-rows/s")
 	b.ReportMetric(prod, "producer-rows/s")
 	b.ReportMetric(e2e/min(raw, prod), "e2e/min(raw,producer)")
+	b.ReportMetric(n/streamT.Seconds(), "e2e-stream-rows/s")
 }
 
 type recordingSource struct {
