@@ -46,6 +46,11 @@ func TestCrashSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the runtime binary and runs it six times; skipped with -short")
 	}
+	// PICO_PG_CRASH_READER=stream runs it with the stream reader.
+	reader := readerPeek
+	if r := os.Getenv("PICO_PG_CRASH_READER"); r != "" {
+		reader = r
+	}
 	db := newDB(t)
 	db.exec(`CREATE TABLE crash (id int PRIMARY KEY, v text)`)
 
@@ -78,7 +83,8 @@ batch_size = 2000
 poll_interval = "20ms"
 replication_slot = "crash_%s"
 publication = "crash_%s"
-`, topic, db.dsn, db.tag, db.tag)
+cdc_reader = %q
+`, topic, db.dsn, db.tag, db.tag, reader)
 	os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(runtime), 0o644)
 	os.WriteFile(filepath.Join(dir, "connectors", "crash.toml"), []byte(def), 0o644)
 	statePath := filepath.Join(dir, "state", "crash.state")
