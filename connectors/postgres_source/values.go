@@ -175,6 +175,12 @@ func appendTimestamp(buf, v []byte, withZone bool) ([]byte, bool) {
 	if len(v) < 19 || v[4] != '-' || v[10] != ' ' || v[13] != ':' {
 		return buf, false
 	}
+	for _, c := range v {
+		// The fast paths copy the text as is: only these may pass.
+		if (c < '0' || c > '9') && c != '-' && c != ':' && c != '.' && c != ' ' && c != '+' {
+			return buf, false
+		}
+	}
 	if withZone && len(v) >= 22 && v[len(v)-3] == '+' && v[len(v)-2] == '0' && v[len(v)-1] == '0' {
 		buf = append(buf, '"')
 		buf = append(buf, v[:10]...)

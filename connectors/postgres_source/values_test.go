@@ -28,6 +28,8 @@ func TestAppendValueEdges(t *testing.T) {
 		{&pgType{kind: kindTimestampTZ}, "2024-01-02 03:04:05+05:30", `"2024-01-01T21:34:05Z"`},
 		{&pgType{kind: kindTimestamp}, "2024-01-02 03:04:05", `"2024-01-02T03:04:05Z"`},
 		{&pgType{kind: kindTimestamp}, "-infinity", `"-infinity"`},
+		{&pgType{kind: kindTimestampTZ}, "2024-01-01 10:00:00.12345\x16+00", `"2024-01-01 10:00:00.12345\u0016+00"`},
+		{&pgType{kind: kindTimestamp}, "2024-01-01\"10:00:00", `"2024-01-01\"10:00:00"`},
 		{arr(kindInt, ','), "[0:1]={1,2}", `[1,2]`},
 		{arr(kindString, ';'), "{(1,1),(0,0);(2,2),(1,1)}", `["(1,1),(0,0)","(2,2),(1,1)"]`},
 		{arr(kindString, ','), `{"a\\b",nUlL,""}`, `["a\\b",null,""]`},
