@@ -308,6 +308,9 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 		return plugin.Batch{}, false, err
 	}
 	current, _ = pglogrepl.ParseLSN(string(rows[0][0]))
+	if current > s.committedLSN && s.committedLSN > 0 {
+		s.lag.Set(float64(current - s.committedLSN))
+	}
 
 	limit := s.opt.BatchSize
 	rr := s.conn.ExecParams(ctx,
@@ -344,6 +347,9 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 	target := d.lastEnd
 	if !more && current > target {
 		target = current
+	}
+	if !more {
+		s.lag.Set(0) // caught up
 	}
 	if target > s.slotLSN {
 		s.quietLSN = target

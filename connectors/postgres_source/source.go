@@ -133,6 +133,9 @@ type Source struct {
 	plans        map[string]*pollTable
 
 	arena arena
+	// lag is how far the committed position trails the server's WAL
+	// (CDC), in bytes.
+	lag plugin.Gauge
 }
 
 // newSource builds a source from options and a committed state blob. It
@@ -147,6 +150,11 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 		log = slog.Default()
 	}
 	s := &Source{opt: opt, log: log, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
+	metrics := env.Metrics
+	if metrics == nil {
+		metrics = plugin.DiscardMetrics
+	}
+	s.lag = metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
 	s.enc.numericAsString = opt.NumericAsString
 	for _, t := range opt.Tables {
 		tn, _ := parseTable(t)

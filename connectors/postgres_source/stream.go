@@ -174,6 +174,9 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 				if err != nil {
 					return plugin.Batch{}, err
 				}
+				if xld.ServerWALEnd > s.committedLSN && s.committedLSN > 0 {
+					s.lag.Set(float64(xld.ServerWALEnd - s.committedLSN))
+				}
 				if len(xld.WALData) == 0 {
 					continue
 				}
@@ -194,6 +197,9 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 		}
 	}
 	if len(d.msgs) == 0 {
+		if !inTxn {
+			s.lag.Set(0) // caught up
+		}
 		// Nothing pending: what the server has sent so far can be
 		// confirmed once this empty batch is resolved.
 		if !inTxn && max(d.lastEnd, s.streamIdle) > s.streamSent {
