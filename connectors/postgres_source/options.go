@@ -47,7 +47,10 @@ const (
 	readerStream = "stream"
 )
 
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+var (
+	identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+	slotRe  = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+)
 
 // defaultName derives a slot or publication name from the connector key.
 func defaultName(key string) string {
@@ -160,7 +163,7 @@ func (o *options) check() []string {
 		p = append(p, fmt.Sprintf("batch_size: %d is below 1", o.BatchSize))
 	}
 	if o.Mode == "cdc" {
-		if !identRe.MatchString(o.Slot) || len(o.Slot) > 63 || strings.ToLower(o.Slot) != o.Slot {
+		if !slotRe.MatchString(o.Slot) {
 			p = append(p, fmt.Sprintf("replication_slot: %q must be lower-case letters, digits and _, at most 63 characters", o.Slot))
 		}
 		if o.Publication == "" {
