@@ -18,13 +18,17 @@ func writeChart(path string, rows []row) error {
 	const (
 		rowH   = 26
 		left   = 8
-		labelW = 6 * 58
+		labelW = 6 * 76
 		barMax = 420
 		top    = 34
 	)
+	// Bars longer than 3x the baseline are clipped (and marked) so one
+	// outlier, such as a fixed RSS floor over a tiny budget, does not
+	// squash every other bar.
+	const clip = 3.0
 	maxRatio := 1.0
 	for _, r := range rows {
-		maxRatio = math.Max(maxRatio, r.Ratio)
+		maxRatio = math.Max(maxRatio, math.Min(r.Ratio, clip))
 	}
 	scale := float64(barMax) / (maxRatio * 1.1)
 	width := left + labelW + barMax + 70
@@ -36,18 +40,22 @@ func writeChart(path string, rows []row) error {
 	x0 := left + labelW
 	for i, r := range rows {
 		y := top + i*rowH
-		label := r.Name
-		if len(label) > 58 {
-			label = label[:58]
+		label := r.Name + " vs " + r.BaseName
+		if len(label) > 75 {
+			label = label[:74] + "."
 		}
 		text(img, left, y+9, label, black, 1)
-		w := int(r.Ratio * scale)
+		w := int(math.Min(r.Ratio, clip) * scale)
 		c := color.RGBA{0x2b, 0x7b, 0xb9, 0xff}
-		if len(r.Unit) >= 3 && r.Unit == "MiB" {
+		if r.Unit == "MiB" {
 			c = color.RGBA{0xd9, 0x8c, 0x1f, 0xff} // RSS rows: lower is better
 		}
 		fillRect(img, x0, y+4, w, rowH-8, c)
-		text(img, x0+w+4, y+9, fmt.Sprintf("%.2f", r.Ratio), black, 1)
+		val := fmt.Sprintf("%.2f", r.Ratio)
+		if r.Ratio > clip {
+			val = "> " + val
+		}
+		text(img, x0+w+4, y+9, val, black, 1)
 	}
 	one := x0 + int(scale)
 	fillRect(img, one, top-4, 1, rowH*len(rows)+4, color.RGBA{0xc0, 0x20, 0x20, 0xff})

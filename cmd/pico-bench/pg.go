@@ -140,7 +140,7 @@ func (b *bench) pgRows() []row {
 	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	b.must(err)
 	defer br.Close()
-	const rounds = 2
+	const rounds = 3
 	var rawT, cdcT, cdcBareT, selT, pollT, pollBareT time.Duration
 	for i := 0; i < rounds; i++ {
 		slot := fmt.Sprintf("raw_%d", i)
