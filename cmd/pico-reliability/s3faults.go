@@ -122,6 +122,27 @@ func (s *suite) s3Faults() {
 	lostStep("500 on every attempt", faultproxy.Fault{Status: 500}, attempts, attempts)
 	lostStep("403 Forbidden (not retried)", faultproxy.Fault{Status: 403}, 1, 1)
 
+	// A store that keeps failing: each file that rotates is dropped with
+	// its .lost marker, the batch is redelivered into a new file, and the
+	// sink carries on; it never blocks the partition.
+	proxy.ResetLog()
+	_, lostBefore := s3Objects(srv, key)
+	s.inject("503 on every PutObject for three rotations")
+	proxy.InjectMatching(isPut, -1, faultproxy.Fault{Status: 503})
+	w := r.watch("sink", key)
+	for i := 0; i < 3; i++ {
+		feed(perFile)
+		time.Sleep(1500 * time.Millisecond)
+	}
+	statuses, during := w.end()
+	_, lostAfter := s3Objects(srv, key)
+	s.check(len(lostAfter)-len(lostBefore) >= 2 && during.LastError != "",
+		"sustained outage: %d more .lost markers, statuses seen %v, last_error %.60q", len(lostAfter)-len(lostBefore), statuses, during.LastError)
+	proxy.Clear()
+	s.inject("faults cleared")
+	e, ok := r.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Status == "Running" && e.Counters.ConsecNacks == 0 })
+	s.check(ok, "status %s without operator action once uploads succeed", e.Status)
+
 	s.inject("no faults; %d more records, then SIGTERM (flush)", perFile)
 	feed(perFile)
 	s.waitCommitted(r, b.Addr(), "pico-connectors-"+key, topic, next, 30*time.Second)
