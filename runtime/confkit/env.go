@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // EnvKind is how an environment variable's text is turned into a value.
@@ -43,6 +44,9 @@ func EnvName(prefix string, path ...string) string {
 // the kind asked for. The error says what is allowed; it does not repeat the
 // text, so callers can mask secrets.
 func ParseEnvValue(text string, kind EnvKind) (any, error) {
+	if !utf8.ValidString(text) {
+		return nil, fmt.Errorf("is not valid UTF-8 text")
+	}
 	s := strings.TrimSpace(text)
 	switch kind {
 	case EnvInt:

@@ -109,3 +109,20 @@ func FuzzBindEnv(f *testing.F) {
 		}
 	})
 }
+
+func TestBindEnvRefusesInvalidUTF8(t *testing.T) {
+	env := map[string]string{"X_PREFIX": "raw/\xff\xfe", "X_TOKEN": "s3cr\xffet"}
+	lookup := func(n string) (string, bool) { v, ok := env[n]; return v, ok }
+	doc := map[string]any{}
+	p := BindEnv(doc, []string{"prefix"}, "X_PREFIX", EnvString, false, lookup)
+	if p == nil || !strings.Contains(p.Message, "X_PREFIX") || !strings.Contains(p.Message, "not valid UTF-8") {
+		t.Fatalf("invalid UTF-8 in a plain value: %+v", p)
+	}
+	p = BindEnv(doc, []string{"token"}, "X_TOKEN", EnvString, true, lookup)
+	if p == nil || strings.Contains(p.Message, "s3cr") || strings.Contains(p.Value, "s3cr") || !strings.Contains(p.Message, "X_TOKEN") {
+		t.Fatalf("invalid UTF-8 in a secret: %+v", p)
+	}
+	if len(doc) != 0 {
+		t.Fatalf("a refused value was applied: %v", doc)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // decoder fills the definition structs from a parsed TOML table, applying
@@ -48,6 +49,11 @@ func (d *decoder) lookup(key, name string) (string, bool) {
 	v, ok := d.env[name]
 	if ok {
 		d.used[name] = true
+		if !utf8.ValidString(v) {
+			// The value is not shown: it may be a secret, and it is not text.
+			d.add(key, "environment variable %s is not valid UTF-8 text; set it to UTF-8 or unset it", name)
+			return "", false
+		}
 	}
 	return v, ok
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -503,6 +504,14 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 				d.add(key, "schema = \"avro\" needs avro_schema_json or avro_schema_path")
 			case t.AvroSchemaJSON != "" && t.AvroSchemaPath != "":
 				d.add(key, "set avro_schema_json or avro_schema_path, not both")
+			default:
+				// Parse it now, as the source loop will: a schema that does
+				// not parse, or a file that is not there, fails validate
+				// rather than the first batch.
+				if _, err := codec.New(codec.Options{Schema: t.Schema, AvroSchemaJSON: t.AvroSchemaJSON,
+					AvroSchemaPath: t.AvroSchemaPath, BaseDir: filepath.Dir(d.file)}); err != nil {
+					d.add(key, "%v (paths are relative to the definition file)", err)
+				}
 			}
 		} else if t.AvroSchemaJSON != "" || t.AvroSchemaPath != "" {
 			d.add(key, "avro_schema_json and avro_schema_path apply only with schema = \"avro\"")

@@ -304,3 +304,75 @@ linger_time = "5ms"
 		t.Errorf("transforms = %+v", a.Transforms)
 	}
 }
+
+func TestLoadChecksAvroSchemas(t *testing.T) {
+	path := writeFiles(t, map[string]string{
+		"runtime.toml": "",
+		"connectors/inline.toml": `type = "source"
+key = "inline"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+schema = "avro"
+avro_schema_json = "{not json"
+`,
+		"connectors/file.toml": `type = "source"
+key = "file"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+schema = "avro"
+avro_schema_path = "schemas/missing.avsc"
+`,
+		"connectors/good.toml": `type = "source"
+key = "good"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+schema = "avro"
+avro_schema_path = "order.avsc"
+`,
+		"connectors/order.avsc": `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}`,
+	})
+	_, err := Load(path, nil)
+	if err == nil {
+		t.Fatal("Load accepted an Avro schema that does not parse and one that does not exist")
+	}
+	text := err.Error()
+	for _, want := range []string{
+		`inline.toml: topics[0]: avro_schema_json: not a valid Avro schema`,
+		`file.toml: topics[0]: avro_schema_path "schemas/missing.avsc": open`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing problem %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "good.toml") {
+		t.Errorf("a valid Avro schema file, relative to the definition, was refused:\n%s", text)
+	}
+}
+
+func TestLoadRefusesInvalidUTF8Overrides(t *testing.T) {
+	path := writeFiles(t, map[string]string{
+		"runtime.toml": "",
+		"connectors/a.toml": `type = "source"
+key = "a"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+`,
+	})
+	env := map[string]string{
+		"PICOMQ_CONNECTORS_SOURCE_A_NAME":           "bad \xff name",
+		"PICOMQ_CONNECTORS_SOURCE_A_TOPICS_0_TOPIC": "t\xfe",
+	}
+	_, err := Load(path, env)
+	if err == nil {
+		t.Fatal("Load accepted environment values that are not UTF-8")
+	}
+	for _, v := range []string{"PICOMQ_CONNECTORS_SOURCE_A_NAME", "PICOMQ_CONNECTORS_SOURCE_A_TOPICS_0_TOPIC"} {
+		if !strings.Contains(err.Error(), "environment variable "+v+" is not valid UTF-8 text") {
+			t.Errorf("no problem names %s:\n%v", v, err)
+		}
+	}
+}
