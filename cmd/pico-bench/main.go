@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"io"
 	"log/slog"
 	"os"
@@ -62,8 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	b := &bench{h: &harness{}, start: time.Now(), progress: stderr}
-	defer b.h.close()
+	b := &bench{h: standalone.New("pico-bench"), start: time.Now(), progress: stderr}
+	defer b.h.Close()
 	var rows []row
 	var failures []string
 	step := func(name string, f func() []row) {
@@ -72,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		b.logf("== %s", name)
 		var got []row
-		if err := catch(func() { got = f() }); err != nil {
+		if err := standalone.Catch(func() { got = f() }); err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
 			b.logf("%s failed: %v", name, err)
 			return
@@ -114,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // bench holds what the groups share.
 type bench struct {
-	h        *harness
+	h        *standalone.TB
 	start    time.Time
 	progress io.Writer
 }
@@ -125,7 +126,7 @@ func (b *bench) logf(format string, args ...any) {
 
 func (b *bench) must(err error) {
 	if err != nil {
-		panic(fatal{err.Error()})
+		standalone.Fail(err.Error())
 	}
 }
 

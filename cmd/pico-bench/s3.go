@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"sync"
 	"time"
 
@@ -61,7 +62,7 @@ func newS3Sink(srv s3Target, extra map[string]any) (plugin.Sink, error) {
 // naming what to install.
 func (b *bench) startS3() *s3test.Server {
 	var srv *s3test.Server
-	if err := catch(func() { srv = s3test.Start(b.h) }); err != nil {
+	if err := standalone.Catch(func() { srv = s3test.Start(b.h) }); err != nil {
 		b.must(fmt.Errorf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw))
 	}
 	return srv

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"path"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // startS3 starts versitygw through s3test, with the install hint on error.
 func (s *suite) startS3() *s3test.Server {
 	var srv *s3test.Server
-	if err := catch(func() { srv = s3test.Start(s.h) }); err != nil {
+	if err := standalone.Catch(func() { srv = s3test.Start(s.h) }); err != nil {
 		mustf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw)
 	}
 	return srv

@@ -49,6 +49,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -62,7 +63,7 @@ type suite struct {
 	quick bool
 	rng   *rand.Rand
 	bin   string // the pico-connectors binary
-	h     *harness
+	h     *standalone.TB
 	start time.Time
 	fails int
 	cur   string
@@ -89,8 +90,8 @@ func run(args []string) int {
 		return 2
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s := &suite{quick: *quick, rng: rand.New(rand.NewPCG(*seed, 7)), h: &harness{}, start: time.Now()}
-	defer s.h.close()
+	s := &suite{quick: *quick, rng: rand.New(rand.NewPCG(*seed, 7)), h: standalone.New("pico-reliability"), start: time.Now()}
+	defer s.h.Close()
 	mode := "full"
 	if s.quick {
 		mode = "quick"
@@ -114,7 +115,7 @@ func run(args []string) int {
 			want[n] = true
 		}
 	}
-	if err := catch(func() { s.bin = buildRuntime(s.h) }); err != nil {
+	if err := standalone.Catch(func() { s.bin = buildRuntime(s.h) }); err != nil {
 		fmt.Println("FAIL build:", err)
 		return 1
 	}
@@ -127,7 +128,7 @@ func run(args []string) int {
 		before := s.fails
 		t0 := time.Now()
 		fmt.Printf("\n=== %s\n", sc.name)
-		if err := catch(func() { sc.run(s) }); err != nil {
+		if err := standalone.Catch(func() { sc.run(s) }); err != nil {
 			s.fails++
 			fmt.Printf("  FAIL %v\n", err)
 		}
@@ -175,12 +176,12 @@ func (s *suite) check(ok bool, format string, args ...any) bool {
 // must stops the scenario on a set-up error.
 func must(err error) {
 	if err != nil {
-		panic(fatal{err.Error()})
+		standalone.Fail(err.Error())
 	}
 }
 
 func mustf(format string, args ...any) {
-	panic(fatal{fmt.Sprintf(format, args...)})
+	standalone.Fail(fmt.Sprintf(format, args...))
 }
 
 // pick returns full or quick.

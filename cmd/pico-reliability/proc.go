@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +23,7 @@ import (
 )
 
 // buildRuntime compiles cmd/pico-connectors once into a temp folder.
-func buildRuntime(h *harness) string {
+func buildRuntime(h *standalone.TB) string {
 	dir := h.TempDir()
 	bin := filepath.Join(dir, "pico-connectors")
 	fmt.Printf("building cmd/pico-connectors into %s\n", dir)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
@@ -85,7 +86,7 @@ func replaceLine(doc, prefix, line string) string {
 		out += l + "\n"
 	}
 	if !done {
-		panic(fatal{fmt.Sprintf("no line %q in definition", prefix)})
+		standalone.Fail(fmt.Sprintf("no line %q in definition", prefix))
 	}
 	return out
 }
