@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,13 +19,15 @@ import (
 )
 
 var (
-	shared    *pgtest.Server
-	sharedErr error
-	dbSeq     atomic.Int64
+	// The shared server starts with the first test that needs it, so a
+	// fuzz worker, which runs only a fuzz target, starts no PostgreSQL.
+	sharedOnce sync.Once
+	shared     *pgtest.Server
+	sharedErr  error
+	dbSeq      atomic.Int64
 )
 
 func TestMain(m *testing.M) {
-	shared, sharedErr = pgtest.Launch()
 	code := m.Run()
 	if shared != nil {
 		shared.Close()
@@ -42,6 +45,7 @@ type testDB struct {
 
 func newDB(t testing.TB) *testDB {
 	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = pgtest.Launch() })
 	pgtest.Need(t, sharedErr)
 	return newDBOn(t, shared)
 }
