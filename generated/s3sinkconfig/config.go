@@ -101,7 +101,7 @@ type Config struct {
 	// Default: false.
 	IncludeHeaders bool
 
-	// MaxAttempts is the max_attempts key: Total PutObject attempts per file. max_retries is accepted as an alias.
+	// MaxAttempts is the max_attempts key: Total PutObject attempts per file.
 	//
 	// Default: 3.
 	MaxAttempts int
