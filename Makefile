@@ -64,13 +64,17 @@ bench: tools
 reliability: tools
 	$(GO) run ./cmd/pico-reliability $(RELIABILITY_FLAGS)
 
-## fuzz: every go test -fuzz target in the repo, FUZZTIME each (CI: 5s)
+## fuzz: every go test -fuzz target in the repo, FUZZTIME each (CI: 5s).
+## Minimising each new input is capped (FUZZMINIMIZE runs): with the default
+## 60 s a minimisation still running at the deadline fails the target with
+## "context deadline exceeded".
 FUZZTIME ?= 5s
+FUZZMINIMIZE ?= 100x
 fuzz:
 	@git grep -h -n -E '^func Fuzz[A-Za-z0-9_]+\(' -- '*_test.go' >/dev/null || { echo "no fuzz targets" >&2; exit 1; }
 	@git grep -n -E '^func Fuzz[A-Za-z0-9_]+\(' -- '*_test.go' | while IFS=: read -r file _ rest; do \
 	  name=$$(printf '%s' "$$rest" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/'); \
 	  pkg=./$$(dirname "$$file"); \
 	  echo "==> fuzz $$name in $$pkg for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$$pkg" || exit 1; \
 	done
