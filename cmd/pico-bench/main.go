@@ -16,12 +16,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	// Links the connectors into the registry the benchmarks build them from.
 	_ "github.com/picomq/pico-connectors/generated/registry"

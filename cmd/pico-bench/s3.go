@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"sync"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"

@@ -1,74 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
-
-// lockedBuffer collects a child process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// buildBinary compiles pico-connectors once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "pico-connectors-test-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "pico-connectors")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 type randomState struct {
 	NextSeq int64 `json:"next_seq"`
@@ -96,6 +42,12 @@ func readState(t *testing.T, path string) int64 {
 // reads the topic back with franz-go: no sequence number is missing, and
 // the only duplicates are one batch at most, starting exactly at the
 // checkpoint the restart loaded.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	runtimebin.Remove()
+	os.Exit(code)
+}
+
 func TestSIGKILLResumesFromCheckpoint(t *testing.T) {
 	if _, ok := plugin.Lookup("libpicomq_connector_random_source"); !ok {
 		t.Fatal("the random source is not linked into pico-connectors (generated/registry import missing)")
@@ -103,7 +55,7 @@ func TestSIGKILLResumesFromCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs two processes; skipped with -short")
 	}
-	bin := buildBinary(t)
+	bin := runtimebin.Build(t)
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	if err != nil {
 		t.Fatal(err)
@@ -120,16 +72,16 @@ func TestSIGKILLResumesFromCheckpoint(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "connectors", "numbers.toml"), []byte(def), 0o644)
 	statePath := filepath.Join(dir, "state", "numbers.state")
 
-	start := func() (*exec.Cmd, *lockedBuffer) {
+	start := func() (*exec.Cmd, *runtimebin.Output) {
 		cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
-		out := &lockedBuffer{}
+		out := &runtimebin.Output{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		return cmd, out
 	}
-	waitHW := func(min int64, cmd *exec.Cmd, out *lockedBuffer) {
+	waitHW := func(min int64, cmd *exec.Cmd, out *runtimebin.Output) {
 		deadline := time.Now().Add(60 * time.Second)
 		for b.HighWatermark(topic) < min {
 			if time.Now().After(deadline) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
 // TestSignals runs the binary: the first SIGTERM starts a graceful stop;
@@ -21,7 +22,7 @@ func TestSignals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := buildBinary(t)
+	bin := runtimebin.Build(t)
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestSignals(t *testing.T) {
 		"type = \"source\"\nkey = \"n\"\npath = \"libpicomq_connector_random_source\"\n[[topics]]\ntopic = \"sig\"\n[plugin_config]\nrecords_per_batch = 10\ninterval = \"1ms\"\n"), 0o644)
 
 	cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
-	out := &lockedBuffer{}
+	out := &runtimebin.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -49,13 +49,15 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 )
 
 // suite is what every scenario shares.
@@ -92,6 +94,7 @@ func run(args []string) int {
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s := &suite{quick: *quick, rng: rand.New(rand.NewPCG(*seed, 7)), h: standalone.New("pico-reliability"), start: time.Now()}
 	defer s.h.Close()
+	defer runtimebin.Remove()
 	mode := "full"
 	if s.quick {
 		mode = "quick"

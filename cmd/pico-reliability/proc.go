@@ -2,11 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"net"
 	"net/http"
 	"os"
@@ -14,24 +12,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// buildRuntime compiles cmd/pico-connectors once into a temp folder.
+// buildRuntime compiles cmd/pico-connectors once, with a progress line.
 func buildRuntime(h *standalone.TB) string {
-	dir := h.TempDir()
-	bin := filepath.Join(dir, "pico-connectors")
-	fmt.Printf("building cmd/pico-connectors into %s\n", dir)
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/picomq/pico-connectors/cmd/pico-connectors").CombinedOutput()
-	if err != nil {
-		mustf("go build ./cmd/pico-connectors: %v\n%s", err, out)
-	}
-	return bin
+	fmt.Println("building cmd/pico-connectors")
+	return runtimebin.Build(h)
 }
 
 // freeAddr returns a 127.0.0.1 address with a free port.
@@ -42,24 +36,6 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-// lockedBuffer collects a child's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // rt is one runtime set-up: a folder with runtime.toml and connectors/,
 // and the process running it.
 type rt struct {
@@ -68,7 +44,7 @@ type rt struct {
 	api  string // host:port of the HTTP API
 	env  []string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *runtimebin.Output
 	done chan struct{}
 }
 
@@ -94,7 +70,7 @@ func (s *suite) newRT(bootstrap, extra string, defs map[string]string) *rt {
 func (r *rt) start() {
 	r.cmd = exec.Command(r.s.bin, "run", "--config", filepath.Join(r.dir, "runtime.toml"))
 	r.cmd.Env = append(os.Environ(), r.env...)
-	r.out = &lockedBuffer{}
+	r.out = &runtimebin.Output{}
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	must(r.cmd.Start())
 	r.done = make(chan struct{})

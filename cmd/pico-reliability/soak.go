@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 )

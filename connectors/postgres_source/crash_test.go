@@ -1,7 +1,6 @@
 package postgressource
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,24 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestCrashSIGKILL writes 50,000 rows while the pico-connectors runtime (a
 // subprocess running this source in CDC mode) is killed with SIGKILL at
@@ -55,10 +37,7 @@ func TestCrashSIGKILL(t *testing.T) {
 	db.exec(`CREATE TABLE crash (id int PRIMARY KEY, v text)`)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "pico-connectors")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/pico-connectors").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := runtimebin.Build(t)
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	if err != nil {
 		t.Fatal(err)
@@ -89,9 +68,9 @@ cdc_reader = %q
 	os.WriteFile(filepath.Join(dir, "connectors", "crash.toml"), []byte(def), 0o644)
 	statePath := filepath.Join(dir, "state", "crash.state")
 
-	start := func() (*exec.Cmd, *syncBuffer) {
+	start := func() (*exec.Cmd, *runtimebin.Output) {
 		cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
-		out := &syncBuffer{}
+		out := &runtimebin.Output{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
 var (
@@ -29,6 +30,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	runtimebin.Remove()
 	if shared != nil {
 		shared.Close()
 	}

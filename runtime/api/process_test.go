@@ -7,55 +7,26 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-	binDir  string
-)
-
-// TestMain removes the binary buildBinary compiled.
+// TestMain removes the binary runtimebin.Build compiled.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	runtimebin.Remove()
 	os.Exit(code)
-}
-
-// buildBinary compiles cmd/pico-connectors once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "pico-api-test-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "pico-connectors")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/picomq/pico-connectors/cmd/pico-connectors").CombinedOutput()
-		if err != nil {
-			binErr = err
-			binPath = string(out)
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("go build ./cmd/pico-connectors: %v\n%s", binErr, binPath)
-	}
-	return binPath
 }
 
 // process is one pico-connectors run with its output collected.
 type process struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *runtimebin.Output
 	done chan struct{}
 	err  error
 }
@@ -64,7 +35,7 @@ type process struct {
 // test's environment.
 func startProcess(t *testing.T, bin, cfg string, env []string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(bin, "run", "--config", cfg), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: exec.Command(bin, "run", "--config", cfg), out: &runtimebin.Output{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

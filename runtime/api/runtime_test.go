@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,27 +21,10 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/runtime/supervisor"
 )
-
-// syncBuffer collects log output written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // stateServer is a real HTTP state store endpoint (GET loads, PUT saves)
 // that can be told to answer 500.
@@ -95,7 +77,7 @@ type runtimeUnderTest struct {
 	srv  *api.Server
 	url  string
 	key  string
-	logs *syncBuffer
+	logs *runtimebin.Output
 	stop func()
 }
 
@@ -107,7 +89,7 @@ func startRuntime(t *testing.T, dir string, env map[string]string, apiKey string
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &runtimebin.Output{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := metrics.New(logger)
 	sup, err := supervisor.New(cfg, supervisor.Options{Logger: logger, Metrics: reg})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/api"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
 // marker is the value every secret gets in TestSecretsNeverShown.
@@ -176,7 +177,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	if withSecrets == 0 {
 		t.Fatalf("no registered connector has an x-secret key; registrations: %v", names(plugin.All()))
 	}
-	bin := buildBinary(t)
+	bin := runtimebin.Build(t)
 	store := newStateServer(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"runtime.toml": fmt.Sprintf(`

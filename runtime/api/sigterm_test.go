@@ -16,6 +16,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/api"
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
@@ -31,7 +32,7 @@ func TestSIGTERMFlushesAndKeepsState(t *testing.T) {
 		t.Skip("builds and runs pico-connectors with a broker and an S3 server; skipped with -short")
 	}
 	s3 := s3test.Start(t)
-	bin := buildBinary(t)
+	bin := runtimebin.Build(t)
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,74 @@
+// Package runtimebin builds the pico-connectors binary for tests and drivers
+// that run the runtime as a subprocess: to kill it, signal it, or read every
+// line it logs.
+package runtimebin
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Package is the import path of the runtime's main package.
+const Package = "github.com/picomq/pico-connectors/cmd/pico-connectors"
+
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Build compiles Package into a temp folder the first time it is called in
+// a process and returns the binary's path; later calls return the same
+// binary. A failed build fails t with the compiler's output. Call Remove
+// from TestMain once the tests are done.
+func Build(t testing.TB) string {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "pico-connectors-bin-")
+		if built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "pico-connectors")
+		if out, err := exec.Command("go", "build", "-o", built.path, Package).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build %s: %v\n%s", Package, err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+// Remove deletes the binary Build compiled, if any.
+func Remove() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+}
+
+// Output collects what a child process writes to stdout or stderr; it is
+// safe to read while the process writes.
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+// String returns everything written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
