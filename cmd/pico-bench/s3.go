@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/status"
 )

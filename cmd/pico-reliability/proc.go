@@ -15,11 +15,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
-
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 )
 
 // buildRuntime compiles cmd/pico-connectors once, with a progress line.
