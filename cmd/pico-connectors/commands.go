@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/picomq/pico-connectors/runtime/api"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
 	"github.com/picomq/pico-connectors/runtime/supervisor"
@@ -156,7 +157,7 @@ func findDefinition(cfg *definition.Config, arg string) (*definition.Definition,
 		for _, d := range cfg.Connectors {
 			keys = append(keys, d.Key)
 		}
-		if s := definition.Suggest(key, keys); s != "" {
+		if s := confkit.Suggest(key, keys); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		} else if len(all) > 0 {
 			msg += "; there are " + strings.Join(all, ", ")

@@ -16,7 +16,10 @@ import (
 
 func TestCDCErrors(t *testing.T) {
 	db := newDB(t)
-	db.exec(`CREATE TABLE t (id int PRIMARY KEY); CREATE ROLE bob LOGIN; GRANT SELECT ON t TO bob`)
+	// Roles are cluster-wide: name this one after the database, so a second
+	// run against the same server (go test -count=2) does not collide.
+	bob := "bob_" + db.tag
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY); CREATE ROLE ` + bob + ` LOGIN; GRANT SELECT ON t TO ` + bob)
 
 	t.Run("slot of another plugin", func(t *testing.T) {
 		opt := db.cdcOptions("t")
@@ -29,9 +32,9 @@ func TestCDCErrors(t *testing.T) {
 	})
 	t.Run("no replication privilege", func(t *testing.T) {
 		opt := db.cdcOptions("t")
-		opt.ConnString = db.srv.DSNFor("bob", db.tag)
+		opt.ConnString = db.srv.DSNFor(bob, db.tag)
 		_, err := newSource(opt, testEnv(nil))
-		if err == nil || !strings.Contains(err.Error(), `user "bob" lacks the REPLICATION privilege`) {
+		if err == nil || !strings.Contains(err.Error(), `user "`+bob+`" lacks the REPLICATION privilege`) {
 			t.Fatalf("got %v", err)
 		}
 	})

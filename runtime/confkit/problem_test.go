@@ -44,6 +44,7 @@ func TestSuggest(t *testing.T) {
 		"buckt":        "bucket",
 		"Bucket":       "bucket",
 		"regoin":       "region",
+		"gne":          "",
 		"max_filesize": "max_file_size",
 		"max_atempts":  "max_attempts",
 		"outputformat": "output_format",
@@ -55,6 +56,9 @@ func TestSuggest(t *testing.T) {
 		if got := Suggest(in, cands); got != want {
 			t.Errorf("Suggest(%q) = %q; want %q", in, got, want)
 		}
+	}
+	if got := Suggest("gne", []string{"gen", "random"}); got != "gen" {
+		t.Errorf(`Suggest("gne") = %q; want "gen" (a swap of neighbours is one edit)`, got)
 	}
 	if got := DidYouMean("buckt", cands); got != ` (did you mean "bucket"?)` {
 		t.Fatal(got)

@@ -33,6 +33,9 @@ func DidYouMean(name string, candidates []string) string {
 	return ""
 }
 
+// levenshtein is the optimal-string-alignment distance of a and b: edits
+// are insertions, deletions, substitutions and swaps of two neighbours, so
+// the common typo "gne" for "gen" counts as one edit.
 func levenshtein(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	if len(ra) > 256 || len(rb) > 256 {
@@ -41,6 +44,8 @@ func levenshtein(a, b string) int {
 		}
 		return max(len(ra), len(rb))
 	}
+	// Three rows: two back (for swaps), one back, and the current one.
+	prev2 := make([]int, len(rb)+1)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
 	for j := range prev {
@@ -54,8 +59,11 @@ func levenshtein(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/picomq/pico-connectors/runtime/codec"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -290,7 +291,7 @@ func (d *decoder) oneOf(key, value string, allowed ...string) {
 }
 
 func suggestSuffix(value string, allowed []string) string {
-	if s := Suggest(value, allowed); s != "" {
+	if s := confkit.Suggest(value, allowed); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
@@ -389,7 +390,7 @@ func (c *Definition) validate(d *decoder) {
 			options = append(plugin.Paths(plugin.KindSink), plugin.Paths(plugin.KindSource)...)
 		}
 		msg := fmt.Sprintf("unknown plugin %q%s", c.Path, d.origin("path"))
-		if s := Suggest(c.Path, options); s != "" {
+		if s := confkit.Suggest(c.Path, options); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		} else if len(options) > 0 {
 			msg += "; this binary has " + strings.Join(options, ", ")

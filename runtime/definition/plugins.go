@@ -148,7 +148,7 @@ func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, 
 		}
 		if kind == "" {
 			msg := fmt.Sprintf("environment variable %s matches no key of the runtime config", name)
-			if s := Suggest(name, known); s != "" {
+			if s := confkit.Suggest(name, known); s != "" {
 				msg += fmt.Sprintf("; did you mean %s?", s)
 			}
 			out = append(out, Problem{File: cfg.File, Message: msg})
@@ -178,7 +178,7 @@ func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, 
 		msg := fmt.Sprintf("environment variable %s matches no key of this definition", name)
 		if strings.HasPrefix(name, owner.EnvPrefix+"PLUGIN_CONFIG_") {
 			msg = fmt.Sprintf("environment variable %s matches no plugin_config key of %s", name, owner.Path)
-		} else if s := Suggest(name, known); s != "" {
+		} else if s := confkit.Suggest(name, known); s != "" {
 			msg += fmt.Sprintf("; did you mean %s?", s)
 		}
 		out = append(out, Problem{File: owner.File, Message: msg})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // Problem is one thing wrong with a runtime config or a definition file:
@@ -42,34 +44,10 @@ func (ps Problems) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Suggest returns the option closest to s when it is close enough to be a
-// likely typo, or "".
-func Suggest(s string, options []string) string {
-	best, bestDist := "", -1
-	ls := strings.ToLower(s)
-	for _, o := range options {
-		d := distance(ls, strings.ToLower(o))
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = o, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	limit := len(s) / 3
-	if limit < 2 {
-		limit = 2
-	}
-	if bestDist <= limit || strings.Contains(strings.ToLower(best), ls) || strings.Contains(ls, strings.ToLower(best)) {
-		return best
-	}
-	return ""
-}
-
 // didYouMean renders a Suggest result as a sentence fragment, or lists the
 // allowed options when nothing is close.
 func didYouMean(s string, options []string) string {
-	if sug := Suggest(s, options); sug != "" {
+	if sug := confkit.Suggest(s, options); sug != "" {
 		return fmt.Sprintf("; did you mean %q?", sug)
 	}
 	if len(options) == 0 {
@@ -81,26 +59,4 @@ func didYouMean(s string, options []string) string {
 		sorted = append(sorted[:12], "...")
 	}
 	return "; allowed: " + strings.Join(sorted, ", ")
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
