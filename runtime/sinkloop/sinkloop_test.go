@@ -106,16 +106,26 @@ func produce(t *testing.T, b *broker.Broker, topic string, values ...string) {
 
 func committed(t *testing.T, b *broker.Broker, group string) map[string]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	out, err := fetchCommitted(b, group)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// fetchCommitted reads a group's committed offsets by topic; an error while
+// the group does not exist yet is normal.
+func fetchCommitted(b *broker.Broker, group string) (map[string]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		return nil, err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	out := map[string]int64{}
 	res.Each(func(o kadm.OffsetResponse) {
@@ -123,7 +133,7 @@ func committed(t *testing.T, b *broker.Broker, group string) map[string]int64 {
 			out[o.Topic] = o.At
 		}
 	})
-	return out
+	return out, nil
 }
 
 type running struct {
@@ -271,7 +281,11 @@ func TestFailedConsumeRedeliversAndCommitsOnlyAfterSuccess(t *testing.T) {
 	tr := status.New("sink", "redeliver", nil)
 	r := run(t, Config{Key: "redeliver", Topics: []definition.Topics{{Topic: definition.Route{Literal: "events"}, BatchLength: 100, PollInterval: "300ms"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 10 * time.Millisecond, ErrorAfter: 3})
-	waitFor(t, "8 records consumed", func() bool { return sink.okCount() == 8 })
+	// The loop commits, then sets Running, after Consume returns: wait for
+	// both, not only for the sink to have the records.
+	waitFor(t, "8 records consumed and the status back to Running", func() bool {
+		return sink.okCount() == 8 && tr.Status() == status.Running
+	})
 	snap := tr.Snapshot()
 	if snap.Status != status.Running || snap.Counters.Nacked != 3 || snap.Counters.Redelivered != 3 || !strings.Contains(snap.LastError, "destination unavailable") {
 		t.Fatalf("snapshot %+v", snap)
@@ -423,6 +437,12 @@ func TestBrokerRestartResumes(t *testing.T) {
 	r := run(t, Config{Topics: []definition.Topics{{Topic: definition.Route{Literal: "r"}, PollInterval: "20ms"}}, Sink: sink, BootstrapServers: addr,
 		Properties: map[string]string{"reconnect.backoff.max.ms": "200"}})
 	waitFor(t, "10 records", func() bool { return sink.okCount() == 10 })
+	// The commit follows Consume: stop the broker only once it is in, or
+	// the batch is (rightly) redelivered after the restart.
+	waitFor(t, "offset 10 committed", func() bool {
+		offs, err := fetchCommitted(b, "pico-connectors-test_sink")
+		return err == nil && offs["r"] == 10
+	})
 	b.Close()
 	time.Sleep(500 * time.Millisecond)
 	b2, err := broker.Start(broker.Config{Address: addr, AutoCreateTopics: true, DataDir: dir})
