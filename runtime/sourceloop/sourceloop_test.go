@@ -410,7 +410,8 @@ func TestStateSaveFailureSetsErrorThenClears(t *testing.T) {
 		t.Fatalf("high watermark %d; the produce succeeded twice", hw)
 	}
 	store.setFailing(false)
-	waitFor(t, "state 50", func() bool { return store.get("seq") == "50" })
+	// The status clears after the save returns: wait for both.
+	waitFor(t, "state 50 and status Running", func() bool { return store.get("seq") == "50" && tr.Status() == status.Running })
 	snap = tr.Snapshot()
 	if snap.Status != status.Running || snap.Counters.ConsecNacks != 0 || snap.Counters.Acked == 0 {
 		t.Fatalf("after recovery the Error must clear: %+v", snap)
