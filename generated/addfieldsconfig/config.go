@@ -7,7 +7,6 @@ package addfieldsconfig
 
 import (
 	_ "embed"
-	"fmt"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"maps"
@@ -133,24 +132,12 @@ func (c Config) Redacted() map[string]any {
 // package calls it from init: func init() { addfieldsconfig.RegisterTransform(New) }.
 func RegisterTransform(newTransform func(cfg Config) (plugin.Transform, error)) {
 	plugin.Register(plugin.Registration{
-		Kind: plugin.KindTransform,
-		Load: func(raw map[string]any, envPrefix string, env plugin.LookupEnv) (plugin.Config, error) {
-			c, err := Load(raw, envPrefix, env)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		},
-		Name: Name,
-		NewTransform: func(cfg plugin.Config) (plugin.Transform, error) {
-			c, ok := cfg.(Config)
-			if !ok {
-				return nil, fmt.Errorf("%s: config is %T, not addfieldsconfig.Config", Name, cfg)
-			}
-			return newTransform(c)
-		},
-		Path:    Path,
-		Schema:  Schema,
-		Summary: Summary,
+		Kind:         plugin.KindTransform,
+		Load:         plugin.TypedLoad(Load),
+		Name:         Name,
+		NewTransform: plugin.TypedTransform(Name, newTransform),
+		Path:         Path,
+		Schema:       Schema,
+		Summary:      Summary,
 	})
 }

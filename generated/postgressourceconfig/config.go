@@ -7,7 +7,6 @@ package postgressourceconfig
 
 import (
 	_ "embed"
-	"fmt"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"slices"
@@ -522,24 +521,12 @@ func (c Config) Redacted() map[string]any {
 // package calls it from init: func init() { postgressourceconfig.RegisterSource(New) }.
 func RegisterSource(newSource func(cfg Config, env plugin.Env) (plugin.Source, error)) {
 	plugin.Register(plugin.Registration{
-		Kind: plugin.KindSource,
-		Load: func(raw map[string]any, envPrefix string, env plugin.LookupEnv) (plugin.Config, error) {
-			c, err := Load(raw, envPrefix, env)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		},
-		Name: Name,
-		NewSource: func(cfg plugin.Config, env plugin.Env) (plugin.Source, error) {
-			c, ok := cfg.(Config)
-			if !ok {
-				return nil, fmt.Errorf("%s: config is %T, not postgressourceconfig.Config", Name, cfg)
-			}
-			return newSource(c, env)
-		},
-		Path:    Path,
-		Schema:  Schema,
-		Summary: Summary,
+		Kind:      plugin.KindSource,
+		Load:      plugin.TypedLoad(Load),
+		Name:      Name,
+		NewSource: plugin.TypedSource(Name, newSource),
+		Path:      Path,
+		Schema:    Schema,
+		Summary:   Summary,
 	})
 }

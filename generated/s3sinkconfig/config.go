@@ -7,7 +7,6 @@ package s3sinkconfig
 
 import (
 	_ "embed"
-	"fmt"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"regexp"
@@ -490,22 +489,10 @@ func (c Config) Redacted() map[string]any {
 // package calls it from init: func init() { s3sinkconfig.RegisterSink(New) }.
 func RegisterSink(newSink func(cfg Config, env plugin.Env) (plugin.Sink, error)) {
 	plugin.Register(plugin.Registration{
-		Kind: plugin.KindSink,
-		Load: func(raw map[string]any, envPrefix string, env plugin.LookupEnv) (plugin.Config, error) {
-			c, err := Load(raw, envPrefix, env)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		},
-		Name: Name,
-		NewSink: func(cfg plugin.Config, env plugin.Env) (plugin.Sink, error) {
-			c, ok := cfg.(Config)
-			if !ok {
-				return nil, fmt.Errorf("%s: config is %T, not s3sinkconfig.Config", Name, cfg)
-			}
-			return newSink(c, env)
-		},
+		Kind:    plugin.KindSink,
+		Load:    plugin.TypedLoad(Load),
+		Name:    Name,
+		NewSink: plugin.TypedSink(Name, newSink),
 		Path:    Path,
 		Schema:  Schema,
 		Summary: Summary,

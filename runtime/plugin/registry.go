@@ -80,3 +80,59 @@ func Paths(kind Kind) []string {
 	}
 	return out
 }
+
+// TypedLoad adapts a generated, typed Load to Registration.Load. A failed
+// load returns a nil Config, never a typed zero value.
+func TypedLoad[C Config](load func(raw map[string]any, envPrefix string, env LookupEnv) (C, error)) func(map[string]any, string, LookupEnv) (Config, error) {
+	return func(raw map[string]any, envPrefix string, env LookupEnv) (Config, error) {
+		c, err := load(raw, envPrefix, env)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// TypedSink adapts a connector's typed constructor to Registration.NewSink.
+func TypedSink[C Config](name string, newSink func(cfg C, env Env) (Sink, error)) func(Config, Env) (Sink, error) {
+	return func(cfg Config, env Env) (Sink, error) {
+		c, err := typed[C](name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return newSink(c, env)
+	}
+}
+
+// TypedSource adapts a connector's typed constructor to Registration.NewSource.
+func TypedSource[C Config](name string, newSource func(cfg C, env Env) (Source, error)) func(Config, Env) (Source, error) {
+	return func(cfg Config, env Env) (Source, error) {
+		c, err := typed[C](name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return newSource(c, env)
+	}
+}
+
+// TypedTransform adapts a transform's typed constructor to
+// Registration.NewTransform.
+func TypedTransform[C Config](name string, newTransform func(cfg C) (Transform, error)) func(Config) (Transform, error) {
+	return func(cfg Config) (Transform, error) {
+		c, err := typed[C](name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return newTransform(c)
+	}
+}
+
+// typed checks that cfg came from the plugin's own Load.
+func typed[C Config](name string, cfg Config) (C, error) {
+	c, ok := cfg.(C)
+	if !ok {
+		var want C
+		return want, fmt.Errorf("%s: config is %T, not %T", name, cfg, want)
+	}
+	return c, nil
+}

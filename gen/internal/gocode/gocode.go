@@ -1075,35 +1075,19 @@ func (g *generator) redactedBody(o *model.Object) []jen.Code {
 }
 
 func (g *generator) register(f *jen.File) {
-	loadFn := jen.Func().Params(jen.Id("raw").Map(jen.String()).Any(), jen.Id("envPrefix").String(), jen.Id("env").Qual(pluginPath, "LookupEnv")).Params(jen.Qual(pluginPath, "Config"), jen.Error()).Block(
-		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("Load").Call(jen.Id("raw"), jen.Id("envPrefix"), jen.Id("env")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Return(jen.Id("c"), jen.Nil()),
-	)
-	typed := jen.List(jen.Id("c"), jen.Id("ok")).Op(":=").Id("cfg").Assert(jen.Id("Config"))
-	mismatch := jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s: config is %T, not "+g.s.Package+".Config"), jen.Id("Name"), jen.Id("cfg"))))
-	var fn, kind, field, param string
+	var fn, kind, field, param, adapt string
 	var params []jen.Code
 	var ret jen.Code
 	switch g.s.Kind {
 	case "sink":
-		fn, kind, field, param, ret = "RegisterSink", "KindSink", "NewSink", "newSink", jen.Qual(pluginPath, "Sink")
+		fn, kind, field, param, adapt, ret = "RegisterSink", "KindSink", "NewSink", "newSink", "TypedSink", jen.Qual(pluginPath, "Sink")
 		params = []jen.Code{jen.Id("cfg").Id("Config"), jen.Id("env").Qual(pluginPath, "Env")}
 	case "source":
-		fn, kind, field, param, ret = "RegisterSource", "KindSource", "NewSource", "newSource", jen.Qual(pluginPath, "Source")
+		fn, kind, field, param, adapt, ret = "RegisterSource", "KindSource", "NewSource", "newSource", "TypedSource", jen.Qual(pluginPath, "Source")
 		params = []jen.Code{jen.Id("cfg").Id("Config"), jen.Id("env").Qual(pluginPath, "Env")}
 	default:
-		fn, kind, field, param, ret = "RegisterTransform", "KindTransform", "NewTransform", "newTransform", jen.Qual(pluginPath, "Transform")
+		fn, kind, field, param, adapt, ret = "RegisterTransform", "KindTransform", "NewTransform", "newTransform", "TypedTransform", jen.Qual(pluginPath, "Transform")
 		params = []jen.Code{jen.Id("cfg").Id("Config")}
-	}
-	var wrapParams []jen.Code
-	var callArgs []jen.Code
-	if g.s.Kind == "transform" {
-		wrapParams = []jen.Code{jen.Id("cfg").Qual(pluginPath, "Config")}
-		callArgs = []jen.Code{jen.Id("c")}
-	} else {
-		wrapParams = []jen.Code{jen.Id("cfg").Qual(pluginPath, "Config"), jen.Id("env").Qual(pluginPath, "Env")}
-		callArgs = []jen.Code{jen.Id("c"), jen.Id("env")}
 	}
 	f.Commentf("%s registers the %s %s with the runtime under Path. The connector's", fn, g.s.Name, g.s.Kind)
 	f.Commentf("package calls it from init: func init() { %s.%s(New) }.", g.s.Package, fn)
@@ -1114,11 +1098,8 @@ func (g *generator) register(f *jen.File) {
 			jen.Id("Kind"):    jen.Qual(pluginPath, kind),
 			jen.Id("Summary"): jen.Id("Summary"),
 			jen.Id("Schema"):  jen.Id("Schema"),
-			jen.Id("Load"):    loadFn,
-			jen.Id(field): jen.Func().Params(wrapParams...).Params(ret, jen.Error()).Block(
-				typed, mismatch,
-				jen.Return(jen.Id(param).Call(callArgs...)),
-			),
+			jen.Id("Load"):    jen.Qual(pluginPath, "TypedLoad").Call(jen.Id("Load")),
+			jen.Id(field):     jen.Qual(pluginPath, adapt).Call(jen.Id("Name"), jen.Id(param)),
 		})),
 	)
 }
