@@ -90,6 +90,9 @@ type Topics struct {
 	Partitions        int               `toml:"partitions" json:"partitions,omitempty" jsonschema:"description=Accepted only as 1.,default=1"`
 	ReplicationFactor int               `toml:"replication_factor" json:"replication_factor,omitempty" jsonschema:"description=Accepted only as 1.,default=1"`
 	Properties        map[string]string `toml:"properties" json:"properties,omitempty" jsonschema:"description=Any other librdkafka producer or consumer setting."`
+	// DeadLetterTopic receives the records of this block that can never be
+	// delivered, with headers that say why (package deadletter).
+	DeadLetterTopic string `toml:"dead_letter_topic" json:"dead_letter_topic,omitempty" jsonschema:"description=Topic for records that can never be delivered: sinks send what the plugin rejects, sources what fails decode, transform or routing. Each carries headers naming the error, the connector and where it came from. Empty: such a record fails its batch."`
 }
 
 // Route is a [[topics]] block's topic: a literal name, or a rule.

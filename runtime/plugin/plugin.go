@@ -9,6 +9,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -121,6 +122,67 @@ type Sink interface {
 	Consume(ctx context.Context, batch []Record) error
 	// Close flushes and releases everything the sink holds.
 	Close(ctx context.Context) error
+}
+
+// TopicPartition names one partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// DeferredSink is a Sink whose Consume returns before its records are
+// durable: it buffers them in memory, or uploads them in the background.
+// For such a sink, Consume returning nil means only "accepted"; the runtime
+// commits, per partition, only what Durable reports, and never past what it
+// has consumed. Kafka Connect's SinkTask.preCommit is the model.
+//
+// The runtime may hand a DeferredSink records it has already accepted (after
+// a failed Consume, a rebalance, or a failed dead-letter produce): the sink
+// skips every record below the next offset it expects for that partition, so
+// a redelivery never writes a record twice.
+type DeferredSink interface {
+	Sink
+	// Durable returns, for each partition the sink has accepted records of,
+	// the offset of the first record that is not yet durable: every record
+	// below it is in the destination (or was rejected, see Rejected). The
+	// runtime calls it after each Consume and on a timer, and commits what
+	// it returns. A partition left out keeps its last commit.
+	Durable() map[TopicPartition]int64
+	// Release tells the sink that the runtime no longer owns these
+	// partitions (a rebalance revoked them). The sink drops their records
+	// that are not yet durable, or makes them durable before it returns;
+	// the runtime then commits Durable once more and gives the partitions
+	// up, and their next owner resumes from that commit.
+	Release(ctx context.Context, partitions []TopicPartition) error
+}
+
+// Rejection is one record a sink can never write, and why.
+type Rejection struct {
+	Record Record
+	Err    error
+}
+
+// Rejected is the error Consume returns when some records of the batch can
+// never be written (a payload the destination refuses, say) while the sink
+// accepted all the others. With a dead_letter_topic on the records' [[topics]]
+// block the runtime produces the rejected records there and treats the
+// batch as consumed; without one, the batch fails like any other error and
+// is redelivered. A DeferredSink counts a rejected record as handled: its
+// Durable offsets pass over it.
+type Rejected struct {
+	Records []Rejection
+}
+
+// Error says how many records were rejected and why the first one was.
+func (e *Rejected) Error() string {
+	if len(e.Records) == 0 {
+		return "no records rejected"
+	}
+	r := e.Records[0]
+	if len(e.Records) == 1 {
+		return fmt.Sprintf("record %s/%d@%d rejected: %v", r.Record.Topic, r.Record.Partition, r.Record.Offset, r.Err)
+	}
+	return fmt.Sprintf("%d records rejected; the first, %s/%d@%d: %v", len(e.Records), r.Record.Topic, r.Record.Partition, r.Record.Offset, r.Err)
 }
 
 // Source reads some other system and returns what it read in batches.
