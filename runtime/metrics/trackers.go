@@ -53,6 +53,8 @@ func newTrackerCollector() *trackerCollector {
 	add("source", "batches_acknowledged_total", "Source batches acknowledged.", func(f status.Figures) int64 { return f.Acked })
 	add("", "batches_nacked_total", "Source batches nacked, or sink batches whose Consume failed.", func(f status.Figures) int64 { return f.Nacked })
 	add("sink", "batches_redelivered_total", "Sink batches delivered again after a failed Consume.", func(f status.Figures) int64 { return f.Redelivered })
+	add("", "records_dead_lettered_total", "Records sent to a dead-letter topic.", func(f status.Figures) int64 { return f.DeadLetters })
+	add("sink", "records_committed_total", "Records whose offsets the sink committed: durable in the destination.", func(f status.Figures) int64 { return f.Committed })
 	add("source", "state_saves_total", "Successful state saves.", func(f status.Figures) int64 { return f.StateSaves })
 	add("source", "state_save_failures_total", "Failed state saves.", func(f status.Figures) int64 { return f.StateFails })
 	return c

@@ -35,6 +35,8 @@ type Counters struct {
 	StateFails  atomic.Int64 // failed state saves
 	ConsecNacks atomic.Int64 // current run of consecutive nacks
 	Redelivered atomic.Int64 // sink batches redelivered after an error
+	DeadLetters atomic.Int64 // records sent to a dead-letter topic
+	Committed   atomic.Int64 // sinks: records whose offsets are committed (durable)
 	LastBatchAt atomic.Int64 // unix nanoseconds of the last resolved batch
 }
 
@@ -124,6 +126,8 @@ type Figures struct {
 	StateFails  int64 `json:"state_save_failures"`
 	ConsecNacks int64 `json:"consecutive_nacks"`
 	Redelivered int64 `json:"batches_redelivered"`
+	DeadLetters int64 `json:"records_dead_lettered"`
+	Committed   int64 `json:"records_committed,omitempty"`
 }
 
 // Snapshot copies the tracker.
@@ -137,6 +141,7 @@ func (t *Tracker) Snapshot() Snapshot {
 		Batches: c.Batches.Load(), Acked: c.Acked.Load(), Nacked: c.Nacked.Load(),
 		StateSaves: c.StateSaves.Load(), StateFails: c.StateFails.Load(),
 		ConsecNacks: c.ConsecNacks.Load(), Redelivered: c.Redelivered.Load(),
+		DeadLetters: c.DeadLetters.Load(), Committed: c.Committed.Load(),
 	}
 	return s
 }
