@@ -117,6 +117,24 @@ type Config struct {
 	// Default: never.
 	Snapshot Snapshot
 
+	// SlotCheckInterval is the slot_check_interval key: CDC: how often the slot's retained WAL (pg_current_wal_lsn() minus its restart_lsn) is read and published as a metric, whether or not the source is polling, and for as long as the runtime runs. An invalidated slot (wal_status = lost) is reported here too.
+	//
+	// Default: 30s.
+	SlotCheckInterval time.Duration
+
+	// MaxRetainedWal is the max_retained_wal key: CDC: retained WAL of the slot above which the source logs a warning and sets status Error, since the slot pins that much WAL on the database server. 0 turns the check off.
+	//
+	// Default: 1GiB.
+	MaxRetainedWal confkit.Size
+
+	// HeartbeatInterval is the heartbeat_interval key: CDC: above 0, the source confirms the slot's position at this interval even when its tables are quiet, so a busy database does not pin WAL behind a quiet table; heartbeat_query runs first when set. 0s turns heartbeats off.
+	//
+	// Default: 0s.
+	HeartbeatInterval time.Duration
+
+	// HeartbeatQuery is the heartbeat_query key: CDC: SQL run on every heartbeat, like Debezium's heartbeat.action.query: for example an UPDATE of a heartbeat table, so the slot moves even when no captured table changes. Empty runs nothing.
+	HeartbeatQuery string
+
 	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at. Empty means the table's single-column primary key.
 	TrackingColumn string
 
@@ -218,6 +236,26 @@ var envBindings = []confkit.EnvBinding{
 	},
 	{
 		Kind:   confkit.EnvString,
+		Path:   []string{"slot_check_interval"},
+		Suffix: "SLOT_CHECK_INTERVAL",
+	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"max_retained_wal"},
+		Suffix: "MAX_RETAINED_WAL",
+	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"heartbeat_interval"},
+		Suffix: "HEARTBEAT_INTERVAL",
+	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"heartbeat_query"},
+		Suffix: "HEARTBEAT_QUERY",
+	},
+	{
+		Kind:   confkit.EnvString,
 		Path:   []string{"tracking_column"},
 		Suffix: "TRACKING_COLUMN",
 	},
@@ -273,6 +311,10 @@ var keyOrder = []string{
 	"capture_operations",
 	"cdc_reader",
 	"snapshot",
+	"slot_check_interval",
+	"max_retained_wal",
+	"heartbeat_interval",
+	"heartbeat_query",
 	"tracking_column",
 	"initial_offset",
 	"processed_column",
@@ -310,9 +352,20 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 		"capture_operations": {Messages: map[string]string{
 			"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate",
 		}},
+		"slot_check_interval": {Messages: map[string]string{
+			"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0",
+			"x-maximum":           "slot_check_interval ({value}) must be at most 1h",
+		}},
+		"max_retained_wal": {Messages: map[string]string{
+			"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more",
+		}},
+		"heartbeat_interval": {Messages: map[string]string{
+			"x-maximum": "heartbeat_interval ({value}) must be at most 1h",
+			"x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more",
+		}},
 	},
 	Known: map[string][]string{
-		"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
+		"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
 	},
 })
 
@@ -347,6 +400,9 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	c.CaptureOperations = []string{"insert", "update", "delete", "truncate"}
 	c.CDCReader = CDCReaderPeek
 	c.Snapshot = SnapshotNever
+	c.SlotCheckInterval = 30 * time.Second
+	c.MaxRetainedWal = confkit.GiB
+	c.HeartbeatInterval = 0
 	c.DeleteAfterRead = false
 	c.IncludeMetadata = true
 	c.NumericFormat = NumericFormatNumber
@@ -440,6 +496,49 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("snapshot", v, false, "a string"))
 		}
 	}
+	if v, ok := m["slot_check_interval"]; ok && !ps.Has("slot_check_interval") {
+		if x, err := confkit.AsDuration(v); err != nil {
+			*ps = append(*ps, confkit.NewProblem("slot_check_interval", v, false, "format", err.Error()))
+		} else {
+			c.SlotCheckInterval = x
+			if x <= 0 {
+				*ps = append(*ps, confkit.NewProblem("slot_check_interval", v, false, "x-exclusive-minimum", "slot_check_interval ({value}) must be above 0"))
+			}
+			if x > time.Hour {
+				*ps = append(*ps, confkit.NewProblem("slot_check_interval", v, false, "x-maximum", "slot_check_interval ({value}) must be at most 1h"))
+			}
+		}
+	}
+	if v, ok := m["max_retained_wal"]; ok && !ps.Has("max_retained_wal") {
+		if x, err := confkit.AsSize(v); err != nil {
+			*ps = append(*ps, confkit.NewProblem("max_retained_wal", v, false, "format", err.Error()))
+		} else {
+			c.MaxRetainedWal = x
+			if x < 0 {
+				*ps = append(*ps, confkit.NewProblem("max_retained_wal", v, false, "x-minimum", "max_retained_wal ({value}) must be 0 (off) or more"))
+			}
+		}
+	}
+	if v, ok := m["heartbeat_interval"]; ok && !ps.Has("heartbeat_interval") {
+		if x, err := confkit.AsDuration(v); err != nil {
+			*ps = append(*ps, confkit.NewProblem("heartbeat_interval", v, false, "format", err.Error()))
+		} else {
+			c.HeartbeatInterval = x
+			if x < 0 {
+				*ps = append(*ps, confkit.NewProblem("heartbeat_interval", v, false, "x-minimum", "heartbeat_interval ({value}) must be 0s (off) or more"))
+			}
+			if x > time.Hour {
+				*ps = append(*ps, confkit.NewProblem("heartbeat_interval", v, false, "x-maximum", "heartbeat_interval ({value}) must be at most 1h"))
+			}
+		}
+	}
+	if v, ok := m["heartbeat_query"]; ok && !ps.Has("heartbeat_query") {
+		if x, ok := confkit.AsString(v); ok {
+			c.HeartbeatQuery = x
+		} else {
+			*ps = append(*ps, confkit.WrongType("heartbeat_query", v, false, "a string"))
+		}
+	}
 	if v, ok := m["tracking_column"]; ok && !ps.Has("tracking_column") {
 		if x, ok := confkit.AsString(v); ok {
 			c.TrackingColumn = x
@@ -495,25 +594,29 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 // with every secret masked and sizes, durations and templates as text.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"connection_string":  c.ConnectionString.String(),
-		"mode":               string(c.Mode),
-		"tables":             slices.Clone(c.Tables),
-		"batch_size":         c.BatchSize,
-		"poll_interval":      c.PollInterval.String(),
-		"replication_slot":   c.ReplicationSlot,
-		"publication":        c.Publication,
-		"create_slot":        c.CreateSlot,
-		"create_publication": c.CreatePublication,
-		"capture_operations": slices.Clone(c.CaptureOperations),
-		"cdc_reader":         string(c.CDCReader),
-		"snapshot":           string(c.Snapshot),
-		"tracking_column":    c.TrackingColumn,
-		"initial_offset":     c.InitialOffset,
-		"processed_column":   c.ProcessedColumn,
-		"delete_after_read":  c.DeleteAfterRead,
-		"primary_key_column": c.PrimaryKeyColumn,
-		"include_metadata":   c.IncludeMetadata,
-		"numeric_format":     string(c.NumericFormat),
+		"connection_string":   c.ConnectionString.String(),
+		"mode":                string(c.Mode),
+		"tables":              slices.Clone(c.Tables),
+		"batch_size":          c.BatchSize,
+		"poll_interval":       c.PollInterval.String(),
+		"replication_slot":    c.ReplicationSlot,
+		"publication":         c.Publication,
+		"create_slot":         c.CreateSlot,
+		"create_publication":  c.CreatePublication,
+		"capture_operations":  slices.Clone(c.CaptureOperations),
+		"cdc_reader":          string(c.CDCReader),
+		"snapshot":            string(c.Snapshot),
+		"slot_check_interval": c.SlotCheckInterval.String(),
+		"max_retained_wal":    c.MaxRetainedWal.String(),
+		"heartbeat_interval":  c.HeartbeatInterval.String(),
+		"heartbeat_query":     c.HeartbeatQuery,
+		"tracking_column":     c.TrackingColumn,
+		"initial_offset":      c.InitialOffset,
+		"processed_column":    c.ProcessedColumn,
+		"delete_after_read":   c.DeleteAfterRead,
+		"primary_key_column":  c.PrimaryKeyColumn,
+		"include_metadata":    c.IncludeMetadata,
+		"numeric_format":      string(c.NumericFormat),
 	}
 }
 
