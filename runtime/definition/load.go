@@ -254,6 +254,9 @@ func (r *Runtime) fillDefaults(defined map[string]bool) {
 	}
 	def(&r.ConnectorsDir, DefaultConnectorsDir)
 	def(&r.Broker.EmbeddedAddress, DefaultEmbeddedAddress)
+	if !defined["broker.data_dir"] {
+		r.Broker.DataDir = DefaultBrokerDataDir
+	}
 	def(&r.HTTP.Address, DefaultHTTPAddress)
 	def(&r.State.Storage, "file")
 	def(&r.State.Path, DefaultStatePath)
@@ -351,6 +354,10 @@ func (r *Runtime) validate(d *decoder) {
 	d.oneOf("log.format", r.Log.Format, "text", "json")
 	d.oneOf("log.level", r.Log.Level, "debug", "info", "warn", "error")
 	d.duration("shutdown_grace", r.ShutdownGrace)
+	if r.Broker.BootstrapServers == "" {
+		d.checkDataDir(d.file, r.Broker.DataDir)
+	}
+	d.checkProducerProperties("broker.properties", r.Broker.Properties)
 }
 
 // Source-only and sink-only keys of a [[topics]] block.
@@ -521,6 +528,8 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 	if d.defined[k("schema")] {
 		d.oneOf(k("schema"), t.Schema, schemas...)
 	}
+	t.checkDeadLetterTopic(d, key, typ)
+	d.checkProducerProperties(k("properties"), t.Properties)
 	if d.defined[k("batch_length")] && t.BatchLength < 1 {
 		d.add(k("batch_length"), "%d%s: must be at least 1", t.BatchLength, d.origin(k("batch_length")))
 	}

@@ -376,3 +376,65 @@ topic = "t"
 		}
 	}
 }
+
+// TestLoadRefusesUnsafeProducersAndDeadLetters: properties that would void
+// the delivery promise, dead-letter topics a block writes or reads itself,
+// and a data_dir that is a file are each a problem naming the key.
+func TestLoadRefusesUnsafeProducersAndDeadLetters(t *testing.T) {
+	path := writeFiles(t, map[string]string{
+		"runtime.toml": "[broker]\ndata_dir = \"runtime.toml/sub\"\n[broker.properties]\nacks = \"0\"\n\"max.in.flight.requests.per.connection\" = \"6\"\n",
+		"connectors/a.toml": `type = "sink"
+key = "a"
+path = "libpicomq_connector_test_sink"
+[[topics]]
+pattern = 'orders\..*'
+dead_letter_topic = "orders.dlq"
+[[topics]]
+topic = "t"
+dead_letter_topic = "t"
+[plugin_config]
+`,
+		"connectors/b.toml": `type = "source"
+key = "b"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+dead_letter_topic = "bad name"
+[topics.properties]
+"enable.idempotence" = "false"
+"request.required.acks" = "1"
+"acks" = "all"
+[plugin_config]
+`,
+	})
+	_, err := Load(path, map[string]string{"PICOMQ_CONNECTORS_SOURCE_B_TOPICS_0_PROPERTIES_MAX_IN_FLIGHT": "10"})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	text := err.Error()
+	t.Log("\n" + text)
+	for _, want := range []string{
+		`runtime.toml: broker.data_dir: "runtime.toml/sub":`,
+		`is a file, not a folder`,
+		`runtime.toml: broker.properties.acks: the runtime produces with acks=all`,
+		`runtime.toml: broker.properties."max.in.flight.requests.per.connection": "6": an idempotent producer keeps records in order only with 1 to 5`,
+		`a.toml: topics[0].dead_letter_topic: "orders.dlq" matches this block's pattern`,
+		`a.toml: topics[1].dead_letter_topic: "t" is the topic this block consumes`,
+		`b.toml: topics[0].dead_letter_topic: "bad name" contains ' '`,
+		`b.toml: topics[0].properties."enable.idempotence": `,
+		`(from environment variable PICOMQ_CONNECTORS_SOURCE_B_TOPICS_0_PROPERTIES_MAX_IN_FLIGHT)`,
+		`b.toml: topics[0].properties."request.required.acks": `,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing problem %q", want)
+		}
+	}
+	if strings.Contains(text, "b.toml: topics[0].properties.acks") {
+		t.Errorf("acks = all refused:\n%s", text)
+	}
+	for k, v := range map[string]string{"acks": "-1", "enable.idempotence": "true", "max.in.flight": "5", "linger.ms": "0"} {
+		if msg := WeakensProducer(k, v); msg != "" {
+			t.Errorf("%s=%s refused: %s", k, v, msg)
+		}
+	}
+}

@@ -24,7 +24,8 @@ type Runtime struct {
 type Broker struct {
 	BootstrapServers string            `toml:"bootstrap_servers" json:"bootstrap_servers,omitempty" jsonschema:"description=Comma-separated host:port list. Empty starts an embedded broker."`
 	EmbeddedAddress  string            `toml:"embedded_address" json:"embedded_address,omitempty" jsonschema:"description=Listen address of the embedded broker.,default=127.0.0.1:9092"`
-	Properties       map[string]string `toml:"properties" json:"properties,omitempty" jsonschema:"description=librdkafka settings applied to every client."`
+	DataDir          string            `toml:"data_dir" json:"data_dir,omitempty" jsonschema:"description=Folder where the embedded broker keeps its topics, records and committed offsets, written synchronously so an acknowledged record survives a crash. Relative to the runtime config file. Unused with bootstrap_servers.,default=broker-data"`
+	Properties       map[string]string `toml:"properties" json:"properties,omitempty" jsonschema:"description=librdkafka settings applied to every client. Producers always run with enable.idempotence=true and acks=all: acks 0 or 1, enable.idempotence=false and max.in.flight.requests.per.connection above 5 are refused."`
 }
 
 // HTTP configures the operator API.
@@ -89,7 +90,7 @@ type Topics struct {
 	CreateTopics      bool              `toml:"create_topics" json:"create_topics,omitempty" jsonschema:"description=Create missing destination topics through the admin API."`
 	Partitions        int               `toml:"partitions" json:"partitions,omitempty" jsonschema:"description=Accepted only as 1.,default=1"`
 	ReplicationFactor int               `toml:"replication_factor" json:"replication_factor,omitempty" jsonschema:"description=Accepted only as 1.,default=1"`
-	Properties        map[string]string `toml:"properties" json:"properties,omitempty" jsonschema:"description=Any other librdkafka producer or consumer setting."`
+	Properties        map[string]string `toml:"properties" json:"properties,omitempty" jsonschema:"description=Any other librdkafka producer or consumer setting. Producers always run with enable.idempotence=true and acks=all: acks 0 or 1, enable.idempotence=false and max.in.flight.requests.per.connection above 5 are refused."`
 	// DeadLetterTopic receives the records of this block that can never be
 	// delivered, with headers that say why (package deadletter).
 	DeadLetterTopic string `toml:"dead_letter_topic" json:"dead_letter_topic,omitempty" jsonschema:"description=Topic for records that can never be delivered: sinks send what the plugin rejects, sources what fails decode, transform or routing. Each carries headers naming the error, the connector and where it came from. Empty: such a record fails its batch."`

@@ -1,0 +1,139 @@
+package definition
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultBrokerDataDir is where the embedded broker keeps its data unless
+// broker.data_dir says otherwise, relative to the runtime config file.
+const DefaultBrokerDataDir = "broker-data"
+
+// MaxInFlight is the highest max.in.flight.requests.per.connection an
+// idempotent producer keeps its ordering with.
+const MaxInFlight = 5
+
+// WeakensProducer says why setting a librdkafka property key to value would
+// void the runtime's delivery promise (every producer runs with
+// enable.idempotence=true and acks=all), or "" when it does not.
+func WeakensProducer(key, value string) string {
+	v := strings.ToLower(strings.TrimSpace(value))
+	switch strings.ToLower(strings.TrimSpace(key)) {
+	case "acks", "request.required.acks":
+		if v == "all" || v == "-1" {
+			return ""
+		}
+		return fmt.Sprintf("the runtime produces with acks=all so that a record is acknowledged only once the broker has it; %q could acknowledge a record the broker then loses; remove it or set \"all\"", value)
+	case "enable.idempotence":
+		if v == "true" || v == "t" || v == "1" {
+			return ""
+		}
+		return fmt.Sprintf("the runtime produces with enable.idempotence=true so that a retried produce never duplicates or reorders records; %q turns that off; remove it", value)
+	case "max.in.flight.requests.per.connection", "max.in.flight":
+		n, err := strconv.Atoi(v)
+		if err == nil && n >= 1 && n <= MaxInFlight {
+			return ""
+		}
+		return fmt.Sprintf("%q: an idempotent producer keeps records in order only with 1 to %d requests in flight; remove it or set a number from 1 to %d", value, MaxInFlight, MaxInFlight)
+	}
+	return ""
+}
+
+// checkProducerProperties adds a problem under key.properties."NAME" for
+// every property that would weaken the producers.
+func (d *decoder) checkProducerProperties(key string, props map[string]string) {
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		path := key + "." + quoteKey(k)
+		if msg := WeakensProducer(k, props[k]); msg != "" {
+			d.add(path, "%s%s", msg, d.origin(path))
+		}
+	}
+}
+
+// BrokerDataDir is broker.data_dir resolved against the runtime config
+// file's folder (the default when it is empty).
+func (c *Config) BrokerDataDir() string {
+	return resolveDir(c.File, c.Runtime.Broker.DataDir, DefaultBrokerDataDir)
+}
+
+func resolveDir(file, dir, def string) string {
+	if dir == "" {
+		dir = def
+	}
+	if !filepath.IsAbs(dir) && file != "" {
+		dir = filepath.Join(filepath.Dir(file), dir)
+	}
+	return dir
+}
+
+// checkDataDir refuses a data_dir that cannot be a folder: a file, or under
+// one.
+func (d *decoder) checkDataDir(file, dir string) {
+	if strings.TrimSpace(dir) == "" {
+		d.add("broker.data_dir", "must not be blank; name a folder such as %q, or remove the key for the default", DefaultBrokerDataDir)
+		return
+	}
+	if strings.ContainsRune(dir, 0) {
+		d.add("broker.data_dir", "contains a NUL byte%s; name a folder such as %q", d.origin("broker.data_dir"), DefaultBrokerDataDir)
+		return
+	}
+	full := resolveDir(file, dir, DefaultBrokerDataDir)
+	for p := full; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				d.add("broker.data_dir", "%q%s: %s is a file, not a folder; name a folder for the embedded broker's data", dir, d.origin("broker.data_dir"), p)
+			}
+			return
+		}
+		if parent := filepath.Dir(p); parent == p {
+			return
+		}
+	}
+}
+
+// checkDeadLetterTopic refuses a dead_letter_topic that is not a topic
+// name, or that the block itself writes to (sources) or reads (sinks):
+// a sink reading its own dead letters would reject them again, forever.
+func (t *Topics) checkDeadLetterTopic(d *decoder, key, typ string) {
+	dl := t.DeadLetterTopic
+	if !d.defined[key+".dead_letter_topic"] {
+		return
+	}
+	k := key + ".dead_letter_topic"
+	if msg := validTopicName(dl); msg != "" {
+		d.add(k, "%q%s %s", dl, d.origin(k), msg)
+		return
+	}
+	switch {
+	case t.Topic.Literal == dl:
+		if typ == "sink" {
+			d.add(k, "%q is the topic this block consumes; the sink would read its own dead letters; name another topic, such as %q", dl, dl+".dlq")
+		} else {
+			d.add(k, "%q is the topic this block writes to; name another topic, such as %q", dl, dl+".dlq")
+		}
+	case typ == "sink" && t.Pattern != "":
+		// librdkafka anchors a subscription pattern at the start only.
+		pat := t.Pattern
+		if !strings.HasPrefix(pat, "^") {
+			pat = "^" + pat
+		}
+		if re, err := regexp.Compile(pat); err == nil {
+			if re.MatchString(dl) {
+				d.add(k, "%q matches this block's pattern %q, so the sink would read its own dead letters; name a topic the pattern does not match", dl, t.Pattern)
+			}
+		}
+	case typ == "source" && t.Topic.IsRule() && t.Topic.Fallback == dl:
+		d.add(k, "%q is also this block's topic.fallback; name another topic", dl)
+	}
+}
