@@ -58,6 +58,8 @@ func TestS3QuickStartAndDefaults(t *testing.T) {
 			{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}}},
 		FileRotation: s3sinkconfig.FileRotationSize, MaxFileSize: 64 * confkit.MiB,
 		OutputFormat: s3sinkconfig.OutputFormatJSONLines, IncludeMetadata: true, MaxAttempts: 3, RetryDelay: time.Second,
+		Compression: s3sinkconfig.CompressionNone, Delivery: s3sinkconfig.DeliveryExactlyOnce,
+		MaxBufferSize: 256 * confkit.MiB, MaxInFlight: 4,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -248,7 +250,7 @@ func TestS3Troubleshooting(t *testing.T) {
 		{name: "file too large decimal", raw: s3base("max_file_size", "6GB"), key: "max_file_size", rule: "x-maximum",
 			msg: "max_file_size (6GB) exceeds S3 single PutObject limit of 5 GiB"},
 	})
-	for _, region := range []string{"us-east-1", "eu-west-1", "ap-southeast-2", "us-gov-west-1", "cn-north-1", "eu-central-2", "il-central-1", "ca-west-1", "mx-central-1"} {
+	for _, region := range []string{"us-east-1", "eu-west-1", "ap-southeast-2", "us-gov-west-1", "cn-north-1", "eu-central-2", "il-central-1", "ca-west-1", "mx-central-1", "eusc-de-east-1"} {
 		if _, _, err := s3load(s3base("region", region), nil); err != nil {
 			t.Errorf("region %s rejected: %v", region, err)
 		}

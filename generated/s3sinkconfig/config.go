@@ -3,6 +3,17 @@
 // Package s3sinkconfig is the typed plugin_config of the s3_sink sink, generated from schemas/s3_sink.json.
 //
 // Collects records into files and uploads each file as one object to Amazon S3 or an S3-compatible store.
+//
+// With `delivery = "exactly_once"` (the default) the runtime commits a partition's offset only up to the first record that is not yet in the bucket, and every file is cut at the same records on every replay, so a crash, a failed upload or a rebalance never loses a record and never writes one into two objects. `delivery = "buffered"` keeps the original behaviour: a batch is committed once it is buffered.
+//
+// | | `exactly_once` (default) | `buffered` |
+// |---|---|---|
+// | Crash (SIGKILL, OOM) | Nothing lost: the records of open and uploading files were not committed and are redelivered; the replay writes the same keys with the same bytes | Loses every record buffered and not yet uploaded, up to one file per partition |
+// | Upload fails after `max_attempts` (or a 403) | The file is kept and retried with back-off; the partition's commit waits; Consume fails, so the status goes Error with the S3 error, and Running again after the next upload succeeds | The file is dropped, a `<key>.lost` marker names its offsets, the current batch is redelivered |
+// | Rebalance (partition revoked) | Open files of the revoked partitions are dropped, an upload in progress finishes; the next owner replays from the commit | Open files of the revoked partitions are uploaded first |
+// | Graceful stop | Every open file is uploaded, then committed | Every open file is uploaded |
+//
+// In `exactly_once` each partition uploads one file at a time, in offset order (up to `max_in_flight` partitions upload at once), and when a partition is assigned the sink lists the bucket under the key prefix of the file it is about to start (`<prefix>/<rendered path>/<partition>-<first offset>-`): an object found there was uploaded before the last commit, its records are skipped and its successor is looked up in turn. This needs `s3:ListBucket` on the prefix. A file cut by `flush_interval` or by the `max_buffer_size` bound is therefore found again after a crash. The one remaining window: a runtime that loses its partitions without a rebalance (a process frozen past the consumer group's session timeout) and then completes an upload can write records the next owner also writes, into a second object; records are then duplicated, never lost. Changing `prefix` or `path_template` while files are uncommitted has the same effect for the files around the restart.
 package s3sinkconfig
 
 import (
@@ -47,6 +58,25 @@ const (
 	OutputFormatRaw       OutputFormat = "raw"
 )
 
+// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay.
+type Compression string
+
+// The values of Compression.
+const (
+	CompressionNone Compression = "none"
+	CompressionGzip Compression = "gzip"
+	CompressionZstd Compression = "zstd"
+)
+
+// Delivery is the type of the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
+type Delivery string
+
+// The values of Delivery.
+const (
+	DeliveryExactlyOnce Delivery = "exactly_once"
+	DeliveryBuffered    Delivery = "buffered"
+)
+
 // Config is the plugin_config of s3_sink. Load builds it; a zero Config is not valid.
 type Config struct {
 	// Bucket is the bucket key: Bucket name. Must already exist.
@@ -85,17 +115,32 @@ type Config struct {
 	// MaxMessagesPerFile is the max_messages_per_file key: Rotation threshold for messages, required in that mode. Accepted but ignored under size.
 	MaxMessagesPerFile *int
 
+	// RotateInterval is the rotate_interval key: Also rotate a file when a record's timestamp reaches the first record's timestamp plus this interval; the record that reaches it starts the next file. Record time, not wall-clock time, so a replay cuts the same files. 0s turns it off.
+	//
+	// Default: 0s.
+	RotateInterval time.Duration
+
+	// FlushInterval is the flush_interval key: Upload a partition's open file once no record has arrived for it for this long (wall-clock time), so a quiet topic still reaches the bucket. Replay-safe in exactly_once, see above. 0s turns it off.
+	//
+	// Default: 0s.
+	FlushInterval time.Duration
+
 	// OutputFormat is the output_format key: json_lines (also jsonl, jsonlines), json_array or raw.
 	//
 	// Default: json_lines.
 	OutputFormat OutputFormat
+
+	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay.
+	//
+	// Default: none.
+	Compression Compression
 
 	// IncludeMetadata is the include_metadata key: Add offset, timestamp, topic, partition and key to each JSON object.
 	//
 	// Default: true.
 	IncludeMetadata bool
 
-	// IncludeHeaders is the include_headers key: Add headers to each JSON object.
+	// IncludeHeaders is the include_headers key: Add headers to each JSON object, as an object of name to value. A name that appears more than once gets an array of its values, in record order.
 	//
 	// Default: false.
 	IncludeHeaders bool
@@ -110,10 +155,25 @@ type Config struct {
 	// Default: 1s.
 	RetryDelay time.Duration
 
-	// PathStyle is the path_style key: Force host/bucket/key instead of bucket.host/key.
+	// PathStyle is the path_style key: Force host/bucket/key instead of bucket.host/key. Defaults to true when endpoint is set; an explicit false is kept.
 	//
 	// Default: true when endpoint is set, false otherwise.
 	PathStyle bool
+
+	// Delivery is the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
+	//
+	// Default: exactly_once.
+	Delivery Delivery
+
+	// MaxBufferSize is the max_buffer_size key: Bound on the bytes the sink holds in memory, open and uploading files together. At the bound Consume waits for uploads (it fails while uploads are failing, so the status shows it); when every held byte is in open files, the largest one is uploaded early. Size it to at least max_file_size times the partitions written at once plus max_in_flight files.
+	//
+	// Default: 256MiB.
+	MaxBufferSize confkit.Size
+
+	// MaxInFlight is the max_in_flight key: Uploads that run at once while consumption goes on, each of a different partition (a partition uploads its files one at a time, in offset order).
+	//
+	// Default: 4.
+	MaxInFlight int
 
 	warnings []string
 }
@@ -180,8 +240,23 @@ var envBindings = []confkit.EnvBinding{
 	},
 	{
 		Kind:   confkit.EnvString,
+		Path:   []string{"rotate_interval"},
+		Suffix: "ROTATE_INTERVAL",
+	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"flush_interval"},
+		Suffix: "FLUSH_INTERVAL",
+	},
+	{
+		Kind:   confkit.EnvString,
 		Path:   []string{"output_format"},
 		Suffix: "OUTPUT_FORMAT",
+	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"compression"},
+		Suffix: "COMPRESSION",
 	},
 	{
 		Kind:   confkit.EnvBool,
@@ -208,6 +283,21 @@ var envBindings = []confkit.EnvBinding{
 		Path:   []string{"path_style"},
 		Suffix: "PATH_STYLE",
 	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"delivery"},
+		Suffix: "DELIVERY",
+	},
+	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"max_buffer_size"},
+		Suffix: "MAX_BUFFER_SIZE",
+	},
+	{
+		Kind:   confkit.EnvInt,
+		Path:   []string{"max_in_flight"},
+		Suffix: "MAX_IN_FLIGHT",
+	},
 }
 
 // keyAliases maps a table path to alias → key.
@@ -232,12 +322,18 @@ var keyOrder = []string{
 	"file_rotation",
 	"max_file_size",
 	"max_messages_per_file",
+	"rotate_interval",
+	"flush_interval",
 	"output_format",
+	"compression",
 	"include_metadata",
 	"include_headers",
 	"max_attempts",
 	"retry_delay",
 	"path_style",
+	"delivery",
+	"max_buffer_size",
+	"max_in_flight",
 }
 
 // checker runs the JSON Schema check and words its errors.
@@ -271,6 +367,14 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 			"minimum":       "max_messages_per_file ({value}) must be at least 1",
 			"x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured",
 		}},
+		"rotate_interval": {Messages: map[string]string{
+			"x-maximum": "rotate_interval ({value}) must be at most 168h",
+			"x-minimum": "rotate_interval ({value}) must be 0s (off) or more",
+		}},
+		"flush_interval": {Messages: map[string]string{
+			"x-maximum": "flush_interval ({value}) must be at most 24h",
+			"x-minimum": "flush_interval ({value}) must be 0s (off) or more",
+		}},
 		"max_attempts": {Messages: map[string]string{
 			"maximum": "max_attempts ({value}) must be at most 100",
 			"minimum": "max_attempts ({value}) must be at least 1",
@@ -278,14 +382,21 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 		"retry_delay": {Messages: map[string]string{
 			"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off",
 		}},
+		"max_buffer_size": {Messages: map[string]string{
+			"x-minimum": "max_buffer_size ({value}) must be at least 1MiB",
+		}},
+		"max_in_flight": {Messages: map[string]string{
+			"maximum": "max_in_flight ({value}) must be at most 64",
+			"minimum": "max_in_flight ({value}) must be at least 1",
+		}},
 	},
 	Known: map[string][]string{
-		"": {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "output_format", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style"},
+		"": {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
 	},
 })
 
 // patternRegion is the x-pattern-unless rule of region.
-var patternRegion = regexp.MustCompile("^(us|eu|ap|sa|ca|me|af|il|mx|cn)(-gov|-iso|-isob|-isoe|-isof)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-[0-9]+$")
+var patternRegion = regexp.MustCompile("^(us|eu|ap|sa|ca|me|af|il|mx|cn|eusc)(-gov|-iso|-isob|-isoe|-isof)?-(north|south|east|west|central|northeast|northwest|southeast|southwest|de-east)-[0-9]+$")
 
 // placeholdersPathTemplate are the placeholders path_template accepts.
 var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
@@ -319,12 +430,18 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	}
 	c.FileRotation = FileRotationSize
 	c.MaxFileSize = 8 * confkit.MiB
+	c.RotateInterval = 0
+	c.FlushInterval = 0
 	c.OutputFormat = OutputFormatJSONLines
+	c.Compression = CompressionNone
 	c.IncludeMetadata = true
 	c.IncludeHeaders = false
 	c.MaxAttempts = 3
 	c.RetryDelay = time.Second
 	c.PathStyle = false
+	c.Delivery = DeliveryExactlyOnce
+	c.MaxBufferSize = 256 * confkit.MiB
+	c.MaxInFlight = 4
 	if v, ok := m["bucket"]; ok && !ps.Has("bucket") {
 		if x, ok := confkit.AsString(v); ok {
 			c.Bucket = x
@@ -403,11 +520,44 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("max_messages_per_file", v, false, "an integer"))
 		}
 	}
+	if v, ok := m["rotate_interval"]; ok && !ps.Has("rotate_interval") {
+		if x, err := confkit.AsDuration(v); err != nil {
+			*ps = append(*ps, confkit.NewProblem("rotate_interval", v, false, "format", err.Error()))
+		} else {
+			c.RotateInterval = x
+			if x < 0 {
+				*ps = append(*ps, confkit.NewProblem("rotate_interval", v, false, "x-minimum", "rotate_interval ({value}) must be 0s (off) or more"))
+			}
+			if x > 168*time.Hour {
+				*ps = append(*ps, confkit.NewProblem("rotate_interval", v, false, "x-maximum", "rotate_interval ({value}) must be at most 168h"))
+			}
+		}
+	}
+	if v, ok := m["flush_interval"]; ok && !ps.Has("flush_interval") {
+		if x, err := confkit.AsDuration(v); err != nil {
+			*ps = append(*ps, confkit.NewProblem("flush_interval", v, false, "format", err.Error()))
+		} else {
+			c.FlushInterval = x
+			if x < 0 {
+				*ps = append(*ps, confkit.NewProblem("flush_interval", v, false, "x-minimum", "flush_interval ({value}) must be 0s (off) or more"))
+			}
+			if x > 24*time.Hour {
+				*ps = append(*ps, confkit.NewProblem("flush_interval", v, false, "x-maximum", "flush_interval ({value}) must be at most 24h"))
+			}
+		}
+	}
 	if v, ok := m["output_format"]; ok && !ps.Has("output_format") {
 		if x, ok := confkit.AsString(v); ok {
 			c.OutputFormat = OutputFormat(x)
 		} else {
 			*ps = append(*ps, confkit.WrongType("output_format", v, false, "a string"))
+		}
+	}
+	if v, ok := m["compression"]; ok && !ps.Has("compression") {
+		if x, ok := confkit.AsString(v); ok {
+			c.Compression = Compression(x)
+		} else {
+			*ps = append(*ps, confkit.WrongType("compression", v, false, "a string"))
 		}
 	}
 	if v, ok := m["include_metadata"]; ok && !ps.Has("include_metadata") {
@@ -448,6 +598,30 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("path_style", v, false, "a boolean"))
 		}
 	}
+	if v, ok := m["delivery"]; ok && !ps.Has("delivery") {
+		if x, ok := confkit.AsString(v); ok {
+			c.Delivery = Delivery(x)
+		} else {
+			*ps = append(*ps, confkit.WrongType("delivery", v, false, "a string"))
+		}
+	}
+	if v, ok := m["max_buffer_size"]; ok && !ps.Has("max_buffer_size") {
+		if x, err := confkit.AsSize(v); err != nil {
+			*ps = append(*ps, confkit.NewProblem("max_buffer_size", v, false, "format", err.Error()))
+		} else {
+			c.MaxBufferSize = x
+			if x < confkit.MiB {
+				*ps = append(*ps, confkit.NewProblem("max_buffer_size", v, false, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB"))
+			}
+		}
+	}
+	if v, ok := m["max_in_flight"]; ok && !ps.Has("max_in_flight") {
+		if x, ok := confkit.AsInt(v); ok {
+			c.MaxInFlight = x
+		} else {
+			*ps = append(*ps, confkit.WrongType("max_in_flight", v, false, "an integer"))
+		}
+	}
 	if !confkit.Has(m, "endpoint") && confkit.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
 		*ps = append(*ps, confkit.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
 	}
@@ -476,12 +650,18 @@ func (c Config) Redacted() map[string]any {
 		"file_rotation":         string(c.FileRotation),
 		"max_file_size":         c.MaxFileSize.String(),
 		"max_messages_per_file": confkit.PtrValue(c.MaxMessagesPerFile),
+		"rotate_interval":       c.RotateInterval.String(),
+		"flush_interval":        c.FlushInterval.String(),
 		"output_format":         string(c.OutputFormat),
+		"compression":           string(c.Compression),
 		"include_metadata":      c.IncludeMetadata,
 		"include_headers":       c.IncludeHeaders,
 		"max_attempts":          c.MaxAttempts,
 		"retry_delay":           c.RetryDelay.String(),
 		"path_style":            c.PathStyle,
+		"delivery":              string(c.Delivery),
+		"max_buffer_size":       c.MaxBufferSize.String(),
+		"max_in_flight":         c.MaxInFlight,
 	}
 }
 
