@@ -56,6 +56,8 @@ func pgExec(dsn, sql string) error {
 // stopped, reconnecting after errors (a restarted server).
 type writer struct {
 	dsn     string
+	table   string
+	pad     int // filler characters per row
 	txnRows int
 	pause   time.Duration
 	written atomic.Int64 // highest id committed
@@ -64,8 +66,15 @@ type writer struct {
 	wg      sync.WaitGroup
 }
 
+// startWriter writes rows of about 70 characters into table t.
 func startWriter(dsn string, txnRows int, pause time.Duration) *writer {
-	w := &writer{dsn: dsn, txnRows: txnRows, pause: pause, stop: make(chan struct{})}
+	return startTableWriter(dsn, "t", 60, txnRows, pause)
+}
+
+// startTableWriter writes rows (id, note) with pad filler characters in
+// note into table.
+func startTableWriter(dsn, table string, pad, txnRows int, pause time.Duration) *writer {
+	w := &writer{dsn: dsn, table: table, pad: pad, txnRows: txnRows, pause: pause, stop: make(chan struct{})}
 	w.wg.Add(1)
 	go w.loop()
 	return w
@@ -96,7 +105,7 @@ func (w *writer) loop() {
 		from := w.written.Load() + 1
 		to := from + int64(w.txnRows) - 1
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := conn.Exec(ctx, `INSERT INTO t SELECT g, 'row ' || g || repeat('.', 60) FROM generate_series($1::bigint, $2::bigint) g ON CONFLICT DO NOTHING`, from, to)
+		_, err := conn.Exec(ctx, `INSERT INTO `+w.table+` SELECT g, 'row ' || g || repeat('.', $3) FROM generate_series($1::bigint, $2::bigint) g ON CONFLICT DO NOTHING`, from, to, w.pad)
 		cancel()
 		if err != nil {
 			w.errs.Add(1)

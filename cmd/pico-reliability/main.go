@@ -44,6 +44,10 @@
 //	               after the next good batch, nothing checkpointed lost.
 //	soak           random source -> broker -> S3 sink for 3 minutes (30 s with
 //	               --quick): RSS and goroutine count flat, records flowing.
+//	soak-pg        Postgres CDC (default reader) and polling in one runtime
+//	               for 3 minutes (45 s with --quick) while writers insert
+//	               1 KiB rows without pause: RSS within 1.5x of the warm-up,
+//	               goroutines flat, rows flowing, every row once.
 package main
 
 import (
@@ -111,6 +115,7 @@ func run(args []string) int {
 		{"pg-restart", (*suite).pgRestart},
 		{"http-state", (*suite).httpState},
 		{"soak", (*suite).soak},
+		{"soak-pg", (*suite).soakPG},
 	}
 	want := map[string]bool{}
 	for _, n := range strings.Split(*only, ",") {

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+)
+
+// soakPG runs the Postgres source in CDC mode (default reader) and in
+// polling mode in one runtime for 3 minutes (45 s with --quick) while two
+// writers insert 1 KiB rows continuously, and samples the runtime's RSS
+// and goroutine count. RSS after the warm-up (the first minute; the first
+// third with --quick) must stay within 1.5x of the warm-up's highest
+// sample, the goroutine count flat, both sources must deliver in every
+// interval, and once the writers stop every row must be on its topic
+// exactly once.
+func (s *suite) soakPG() {
+	srv, err := pgtest.Launch()
+	if errors.Is(err, pgtest.ErrNoBinaries) {
+		mustf("%v", err)
+	}
+	must(err)
+	s.h.Cleanup(srv.Close)
+	must(pgExec(srv.DSN(), "CREATE DATABASE soak_pg"))
+	dsn := srv.DSNFor("postgres", "soak_pg")
+	must(pgExec(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	must(err)
+	defer b.Close()
+
+	const batch, pad, txnRows = 5000, 1000, 100
+	const cdcTopic, pollTopic = "soak.cdc", "soak.poll"
+	def := func(key, topic, table, extra string) string {
+		return fmt.Sprintf(`type = "source"
+key = %q
+path = "libpicomq_connector_postgres_source"
+[[topics]]
+topic = %q
+create_topics = true
+[plugin_config]
+connection_string = %q
+tables = [%q]
+batch_size = %d
+poll_interval = "20ms"
+%s
+`, key, topic, dsn, table, batch, extra)
+	}
+	r := s.newRT(b.Addr(), "", map[string]string{
+		"cdc.toml":  def("soakcdc", cdcTopic, "public.c", "mode = \"cdc\"\nreplication_slot = \"soak_slot\"\npublication = \"soak_pub\""),
+		"poll.toml": def("soakpoll", pollTopic, "public.p", "mode = \"polling\"\ntracking_column = \"id\""),
+	})
+	r.start()
+	pid := r.cmd.Process.Pid
+	// The CDC source creates its slot at start; rows are written after.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e, err := r.status("source", "soakcdc")
+		if err == nil && e.Status == "Running" && pgValue(dsn, `SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'soak_slot'`) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			mustf("CDC source not running with its slot after 30 s: %s (%s)\n%s", e.Status, e.LastError, tail(r.out.String()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wc := startTableWriter(dsn, "c", pad, txnRows, 0)
+	wp := startTableWriter(dsn, "p", pad, txnRows, 0)
+	stopped := false
+	defer func() {
+		if !stopped {
+			wc.halt()
+			wp.halt()
+		}
+	}()
+
+	dur := time.Duration(s.pick(180, 45)) * time.Second
+	warm := time.Duration(s.pick(60, 15)) * time.Second
+	every := time.Duration(s.pick(10, 3)) * time.Second
+	s.inject("two writers inserting %d-row transactions of ~1 KiB rows without pause into c (CDC, default reader) and p (polling), batch_size %d, for %s, sampling every %s",
+		txnRows, batch, dur, every)
+	type sample struct {
+		at        time.Duration
+		rss, gor  int64
+		cdc, poll int64 // records produced
+		wc, wp    int64 // rows committed
+	}
+	var samples []sample
+	t0 := time.Now()
+	for time.Since(t0) < dur {
+		time.Sleep(every)
+		rss, err := procStatus(pid, "VmRSS")
+		must(err)
+		g, err := r.goroutines()
+		must(err)
+		ec, _ := r.status("source", "soakcdc")
+		ep, _ := r.status("source", "soakpoll")
+		if ec.Status != "Running" || ep.Status != "Running" {
+			s.check(false, "statuses at %s: CDC %s (%s), polling %s (%s)", time.Since(t0).Round(time.Second), ec.Status, ec.LastError, ep.Status, ep.LastError)
+		}
+		x := sample{time.Since(t0).Round(time.Second), rss, g, b.HighWatermark(cdcTopic), b.HighWatermark(pollTopic), wc.written.Load(), wp.written.Load()}
+		samples = append(samples, x)
+		s.note("t=%-5s RSS %6.1f MiB  goroutines %4d  CDC %8d/%8d rows  polling %8d/%8d rows", x.at, float64(rss)/1024, g, x.cdc, x.wc, x.poll, x.wp)
+	}
+	nc, np := wc.halt(), wp.halt()
+	stopped = true
+	took := time.Since(t0)
+	s.inject("writers stopped: %d rows in c, %d in p (%.0f and %.0f rows/s)", nc, np, float64(nc)/took.Seconds(), float64(np)/took.Seconds())
+	if len(samples) < 4 {
+		mustf("only %d samples", len(samples))
+	}
+
+	var base, after sample // highest RSS during and after the warm-up
+	stalls := 0
+	var lagC, lagP int64 // highest rows committed but not yet on the topic
+	for i, x := range samples {
+		lagC, lagP = max(lagC, x.wc-x.cdc), max(lagP, x.wp-x.poll)
+		if x.at <= warm {
+			if x.rss > base.rss {
+				base.rss = x.rss
+			}
+			base.gor = max(base.gor, x.gor)
+			continue
+		}
+		after.rss, after.gor = max(after.rss, x.rss), max(after.gor, x.gor)
+		if i > 0 && (x.cdc <= samples[i-1].cdc || x.poll <= samples[i-1].poll) {
+			stalls++
+		}
+	}
+	last := samples[len(samples)-1]
+	s.check(after.rss <= base.rss*3/2, "RSS flat: first sample %.1f MiB, highest in the warm-up (%s) %.1f MiB, highest after %.1f MiB, last %.1f MiB (limit 1.5x: %.1f MiB)",
+		float64(samples[0].rss)/1024, warm, float64(base.rss)/1024, float64(after.rss)/1024, float64(last.rss)/1024, float64(base.rss*3/2)/1024)
+	s.check(after.gor <= base.gor+10, "goroutines flat: first %d, highest in the warm-up %d, highest after %d, last %d", samples[0].gor, base.gor, after.gor, last.gor)
+	s.check(stalls == 0, "rows flowing: both sources produced in every %s interval after the warm-up (%d intervals without progress)", every, stalls)
+	s.note("highest lag behind the writers: CDC %d rows, polling %d rows", lagC, lagP)
+	for _, x := range []struct {
+		name, topic, key string
+		n                int64
+	}{{"CDC", cdcTopic, "soakcdc", nc}, {"polling", pollTopic, "soakpoll", np}} {
+		end := s.waitEnd(r, b.Addr(), x.topic, x.n, 2*time.Minute)
+		s.check(end == x.n, "%s: %d rows committed, %d records on %s (%.0f rows/s over the run)", x.name, x.n, end, x.topic, float64(end)/took.Seconds())
+	}
+	err = r.term(30 * time.Second)
+	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
+}
+
+// pgValue runs a query returning one text value, "" on any error.
+func pgValue(dsn, sql string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(context.Background())
+	var v string
+	if err := conn.QueryRow(ctx, sql).Scan(&v); err != nil {
+		return ""
+	}
+	return v
+}
