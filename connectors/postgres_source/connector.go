@@ -38,6 +38,7 @@ func optionsFrom(cfg postgressourceconfig.Config, key string) options {
 		IncludeMetadata:   cfg.IncludeMetadata,
 		NumericAsString:   cfg.NumericFormat == postgressourceconfig.NumericFormatString,
 	}
+	opt.slotOptions = slotOptionsFrom(cfg) // slots.go
 	if opt.Slot == "" {
 		opt.Slot = defaultName(key)
 	}

@@ -30,6 +30,7 @@ type options struct {
 	PrimaryKeyColumn  string
 	IncludeMetadata   bool
 	NumericAsString   bool
+	slotOptions       // slots.go: slot watch and heartbeat
 }
 
 // Operation names, as written in each record's __op field.

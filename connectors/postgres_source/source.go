@@ -136,6 +136,8 @@ type Source struct {
 	// lag is how far the committed position trails the server's WAL
 	// (CDC), in bytes.
 	lag plugin.Gauge
+
+	slots slotWatch // slots.go, heartbeat.go
 }
 
 // newSource builds a source from options and a committed state blob. It
@@ -224,6 +226,7 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 		}
 		s.log.Warn("postgres setup failed; retrying on poll", "error", err)
 	}
+	s.startSlotWatch(metrics) // slots.go
 	return s, nil
 }
 
@@ -325,6 +328,9 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	if s.fatal != nil {
 		return plugin.Batch{}, s.fatal
 	}
+	if err := s.slotLost(); err != nil { // slots.go
+		return plugin.Batch{}, s.fail(ctx, err)
+	}
 	s.candidate = nil
 	s.pendingApply = nil
 	if s.conn != nil && s.conn.IsClosed() {
@@ -336,6 +342,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 		}
 		s.log.Info("connected to postgres")
 	}
+	s.heartbeat(ctx) // heartbeat.go
 	var (
 		b   plugin.Batch
 		err error
@@ -439,6 +446,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error 
 
 // Close releases the connections. The slot and publication stay.
 func (s *Source) Close(ctx context.Context) error {
+	s.stopSlotWatch() // slots.go
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.close()
