@@ -64,6 +64,8 @@ func Main(args []string, stdout, stderr io.Writer, environ []string) int {
 		return validateCmd(rest, stdout, stderr, environ)
 	case "config":
 		return configCmd(rest, stdout, stderr, environ)
+	case "admin":
+		return adminCmd(rest, stdout, stderr, environ) // admin.go
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
