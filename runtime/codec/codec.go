@@ -162,7 +162,7 @@ func (c *Codec) Encode(v any) ([]byte, error) {
 func (c *Codec) Wire(payload []byte) ([]byte, error) {
 	switch c.schema {
 	case plugin.SchemaJSON:
-		if !json.Valid(payload) {
+		if !validJSON(payload) {
 			_, err := decodeJSON(payload)
 			return nil, err
 		}
@@ -207,11 +207,13 @@ func decodeJSON(b []byte) (any, error) {
 }
 
 // ValidSinkPayload reports whether a consumed payload is valid for schema:
-// JSON must parse, text must be UTF-8; other schemas accept any bytes.
+// JSON must parse (the same rule as encoding/json.Valid, checked without
+// allocating and several times faster), text must be UTF-8; other schemas
+// accept any bytes.
 func ValidSinkPayload(schema plugin.Schema, payload []byte) bool {
 	switch schema {
 	case plugin.SchemaJSON:
-		return json.Valid(payload)
+		return validJSON(payload)
 	case plugin.SchemaText:
 		return utf8.Valid(payload)
 	}

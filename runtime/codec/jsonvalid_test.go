@@ -1,0 +1,67 @@
+package codec
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+var jsonCases = []string{
+	``, ` `, `{}`, `[]`, `{"a":1}`, ` {"a" : [1, 2.5, -3e10, true, false, null, "x\n\u00e9\"\\/"]} `,
+	`{"a":1,}`, `[1,]`, `{"a"}`, `{"a":}`, `{1:2}`, `01`, `-`, `-0`, `1.`, `1.e5`, `1e`, `1e+`, `1E-7`,
+	`.5`, `+1`, `"abc`, `"a\x"`, `"\u12"`, `"\u12G4"`, "\"a\tb\"", "\"\xff\xfe\"", `tru`, `true false`,
+	`nul`, `nullx`, `[[[[]]]]`, `{"a":{"b":{"c":[]}}}`, `"\/"`, `[1 2]`, `{"a":1 "b":2}`, "\u00a0{}",
+	`{"a":1}x`, `123`, `-0.0e-0`, `[-]`, `{"":""}`, `[` + strings.Repeat(`[`, 20000) + `]`,
+	strings.Repeat(`[`, 10000) + strings.Repeat(`]`, 10000), strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001),
+}
+
+func TestValidJSONMatchesEncodingJSON(t *testing.T) {
+	for _, c := range jsonCases {
+		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("validJSON(%.40q) = %v, json.Valid says %v", c, got, want)
+		}
+	}
+	if ValidSinkPayload(plugin.SchemaJSON, []byte(`{"a"`)) || !ValidSinkPayload(plugin.SchemaJSON, []byte(`{"a":1}`)) {
+		t.Fatal("ValidSinkPayload does not use the JSON rule")
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, c := range jsonCases {
+		if len(c) < 1000 {
+			f.Add([]byte(c))
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, got, want)
+		}
+	})
+}
+
+// benchPayload is a record like the S3 bench's: an object with a few
+// fields and a padding string, 256 bytes.
+var benchPayload = []byte(`{"id":123456,"ts":"2026-11-29T22:27:23.711Z","tenant":"acme","amount":12.50,"tags":["a","b","c"],"nested":{"ok":true,"n":null},"pad":"` + strings.Repeat("abcdefghij", 11) + `"}`)
+
+// BenchmarkValidSinkPayload compares the sink's JSON check (validJSON)
+// with encoding/json.Valid, which it replaced, on the same payload.
+func BenchmarkValidSinkPayload(b *testing.B) {
+	b.Run("encoding-json-Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(benchPayload)))
+		for b.Loop() {
+			if !json.Valid(benchPayload) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+	b.Run("validJSON", func(b *testing.B) {
+		b.SetBytes(int64(len(benchPayload)))
+		for b.Loop() {
+			if !validJSON(benchPayload) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
