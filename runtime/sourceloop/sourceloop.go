@@ -117,6 +117,8 @@ type loop struct {
 
 	decodeH, transformH, produceH, saveH plugin.Histogram
 	ackedC, nackedC                      plugin.Counter
+	// unhealthy is what the source's plugin.Health last reported.
+	unhealthy error
 }
 
 // Run polls the source until ctx is cancelled or the poll task gives up,
@@ -285,6 +287,7 @@ func (l *loop) run(ctx context.Context) error {
 	c := &l.tr.Counters
 	pollFails := 0
 	for ctx.Err() == nil {
+		l.checkHealth()
 		batch, err := l.cfg.Source.Poll(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -320,7 +323,7 @@ func (l *loop) run(ctx context.Context) error {
 			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Ack); err != nil {
 				l.log.Warn("OnBatchResult(ack) failed", "err", err)
 			}
-			if l.tr.Status() == status.Error {
+			if l.tr.Status() == status.Error && l.unhealthy == nil {
 				l.log.Info("batch acknowledged after failures; status back to Running")
 				l.tr.Set(status.Running)
 			}
@@ -604,4 +607,23 @@ func (l *loop) produce(stop context.Context, out []outRecord) (int, error) {
 		}
 	}
 	return delivered, firstErr
+}
+
+// checkHealth applies a plugin.Health source's condition before each Poll:
+// status Error with its message while it reports one (Poll goes on), and
+// Running again once it clears.
+func (l *loop) checkHealth() {
+	h, ok := l.cfg.Source.(plugin.Health)
+	if !ok {
+		return
+	}
+	err := h.Health()
+	switch {
+	case err != nil && (l.unhealthy == nil || err.Error() != l.unhealthy.Error()):
+		l.tr.Fail(err)
+	case err == nil && l.unhealthy != nil && l.tr.Status() == status.Error && l.tr.Snapshot().LastError == l.unhealthy.Error():
+		l.log.Info("source healthy again; status back to Running", "was", l.unhealthy.Error())
+		l.tr.Set(status.Running)
+	}
+	l.unhealthy = err
 }
