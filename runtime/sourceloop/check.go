@@ -3,6 +3,7 @@ package sourceloop
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -79,6 +80,9 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 		} else {
 			spec.linger = int(d.Milliseconds())
 		}
+		if err := checkProperties(fmt.Sprintf("topics[%d].properties", i), t.Properties); err != nil {
+			errs = append(errs, err)
+		}
 		for _, k := range reservedProducer {
 			if _, ok := t.Properties[k]; ok {
 				bad("properties.%q is set by the runtime and cannot be overridden", k)
@@ -94,3 +98,20 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 
 // reservedProducer are producer settings the loop depends on.
 var reservedProducer = []string{"bootstrap.servers", "go.delivery.reports", "go.logs.channel.enable", "transactional.id"}
+
+// checkProperties refuses properties that would weaken the producers'
+// acks=all and idempotence, naming each key.
+func checkProperties(key string, props map[string]string) error {
+	var errs []error
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if msg := definition.WeakensProducer(k, props[k]); msg != "" {
+			errs = append(errs, fmt.Errorf("%s.%q: %s", key, k, msg))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
+	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -86,6 +87,11 @@ type Config struct {
 	// MaxConsecutiveNacks stops the poll task with status Error after this
 	// many Nacks in a row. Zero means 30.
 	MaxConsecutiveNacks int
+	// MaxPollFailures sets status Error, with the last error, after this
+	// many Poll errors in a row; Poll is still called again after each
+	// (with back-off), and the first successful Poll after them sets
+	// Running again. Zero means DefaultMaxPollFailures.
+	MaxPollFailures int
 	// DeliveryTimeout bounds the delivery of one record (librdkafka
 	// message.timeout.ms); a batch fails when a record is not delivered in
 	// time. Zero means 30s.
@@ -183,6 +189,9 @@ func newLoop(cfg Config) (*loop, error) {
 	if cfg.MaxConsecutiveNacks <= 0 {
 		cfg.MaxConsecutiveNacks = 30
 	}
+	if cfg.MaxPollFailures <= 0 {
+		cfg.MaxPollFailures = DefaultMaxPollFailures
+	}
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
 	}
@@ -211,6 +220,9 @@ func newLoop(cfg Config) (*loop, error) {
 	if err != nil {
 		return l, err
 	}
+	if err := checkProperties("broker.properties", cfg.Properties); err != nil {
+		return l, err
+	}
 	for _, s := range specs {
 		l.blocks = append(l.blocks, &block{blockSpec: s})
 	}
@@ -220,8 +232,12 @@ func newLoop(cfg Config) (*loop, error) {
 func (l *loop) open(logCtx context.Context) error {
 	for _, b := range l.blocks {
 		defaults := kafka.ConfigMap{
-			"client.id":                    "pico-connectors-" + l.cfg.Key + "-" + strconv.Itoa(b.idx),
-			"acks":                         "all",
+			"client.id":          "pico-connectors-" + l.cfg.Key + "-" + strconv.Itoa(b.idx),
+			"acks":               "all",
+			"enable.idempotence": true,
+			// A block that may not create topics must not have the broker
+			// create them on a metadata request either.
+			"allow.auto.create.topics":     b.def.CreateTopics,
 			"batch.num.messages":           b.batch,
 			"linger.ms":                    b.linger,
 			"message.timeout.ms":           int(l.cfg.DeliveryTimeout.Milliseconds()),
@@ -282,26 +298,113 @@ func (l *loop) close() {
 	}
 }
 
+// Pipelined is implemented by a source that can have more than one batch in
+// flight: its Poll continues after the candidate of the batch it returned
+// last, resolved or not. The loop then polls the next batch while the
+// deliveries of earlier ones are outstanding, and still resolves batches one
+// at a time, in poll order: it saves the state of a batch only after every
+// earlier batch was acknowledged and saved, and calls OnBatchResult once per
+// resolved batch, in order. Ack promotes the oldest outstanding candidate.
+// Nack drops every outstanding candidate: the batches polled after the failed
+// one are discarded without a result of their own (their records may be on
+// the topic already, as duplicates of what the source reads again), and the
+// next Poll reads again from the committed state. Before an empty batch or a
+// Poll error is handled, every batch in flight is resolved.
+type Pipelined interface {
+	// PollAhead is how many batches may be in flight at once; 1 or less
+	// means one at a time, as for any other source.
+	PollAhead() int
+}
+
+// DefaultMaxPollFailures is how many Poll errors in a row set status Error
+// when Config.MaxPollFailures is zero.
+const DefaultMaxPollFailures = 5
+
+// pending is a batch whose records are produced and whose delivery reports
+// are outstanding.
+type pending struct {
+	batch   plugin.Batch
+	n       int64 // messages polled
+	dead    int64 // of the records sent, those for a dead-letter topic
+	reports chan kafka.Event
+	sent    int
+	start   time.Time
+	failure error // why the batch fails, before or while sending
+}
+
 // run is the poll task.
 func (l *loop) run(ctx context.Context) error {
+	depth := 1
+	if p, ok := l.cfg.Source.(Pipelined); ok {
+		depth = max(1, p.PollAhead())
+	}
+	// The batches are resolved even if ctx was cancelled meanwhile.
+	bctx := context.WithoutCancel(ctx)
+	var queue []*pending
+	// resolveOldest resolves the oldest batch in flight. When it fails,
+	// the later ones must not save ahead of it: their records are awaited
+	// (so the copies the next Poll produces come after them) and they are
+	// dropped without a result; the Nack drops their candidates. It
+	// returns an error wrapping ErrTooManyNacks when the poll task stops.
+	resolveOldest := func() error {
+		p := queue[0]
+		queue = queue[1:]
+		failure, saveFailed := l.await(ctx, bctx, p)
+		if failure == nil {
+			return nil
+		}
+		for _, later := range queue {
+			_ = l.wait(ctx, later)
+		}
+		queue = nil
+		return l.nack(ctx, bctx, p, failure, saveFailed)
+	}
+	resolveAll := func() error {
+		for len(queue) > 0 {
+			if err := resolveOldest(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	c := &l.tr.Counters
 	pollFails := 0
 	for ctx.Err() == nil {
-		l.checkHealth()
+		if len(queue) >= depth {
+			if err := resolveOldest(); err != nil {
+				return err
+			}
+			continue
+		}
 		batch, err := l.cfg.Source.Poll(ctx)
+		if err != nil || len(batch.Messages) == 0 {
+			if rerr := resolveAll(); rerr != nil {
+				return rerr
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			pollFails++
 			l.log.Warn("poll failed; polling again", "err", err, "attempt", pollFails)
-			l.tr.RecordError(fmt.Errorf("poll: %w", err))
+			err = fmt.Errorf("poll: %w", err)
+			if pollFails >= l.cfg.MaxPollFailures {
+				if pollFails == l.cfg.MaxPollFailures {
+					l.log.Error("poll keeps failing; status Error until a poll succeeds", "failures_in_a_row", pollFails, "err", err)
+				}
+				l.tr.Fail(fmt.Errorf("%d polls in a row failed; last: %w", pollFails, err))
+			} else {
+				l.tr.RecordError(err)
+			}
 			l.sleep(ctx, pollFails)
 			continue
 		}
+		if pollFails >= l.cfg.MaxPollFailures && l.tr.Status() == status.Error {
+			l.log.Info("poll succeeded after failures; status back to Running")
+			l.tr.Set(status.Running)
+		}
 		pollFails = 0
-		// The batch is resolved even if ctx was cancelled meanwhile.
-		bctx := context.WithoutCancel(ctx)
 		if len(batch.Messages) == 0 {
 			if batch.State != nil {
 				l.log.Warn("source returned an empty batch with state; the state is ignored")
@@ -312,43 +415,112 @@ func (l *loop) run(ctx context.Context) error {
 			continue
 		}
 		c.Polled.Add(int64(len(batch.Messages)))
-		n := int64(len(batch.Messages))
-		failure, saveFailed := l.resolve(ctx, bctx, batch)
-		c.Batches.Add(1)
-		c.LastBatchAt.Store(time.Now().UnixNano())
-		if failure == nil {
-			c.Acked.Add(1)
-			c.ConsecNacks.Store(0)
-			l.ackedC.Add(float64(n))
-			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Ack); err != nil {
-				l.log.Warn("OnBatchResult(ack) failed", "err", err)
-			}
-			if l.tr.Status() == status.Error && l.unhealthy == nil {
-				l.log.Info("batch acknowledged after failures; status back to Running")
-				l.tr.Set(status.Running)
-			}
-			continue
-		}
-		c.Nacked.Add(1)
-		consec := c.ConsecNacks.Add(1)
-		l.nackedC.Add(float64(n))
-		l.log.Warn("batch nacked", "records", n, "consecutive_nacks", consec, "err", failure)
-		if saveFailed {
-			l.tr.Fail(failure)
-		} else {
-			l.tr.RecordError(failure)
-		}
-		if err := l.cfg.Source.OnBatchResult(bctx, plugin.Nack); err != nil {
-			l.log.Warn("OnBatchResult(nack) failed", "err", err)
-		}
-		if consec >= int64(l.cfg.MaxConsecutiveNacks) {
-			err := fmt.Errorf("%w: %d in a row, stopping the poll task; last: %v", ErrTooManyNacks, consec, failure)
-			l.log.Error("source stopped", "err", err)
-			l.tr.Fail(err)
-			return err
-		}
-		l.sleep(ctx, int(consec))
+		queue = append(queue, l.send(ctx, bctx, batch))
 	}
+	return resolveAll()
+}
+
+// send prepares one batch and produces it without waiting for the
+// delivery reports.
+func (l *loop) send(stop, ctx context.Context, batch plugin.Batch) *pending {
+	p := &pending{batch: batch, n: int64(len(batch.Messages)), start: time.Now()}
+	out, dead, err := l.prepare(batch.Messages)
+	if err != nil {
+		p.failure = err
+		return p
+	}
+	p.dead = int64(dead)
+	if err := l.ensureTopics(ctx, out); err != nil {
+		p.failure = err
+		return p
+	}
+	p.reports = make(chan kafka.Event, len(out))
+	p.sent, p.failure = l.produce(out, p.reports)
+	return p
+}
+
+// await waits for p's delivery reports and, when all were delivered, saves
+// its state and Acks it. It returns nil when the batch is acknowledged, or
+// why it is not, with saveFailed set when the produce succeeded and the
+// state save did not; the caller then Nacks.
+func (l *loop) await(stop, ctx context.Context, p *pending) (failure error, saveFailed bool) {
+	failure, saveFailed = l.wait(stop, p), false
+	if failure == nil && p.batch.State != nil {
+		start := time.Now()
+		err := l.cfg.Store.Save(ctx, l.cfg.Key, p.batch.State)
+		l.saveH.Observe(time.Since(start).Seconds())
+		if err != nil {
+			l.tr.Counters.StateFails.Add(1)
+			failure, saveFailed = fmt.Errorf("state save failed after the batch was produced (it will be produced again): %w", err), true
+		} else {
+			l.tr.Counters.StateSaves.Add(1)
+		}
+	}
+	if failure != nil {
+		return failure, saveFailed
+	}
+	c := &l.tr.Counters
+	c.Batches.Add(1)
+	c.LastBatchAt.Store(time.Now().UnixNano())
+	c.Acked.Add(1)
+	c.ConsecNacks.Store(0)
+	c.DeadLetters.Add(p.dead)
+	l.ackedC.Add(float64(p.n))
+	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Ack); err != nil {
+		l.log.Warn("OnBatchResult(ack) failed", "err", err)
+	}
+	if l.tr.Status() == status.Error {
+		l.log.Info("batch acknowledged after failures; status back to Running")
+		l.tr.Set(status.Running)
+	}
+	return nil, false
+}
+
+// wait waits for p's delivery reports and returns p's failure, if any.
+func (l *loop) wait(stop context.Context, p *pending) error {
+	if p.reports == nil {
+		return p.failure
+	}
+	delivered, err := l.collect(stop, p.reports, p.sent)
+	p.reports = nil
+	l.produceH.Observe(time.Since(p.start).Seconds())
+	l.tr.Counters.Produced.Add(int64(delivered))
+	if p.failure == nil {
+		p.failure = err
+	}
+	if p.failure != nil {
+		// A topic may have gone; look again next time.
+		clear(l.known)
+	}
+	return p.failure
+}
+
+// nack reports a failed batch; it returns an error wrapping
+// ErrTooManyNacks when the poll task must stop, after backing off
+// otherwise.
+func (l *loop) nack(stop, ctx context.Context, p *pending, failure error, saveFailed bool) error {
+	c := &l.tr.Counters
+	c.Batches.Add(1)
+	c.LastBatchAt.Store(time.Now().UnixNano())
+	c.Nacked.Add(1)
+	consec := c.ConsecNacks.Add(1)
+	l.nackedC.Add(float64(p.n))
+	l.log.Warn("batch nacked", "records", p.n, "consecutive_nacks", consec, "err", failure)
+	if saveFailed {
+		l.tr.Fail(failure)
+	} else {
+		l.tr.RecordError(failure)
+	}
+	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Nack); err != nil {
+		l.log.Warn("OnBatchResult(nack) failed", "err", err)
+	}
+	if consec >= int64(l.cfg.MaxConsecutiveNacks) {
+		err := fmt.Errorf("%w: %d in a row, stopping the poll task; last: %v", ErrTooManyNacks, consec, failure)
+		l.log.Error("source stopped", "err", err)
+		l.tr.Fail(err)
+		return err
+	}
+	l.sleep(stop, int(consec))
 	return nil
 }
 
@@ -376,107 +548,66 @@ type outRecord struct {
 	msg *kafka.Message
 }
 
-// resolve produces one batch and saves its state. It returns nil when the
-// batch is acknowledged, or why it is not, with saveFailed set when the
-// produce succeeded and the state save did not.
-//
-// stop is the loop's context: when it ends, the produce waits at most
-// StopTimeout more. ctx (not cancelled by a stop) is used for everything
-// else.
-func (l *loop) resolve(stop, ctx context.Context, batch plugin.Batch) (failure error, saveFailed bool) {
-	out, err := l.prepare(batch.Messages)
-	if err != nil {
-		return err, false
-	}
-	if err := l.ensureTopics(ctx, out); err != nil {
-		return err, false
-	}
-	start := time.Now()
-	delivered, err := l.produce(stop, out)
-	l.produceH.Observe(time.Since(start).Seconds())
-	l.tr.Counters.Produced.Add(int64(delivered))
-	if err != nil {
-		// A topic may have gone; look again next time.
-		clear(l.known)
-		return err, false
-	}
-	if batch.State == nil {
-		return nil, false
-	}
-	start = time.Now()
-	err = l.cfg.Store.Save(ctx, l.cfg.Key, batch.State)
-	l.saveH.Observe(time.Since(start).Seconds())
-	if err != nil {
-		l.tr.Counters.StateFails.Add(1)
-		return fmt.Errorf("state save failed after the batch was produced (it will be produced again): %w", err), true
-	}
-	l.tr.Counters.StateSaves.Add(1)
-	return nil, false
-}
-
 // prepare decodes, transforms, routes and encodes every message once per
-// block.
-func (l *loop) prepare(msgs []plugin.Message) ([]outRecord, error) {
-	out := make([]outRecord, 0, len(msgs)*len(l.blocks))
+// block. A message that fails decode, transform or routing goes to the
+// block's dead_letter_topic when it has one (dead counts those), and fails
+// the batch otherwise.
+func (l *loop) prepare(msgs []plugin.Message) (out []outRecord, dead int, err error) {
+	out = make([]outRecord, 0, len(msgs)*len(l.blocks))
 	var decodeT, transformT time.Duration
 	for _, b := range l.blocks {
 		fast := len(l.cfg.Transforms) == 0 && !b.router.NeedsValue()
 		for i := range msgs {
 			m := &msgs[i]
+			t0 := time.Now()
 			var (
 				value   []byte
 				key     = m.Key
 				headers = m.Headers
 				topic   string
+				stage   deadletter.Stage
 				err     error
 			)
-			t0 := time.Now()
 			if fast {
+				stage = deadletter.StageDecode
 				value, err = b.codec.Wire(m.Payload)
 				if err != nil {
-					return nil, fmt.Errorf("record %d of the batch, topics[%d] schema %s: %w", i, b.idx, b.codec.Schema(), err)
+					err = fmt.Errorf("schema %s: %w", b.codec.Schema(), err)
+				} else {
+					stage = deadletter.StageRoute
+					topic, err = b.router.Topic(route.Input{Key: key, Headers: headers})
 				}
 				decodeT += time.Since(t0)
-				topic, err = b.router.Topic(route.Input{Key: key, Headers: headers})
 			} else {
-				v, derr := b.codec.Decode(m.Payload)
-				if derr != nil {
-					return nil, fmt.Errorf("record %d of the batch, topics[%d] schema %s: %w", i, b.idx, b.codec.Schema(), derr)
-				}
-				t1 := time.Now()
-				decodeT += t1.Sub(t0)
-				rec := &plugin.TransformRecord{Key: m.Key, Headers: append([]plugin.Header(nil), m.Headers...), Value: v}
-				for ti, tr := range l.cfg.Transforms {
-					if err := tr.Apply(rec); err != nil {
-						return nil, fmt.Errorf("record %d of the batch, transform %d: %w", i, ti, err)
-					}
-				}
-				t2 := time.Now()
-				transformT += t2.Sub(t1)
-				key, headers = rec.Key, rec.Headers
-				topic, err = b.router.Topic(route.Input{Key: key, Headers: headers, Value: rec.Value})
-				if err == nil {
-					value, err = b.codec.Encode(rec.Value)
-					if err != nil {
-						err = fmt.Errorf("topics[%d] schema %s: %w", b.idx, b.codec.Schema(), err)
-					}
-				}
-				decodeT += time.Since(t2)
+				topic, key, headers, value, stage, err = l.slowPath(b, m, &decodeT, &transformT)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("record %d of the batch, topics[%d]: %w", i, b.idx, err)
+				err = fmt.Errorf("record %d of the batch, topics[%d]: %w", i, b.idx, err)
+				if b.def.DeadLetterTopic == "" {
+					return nil, 0, err
+				}
+				if topic == "" {
+					topic = b.def.Topic.Literal
+				}
+				dl := b.def.DeadLetterTopic
+				km := &kafka.Message{
+					TopicPartition: kafka.TopicPartition{Topic: &dl, Partition: kafka.PartitionAny},
+					Key:            m.Key,
+					Value:          m.Payload,
+					Timestamp:      m.Timestamp,
+					Headers:        kafkaHeaders(deadletter.Headers(m.Headers, deadletter.Origin{Connector: l.cfg.Key, Stage: stage, Topic: topic, Offset: -1, Timestamp: m.Timestamp}, err)),
+				}
+				l.log.Debug("record sent to the dead-letter topic", "dead_letter_topic", dl, "err", err)
+				out = append(out, outRecord{b: b, msg: km})
+				dead++
+				continue
 			}
 			km := &kafka.Message{
 				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 				Key:            key,
 				Value:          value,
 				Timestamp:      m.Timestamp,
-			}
-			if len(headers) > 0 {
-				km.Headers = make([]kafka.Header, len(headers))
-				for j, h := range headers {
-					km.Headers[j] = kafka.Header{Key: h.Key, Value: h.Value}
-				}
+				Headers:        kafkaHeaders(headers),
 			}
 			out = append(out, outRecord{b: b, msg: km})
 		}
@@ -485,7 +616,56 @@ func (l *loop) prepare(msgs []plugin.Message) ([]outRecord, error) {
 	if len(l.cfg.Transforms) > 0 {
 		l.transformH.Observe(transformT.Seconds())
 	}
-	return out, nil
+	return out, dead, nil
+}
+
+// slowPath decodes m, runs the transforms, routes and encodes the result;
+// on failure it says at which stage.
+func (l *loop) slowPath(b *block, m *plugin.Message, decodeT, transformT *time.Duration) (topic string, key []byte, headers []plugin.Header, value []byte, stage deadletter.Stage, err error) {
+	t0 := time.Now()
+	v, err := b.codec.Decode(m.Payload)
+	if err != nil {
+		*decodeT += time.Since(t0)
+		return "", nil, nil, nil, deadletter.StageDecode, fmt.Errorf("schema %s: %w", b.codec.Schema(), err)
+	}
+	t1 := time.Now()
+	*decodeT += t1.Sub(t0)
+	rec := &plugin.TransformRecord{Key: m.Key, Headers: append([]plugin.Header(nil), m.Headers...), Value: v}
+	for ti, tr := range l.cfg.Transforms {
+		if err := tr.Apply(rec); err != nil {
+			*transformT += time.Since(t1)
+			return "", nil, nil, nil, deadletter.StageTransform, fmt.Errorf("transform %d: %w", ti, err)
+		}
+	}
+	t2 := time.Now()
+	*transformT += t2.Sub(t1)
+	defer func() { *decodeT += time.Since(t2) }()
+	topic, err = b.router.Topic(route.Input{Key: rec.Key, Headers: rec.Headers, Value: rec.Value})
+	if err != nil {
+		return "", nil, nil, nil, deadletter.StageRoute, err
+	}
+	value, err = b.codec.Encode(rec.Value)
+	if err != nil {
+		// The value decoded, so a transform made it unencodable (or, with
+		// none, the schema cannot carry it back).
+		stage = deadletter.StageDecode
+		if len(l.cfg.Transforms) > 0 {
+			stage = deadletter.StageTransform
+		}
+		return topic, nil, nil, nil, stage, fmt.Errorf("schema %s: %w", b.codec.Schema(), err)
+	}
+	return topic, rec.Key, rec.Headers, value, "", nil
+}
+
+func kafkaHeaders(hs []plugin.Header) []kafka.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]kafka.Header, len(hs))
+	for j, h := range hs {
+		out[j] = kafka.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }
 
 // ensureTopics makes sure every destination exists: created through the
@@ -540,13 +720,10 @@ func (l *loop) ensureTopics(ctx context.Context, out []outRecord) error {
 	return nil
 }
 
-// produce sends every record and waits for every delivery report. It
-// returns how many were delivered and the first failure. When stop ends,
-// it waits StopTimeout more, then purges what is undelivered.
-func (l *loop) produce(stop context.Context, out []outRecord) (int, error) {
-	reports := make(chan kafka.Event, len(out))
+// produce sends every record with reports as the delivery channel. It
+// returns how many were sent and, when one could not be, why.
+func (l *loop) produce(out []outRecord, reports chan kafka.Event) (int, error) {
 	sent := 0
-	var firstErr error
 	for _, r := range out {
 		for {
 			err := r.b.producer.Produce(r.msg, reports)
@@ -559,13 +736,17 @@ func (l *loop) produce(stop context.Context, out []outRecord) (int, error) {
 				r.b.producer.Flush(100)
 				continue
 			}
-			firstErr = fmt.Errorf("produce to %q: %w", *r.msg.TopicPartition.Topic, err)
-			break
-		}
-		if firstErr != nil {
-			break
+			return sent, fmt.Errorf("produce to %q: %w", *r.msg.TopicPartition.Topic, err)
 		}
 	}
+	return sent, nil
+}
+
+// collect waits for the delivery reports of sent records. It returns how
+// many were delivered and the first failure. When stop ends, it waits
+// StopTimeout more, then purges what is undelivered.
+func (l *loop) collect(stop context.Context, reports chan kafka.Event, sent int) (int, error) {
+	var firstErr error
 	delivered := 0
 	deadline := time.NewTimer(l.cfg.DeliveryTimeout + 10*time.Second)
 	defer deadline.Stop()
@@ -607,23 +788,4 @@ func (l *loop) produce(stop context.Context, out []outRecord) (int, error) {
 		}
 	}
 	return delivered, firstErr
-}
-
-// checkHealth applies a plugin.Health source's condition before each Poll:
-// status Error with its message while it reports one (Poll goes on), and
-// Running again once it clears.
-func (l *loop) checkHealth() {
-	h, ok := l.cfg.Source.(plugin.Health)
-	if !ok {
-		return
-	}
-	err := h.Health()
-	switch {
-	case err != nil && (l.unhealthy == nil || err.Error() != l.unhealthy.Error()):
-		l.tr.Fail(err)
-	case err == nil && l.unhealthy != nil && l.tr.Status() == status.Error && l.tr.Snapshot().LastError == l.unhealthy.Error():
-		l.log.Info("source healthy again; status back to Running", "was", l.unhealthy.Error())
-		l.tr.Set(status.Running)
-	}
-	l.unhealthy = err
 }

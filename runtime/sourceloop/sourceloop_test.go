@@ -607,17 +607,32 @@ func TestBadDefinition(t *testing.T) {
 	}
 }
 
-func TestMissingTopicAutoCreatedByBroker(t *testing.T) {
+// TestCreateTopicsOffNeverCreates: against a broker that creates topics on
+// demand, a block with create_topics = false still never creates its topic:
+// the batches nack and the topic stays absent until someone creates it.
+func TestCreateTopicsOffNeverCreates(t *testing.T) {
 	b := startBroker(t, broker.Config{AutoCreateTopics: true})
 	src := &seqSource{batch: 5, limit: 10}
 	store := &memStore{}
 	top := literal("auto")
 	top.CreateTopics = false
-	r := start(t, Config{Topics: []definition.Topics{top}, Source: src, Store: store, BootstrapServers: b.Addr(), RetryDelay: time.Millisecond})
+	tr := status.New("source", "seq", nil)
+	r := start(t, Config{Topics: []definition.Topics{top}, Source: src, Store: store, BootstrapServers: b.Addr(), Tracker: tr,
+		RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond})
+	waitFor(t, "three nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 3 })
+	if hw := b.HighWatermark("auto"); hw != -1 {
+		t.Fatalf("topic auto exists (high watermark %d); create_topics = false must not create it", hw)
+	}
+	if !strings.Contains(tr.Snapshot().LastError, `topic "auto" does not exist and topics[0].create_topics is off`) || store.get("seq") != "" {
+		t.Fatalf("last error %q, state %q", tr.Snapshot().LastError, store.get("seq"))
+	}
+	if err := b.CreateTopic("auto"); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "state 10", func() bool { return store.get("seq") == "10" })
 	r.stop(t)
-	if _, _, _, nacks := src.snapshot(); nacks != 0 {
-		t.Fatalf("%d nacks; a broker that creates topics on demand needs none", nacks)
+	if got := seqs(t, readTopic(t, b, "auto")); len(got) != 10 {
+		t.Fatalf("topic = %v", got)
 	}
 }
 
