@@ -61,8 +61,12 @@ func (d *decoder) checkProducerProperties(key string, props map[string]string) {
 }
 
 // BrokerDataDir is broker.data_dir resolved against the runtime config
-// file's folder (the default when it is empty).
+// file's folder. Load fills in DefaultBrokerDataDir; an empty one (a Config
+// built in code) keeps the embedded broker's data in memory only.
 func (c *Config) BrokerDataDir() string {
+	if c.Runtime.Broker.DataDir == "" {
+		return ""
+	}
 	return resolveDir(c.File, c.Runtime.Broker.DataDir, DefaultBrokerDataDir)
 }
 

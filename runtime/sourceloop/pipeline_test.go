@@ -1,0 +1,140 @@
+package sourceloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// pipeSource is a Pipelined source: Poll continues after the last
+// candidate, Ack promotes the oldest outstanding one, Nack drops them all.
+type pipeSource struct {
+	mu          sync.Mutex
+	committed   int
+	next        int
+	outstanding []int
+	batch       int
+	limit       int
+	depth       int
+	maxOut      int // most batches outstanding at once
+	acks, nacks int
+	// order is broken when an Ack arrives with no outstanding candidate.
+	broken string
+}
+
+func (s *pipeSource) PollAhead() int { return s.depth }
+
+func (s *pipeSource) Poll(ctx context.Context) (plugin.Batch, error) {
+	s.mu.Lock()
+	start := s.next
+	s.mu.Unlock()
+	if start >= s.limit {
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Millisecond):
+		}
+		return plugin.Batch{}, nil
+	}
+	end := min(start+s.batch, s.limit)
+	var b plugin.Batch
+	for n := start; n < end; n++ {
+		b.Messages = append(b.Messages, plugin.Message{Key: []byte(strconv.Itoa(n)), Payload: []byte(fmt.Sprintf(`{"seq":%d}`, n))})
+	}
+	b.State = []byte(strconv.Itoa(end))
+	s.mu.Lock()
+	s.next = end
+	s.outstanding = append(s.outstanding, end)
+	s.maxOut = max(s.maxOut, len(s.outstanding))
+	s.mu.Unlock()
+	return b, nil
+}
+
+func (s *pipeSource) OnBatchResult(_ context.Context, r plugin.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == plugin.Nack {
+		s.nacks++
+		s.outstanding = nil
+		s.next = s.committed
+		return nil
+	}
+	if len(s.outstanding) == 0 {
+		if s.next == s.committed {
+			return nil // the Ack of an empty batch
+		}
+		s.broken = "ack with no outstanding candidate"
+		return nil
+	}
+	s.acks++
+	s.committed = s.outstanding[0]
+	s.outstanding = s.outstanding[1:]
+	return nil
+}
+
+func (s *pipeSource) Close(context.Context) error { return nil }
+
+// flakyStore fails the saves whose number (from 1) fail returns true for,
+// and records every state it saved.
+type flakyStore struct {
+	memStore
+	n     int
+	fail  func(n int) bool
+	saved []int
+}
+
+func (f *flakyStore) Save(ctx context.Context, key string, blob []byte) error {
+	f.memStore.mu.Lock()
+	f.n++
+	n := f.n
+	f.memStore.mu.Unlock()
+	if f.fail(n) {
+		return errors.New("state endpoint returned 503")
+	}
+	v, _ := strconv.Atoi(string(blob))
+	f.memStore.mu.Lock()
+	f.saved = append(f.saved, v)
+	f.memStore.mu.Unlock()
+	return f.memStore.Save(ctx, key, blob)
+}
+
+// TestPipelinedSourceSavesInOrder: with several batches in flight and
+// state saves failing now and then, the states are saved in order, each
+// one batch after the last (never ahead of a failed batch), and every
+// record reaches the topic.
+func TestPipelinedSourceSavesInOrder(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	const limit, batch = 3000, 50
+	src := &pipeSource{batch: batch, limit: limit, depth: 4}
+	store := &flakyStore{fail: func(n int) bool { return n == 5 || n == 17 || n == 18 }}
+	r := start(t, Config{Topics: []definition.Topics{literal("pipe")}, Source: src, Store: store, BootstrapServers: b.Addr(),
+		RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond})
+	waitFor(t, "state 3000", func() bool { return store.get("seq") == strconv.Itoa(limit) })
+	r.stop(t)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.broken != "" || src.maxOut < 2 || src.nacks != 3 {
+		t.Fatalf("source: broken %q, at most %d batches in flight, %d nacks (want 3)", src.broken, src.maxOut, src.nacks)
+	}
+	for i, v := range store.saved {
+		if v != (i+1)*batch {
+			t.Fatalf("save %d stored %d, want %d: saves %v", i, v, (i+1)*batch, store.saved)
+		}
+	}
+	seen := map[int]bool{}
+	for _, n := range seqs(t, readTopic(t, b, "pipe")) {
+		seen[n] = true
+	}
+	for n := 0; n < limit; n++ {
+		if !seen[n] {
+			t.Fatalf("record %d is not on the topic", n)
+		}
+	}
+}
