@@ -370,6 +370,7 @@ func (l *loop) run(ctx context.Context) error {
 	c := &l.tr.Counters
 	pollFails := 0
 	for ctx.Err() == nil {
+		l.checkHealth() // plugin.Health, see below
 		if len(queue) >= depth {
 			if err := resolveOldest(); err != nil {
 				return err
@@ -400,7 +401,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.sleep(ctx, pollFails)
 			continue
 		}
-		if pollFails >= l.cfg.MaxPollFailures && l.tr.Status() == status.Error {
+		if pollFails >= l.cfg.MaxPollFailures && l.tr.Status() == status.Error && l.unhealthy == nil {
 			l.log.Info("poll succeeded after failures; status back to Running")
 			l.tr.Set(status.Running)
 		}
@@ -469,7 +470,7 @@ func (l *loop) await(stop, ctx context.Context, p *pending) (failure error, save
 	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Ack); err != nil {
 		l.log.Warn("OnBatchResult(ack) failed", "err", err)
 	}
-	if l.tr.Status() == status.Error {
+	if l.tr.Status() == status.Error && l.unhealthy == nil {
 		l.log.Info("batch acknowledged after failures; status back to Running")
 		l.tr.Set(status.Running)
 	}
@@ -788,4 +789,23 @@ func (l *loop) collect(stop context.Context, reports chan kafka.Event, sent int)
 		}
 	}
 	return delivered, firstErr
+}
+
+// checkHealth applies a plugin.Health source's condition before each Poll:
+// status Error with its message while it reports one (Poll goes on), and
+// Running again once it clears.
+func (l *loop) checkHealth() {
+	h, ok := l.cfg.Source.(plugin.Health)
+	if !ok {
+		return
+	}
+	err := h.Health()
+	switch {
+	case err != nil && (l.unhealthy == nil || err.Error() != l.unhealthy.Error()):
+		l.tr.Fail(err)
+	case err == nil && l.unhealthy != nil && l.tr.Status() == status.Error && l.tr.Snapshot().LastError == l.unhealthy.Error():
+		l.log.Info("source healthy again; status back to Running", "was", l.unhealthy.Error())
+		l.tr.Set(status.Running)
+	}
+	l.unhealthy = err
 }
