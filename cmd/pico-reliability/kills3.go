@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,19 +174,52 @@ func (s *suite) waitCommitted(r *rt, addr, group, topic string, n int64, limit t
 	}
 }
 
-// killS3 stops the runtime running the S3 sink with SIGTERM (nothing may
-// be lost) and SIGKILL (only records buffered after the last uploaded
-// object, which the spec says are lost), then drains.
+// covered returns the first offset, from 0, that no object name covers:
+// the bucket holds every offset below it.
+func covered(keys []string) int64 {
+	type span struct{ first, last int64 }
+	var spans []span
+	for _, k := range keys {
+		if f, l, ok := objRange(k); ok {
+			spans = append(spans, span{f, l})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].first < spans[j].first })
+	var next int64
+	for _, sp := range spans {
+		if sp.first > next {
+			break
+		}
+		next = max(next, sp.last+1)
+	}
+	return next
+}
+
+// killS3 runs killS3Mode for delivery = "exactly_once" (the default: nothing
+// lost, nothing twice) and "buffered" (the spec's loss window, measured).
 func (s *suite) killS3() {
 	srv := s.startS3()
+	s.killS3Mode(srv, "exactly_once")
+	s.killS3Mode(srv, "buffered")
+}
+
+// killS3Mode stops the runtime running the S3 sink with SIGTERM (nothing
+// may be lost) and SIGKILL at random points while a producer keeps
+// writing, then drains. exactly_once: a commit never runs ahead of the
+// bucket, and in the end every offset is in exactly one object. buffered:
+// only records buffered after the last uploaded object are lost (fewer
+// than one file per kill), never a committed-and-uploaded one.
+func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
+	exact := delivery == "exactly_once"
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	must(err)
 	defer b.Close()
-	const key, topic, perFile = "s3k", "s3k.orders", 300
+	key := map[bool]string{true: "s3k_exact", false: "s3k_buffered"}[exact]
+	topic, perFile := key+".orders", 300
 	group := "pico-connectors-" + key
-	r := s.newRT(b.Addr(), "", map[string]string{"s3.toml": s3Def(key, topic, srv.Endpoint, srv, perFile, "")})
+	r := s.newRT(b.Addr(), "", map[string]string{"s3.toml": s3Def(key, topic, srv.Endpoint, srv, perFile, fmt.Sprintf("delivery = %q\n", delivery))})
 	f := startFeeder(b.Addr(), topic, 50, 20*time.Millisecond)
-	s.inject("producer writing ~2,500 records/s to %s; sink rotates every %d records", topic, perFile)
+	s.inject("delivery = %q: producer writing ~2,500 records/s to %s; sink rotates every %d records", delivery, topic, perFile)
 
 	// SIGTERM: everything committed is uploaded.
 	r.start()
@@ -219,20 +253,39 @@ func (s *suite) killS3() {
 		c, err := committed(b.Addr(), group, topic)
 		must(err)
 		keys, _ := s3Objects(srv, key)
+		if exact {
+			in := covered(keys)
+			s.inject("SIGKILL %d/%d: committed up to %d, the bucket holds offsets 0..%d", i+1, kills, c-1, in-1)
+			s.check(c <= in, "the commit (%d) is not ahead of the bucket (0..%d)", c, in-1)
+			continue
+		}
 		l := maxUploaded(keys)
 		buffered := c - 1 - l
 		windows = append(windows, window{l, c})
 		s.inject("SIGKILL %d/%d: committed up to %d, last uploaded offset %d, %d records buffered and lost",
 			i+1, kills, c-1, l, max(buffered, 0))
-		s.check(buffered >= 0 && buffered < perFile, "buffered records at the kill (%d) are fewer than one file (%d)", buffered, perFile)
+		s.check(buffered >= 0 && buffered < int64(perFile), "buffered records at the kill (%d) are fewer than one file (%d)", buffered, perFile)
 	}
 
 	n := f.halt()
 	s.inject("producer stopped after %d records; restart and drain", n)
+	c0, err := committed(b.Addr(), group, topic)
+	must(err)
 	r.start()
-	s.waitCommitted(r, b.Addr(), group, topic, n, 60*time.Second)
+	if exact {
+		// Every record handed to the sink; the open file is uploaded and
+		// committed by the graceful stop.
+		if e, ok := r.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Counters.Consumed >= n-c0 }); !ok {
+			mustf("sink consumed %d of the %d records after its commit, after 60 s\n%s", e.Counters.Consumed, n-c0, tail(r.out.String()))
+		}
+	} else {
+		s.waitCommitted(r, b.Addr(), group, topic, n, 60*time.Second)
+	}
 	err = r.term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
+	c, err = committed(b.Addr(), group, topic)
+	must(err)
+	s.check(c == n, "after the graceful stop every record is committed (%d of %d)", c, n)
 
 	keys, lost := s3Objects(srv, key)
 	s.check(len(lost) == 0, "no .lost markers (%d)", len(lost))
@@ -257,10 +310,15 @@ func (s *suite) killS3() {
 			lostOutside++
 		}
 	}
+	if exact {
+		s.check(lostOutside == 0 && dups == 0, "exactly_once: %d of %d records in %d objects after %d SIGKILLs; %d lost, %d in two objects",
+			n-int64(lostOutside), n, len(keys), kills, lostOutside, dups)
+		return
+	}
 	allowed := 0
 	for _, w := range windows {
 		allowed += int(w.before - w.after - 1)
 	}
-	s.check(lostOutside == 0, "%d of %d records in %d objects; %d lost, all buffered-not-uploaded at a kill (spec allows %d), %d lost elsewhere; %d duplicates from replay",
+	s.check(lostOutside == 0, "buffered: %d of %d records in %d objects; %d lost, all buffered-not-uploaded at a kill (spec allows %d), %d lost elsewhere; %d duplicates from replay",
 		n-int64(lostAllowed+lostOutside), n, len(keys), lostAllowed, allowed, lostOutside, dups)
 }
