@@ -50,7 +50,7 @@ type slotWatch struct {
 
 	mu        sync.Mutex
 	over      error // retained WAL above max_retained_wal
-	lost      error // the slot was invalidated (permanent)
+	lost      bool  // the slot was invalidated (permanent)
 	beatErr   error // the last heartbeat_query failed
 	warnedRes bool  // wal_status = unreserved was logged
 
@@ -89,9 +89,23 @@ func listSlots(ctx context.Context, conn *pgconn.PgConn, slot string) ([]slotRow
 	return out, nil
 }
 
-// lostError is the error of an invalidated slot.
+// lostError is the error of an invalidated slot; committed is the last
+// position the source delivered.
 func lostError(slot string, committed string) error {
 	return permanent("replication slot %q was invalidated by the server (wal_status = lost: it retained more WAL than max_slot_wal_keep_size allows) and can never be read again; changes after LSN %s are gone from it. Drop it (pico-connectors admin --config FILE KEY drop-slot, or SELECT pg_drop_replication_slot('%s')), delete this source's checkpoint, and start the source again with snapshot = \"initial\" to re-read the tables", slot, committed, slot)
+}
+
+// sizeText writes a byte count for people: 1.5 GiB, 812.0 KiB, 96 B.
+func sizeText(n int64) string {
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v, u = v/1024, u+1
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
 }
 
 // startSlotWatch checks the slot once, then starts the watch goroutine
@@ -107,7 +121,6 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 		interval = defaultSlotCheck
 	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	committed := s.committedLSN.String()
 	var conn *pgconn.PgConn
 	check := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), min(interval, 10*time.Second)+5*time.Second)
@@ -120,7 +133,7 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 			}
 			conn = c
 		}
-		if err := s.checkSlot(ctx, conn, committed); err != nil {
+		if err := s.checkSlot(ctx, conn); err != nil {
 			s.log.Warn("slot check failed; trying again at the next check", "slot", s.opt.Slot, "error", err)
 			_ = conn.Close(ctx)
 			conn = nil
@@ -168,7 +181,7 @@ func (s *Source) stopSlotWatch() {
 }
 
 // checkSlot reads the slot once and updates the gauge, over and lost.
-func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn, committed string) error {
+func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn) error {
 	slot := s.opt.Slot
 	rows, err := listSlots(ctx, conn, slot)
 	if err != nil {
@@ -190,9 +203,9 @@ func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn, committed s
 		return nil
 	}
 	if row.WALStatus == "lost" {
-		if w.lost == nil {
-			w.lost = lostError(slot, committed)
-			s.log.Error("replication slot invalidated", "slot", slot, "error", w.lost)
+		if !w.lost {
+			w.lost = true
+			s.log.Error("replication slot invalidated by the server (wal_status = lost); the source cannot go on", "slot", slot)
 		}
 		w.over = nil
 		return nil
@@ -207,9 +220,9 @@ func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn, committed s
 	max := s.opt.MaxRetainedWAL
 	switch {
 	case max > 0 && row.Retained > max:
-		w.over = fmt.Errorf("replication slot %q retains %s (%d bytes) of WAL on the database server, above max_retained_wal = %s: the source is behind or not confirming; the server keeps that WAL until the slot moves (if the source is gone for good, drop the slot: pico-connectors admin --config FILE KEY drop-slot)",
-			slot, confkit.Size(row.Retained), row.Retained, confkit.Size(max))
-		s.log.Warn("replication slot retains more WAL than max_retained_wal", "slot", slot, "retained_wal_bytes", row.Retained, "retained_wal", confkit.Size(row.Retained).String(), "max_retained_wal", confkit.Size(max).String())
+		w.over = fmt.Errorf("replication slot %q retains %s (%d bytes) of WAL on the database server, above max_retained_wal = %s: the source is behind or not confirming, and the server keeps that WAL until the slot moves (if the source is gone for good, drop the slot: pico-connectors admin --config FILE KEY drop-slot)",
+			slot, sizeText(row.Retained), row.Retained, confkit.Size(max))
+		s.log.Warn("replication slot retains more WAL than max_retained_wal", "slot", slot, "retained_wal_bytes", row.Retained, "retained_wal", sizeText(row.Retained), "max_retained_wal", confkit.Size(max).String())
 	case w.over != nil:
 		s.log.Info("replication slot back under max_retained_wal", "slot", slot, "retained_wal_bytes", row.Retained)
 		w.over = nil
@@ -218,10 +231,14 @@ func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn, committed s
 }
 
 // slotLost returns the permanent error of an invalidated slot, or nil.
+// It runs in Poll, which owns committedLSN.
 func (s *Source) slotLost() error {
 	s.slots.mu.Lock()
 	defer s.slots.mu.Unlock()
-	return s.slots.lost
+	if !s.slots.lost {
+		return nil
+	}
+	return lostError(s.opt.Slot, s.committedLSN.String())
 }
 
 // Health implements plugin.Health: an invalidated slot, retained WAL above
@@ -231,7 +248,11 @@ func (s *Source) Health() error {
 	w := &s.slots
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return errors.Join(w.lost, w.over, w.beatErr)
+	var lost error
+	if w.lost {
+		lost = fmt.Errorf("replication slot %q was invalidated by the server (wal_status = lost); see the poll error for what to do", s.opt.Slot)
+	}
+	return errors.Join(lost, w.over, w.beatErr)
 }
 
 var _ plugin.Health = (*Source)(nil)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -83,7 +82,7 @@ func adminSlots(ctx context.Context, req plugin.AdminRequest) error {
 		}
 		retained := "-"
 		if r.Retained >= 0 {
-			retained = confkit.Size(r.Retained).String()
+			retained = sizeText(r.Retained)
 		}
 		owner := "other picomq_ slot (a deleted source, or one in another runtime)"
 		if r.Name == slot {
@@ -153,7 +152,7 @@ func retainedText(n int64) string {
 	if n < 0 {
 		return "an unknown amount"
 	}
-	return confkit.Size(n).String()
+	return sizeText(n)
 }
 
 func orDash(s string) string {
