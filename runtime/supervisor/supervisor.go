@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -155,13 +156,25 @@ func (s *Supervisor) BootstrapServers() string { return s.bootstrap }
 func (s *Supervisor) Start(ctx context.Context) error {
 	s.bootstrap = s.cfg.Runtime.Broker.BootstrapServers
 	if s.bootstrap == "" {
-		b, err := broker.Start(broker.Config{Address: s.cfg.Runtime.Broker.EmbeddedAddress, AutoCreateTopics: true})
+		dir := s.cfg.BrokerDataDir()
+		if dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("broker.data_dir %q: create the embedded broker's folder: %w", s.cfg.Runtime.Broker.DataDir, err)
+			}
+		}
+		// Other clients keep auto-creation, as on a default Kafka broker;
+		// the sources' producers ask for it only with create_topics.
+		b, err := broker.Start(broker.Config{Address: s.cfg.Runtime.Broker.EmbeddedAddress, AutoCreateTopics: true, DataDir: dir})
 		if err != nil {
 			return fmt.Errorf("start the embedded broker (set [broker] bootstrap_servers to use an existing one): %w", err)
 		}
 		s.broker = b
 		s.bootstrap = b.Addr()
-		s.log.Info("embedded broker started", "address", b.Addr())
+		where := dir
+		if where == "" {
+			where = "memory only"
+		}
+		s.log.Info("embedded broker started", "address", b.Addr(), "data_dir", where)
 	}
 	s.mu.Lock()
 	s.runCtx = ctx
@@ -363,7 +376,12 @@ func (s *Supervisor) stop(ctx context.Context, c *conn) error {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return fmt.Errorf("%s %s did not stop in time: %w", c.def.Type, c.def.Key, ctx.Err())
+			what := "its current batch"
+			if c.def.Kind() == plugin.KindSink {
+				what = "its current batch and Close (an upload may be cut short)"
+			}
+			c.log.Error("connector did not finish in time; the runtime stops without it", "waited_for", what)
+			return fmt.Errorf("%s %s did not stop in time (shutdown_grace): %w", c.def.Type, c.def.Key, ctx.Err())
 		}
 	}
 	c.cancel()

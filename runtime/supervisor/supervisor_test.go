@@ -88,7 +88,7 @@ func writeConfig(t *testing.T, runtime string, defs map[string]string) *definiti
 }
 
 func sourceDef(key string, enabled bool) string {
-	return fmt.Sprintf("type = \"source\"\nkey = %q\nenabled = %v\npath = \"libpicomq_connector_sup_test_source\"\n[[topics]]\ntopic = \"seq_%s\"\n", key, enabled, key)
+	return fmt.Sprintf("type = \"source\"\nkey = %q\nenabled = %v\npath = \"libpicomq_connector_sup_test_source\"\n[[topics]]\ntopic = \"seq_%s\"\ncreate_topics = true\n", key, enabled, key)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -172,22 +172,57 @@ func TestSupervisorRunRestartStop(t *testing.T) {
 	}
 }
 
-func TestSupervisorEmbeddedBroker(t *testing.T) {
+// TestSupervisorEmbeddedBrokerKeepsData: the embedded broker keeps its
+// records in broker.data_dir (by default broker-data beside the runtime
+// config), so a second run still has every record the first one
+// checkpointed, and the source continues after them.
+func TestSupervisorEmbeddedBrokerKeepsData(t *testing.T) {
 	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{"gen.toml": sourceDef("gen", true)})
-	sup, err := New(cfg, Options{})
+	if want := filepath.Join(filepath.Dir(cfg.File), definition.DefaultBrokerDataDir); cfg.BrokerDataDir() != want {
+		t.Fatalf("data dir %q, want %q", cfg.BrokerDataDir(), want)
+	}
+	run := func(minProduced int64) (*Supervisor, func()) {
+		sup, err := New(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sup.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if sup.BootstrapServers() == "" {
+			t.Fatal("no embedded broker address")
+		}
+		tr, _ := sup.Tracker("source", "gen")
+		waitFor(t, "records on the embedded broker", func() bool { return tr.Counters.Produced.Load() >= minProduced })
+		return sup, func() {
+			if err := sup.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, stop := run(40)
+	stop()
+	blob, err := os.ReadFile(filepath.Join(filepath.Dir(cfg.File), "st", "gen.state"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sup.Start(context.Background()); err != nil {
+	first, _ := strconv.Atoi(string(blob))
+	sup, stop := run(20)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := sup.broker.ReadTopic(ctx, "seq_gen")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if sup.BootstrapServers() == "" {
-		t.Fatal("no embedded broker address")
+	if len(recs) < first+20 {
+		t.Fatalf("%d records after the restart; the first run checkpointed %d", len(recs), first)
 	}
-	tr, _ := sup.Tracker("source", "gen")
-	waitFor(t, "records on the embedded broker", func() bool { return tr.Counters.Produced.Load() >= 40 })
-	if err := sup.Stop(context.Background()); err != nil {
-		t.Fatal(err)
+	for i, r := range recs[:first+20] {
+		var v struct{ Seq int }
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.Seq != i {
+			t.Fatalf("record %d = %s", i, r.Value)
+		}
 	}
 }
 
