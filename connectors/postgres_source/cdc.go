@@ -302,8 +302,12 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 // peek reads up to batch_size changes (whole transactions) and returns them
 // as a batch; more says the peek was full, so there may be more WAL.
 func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
+	// The flush position, not the write position: logical decoding returns
+	// only flushed WAL, so a commit written but not yet flushed (with
+	// synchronous_commit = off) lies between the two, and an empty peek
+	// that moved the slot to the write position would skip it unread.
 	var current pglogrepl.LSN
-	rows, err := s.query(ctx, `SELECT pg_current_wal_lsn()::text`)
+	rows, err := s.query(ctx, `SELECT pg_current_wal_flush_lsn()::text`)
 	if err != nil {
 		return plugin.Batch{}, false, err
 	}

@@ -45,9 +45,16 @@ func newColumn(name string, typ *pgType) column {
 	return column{name: name, key: append(k, ':'), typ: typ}
 }
 
-// arena hands out payload slices from one growing buffer per batch, so a
-// batch costs a few allocations rather than one per record.
+// arena hands out payload slices from blocks of arenaBlock bytes, so a
+// batch costs a few allocations rather than one per record. A block is
+// never reused: it lives as long as a record in it is referenced (by the
+// runtime, until the batch is resolved), so what the arena keeps alive is
+// bounded by the batch in flight plus one block.
 type arena struct{ buf []byte }
+
+// arenaBlock is the size of a fresh block. Blocks do not grow: a block
+// that doubled each time held about half of everything ever produced.
+const arenaBlock = 256 << 10
 
 func (a *arena) begin() int { return len(a.buf) }
 
@@ -55,7 +62,7 @@ func (a *arena) end(start int) []byte {
 	b := a.buf[start:len(a.buf):len(a.buf)]
 	if cap(a.buf)-len(a.buf) < 256 {
 		// Start a fresh block; the old one stays referenced by its records.
-		a.buf = make([]byte, 0, max(64<<10, 2*cap(a.buf)))
+		a.buf = make([]byte, 0, arenaBlock)
 	}
 	return b
 }

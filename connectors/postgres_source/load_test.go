@@ -1,0 +1,152 @@
+package postgressource
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// heapAfterGC is the live heap once garbage is collected.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestMemoryBoundedByBatch reads 80 batches of about 0.5 MB through Poll
+// and Ack and measures the live heap after the 10th and after the last
+// batch: what a source keeps between batches must not grow with what it
+// has produced. (The payload arena used to double its block for ever:
+// about half of everything produced stayed live.)
+func TestMemoryBoundedByBatch(t *testing.T) { forReaders(t, testMemoryBoundedByBatch) }
+
+func testMemoryBoundedByBatch(t *testing.T, reader string) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE big (id int PRIMARY KEY, v text)`)
+	opt := db.cdcOptions("big")
+	opt.Reader = reader
+	const perTx, txs = 500, 80
+	opt.BatchSize = perTx
+	if reader == readerPeek {
+		opt.BatchSize = perTx + 2 // upto_nchanges counts begin and commit
+	}
+	s := open(t, opt, nil)
+	for i := 0; i < txs; i++ {
+		db.exec(fmt.Sprintf(`INSERT INTO big SELECT i, repeat('x', 1000) FROM generate_series(%d, %d) i`, i*perTx+1, (i+1)*perTx))
+	}
+	var base uint64
+	got := 0
+	for n := 1; got < perTx*txs; n++ {
+		b := next(t, s)
+		if len(b.Messages) > opt.BatchSize {
+			t.Fatalf("batch of %d records, batch_size %d", len(b.Messages), opt.BatchSize)
+		}
+		got += len(b.Messages)
+		ack(t, s)
+		if n == 10 {
+			base = heapAfterGC()
+		}
+	}
+	grown := int64(heapAfterGC()) - int64(base)
+	batchBytes := int64(perTx * 1050)
+	t.Logf("%s: live heap grew by %d KiB over %d batches of ~%d KiB", reader, grown>>10, txs-10, batchBytes>>10)
+	if grown > 8*batchBytes+4<<20 {
+		t.Fatalf("live heap grew by %d KiB after %d more batches of ~%d KiB: memory is not bounded by the batch", grown>>10, txs-10, batchBytes>>10)
+	}
+}
+
+// TestEmptyPeekNeverSkipsUnflushedCommit commits rows with
+// synchronous_commit = off while other sessions write to another table, and
+// polls at once: logical decoding returns only flushed WAL, so an empty
+// poll must not move the slot past a commit that was written but not yet
+// flushed. Every row must arrive.
+func TestEmptyPeekNeverSkipsUnflushedCommit(t *testing.T) {
+	forReaders(t, testEmptyPeekNeverSkipsUnflushedCommit)
+}
+
+func testEmptyPeekNeverSkipsUnflushedCommit(t *testing.T, reader string) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE noise (id serial PRIMARY KEY, v text)`)
+	opt := db.cdcOptions("t")
+	opt.Reader = reader
+	opt.PollInterval = 5 * time.Millisecond
+	s := open(t, opt, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgconn.Connect(ctx, db.dsn)
+			if err != nil {
+				return
+			}
+			defer conn.Close(context.Background())
+			conn.Exec(ctx, `SET synchronous_commit = off`).ReadAll()
+			for ctx.Err() == nil {
+				conn.Exec(ctx, `INSERT INTO noise (v) SELECT repeat('n', 200) FROM generate_series(1, 20)`).ReadAll()
+			}
+		}()
+	}
+
+	async, err := pgconn.Connect(ctx, db.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer async.Close(context.Background())
+	if _, err := async.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	collect := func(b []string) {
+		for _, id := range ids(t, b) {
+			seen[id] = true
+		}
+	}
+	const rows = 20
+	for i := 1; i <= rows; i++ {
+		if _, err := async.Exec(ctx, `INSERT INTO t VALUES (`+strconv.Itoa(i)+`)`).ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		b, err := s.Poll(pctx)
+		pcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect(payloads(b))
+		ack(t, s)
+	}
+	db.exec(`SET synchronous_commit = on; INSERT INTO noise (v) VALUES ('flush')`)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(seen) < rows && time.Now().Before(deadline) {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		b, err := s.Poll(pctx)
+		pcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect(payloads(b))
+		ack(t, s)
+	}
+	if len(seen) != rows {
+		var missing []int
+		for i := 1; i <= rows; i++ {
+			if !seen[strconv.Itoa(i)] {
+				missing = append(missing, i)
+			}
+		}
+		t.Fatalf("%d of %d rows never arrived (skipped by an empty poll's advance): %v", len(missing), rows, missing)
+	}
+}
