@@ -94,6 +94,9 @@ if command -v curl >/dev/null 2>&1; then
   curl -fsS "http://$API/sinks/demo_s3" | indent || true
   echo
 fi
+BROKER=${PICOMQ_CONNECTORS_BROKER_EMBEDDED_ADDRESS:-127.0.0.1:9092}
+say "what the embedded broker holds (kept in examples/demo/.broker-data across runs)"
+"$WORK/s3demo" topic "$BROKER" demo.numbers | indent || true
 sleep $((RUN_SECONDS - RUN_SECONDS / 2))
 
 say "stopping with SIGTERM (sources finish their batch, the S3 sink flushes its files)"
@@ -107,4 +110,4 @@ say "pico-connectors exited with status $RT_STATUS"
 say "what landed in s3://$BUCKET"
 "$WORK/s3demo" show "$ENDPOINT" "$BUCKET" 3
 say "state checkpoint of the random source: $(cat "$DEMO/.state/demo_random.state" 2>/dev/null || echo none)"
-say "done (run it again: the random source continues from its checkpoint)"
+say "done (run it again: the random source continues from its checkpoint, and the topic keeps this run's records)"

@@ -4,6 +4,7 @@
 //	s3demo wait ENDPOINT
 //	s3demo mkbucket ENDPOINT BUCKET
 //	s3demo show ENDPOINT BUCKET [N]
+//	s3demo topic BROKER TOPIC
 //
 // Credentials come from DEMO_S3_ACCESS and DEMO_S3_SECRET.
 package main
@@ -12,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func main() {
@@ -68,6 +72,11 @@ func run(args []string) error {
 			return nil
 		}
 		return err
+	case "topic":
+		if len(args) < 3 {
+			return errors.New("topic needs a broker address and a topic")
+		}
+		return topic(ctx, args[1], args[2])
 	case "show":
 		if len(args) < 3 {
 			return errors.New("show needs a bucket")
@@ -135,5 +144,49 @@ func show(ctx context.Context, c *s3.Client, bucket string, n int) error {
 			break
 		}
 	}
+	return nil
+}
+
+// topic prints how many records topic holds and the sequence numbers of
+// its first and last record: run the demo twice and the first record is
+// still the first run's.
+func topic(ctx context.Context, brokerAddr, name string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumeTopics(name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, name)
+	if err != nil {
+		return err
+	}
+	end, ok := ends.Lookup(name, 0)
+	if !ok || end.Err != nil || end.Offset == 0 {
+		fmt.Printf("%s holds no records yet\n", name)
+		return nil
+	}
+	seq := func(v []byte) string {
+		var r struct{ Seq int64 }
+		if json.Unmarshal(v, &r) != nil {
+			return "?"
+		}
+		return strconv.FormatInt(r.Seq, 10)
+	}
+	var first, last string
+	for last == "" {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			return err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset == 0 {
+				first = seq(r.Value)
+			}
+			if r.Offset == end.Offset-1 {
+				last = seq(r.Value)
+			}
+		})
+	}
+	fmt.Printf("%s holds %d records (offsets 0-%d): seq %s first, seq %s last\n", name, end.Offset, end.Offset-1, first, last)
 	return nil
 }
