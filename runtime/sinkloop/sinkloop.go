@@ -1,22 +1,55 @@
 // Package sinkloop runs one sink: a librdkafka consumer that subscribes to
-// the sink's [[topics]] blocks, hands batches of decoded records to the
-// plugin's Consume, and commits offsets only after Consume succeeds.
+// the sink's [[topics]] blocks, hands batches of records to the plugin's
+// Consume, and commits offsets only for what the sink has written.
 //
-// The loop, per batch:
+// The loop:
 //
-//  1. Polls until batch_length records are in hand or poll_interval has
-//     passed since the batch started (an empty batch is never delivered).
-//  2. Builds a plugin.Record per message with the Schema of the first
-//     [[topics]] block that matches its topic. A json record whose payload
-//     is not valid JSON is handed over as raw, with a warning, rather than
-//     blocking the partition forever.
-//  3. Calls Consume. On nil it commits, synchronously, the offset after the
-//     last record of each partition in the batch. On an error it seeks every
-//     partition back to the batch's first offset, backs off (exponential,
-//     capped) and redelivers the same records.
+//  1. Polls records into the batch in hand until batch_length records are
+//     in it or poll_interval has passed since its first record (an empty
+//     batch is never delivered). All blocks share one batch_length and
+//     poll_interval; CheckTopics refuses blocks that differ.
+//  2. Hands the batch to Consume in a goroutine and goes on polling the
+//     next batch meanwhile. When that one is full too, it pauses every
+//     assigned partition and keeps calling Poll (so the consumer stays in
+//     its group however long Consume takes, max.poll.interval.ms
+//     notwithstanding) until Consume returns; then resumes.
+//  3. Before Consume, off the poll loop, checks each payload once against
+//     its block's schema (json must parse, text must be UTF-8) and runs the
+//     [[transforms]] (decode per the schema, apply in order, re-encode).
+//     A payload that does not match goes to the block's dead_letter_topic
+//     (stage "decode"), or without one is handed over as raw, untransformed,
+//     with a warning. A transform error sends the record to the
+//     dead_letter_topic (stage "transform"), or without one fails the batch.
+//  4. When Consume returns *plugin.Rejected and every rejected record's block
+//     has a dead_letter_topic, the loop produces them there (stage
+//     "consume"). Dead letters carry their own key, payload and headers
+//     plus those of package deadletter, go through one idempotent acks=all
+//     producer created only when a block has the key, and are waited for
+//     before the batch counts as consumed. A failed dead-letter produce
+//     fails the batch.
+//  5. On success, commits. A plain plugin.Sink: the offset after the
+//     batch's last record of each partition (the commit runs off the poll
+//     loop). A plugin.DeferredSink: per partition, the lower of its
+//     Durable() offset and the next offset consumed, after each Consume and
+//     every CommitInterval, so commits trail durability while consumption
+//     goes on. Counters.Committed counts the committed records.
+//  6. On failure (an error from Consume, a failed transform or dead-letter
+//     produce), backs off (exponential, capped) and redelivers the same
+//     batch; a DeferredSink skips what it already accepted.
 //
-// Stop (ctx cancelled): the batch in hand is delivered and committed, then
-// the sink's Close flushes, then the consumer leaves the group.
+// Rebalance (several runtimes in one group, or a pattern that stops
+// matching): on revoke the loop lets the Consume in progress finish (its
+// context is cancelled so a Consume waiting for room returns), calls a
+// DeferredSink's Release with the revoked partitions, commits (Durable once
+// more for a DeferredSink), drops the records of the revoked partitions it
+// holds, and only then gives the partitions up. Their next owner resumes
+// from that commit. Lost partitions (the group moved on without this member)
+// are released but not committed.
+//
+// Stop (ctx cancelled): the Consume in progress finishes, the batch in hand
+// is delivered (unless a failed one awaits redelivery), the sink's Close
+// flushes, the loop commits (Durable once more for a DeferredSink), and
+// then the consumer leaves the group.
 package sinkloop
 
 import (
@@ -25,49 +58,47 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"regexp"
-	"sort"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
-	"github.com/picomq/pico-connectors/runtime/codec"
-	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
 
-// Defaults of a sink's [[topics]] block.
-const (
-	DefaultBatchLength  = 1000
-	DefaultPollInterval = "100ms"
-)
-
 // Config is everything Run needs to run one sink.
 type Config struct {
 	// Key is the connector's key from its definition file. It names the
 	// consumer group ("pico-connectors-" + Key unless GroupID is set) and
-	// labels logs and metrics.
+	// labels logs, metrics and dead letters.
 	Key string
 	// Topics are the definition's [[topics]] blocks. Each block subscribes
 	// by Pattern (a regular expression; a leading ^ is added for
-	// librdkafka when missing) or by Topic.Literal (an exact name). The
-	// first block's BatchLength and PollInterval size the batches; each
-	// topic's records are decoded with the Schema of the first block that
-	// matches it.
+	// librdkafka when missing) or by Topic.Literal (an exact name). All
+	// blocks must share batch_length and poll_interval. Each topic's
+	// records are decoded with the Schema, and dead-lettered to the
+	// DeadLetterTopic, of the first block that matches it.
 	Topics []definition.Topics
+	// BaseDir resolves a relative avro_schema_path (the definition file's
+	// folder).
+	BaseDir string
 	// Sink is the plugin, already built by its registration's NewSink.
 	// Run calls Open before consuming and Close (which flushes) on stop.
+	// A plugin.DeferredSink's Durable is called from the loop's goroutine
+	// while Consume may be running in another: it must be safe for that.
 	Sink plugin.Sink
+	// Transforms run in order on each record before the plugin sees it.
+	Transforms []plugin.Transform
 	// BootstrapServers is the comma-separated broker list.
 	BootstrapServers string
-	// Properties are librdkafka settings applied to the consumer (the
-	// runtime's [broker.properties]); each block's own Properties are
-	// applied on top of them, in block order.
+	// Properties are librdkafka settings applied to the consumer and the
+	// dead-letter producer (the runtime's [broker.properties]); each
+	// block's own Properties are applied on top of them for the consumer,
+	// in block order.
 	Properties map[string]string
 	// GroupID overrides the consumer group; empty means
 	// "pico-connectors-" + Key.
@@ -76,136 +107,81 @@ type Config struct {
 	Logger *slog.Logger
 	// Tracker receives the status and counters; nil means a private one.
 	// Run sets Running once subscribed, Error after ErrorAfter failed
-	// Consume calls in a row (back to Running on the next success), and
-	// Stopped after a graceful stop.
+	// batches in a row (back to Running on the next success), and Stopped
+	// after a graceful stop.
 	Tracker *status.Tracker
 	// Metrics receives the consume-stage durations and record counters
 	// (see package metrics); nil means plugin.DiscardMetrics.
 	Metrics plugin.Metrics
-	// RetryDelay is the first back-off after a failed Consume, doubled on
+	// RetryDelay is the first back-off after a failed batch, doubled on
 	// each consecutive failure up to MaxRetryDelay, with 20% jitter. Zero
 	// means 100ms.
 	RetryDelay time.Duration
 	// MaxRetryDelay caps the back-off. Zero means 30s.
 	MaxRetryDelay time.Duration
-	// ErrorAfter is how many failed Consume calls in a row set status
-	// Error. Zero means 3.
+	// ErrorAfter is how many failed batches in a row set status Error.
+	// Zero means 3.
 	ErrorAfter int
-	// CloseTimeout bounds the sink's Close on stop. Zero means 30s.
+	// CloseTimeout bounds the sink's Close on stop, and a Release on
+	// revoke. Zero means 30s.
 	CloseTimeout time.Duration
+	// CommitInterval is how often a DeferredSink's Durable offsets are
+	// committed between batches. Zero means 1s.
+	CommitInterval time.Duration
+	// DeliveryTimeout bounds a dead-letter produce (librdkafka's
+	// message.timeout.ms). Zero means 30s.
+	DeliveryTimeout time.Duration
 }
 
-// reservedConsumer are consumer settings the loop depends on.
-var reservedConsumer = []string{"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "go.logs.channel.enable", "go.application.rebalance.enable"}
-
-type subscription struct {
-	name   string         // what librdkafka subscribes to
-	re     *regexp.Regexp // nil for a literal
-	schema plugin.Schema
+// flight is a batch handed to Consume.
+type flight struct {
+	batch   []plugin.Record
+	ctx     context.Context
+	cancel  context.CancelFunc
+	revoked bool // cancelled by a revoke
 }
 
-type plan struct {
-	subs     []subscription
-	batch    int
-	interval time.Duration
-}
-
-// CheckTopics checks a sink's [[topics]] blocks the way Run will use them
-// and returns every problem at once (errors.Join), each naming
-// topics[i].KEY.
-func CheckTopics(topics []definition.Topics) error {
-	_, err := compile(topics)
-	return err
-}
-
-func compile(topics []definition.Topics) (plan, error) {
-	var p plan
-	if len(topics) == 0 {
-		return p, errors.New("a sink needs at least one [[topics]] block with a pattern or a topic")
-	}
-	var errs []error
-	for i, t := range topics {
-		bad := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("topics[%d].%s", i, fmt.Sprintf(format, args...)))
-		}
-		schema := t.Schema
-		if schema == "" {
-			schema = string(plugin.SchemaJSON)
-		}
-		if _, err := codec.New(codec.Options{Schema: schema}); err != nil {
-			bad("schema: %v", err)
-		}
-		sub := subscription{schema: plugin.Schema(schema)}
-		switch {
-		case t.Pattern != "" && (t.Topic.Literal != "" || t.Topic.IsRule()):
-			bad("pattern: give pattern or topic, not both")
-		case t.Pattern != "":
-			pat := t.Pattern
-			if !strings.HasPrefix(pat, "^") {
-				pat = "^" + pat
-			}
-			re, err := regexp.Compile(pat)
-			if err != nil {
-				bad("pattern %q is not a valid regular expression: %v", t.Pattern, err)
-			}
-			sub.name, sub.re = pat, re
-		case t.Topic.IsRule():
-			bad("topic: a routing rule applies to sources; a sink names a topic or a pattern")
-		case t.Topic.Literal != "":
-			sub.name = t.Topic.Literal
-		default:
-			bad("pattern is missing: give pattern (a regular expression) or topic (a name)")
-		}
-		if t.BatchLength < 0 {
-			bad("batch_length = %d: must be at least 1", t.BatchLength)
-		}
-		if t.PollInterval != "" {
-			d, err := confkit.ParseDuration(t.PollInterval)
-			if err != nil || d <= 0 {
-				bad("poll_interval %q: want a duration above zero, such as \"100ms\"", t.PollInterval)
-			}
-		}
-		if t.Partitions > 1 {
-			bad("partitions = %d: only 1 is accepted", t.Partitions)
-		}
-		for _, k := range reservedConsumer {
-			if _, ok := t.Properties[k]; ok {
-				bad("properties.%q is set by the runtime and cannot be overridden", k)
-			}
-		}
-		p.subs = append(p.subs, sub)
-	}
-	if len(errs) > 0 {
-		return p, errors.Join(errs...)
-	}
-	p.batch = topics[0].BatchLength
-	if p.batch == 0 {
-		p.batch = DefaultBatchLength
-	}
-	iv := topics[0].PollInterval
-	if iv == "" {
-		iv = DefaultPollInterval
-	}
-	p.interval, _ = confkit.ParseDuration(iv)
-	return p, nil
+// outcome is what a flight came back with.
+type outcome struct {
+	err  error
+	dead int // records sent to dead-letter topics
 }
 
 type loop struct {
-	cfg     Config
-	log     *slog.Logger
-	tr      *status.Tracker
-	plan    plan
-	c       *kafka.Consumer
-	schemas map[string]plugin.Schema
+	cfg      Config
+	log      *slog.Logger
+	tr       *status.Tracker
+	plan     plan
+	c        *kafka.Consumer
+	deferred plugin.DeferredSink // nil for a plain sink
+	commits  *committer
+	dlq      *dlqProducer
+	topics   sync.Map // topic -> topicInfo
 
-	consumeH        plugin.Histogram
-	ackedC, nackedC plugin.Counter
+	pending      []plugin.Record // polled, not yet handed over
+	pendingSince time.Time
+	inflight     *flight
+	results      chan outcome
+	retry        []plugin.Record // a failed batch awaiting redelivery
+	retryAt      time.Time
+	failures     int
+	paused       bool
+	stopping     bool
+	closing      bool
+	cooperative  bool
+	assigned     map[plugin.TopicPartition]bool
+	consumed     map[plugin.TopicPartition]int64 // next offset after the last consumed record
+	nextCommit   time.Time
+
+	consumeH, transformH plugin.Histogram
+	ackedC, nackedC      plugin.Counter
 }
 
 // Run opens the sink and consumes until ctx is cancelled, then finishes the
-// batch in hand, closes the sink (which flushes) and closes the consumer.
-// It returns nil after a graceful stop, or the error that stopped the sink
-// (a failed Open, a bad definition, an unusable consumer, a failed Close).
+// batch in hand, closes the sink (which flushes), commits and closes the
+// consumer. It returns nil after a graceful stop, or the error that stopped
+// the sink (a failed Open, a bad definition, an unusable consumer, a failed
+// Close).
 func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -228,14 +204,24 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.CloseTimeout <= 0 {
 		cfg.CloseTimeout = 30 * time.Second
 	}
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = time.Second
+	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = 30 * time.Second
+	}
 	if cfg.GroupID == "" {
 		cfg.GroupID = "pico-connectors-" + cfg.Key
 	}
 	l := &loop{
-		cfg: cfg, log: cfg.Logger, tr: cfg.Tracker, schemas: map[string]plugin.Schema{},
-		consumeH: metrics.Stage(cfg.Metrics, metrics.StageConsume),
-		ackedC:   cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
-		nackedC:  cfg.Metrics.Counter(metrics.RecordsNacked, "Records of nacked batches."),
+		cfg: cfg, log: cfg.Logger, tr: cfg.Tracker,
+		results:    make(chan outcome, 1),
+		assigned:   map[plugin.TopicPartition]bool{},
+		consumed:   map[plugin.TopicPartition]int64{},
+		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
+		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
+		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
+		nackedC:    cfg.Metrics.Counter(metrics.RecordsNacked, "Records of nacked batches."),
 	}
 	fail := func(e error) error {
 		l.tr.Fail(e)
@@ -244,8 +230,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Sink == nil {
 		return fail(errors.New("sinkloop: no sink"))
 	}
-	if l.plan, err = compile(cfg.Topics); err != nil {
+	l.deferred, _ = cfg.Sink.(plugin.DeferredSink)
+	if l.plan, err = compile(cfg.Topics, cfg.BaseDir); err != nil {
 		return fail(err)
+	}
+	logCtx, stopLogs := context.WithCancel(context.Background())
+	defer stopLogs()
+	if l.plan.dlq {
+		if l.dlq, err = newDLQProducer(logCtx, cfg, l.log); err != nil {
+			return fail(err)
+		}
+		defer l.dlq.close()
 	}
 	if err := cfg.Sink.Open(ctx); err != nil {
 		return fail(fmt.Errorf("open: %w", err))
@@ -259,8 +254,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		return nil
 	}
-	logCtx, stopLogs := context.WithCancel(context.Background())
-	defer stopLogs()
 	if err := l.subscribe(logCtx); err != nil {
 		closeSink()
 		return fail(err)
@@ -268,6 +261,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	l.tr.Set(status.Running)
 	l.run(ctx)
 	cerr := closeSink()
+	if l.deferred != nil {
+		l.commitDurable()
+	}
+	l.commits.close()
+	l.closing = true
 	if err := l.c.Close(); err != nil {
 		l.log.Warn("consumer close failed", "err", err)
 	}
@@ -305,218 +303,393 @@ func (l *loop) subscribe(logCtx context.Context) error {
 	for _, s := range l.plan.subs {
 		names = append(names, s.name)
 	}
-	if err := c.SubscribeTopics(names, nil); err != nil {
+	if err := c.SubscribeTopics(names, l.rebalance); err != nil {
 		c.Close()
 		return fmt.Errorf("subscribe to %v: %w", names, err)
 	}
 	l.c = c
+	l.commits = newCommitter(c, l.log, l.tr)
 	return nil
 }
 
-func (l *loop) schemaOf(topic string) plugin.Schema {
-	if s, ok := l.schemas[topic]; ok {
-		return s
-	}
-	s := plugin.SchemaRaw
-	for _, sub := range l.plan.subs {
-		if sub.re == nil && sub.name == topic || sub.re != nil && sub.re.MatchString(topic) {
-			s = sub.schema
-			break
-		}
-	}
-	l.schemas[topic] = s
-	return s
-}
-
-// run consumes until ctx ends.
+// run consumes until ctx ends and the batch in hand is delivered.
 func (l *loop) run(ctx context.Context) {
-	failures := 0
+	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	for {
-		batch := l.collect(ctx)
-		if len(batch) == 0 {
-			if ctx.Err() != nil {
-				return
-			}
-			continue
+		if ctx.Err() != nil && !l.stopping {
+			l.stopping = true
+			l.setPaused(true)
 		}
-		err := l.deliver(ctx, batch)
-		if err == nil {
-			if failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error {
-				l.log.Info("batch consumed after failures; status back to Running")
-				l.tr.Set(status.Running)
-			}
-			failures = 0
-			l.tr.Counters.ConsecNacks.Store(0)
-			continue
+		if l.inflight == nil && !l.dispatch() && l.stopping {
+			return
 		}
-		failures++
-		l.tr.Counters.ConsecNacks.Store(int64(failures))
-		l.log.Warn("consume failed; the batch will be redelivered", "records", len(batch), "consecutive_failures", failures, "err", err)
-		if failures >= l.cfg.ErrorAfter {
-			l.tr.Fail(fmt.Errorf("consume failed %d times in a row: %w", failures, err))
+		if !l.stopping {
+			l.setPaused(len(l.pending) >= l.plan.batch)
+		}
+		if l.inflight != nil && (l.paused || l.stopping) {
+			// Nothing to poll for: wait for Consume, polling now and then
+			// to serve the group (heartbeats run in librdkafka's thread;
+			// rebalances and max.poll.interval.ms need Poll).
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case r := <-l.results:
+				t.Stop()
+				l.finish(r)
+			case <-t.C:
+			}
+			l.handle(l.c.Poll(0))
 		} else {
-			l.tr.RecordError(fmt.Errorf("consume: %w", err))
+			l.handle(l.c.Poll(l.pollWait()))
+			if l.inflight != nil {
+				select {
+				case r := <-l.results:
+					l.finish(r)
+				default:
+				}
+			}
 		}
-		if ctx.Err() != nil {
-			// Stopping: leave the batch uncommitted; it is redelivered on
-			// the next start.
-			return
+		if l.deferred != nil && !time.Now().Before(l.nextCommit) {
+			l.commitDurable()
+			l.commits.kick()
 		}
-		l.seekBack(batch)
-		l.sleep(ctx, failures)
-		if ctx.Err() != nil {
-			return
-		}
-		l.tr.Counters.Redelivered.Add(1)
 	}
 }
 
-// collect polls one batch: up to the batch length, for up to the poll
-// interval. It returns early with what it has when ctx ends.
-func (l *loop) collect(ctx context.Context) []plugin.Record {
+// pollWait is how long the next Poll may block, in milliseconds.
+func (l *loop) pollWait() int {
+	if l.inflight != nil {
+		return 5 // notice the end of Consume soon
+	}
+	wait := 100 * time.Millisecond // look at ctx at least this often
+	switch {
+	case l.retry != nil:
+		wait = min(wait, time.Until(l.retryAt))
+	case len(l.pending) > 0:
+		wait = min(wait, time.Until(l.pendingSince.Add(l.plan.interval)))
+	}
+	return max(1, int(wait.Milliseconds()))
+}
+
+// dispatch starts a Consume when a batch is due, and reports whether it
+// did. While stopping, the batch in hand is due at once.
+func (l *loop) dispatch() bool {
 	var batch []plugin.Record
-	deadline := time.Now().Add(l.plan.interval)
-	for len(batch) < l.plan.batch && ctx.Err() == nil {
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			break
+	switch {
+	case l.retry != nil:
+		if l.stopping {
+			// Leave the failed batch uncommitted; it is redelivered on
+			// the next start.
+			return false
 		}
-		ms := int(wait.Milliseconds())
-		if ms > 100 {
-			ms = 100 // look at ctx at least this often
+		if time.Now().Before(l.retryAt) {
+			return false
 		}
-		if ms < 1 {
-			ms = 1
+		batch = l.retry
+		l.tr.Counters.Redelivered.Add(1)
+	case len(l.pending) == 0:
+		return false
+	case len(l.pending) >= l.plan.batch || l.stopping || !time.Now().Before(l.pendingSince.Add(l.plan.interval)):
+		n := min(len(l.pending), l.plan.batch)
+		batch = l.pending[:n:n]
+		l.pending = l.pending[n:]
+		if len(l.pending) == 0 {
+			l.pending = nil
+		} else {
+			l.pendingSince = time.Now()
 		}
-		switch e := l.c.Poll(ms).(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				l.log.Warn("consume error", "err", e.TopicPartition.Error)
-				continue
-			}
-			batch = append(batch, l.record(e))
-		case kafka.Error:
-			if e.IsFatal() {
-				l.tr.RecordError(e)
-				l.log.Error("consumer error", "err", e)
-			} else {
-				l.log.Debug("consumer error", "err", e)
-			}
-		}
+	default:
+		return false
 	}
-	return batch
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &flight{batch: batch, ctx: ctx, cancel: cancel}
+	l.inflight = f
+	go func() { l.results <- l.consume(f) }()
+	return true
 }
 
-func (l *loop) record(m *kafka.Message) plugin.Record {
-	topic := *m.TopicPartition.Topic
-	r := plugin.Record{
-		Topic:     topic,
-		Partition: m.TopicPartition.Partition,
-		Offset:    int64(m.TopicPartition.Offset),
-		Timestamp: m.Timestamp,
-		Key:       m.Key,
-		Payload:   m.Value,
-		Schema:    l.schemaOf(topic),
-	}
-	if len(m.Headers) > 0 {
-		r.Headers = make([]plugin.Header, len(m.Headers))
-		for i, h := range m.Headers {
-			r.Headers[i] = plugin.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	if !codec.ValidSinkPayload(r.Schema, r.Payload) {
-		l.log.Warn("payload does not match the topic's schema; handing it over as raw", "topic", topic, "offset", r.Offset, "schema", r.Schema)
-		r.Schema = plugin.SchemaRaw
-	}
-	return r
-}
-
-// deliver hands one batch to Consume and commits it on success.
-func (l *loop) deliver(ctx context.Context, batch []plugin.Record) error {
-	c := &l.tr.Counters
-	c.Consumed.Add(int64(len(batch)))
-	start := time.Now()
-	// A batch in hand is finished even when ctx ends meanwhile.
-	err := l.cfg.Sink.Consume(context.WithoutCancel(ctx), batch)
-	l.consumeH.Observe(time.Since(start).Seconds())
-	c.LastBatchAt.Store(time.Now().UnixNano())
+// consume prepares a batch, hands it to the sink and sends its dead
+// letters; it runs in its own goroutine.
+func (l *loop) consume(f *flight) outcome {
+	recs, dead, err := l.prepare(f.batch)
 	if err != nil {
+		return outcome{err: err}
+	}
+	if len(recs) > 0 {
+		start := time.Now()
+		err = l.cfg.Sink.Consume(f.ctx, recs)
+		l.consumeH.Observe(time.Since(start).Seconds())
+		if err != nil {
+			rej, rerr := l.rejected(err)
+			if rerr != nil {
+				return outcome{err: rerr}
+			}
+			dead = append(dead, rej...)
+		}
+	}
+	if len(dead) > 0 {
+		if err := l.dlq.send(dead); err != nil {
+			return outcome{err: err}
+		}
+		l.log.Warn("records sent to the dead-letter topic", "records", len(dead), "topic", dead[0].topic, "first_error", dead[0].err.Error())
+	}
+	return outcome{dead: len(dead)}
+}
+
+// finish accounts for a flight that came back: commit on success,
+// redelivery after a back-off on failure.
+func (l *loop) finish(r outcome) {
+	f := l.inflight
+	l.inflight = nil
+	f.cancel()
+	c := &l.tr.Counters
+	c.Consumed.Add(int64(len(f.batch)))
+	c.LastBatchAt.Store(time.Now().UnixNano())
+	if r.err != nil {
 		c.Nacked.Add(1)
-		l.nackedC.Add(float64(len(batch)))
-		return err
+		l.nackedC.Add(float64(len(f.batch)))
+		l.retry = l.owned(f.batch)
+		if f.revoked {
+			// Cut short by a revoke: not the sink's failure.
+			l.log.Info("consume ended by a partition revoke; its records of the remaining partitions are redelivered", "err", r.err)
+			if len(l.retry) == 0 {
+				l.retry = nil
+			}
+			l.retryAt = time.Now()
+			return
+		}
+		l.failures++
+		c.ConsecNacks.Store(int64(l.failures))
+		l.log.Warn("consume failed; the batch will be redelivered", "records", len(f.batch), "consecutive_failures", l.failures, "err", r.err)
+		if l.failures >= l.cfg.ErrorAfter {
+			l.tr.Fail(fmt.Errorf("consume failed %d times in a row: %w", l.failures, r.err))
+		} else {
+			l.tr.RecordError(fmt.Errorf("consume: %w", r.err))
+		}
+		if len(l.retry) == 0 {
+			l.retry = nil
+		}
+		l.retryAt = time.Now().Add(l.backoff(l.failures))
+		return
 	}
+	l.retry = nil
 	c.Batches.Add(1)
-	l.ackedC.Add(float64(len(batch)))
-	offsets := nextOffsets(batch)
-	if _, err := l.c.CommitOffsets(offsets); err != nil {
-		// The records were consumed; a later commit covers them, and a
-		// restart before that redelivers them.
-		l.log.Warn("offset commit failed", "err", err)
-		l.tr.RecordError(fmt.Errorf("commit offsets: %w", err))
-	}
-	return nil
-}
-
-type tp struct {
-	topic     string
-	partition int32
-}
-
-// nextOffsets returns, per partition, the offset after the batch's last
-// record of that partition.
-func nextOffsets(batch []plugin.Record) []kafka.TopicPartition {
-	last := map[tp]int64{}
-	for _, r := range batch {
-		k := tp{r.Topic, r.Partition}
-		if o, ok := last[k]; !ok || r.Offset > o {
-			last[k] = r.Offset
+	c.DeadLetters.Add(int64(r.dead))
+	l.ackedC.Add(float64(len(f.batch)))
+	for _, rec := range f.batch {
+		p := plugin.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
+		if !l.assigned[p] {
+			continue
+		}
+		if next := rec.Offset + 1; next > l.consumed[p] {
+			l.consumed[p] = next
 		}
 	}
-	return toPartitions(last, 1)
-}
-
-func firstOffsets(batch []plugin.Record) []kafka.TopicPartition {
-	first := map[tp]int64{}
-	for _, r := range batch {
-		k := tp{r.Topic, r.Partition}
-		if o, ok := first[k]; !ok || r.Offset < o {
-			first[k] = r.Offset
+	if l.deferred != nil {
+		l.commitDurable()
+	} else {
+		for _, rec := range f.batch {
+			p := plugin.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
+			if l.assigned[p] {
+				l.commits.add(p, l.consumed[p])
+			}
 		}
 	}
-	return toPartitions(first, 0)
+	l.commits.kick()
+	if l.failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error {
+		l.log.Info("batch consumed after failures; status back to Running")
+		l.tr.Set(status.Running)
+	}
+	l.failures = 0
+	c.ConsecNacks.Store(0)
 }
 
-func toPartitions(m map[tp]int64, add int64) []kafka.TopicPartition {
-	out := make([]kafka.TopicPartition, 0, len(m))
-	for k, o := range m {
-		topic := k.topic
-		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: k.partition, Offset: kafka.Offset(o + add)})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if *out[i].Topic != *out[j].Topic {
-			return *out[i].Topic < *out[j].Topic
+// commitDurable adds, per partition, min(Durable, next consumed) to the
+// commits (the caller kicks or flushes them).
+func (l *loop) commitDurable() {
+	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
+	d := l.deferred.Durable()
+	for p, next := range l.consumed {
+		if o, ok := d[p]; ok {
+			l.commits.add(p, min(o, next))
 		}
-		return out[i].Partition < out[j].Partition
-	})
+	}
+}
+
+// owned returns the records of recs whose partitions the loop still owns.
+func (l *loop) owned(recs []plugin.Record) []plugin.Record {
+	out := recs[:0:0]
+	for _, r := range recs {
+		if l.assigned[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
+			out = append(out, r)
+		}
+	}
 	return out
 }
 
-// seekBack rewinds every partition of the batch to its first record, so
-// the next polls return the same records again.
-func (l *loop) seekBack(batch []plugin.Record) {
-	parts := firstOffsets(batch)
-	res, err := l.c.SeekPartitions(parts)
-	if err != nil {
-		l.log.Warn("seek back failed", "err", err)
-	}
-	for _, p := range res {
-		if p.Error != nil {
-			l.log.Warn("seek back failed", "topic", *p.Topic, "partition", p.Partition, "err", p.Error)
+// handle takes one polled event.
+func (l *loop) handle(ev kafka.Event) {
+	switch e := ev.(type) {
+	case *kafka.Message:
+		if e.TopicPartition.Error != nil {
+			l.log.Warn("consume error", "err", e.TopicPartition.Error)
+			return
+		}
+		p := plugin.TopicPartition{Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition}
+		if l.stopping || !l.assigned[p] {
+			// Polled after the stop began (or after a revoke): left
+			// uncommitted, read again by the next owner or start.
+			return
+		}
+		if len(l.pending) == 0 {
+			l.pendingSince = time.Now()
+		}
+		l.commits.base(p, int64(e.TopicPartition.Offset))
+		l.pending = append(l.pending, l.record(e))
+	case kafka.Error:
+		if e.IsFatal() {
+			l.tr.RecordError(e)
+			l.log.Error("consumer error", "err", e)
+		} else if e.Code() == kafka.ErrMaxPollExceeded {
+			l.log.Warn("consumer error", "err", e)
+		} else {
+			l.log.Debug("consumer error", "err", e)
 		}
 	}
 }
 
-func (l *loop) sleep(ctx context.Context, n int) {
+// setPaused pauses or resumes every assigned partition.
+func (l *loop) setPaused(on bool) {
+	if l.paused == on {
+		return
+	}
+	parts := l.assignment()
+	var err error
+	if on {
+		err = l.c.Pause(parts)
+	} else {
+		err = l.c.Resume(parts)
+	}
+	if err != nil {
+		l.log.Warn("pause/resume failed", "pause", on, "err", err)
+		return
+	}
+	l.paused = on
+}
+
+func (l *loop) assignment() []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, 0, len(l.assigned))
+	for p := range l.assigned {
+		topic := p.Topic
+		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: p.Partition})
+	}
+	return out
+}
+
+// rebalance is the consumer's rebalance callback; librdkafka calls it from
+// Poll, on the loop's goroutine.
+func (l *loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	if l.closing {
+		return nil // the consumer's Close: the default handling unassigns
+	}
+	l.cooperative = c.GetRebalanceProtocol() == "COOPERATIVE"
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		var err error
+		if l.cooperative {
+			err = c.IncrementalAssign(e.Partitions)
+		} else {
+			err = c.Assign(e.Partitions)
+		}
+		if err != nil {
+			l.log.Error("assign failed", "err", err)
+			l.tr.RecordError(fmt.Errorf("assign partitions: %w", err))
+			return err
+		}
+		for _, tp := range e.Partitions {
+			l.assigned[plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}] = true
+		}
+		if l.paused || l.stopping {
+			if err := c.Pause(e.Partitions); err != nil {
+				l.log.Warn("pause failed", "err", err)
+			}
+		}
+		l.log.Info("partitions assigned", "partitions", len(e.Partitions), "owned", len(l.assigned))
+	case kafka.RevokedPartitions:
+		l.revoke(c, e.Partitions)
+	}
+	return nil
+}
+
+// revoke gives partitions up: the Consume in progress finishes, a
+// DeferredSink releases them, the commits are made, and the loop forgets
+// their records.
+func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
+	lost := c.AssignmentLost()
+	revoked := make([]plugin.TopicPartition, 0, len(parts))
+	gone := map[plugin.TopicPartition]bool{}
+	for _, tp := range parts {
+		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		revoked = append(revoked, p)
+		gone[p] = true
+	}
+	if f := l.inflight; f != nil {
+		// Wait for the Consume in progress, so that Release and the
+		// commit see what it accepted; cut it short when it holds
+		// records of the revoked partitions (it may be waiting for room).
+		for _, r := range f.batch {
+			if gone[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
+				f.revoked = true
+				f.cancel()
+				break
+			}
+		}
+		l.finish(<-l.results)
+	}
+	if l.deferred != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CloseTimeout)
+		if err := l.deferred.Release(ctx, revoked); err != nil {
+			l.log.Warn("sink release failed", "err", err)
+			l.tr.RecordError(fmt.Errorf("release revoked partitions: %w", err))
+		}
+		cancel()
+		if !lost {
+			l.commitDurable()
+		}
+	}
+	if !lost {
+		l.commits.flush()
+	}
+	l.commits.forget(revoked)
+	for _, p := range revoked {
+		delete(l.assigned, p)
+		delete(l.consumed, p)
+	}
+	l.pending = l.owned(l.pending)
+	if len(l.pending) == 0 {
+		l.pending = nil
+	}
+	if l.retry != nil {
+		if l.retry = l.owned(l.retry); len(l.retry) == 0 {
+			l.retry = nil
+		}
+	}
+	var err error
+	if l.cooperative {
+		err = c.IncrementalUnassign(parts)
+	} else {
+		err = c.Unassign()
+	}
+	if err != nil {
+		l.log.Warn("unassign failed", "err", err)
+	}
+	if len(l.assigned) == 0 {
+		l.paused = false // a new assignment starts unpaused
+	}
+	l.log.Info("partitions revoked", "partitions", len(parts), "lost", lost, "owned", len(l.assigned))
+}
+
+// backoff is the wait before the n-th redelivery in a row.
+func (l *loop) backoff(n int) time.Duration {
 	d := l.cfg.RetryDelay
 	for i := 1; i < n && d < l.cfg.MaxRetryDelay; i++ {
 		d *= 2
@@ -524,11 +697,5 @@ func (l *loop) sleep(ctx context.Context, n int) {
 	if d > l.cfg.MaxRetryDelay {
 		d = l.cfg.MaxRetryDelay
 	}
-	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }

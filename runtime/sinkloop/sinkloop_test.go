@@ -210,7 +210,7 @@ func TestPatternLiteralBatchesAndCommits(t *testing.T) {
 	r := run(t, Config{
 		Topics: []definition.Topics{
 			{Pattern: `orders\..*`, Schema: "json", BatchLength: 10, PollInterval: "50ms"},
-			{Topic: definition.Route{Literal: "audit"}, Schema: "text"},
+			{Topic: definition.Route{Literal: "audit"}, Schema: "text", BatchLength: 10, PollInterval: "50ms"},
 		},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr,
 	})
@@ -389,7 +389,7 @@ func TestBadDefinitionAndOpenFailure(t *testing.T) {
 		{},
 		{Topic: definition.Route{Strategy: "field", Path: "x", Template: "{value}"}},
 		{Pattern: "a", PollInterval: "fast", Schema: "xml", Properties: map[string]string{"group.id": "g"}},
-	})
+	}, "")
 	for _, want := range []string{
 		`topics[0].pattern "orders.(" is not a valid regular expression`,
 		"topics[1].pattern is missing",

@@ -1,0 +1,163 @@
+package sinkloop
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/codec"
+	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// Defaults of a sink's [[topics]] block.
+const (
+	DefaultBatchLength  = 1000
+	DefaultPollInterval = "100ms"
+)
+
+// reservedConsumer are consumer settings the loop depends on.
+var reservedConsumer = []string{"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "go.logs.channel.enable", "go.application.rebalance.enable"}
+
+// subscription is one [[topics]] block as the loop uses it.
+type subscription struct {
+	idx    int
+	name   string         // what librdkafka subscribes to
+	re     *regexp.Regexp // nil for a literal
+	schema plugin.Schema
+	codec  *codec.Codec // nil when it could not be built (CheckTopics reports why)
+	dlq    string       // dead_letter_topic, "" for none
+}
+
+func (s *subscription) matches(topic string) bool {
+	if s.re == nil {
+		return s.name == topic
+	}
+	return s.re.MatchString(topic)
+}
+
+type plan struct {
+	subs     []subscription
+	batch    int
+	interval time.Duration
+	dlq      bool // some block has a dead_letter_topic
+}
+
+// topicName is what Kafka accepts as a topic name.
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// CheckTopics checks a sink's [[topics]] blocks the way Run will use them
+// and returns every problem at once (errors.Join), each naming
+// topics[i].KEY. baseDir resolves a relative avro_schema_path. Besides each
+// block's own keys it refuses blocks whose batch_length or poll_interval
+// differ (one sink batches all its topics alike) and a dead_letter_topic
+// that the sink itself consumes.
+func CheckTopics(topics []definition.Topics, baseDir string) error {
+	_, err := compile(topics, baseDir)
+	return err
+}
+
+func compile(topics []definition.Topics, baseDir string) (plan, error) {
+	var p plan
+	if len(topics) == 0 {
+		return p, errors.New("a sink needs at least one [[topics]] block with a pattern or a topic")
+	}
+	var errs []error
+	batches := make([]int, len(topics))
+	intervals := make([]time.Duration, len(topics))
+	for i, t := range topics {
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("topics[%d].%s", i, fmt.Sprintf(format, args...)))
+		}
+		schema := t.Schema
+		if schema == "" {
+			schema = string(plugin.SchemaJSON)
+		}
+		sub := subscription{idx: i, schema: plugin.Schema(schema), dlq: t.DeadLetterTopic}
+		c, err := codec.New(codec.Options{Schema: schema, AvroSchemaJSON: t.AvroSchemaJSON, AvroSchemaPath: t.AvroSchemaPath, BaseDir: baseDir})
+		if err != nil {
+			bad("schema: %v", err)
+		}
+		sub.codec = c
+		switch {
+		case t.Pattern != "" && (t.Topic.Literal != "" || t.Topic.IsRule()):
+			bad("pattern: give pattern or topic, not both")
+		case t.Pattern != "":
+			pat := t.Pattern
+			if !strings.HasPrefix(pat, "^") {
+				pat = "^" + pat
+			}
+			re, err := regexp.Compile(pat)
+			if err != nil {
+				bad("pattern %q is not a valid regular expression: %v", t.Pattern, err)
+			}
+			sub.name, sub.re = pat, re
+		case t.Topic.IsRule():
+			bad("topic: a routing rule applies to sources; a sink names a topic or a pattern")
+		case t.Topic.Literal != "":
+			sub.name = t.Topic.Literal
+		default:
+			bad("pattern is missing: give pattern (a regular expression) or topic (a name)")
+		}
+		batches[i] = t.BatchLength
+		if t.BatchLength < 0 {
+			bad("batch_length = %d: must be at least 1", t.BatchLength)
+		}
+		if batches[i] == 0 {
+			batches[i] = DefaultBatchLength
+		}
+		iv := t.PollInterval
+		if iv == "" {
+			iv = DefaultPollInterval
+		}
+		d, err := confkit.ParseDuration(iv)
+		if err != nil || d <= 0 {
+			bad("poll_interval %q: want a duration above zero, such as \"100ms\"", t.PollInterval)
+		}
+		intervals[i] = d
+		if t.Partitions > 1 {
+			bad("partitions = %d: only 1 is accepted", t.Partitions)
+		}
+		for _, k := range reservedConsumer {
+			if _, ok := t.Properties[k]; ok {
+				bad("properties.%q is set by the runtime and cannot be overridden", k)
+			}
+		}
+		if t.DeadLetterTopic != "" {
+			p.dlq = true
+			if !topicName.MatchString(t.DeadLetterTopic) || t.DeadLetterTopic == "." || t.DeadLetterTopic == ".." {
+				bad("dead_letter_topic %q is not a topic name: use 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'", t.DeadLetterTopic)
+			}
+		}
+		p.subs = append(p.subs, sub)
+	}
+	for i := 1; i < len(topics); i++ {
+		if batches[i] != batches[0] {
+			errs = append(errs, fmt.Errorf("topics[%d].batch_length = %d differs from topics[0].batch_length = %d: one sink batches all its [[topics]] blocks alike; give every block the same batch_length, or run one sink per block",
+				i, batches[i], batches[0]))
+		}
+		if intervals[i] != intervals[0] && intervals[i] > 0 && intervals[0] > 0 {
+			errs = append(errs, fmt.Errorf("topics[%d].poll_interval = %s differs from topics[0].poll_interval = %s: one sink batches all its [[topics]] blocks alike; give every block the same poll_interval, or run one sink per block",
+				i, intervals[i], intervals[0]))
+		}
+	}
+	for i, s := range p.subs {
+		if s.dlq == "" {
+			continue
+		}
+		for j := range p.subs {
+			if p.subs[j].name != "" && p.subs[j].matches(s.dlq) {
+				errs = append(errs, fmt.Errorf("topics[%d].dead_letter_topic %q is consumed by this sink (topics[%d] matches it): it would read its own dead letters; pick a topic outside the sink's patterns and topics",
+					i, s.dlq, j))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return p, errors.Join(errs...)
+	}
+	p.batch, p.interval = batches[0], intervals[0]
+	return p, nil
+}
