@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -22,6 +23,9 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/sinkloop"
+	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/supervisor"
 )
 
@@ -51,6 +55,37 @@ func parseFlags(name string, args []string, stderr io.Writer, withJSON bool) (pa
 	return path, asJSON, pos, true
 }
 
+// checkLoops checks each definition's [[topics]] blocks the way its sink or
+// source loop will use them, so what would stop a loop at start is refused
+// up front; each problem names the definition file.
+func checkLoops(cfg *definition.Config) error {
+	var ps definition.Problems
+	for _, d := range cfg.Connectors {
+		var err error
+		switch d.Kind() {
+		case plugin.KindSource:
+			err = sourceloop.CheckTopics(d.Topics, filepath.Dir(d.File))
+		case plugin.KindSink:
+			err = sinkloop.CheckTopics(d.Topics, filepath.Dir(d.File))
+		}
+		if err == nil {
+			continue
+		}
+		var many interface{ Unwrap() []error }
+		if errors.As(err, &many) {
+			for _, e := range many.Unwrap() {
+				ps = append(ps, definition.Problem{File: d.File, Message: e.Error()})
+			}
+			continue
+		}
+		ps = append(ps, definition.Problem{File: d.File, Message: err.Error()})
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
 // printProblems writes every problem, one a line, and a count.
 func printProblems(w io.Writer, err error) {
 	var ps definition.Problems
@@ -78,6 +113,9 @@ func validateCmd(args []string, stdout, stderr io.Writer, environ []string) int 
 		return 2
 	}
 	cfg, err := definition.Load(path, definition.Environ(environ))
+	if err == nil {
+		err = checkLoops(cfg)
+	}
 	if err != nil {
 		printProblems(stdout, err)
 		return 1
@@ -269,6 +307,9 @@ func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		return 2
 	}
 	cfg, err := definition.Load(path, definition.Environ(environ))
+	if err == nil {
+		err = checkLoops(cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pico-connectors: %s has problems; nothing was started (check with pico-connectors validate):\n", path)
 		printProblems(stderr, err)

@@ -123,6 +123,12 @@ func TestValidateMessages(t *testing.T) {
 			`connectors/def.toml: topics[0].topic.strategy: "feild" is not allowed; use "field" or "key" or "header" (did you mean "field"?)`},
 		{"duplicate key in a file", "", strings.Replace(validSource, "key = \"gen\"", "key = \"gen\"\nkey = \"gen2\"", 1), nil,
 			`connectors/def.toml: line 3: Key 'key' has already been defined.`},
+		{"weakening producer property", "", strings.Replace(validSource, "linger_time", "properties = { acks = \"0\" }\nlinger_time", 1), nil,
+			`connectors/def.toml: topics[0].properties.acks: the runtime produces with acks=all`},
+		{"weakening property from env", "", validSource, []string{"PICOMQ_CONNECTORS_BROKER_PROPERTIES_ENABLE_IDEMPOTENCE=false"},
+			`runtime.toml: broker.properties."enable.idempotence": the runtime produces with enable.idempotence=true so that a retried produce never duplicates or reorders records; "false" turns that off; remove it (from environment variable PICOMQ_CONNECTORS_BROKER_PROPERTIES_ENABLE_IDEMPOTENCE)`},
+		{"reserved producer property (source loop check)", "", strings.Replace(validSource, "linger_time", "properties = { \"transactional.id\" = \"x\" }\nlinger_time", 1), nil,
+			`connectors/def.toml: topics[0].properties."transactional.id" is set by the runtime and cannot be overridden`},
 		{"syntax error", "", "type = \"source\"\nkey = \n", nil,
 			`connectors/def.toml: line 2: expected value but found '\n' instead`},
 	}
