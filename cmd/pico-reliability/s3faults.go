@@ -11,22 +11,35 @@ import (
 	s3sink "github.com/picomq/pico-connectors/connectors/s3_sink"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
-// s3Faults runs the S3 sink through a fault-injecting proxy in front of
-// versitygw and injects 5xx bursts, 429, connection resets, latency, a
-// failure on every attempt and a 403.
+// s3Faults runs s3FaultsMode for delivery = "exactly_once" and "buffered".
 func (s *suite) s3Faults() {
 	srv := s.startS3()
+	s.s3FaultsMode(srv, "exactly_once")
+	s.s3FaultsMode(srv, "buffered")
+}
+
+// s3FaultsMode runs the S3 sink through a fault-injecting proxy in front of
+// versitygw and injects 5xx bursts, 429, connection resets, latency, a
+// failure on every attempt and a 403. exactly_once keeps every failed file
+// and retries it until it lands (no .lost marker, status Error while a 403
+// persists); buffered drops it into a .lost marker, as the spec says.
+func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
+	exact := delivery == "exactly_once"
 	proxy, err := faultproxy.New(srv.Endpoint)
 	must(err)
 	s.h.Cleanup(func() { proxy.Close() })
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	must(err)
 	defer b.Close()
-	const key, topic, perFile, attempts = "s3f", "s3f.orders", 200, 4
+	key := map[bool]string{true: "s3f_exact", false: "s3f_buffered"}[exact]
+	topic := key + ".orders"
+	const perFile, attempts = 200, 4
 	r := s.newRT(b.Addr(), "", map[string]string{"s3.toml": s3Def(key, topic, proxy.URL, srv, perFile,
-		fmt.Sprintf("max_attempts = %d\nretry_delay = \"100ms\"\n", attempts))})
+		fmt.Sprintf("delivery = %q\nmax_attempts = %d\nretry_delay = \"100ms\"\n", delivery, attempts))})
+	s.inject("delivery = %q, %d attempts per upload", delivery, attempts)
 	r.start()
 	if e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" }); !ok {
 		mustf("sink not Running: %+v\n%s", e, tail(r.out.String()))
@@ -119,6 +132,10 @@ func (s *suite) s3Faults() {
 		s.check(ok && e.LastError != "" && e.Counters.Redelivered > 0, "%s: batch redelivered (%d redeliveries), last_error kept (%.60q), status back to %s without operator action",
 			name, e.Counters.Redelivered, e.LastError, e.Status)
 	}
+	if exact {
+		s.s3FaultsExact(r, proxy, srv, b, key, topic, isPut, feed, &next)
+		return
+	}
 	lostStep("500 on every attempt", faultproxy.Fault{Status: 500}, attempts, attempts)
 	lostStep("403 Forbidden (not retried)", faultproxy.Fault{Status: 403}, 1, 1)
 
@@ -183,4 +200,63 @@ func (s *suite) s3Faults() {
 	}
 	s.check(unaccounted == 0, "%d records: %d uploaded, %d named by .lost markers (earlier batches of a dropped file, as the spec says), %d unaccounted",
 		hw, present, inMarker, unaccounted)
+}
+
+// s3FaultsExact is the exactly_once half of s3FaultsMode after the retried
+// faults: every attempt failing, then a 403 that persists until the status
+// says Error; each file is kept and lands once the store answers again, and
+// in the end every offset is in exactly one object.
+func (s *suite) s3FaultsExact(r *rt, proxy *faultproxy.Proxy, srv *s3test.Server, b *broker.Broker, key, topic string,
+	isPut func(*http.Request) bool, feed func(int), next *int64) {
+	const perFile = 200
+	kept := func(name string, f faultproxy.Fault) {
+		proxy.ResetLog()
+		data, _ := s3Objects(srv, key)
+		s.inject("%s on every PutObject until the status says Error", name)
+		proxy.InjectMatching(isPut, -1, f)
+		feed(perFile)
+		e, ok := r.waitStatus("sink", key, 30*time.Second, func(e entry) bool { return e.Status == "Error" })
+		s.check(ok && strings.Contains(e.LastError, fmt.Sprint(f.Status)), "%s: status %s with last_error %.100q", name, e.Status, e.LastError)
+		after, lost := s3Objects(srv, key)
+		s.check(len(after) == len(data) && len(lost) == 0, "%s: nothing uploaded, no .lost marker (%d markers)", name, len(lost))
+		proxy.Clear()
+		s.inject("faults cleared")
+		e, ok = r.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Status == "Running" })
+		now, _ := s3Objects(srv, key)
+		s.check(ok && len(now) > len(data), "%s: the kept file landed once the store answered (%d new objects), status %s without operator action",
+			name, len(now)-len(data), e.Status)
+	}
+	kept("500", faultproxy.Fault{Status: 500})
+	kept("403 Forbidden (not retried within one upload)", faultproxy.Fault{Status: 403})
+
+	s.inject("no faults; %d more records, then SIGTERM (flush)", perFile)
+	feed(perFile)
+	group := "pico-connectors-" + key
+	s.waitCommitted(r, b.Addr(), group, topic, *next-perFile+1, 30*time.Second)
+	err := r.term(30 * time.Second)
+	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
+	// Redelivered batches count again in records_consumed: a fresh process
+	// tells when the sink has seen every record.
+	c0, err := committed(b.Addr(), group, topic)
+	must(err)
+	r.start()
+	if e, ok := r.waitStatus("sink", key, 30*time.Second, func(e entry) bool { return e.Counters.Consumed >= *next-c0 }); !ok {
+		mustf("sink consumed %d of %d records\n%s", e.Counters.Consumed, *next-c0, tail(r.out.String()))
+	}
+	err = r.term(30 * time.Second)
+	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
+	keys, lost := s3Objects(srv, key)
+	seen := offsetsIn(srv, keys)
+	hw := b.HighWatermark(topic)
+	var missing, twice int
+	for o := int64(0); o < hw; o++ {
+		switch {
+		case seen[o] == 0:
+			missing++
+		case seen[o] > 1:
+			twice++
+		}
+	}
+	s.check(missing == 0 && twice == 0 && len(lost) == 0, "exactly_once: %d records in %d objects, %d missing, %d in two objects, %d .lost markers",
+		hw, len(keys), missing, twice, len(lost))
 }
