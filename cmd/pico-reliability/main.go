@@ -21,6 +21,9 @@
 //	               (file state store): every checkpointed sequence is on the
 //	               topic (read back with franz-go), duplicates only in the batch
 //	               in flight after a checkpoint; SIGTERM exits cleanly.
+//	kill-embedded  SIGKILL of the runtime and its persistent embedded broker
+//	               (broker.data_dir) at random points: after every restart the
+//	               topic holds every checkpointed sequence.
 //	kill-cdc       the same for the Postgres source in CDC and polling mode
 //	kill-polling   while a writer inserts rows: every committed row arrives,
 //	               duplicates at most one in-flight batch per kill.
@@ -107,6 +110,7 @@ func run(args []string) int {
 	all := []scenario{
 		{"bad-input", (*suite).badInput},
 		{"kill-random", (*suite).killRandom},
+		{"kill-embedded", (*suite).killEmbedded},
 		{"kill-cdc", func(s *suite) { s.killPostgres("cdc") }},
 		{"kill-polling", func(s *suite) { s.killPostgres("polling") }},
 		{"kill-s3", (*suite).killS3},
