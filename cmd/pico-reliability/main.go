@@ -27,15 +27,24 @@
 //	kill-cdc       the same for the Postgres source in CDC and polling mode
 //	kill-polling   while a writer inserts rows: every committed row arrives,
 //	               duplicates at most one in-flight batch per kill.
-//	kill-s3        SIGTERM of the S3 sink loses nothing committed; SIGKILL loses
-//	               only records buffered after the last uploaded object (fewer
-//	               than one file), never a committed-and-uploaded one.
+//	kill-s3        the S3 sink under SIGTERM and SIGKILL at random points while a
+//	               producer writes. delivery = "exactly_once": a commit is never
+//	               ahead of the bucket, and every offset ends in exactly one
+//	               object (0 lost, 0 twice). delivery = "buffered": SIGTERM
+//	               loses nothing committed, SIGKILL only records buffered after
+//	               the last uploaded object (fewer than one file), measured.
 //	s3-faults      through runtime/servertest/faultproxy: 503 bursts, 429 and
 //	               connection resets are retried into one object; latency is
-//	               absorbed; all attempts failing and 403 (not retried) write a
-//	               .lost marker naming the offsets and redeliver the batch; a
-//	               sustained outage drops files into markers and recovers by
-//	               itself; every offset is uploaded or named by a marker.
+//	               absorbed. exactly_once: a file failing every attempt, or a
+//	               persistent 403, is kept (status Error with the S3 error, no
+//	               .lost marker) and lands once the store answers; every offset
+//	               in exactly one object. buffered: the file is dropped into a
+//	               .lost marker naming its offsets and the batch redelivered; a
+//	               sustained outage recovers by itself; every offset uploaded
+//	               or named by a marker.
+//	s3-group       two runtimes with one S3 sink key (one consumer group) on 8
+//	               topics: one SIGKILLed mid-stream, the other takes over, the
+//	               first rejoins; every offset in exactly one object.
 //	broker-outage  an external kfake process killed and restarted on the same
 //	               address and data: batches nack with back-off, status stays
 //	               Running below 30 Nacks, delivery resumes by itself, nothing
@@ -115,6 +124,7 @@ func run(args []string) int {
 		{"kill-polling", func(s *suite) { s.killPostgres("polling") }},
 		{"kill-s3", (*suite).killS3},
 		{"s3-faults", (*suite).s3Faults},
+		{"s3-group", (*suite).s3Group},
 		{"broker-outage", (*suite).brokerOutage},
 		{"pg-restart", (*suite).pgRestart},
 		{"http-state", (*suite).httpState},
