@@ -100,7 +100,7 @@ func bareConsume(b *testing.B, addr, topic string, n int) time.Duration {
 // and returns the time it took and the bytes uploaded.
 func sinkConsume(b *testing.B, srv *s3test.Server, addr, topic string, n int) (time.Duration, float64) {
 	o := defaultOptions()
-	o.Bucket, o.Region, o.Endpoint = srv.Bucket, s3test.Region, srv.Endpoint
+	o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, srv.Endpoint, true
 	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 	o.Prefix = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	m := newTestMetrics()

@@ -34,7 +34,7 @@ func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) 
 
 func openBenchSink(b *testing.B, srv *s3test.Server, mod func(*options)) *Sink {
 	o := defaultOptions()
-	o.Bucket, o.Region, o.Endpoint = srv.Bucket, s3test.Region, srv.Endpoint
+	o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, srv.Endpoint, true
 	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 	o.Prefix = fmt.Sprintf("bench-%d", b.N)
 	if mod != nil {
@@ -58,7 +58,10 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 			srv := s3test.Start(b)
 			recs := benchRecords(1024, 1024)
 			for i := 0; i < b.N; i++ {
-				s := openBenchSink(b, srv, func(o *options) { o.MaxFileSize = maxFile })
+				// A bound above N x max_file_size plus the files in flight, so
+				// every partition can hold a nearly full file.
+				bufBound := int64(n+8) * maxFile * 5 / 4
+				s := openBenchSink(b, srv, func(o *options) { o.MaxFileSize = maxFile; o.MaxBufferSize = bufBound })
 				runtime.GC()
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
@@ -87,8 +90,8 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 				}
 				feed(perFile)
 				var held int64
-				for _, fb := range s.buffers {
-					held += fb.size
+				for _, p := range s.parts {
+					held += p.open.size
 				}
 				if s.open != n || held < int64(n)*maxFile*9/10 {
 					b.Fatalf("%d open files holding %d MiB", s.open, held>>20)
@@ -111,6 +114,7 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 				b.ReportMetric(bound/(1<<20), "NxMax_MiB")
 				b.ReportMetric(float64(heapFull)/bound, "heap/NxMax")
 				b.ReportMetric(float64(rssUpload)/bound, "peak_rss/NxMax")
+				b.ReportMetric(float64(rssUpload)/float64(bufBound), "peak_rss/max_buffer_size")
 			}
 		})
 	}

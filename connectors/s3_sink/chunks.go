@@ -47,15 +47,21 @@ func (p *chunkPool) classFor(n int) int {
 	return min(c, p.size)
 }
 
-// get returns an empty chunk for the n-th chunk of a file, with room for
-// at least need bytes.
-func (p *chunkPool) get(n, need int) []byte {
+// capFor returns the capacity get hands out for the n-th chunk of a file
+// with room for need bytes.
+func (p *chunkPool) capFor(n, need int) int {
 	class := p.classFor(n)
 	for class < need && class < p.size {
 		class *= 2
 	}
-	class = min(class, p.size)
-	if need > class {
+	return max(min(class, p.size), need)
+}
+
+// get returns an empty chunk for the n-th chunk of a file, with room for
+// at least need bytes.
+func (p *chunkPool) get(n, need int) []byte {
+	class := p.capFor(n, need)
+	if class > p.size {
 		return make([]byte, 0, need) // an outsize record gets its own chunk
 	}
 	if l := p.free[class]; len(l) > 0 {

@@ -106,15 +106,17 @@ func TestSmallFilesHoldLittle(t *testing.T) {
 		r := benchRecords(1, 100)[0]
 		for p := int32(0); p < 1000; p++ {
 			r.Partition = p
-			s.append(s.buffer(r.Topic, p), &r)
+			if err := s.append(s.partition(r.Topic, p), &r); err != nil {
+				t.Fatal(err)
+			}
 		}
 		held := 0
-		for _, fb := range s.buffers {
-			for _, c := range fb.chunks {
+		for _, p := range s.parts {
+			for _, c := range p.open.chunks {
 				held += cap(c)
 			}
 		}
-		if held != 1000*minChunkSize {
+		if held != 1000*minChunkSize || s.held != int64(held) {
 			t.Fatalf("messages=%v: 1000 one-record files hold %d bytes", byMessages, held)
 		}
 	}

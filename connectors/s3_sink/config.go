@@ -31,6 +31,17 @@ func fromConfig(c s3sinkconfig.Config) options {
 		MaxAttempts:      c.MaxAttempts,
 		RetryDelay:       c.RetryDelay,
 		PathStyle:        c.PathStyle,
+		Buffered:         c.Delivery == s3sinkconfig.DeliveryBuffered,
+		MaxBufferSize:    c.MaxBufferSize.Bytes(),
+		MaxInFlight:      c.MaxInFlight,
+		RotateInterval:   c.RotateInterval,
+		FlushInterval:    c.FlushInterval,
+	}
+	switch c.Compression {
+	case s3sinkconfig.CompressionGzip:
+		o.Compression = compressGzip
+	case s3sinkconfig.CompressionZstd:
+		o.Compression = compressZstd
 	}
 	if c.MaxMessagesPerFile != nil {
 		o.MaxMessages = *c.MaxMessagesPerFile

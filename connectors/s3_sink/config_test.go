@@ -36,7 +36,7 @@ func TestFromConfigDefaults(t *testing.T) {
 	}
 	o.PathTemplate = want.PathTemplate
 	if o.MaxFileSize != 8<<20 || o.Format != formatJSONLines || !o.IncludeMetadata || o.IncludeHeaders ||
-		o.MaxAttempts != 3 || o.RetryDelay != time.Second || o.RotateByMessages || o.usePathStyle() {
+		o.MaxAttempts != 3 || o.RetryDelay != time.Second || o.RotateByMessages || o.PathStyle || o.Buffered || o.MaxBufferSize != 256<<20 || o.MaxInFlight != 4 || o.Compression != compressNone {
 		t.Fatalf("options = %+v", o)
 	}
 }
@@ -62,7 +62,7 @@ func TestFromConfigEverything(t *testing.T) {
 	o := fromConfig(cfg)
 	if o.SecretAccessKey != "from-env-secret" || o.AccessKeyID != "AKIAEXAMPLE" || !o.RotateByMessages || o.MaxMessages != 10 ||
 		o.MaxFileSize != 10_000_000 || o.Format != formatJSONLines || o.IncludeMetadata || !o.IncludeHeaders ||
-		o.MaxAttempts != 5 || o.RetryDelay != 250*time.Millisecond || !o.usePathStyle() {
+		o.MaxAttempts != 5 || o.RetryDelay != 250*time.Millisecond || !o.PathStyle {
 		t.Fatalf("options = %+v", o)
 	}
 	if o.PathTemplate.Parts[0] != (templatePart{Name: "topic_segment", Arg: -1, HasArg: true}) {

@@ -88,7 +88,7 @@ func TestConformance(t *testing.T) {
 		},
 		New: func(t *testing.T) (plugin.Sink, error) {
 			o := defaultOptions()
-			o.Bucket, o.Region, o.Endpoint = bucket, s3test.Region, proxy.URL
+			o.Bucket, o.Region, o.Endpoint, o.PathStyle = bucket, s3test.Region, proxy.URL, true
 			o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 			o.RotateByMessages, o.MaxMessages = true, 1
 			o.MaxAttempts, o.RetryDelay = 2, time.Millisecond
@@ -225,7 +225,7 @@ func TestEndToEnd(t *testing.T) {
 	produceJSON(t, b.Addr(), "orders.us", 0, 3, 40)
 
 	o := defaultOptions()
-	o.Bucket, o.Region, o.Endpoint = srv.Bucket, s3test.Region, proxy.URL
+	o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, proxy.URL, true
 	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 	o.Prefix = "raw"
 	o.RotateByMessages, o.MaxMessages = true, 10

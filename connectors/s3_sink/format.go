@@ -74,6 +74,11 @@ func base64Len(n int) int { return (n+2)/3*4 + 2 }
 func payloadBound(rec *plugin.Record) int {
 	switch rec.Schema {
 	case plugin.SchemaText, plugin.SchemaProto:
+		if len(rec.Payload) > 512 {
+			// A large record is measured, so it does not reserve six
+			// times its size.
+			return stringLen(rec.Payload)
+		}
 		return 6*len(rec.Payload) + 2
 	}
 	return base64Len(len(rec.Payload)) + 4
@@ -119,38 +124,61 @@ func (f *formatter) appendRecord(dst []byte, rec *plugin.Record, first bool, tai
 	return dst
 }
 
-// appendHeaders appends "headers":{...}. A name that appears more than
-// once keeps its last value, so the object has unique names.
+// appendHeaders appends "headers":{...}, names in order of first
+// appearance. A name that appears once has its value; a name that appears
+// more than once has an array of all its values, in record order.
 func appendHeaders(dst []byte, hs []plugin.Header) []byte {
 	dst = append(dst, `"headers":{`...)
-	wrote := false
 	for i := range hs {
-		h := &hs[i]
-		if laterDuplicate(hs, i) {
+		if seenBefore(hs, i) {
 			continue
 		}
-		if wrote {
+		if dst[len(dst)-1] != '{' {
 			dst = append(dst, ',')
 		}
-		wrote = true
-		dst = appendString(dst, h.Key)
+		dst = appendString(dst, hs[i].Key)
 		dst = append(dst, ':')
-		if utf8.Valid(h.Value) {
-			dst = appendBytesString(dst, h.Value)
-		} else {
-			dst = appendBase64(dst, h.Value)
+		next := nextSame(hs, i)
+		if next < 0 {
+			dst = appendHeaderValue(dst, hs[i].Value)
+			continue
 		}
+		dst = append(dst, '[')
+		dst = appendHeaderValue(dst, hs[i].Value)
+		for j := next; j >= 0; j = nextSame(hs, j) {
+			dst = append(dst, ',')
+			dst = appendHeaderValue(dst, hs[j].Value)
+		}
+		dst = append(dst, ']')
 	}
 	return append(dst, '}')
 }
 
-func laterDuplicate(hs []plugin.Header, i int) bool {
-	for j := i + 1; j < len(hs); j++ {
+// appendHeaderValue appends a UTF-8 value as a string, any other as base64.
+func appendHeaderValue(dst, v []byte) []byte {
+	if utf8.Valid(v) {
+		return appendBytesString(dst, v)
+	}
+	return appendBase64(dst, v)
+}
+
+func seenBefore(hs []plugin.Header, i int) bool {
+	for j := 0; j < i; j++ {
 		if hs[j].Key == hs[i].Key {
 			return true
 		}
 	}
 	return false
+}
+
+// nextSame returns the index of the next header after i with i's name, or -1.
+func nextSame(hs []plugin.Header, i int) int {
+	for j := i + 1; j < len(hs); j++ {
+		if hs[j].Key == hs[i].Key {
+			return j
+		}
+	}
+	return -1
 }
 
 // appendPayload converts the payload by the topic's schema:

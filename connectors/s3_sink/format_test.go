@@ -136,7 +136,7 @@ func TestMetadataAndHeaders(t *testing.T) {
 	r.Headers = []plugin.Header{{Key: "trace", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xff, 0x00}},
 		{Key: "dup", Value: []byte("first")}, {Key: "dup", Value: []byte("second")}}
 	got := formatOne(o, r)
-	want := `{"offset":1042,"timestamp":"2026-09-03T21:15:04.118Z","topic":"odd\"topic","partition":3,"key":"dXNlci0x","headers":{"trace":"abc","bin":"/wA=","dup":"second"},"payload":{"id":7}}` + "\n"
+	want := `{"offset":1042,"timestamp":"2026-09-03T21:15:04.118Z","topic":"odd\"topic","partition":3,"key":"dXNlci0x","headers":{"trace":"abc","bin":"/wA=","dup":["first","second"]},"payload":{"id":7}}` + "\n"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

@@ -39,6 +39,7 @@ func (t testMetric) Add(d float64) {
 func (t testMetric) Set(v float64) {
 	t.m.mu.Lock()
 	t.m.values[t.name] = v
+	t.m.values[t.name+"_max"] = max(t.m.values[t.name+"_max"], v)
 	t.m.mu.Unlock()
 }
 func (t testMetric) Observe(v float64) {
@@ -78,6 +79,7 @@ func newHarness(t *testing.T, mod func(*options)) *harness {
 	o.Endpoint = proxy.URL
 	o.AccessKeyID = srv.AccessKey
 	o.SecretAccessKey = srv.SecretKey
+	o.PathStyle = true
 	o.RetryDelay = time.Millisecond
 	if mod != nil {
 		mod(&o)
@@ -90,6 +92,31 @@ func newHarness(t *testing.T, mod func(*options)) *harness {
 	proxy.ResetLog()
 	return h
 }
+
+// settle waits until no upload is queued or running.
+func (h *harness) settle() { h.sink.settle() }
+
+func (s *Sink) settle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.inFlight > 0 || s.queuedFiles() {
+		s.cond.Wait()
+	}
+}
+
+func (s *Sink) queuedFiles() bool {
+	for _, p := range s.parts {
+		for _, f := range p.pending {
+			if f.state == queued {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// buffered is delivery = "buffered", the original spec's behaviour.
+func buffered(o *options) { o.Buffered = true }
 
 // dataPuts counts PUTs of data objects (not markers, not the probe).
 func (h *harness) dataPuts() int {
@@ -172,6 +199,7 @@ func TestMessagesRotationAndCloseFlush(t *testing.T) {
 	if err := h.sink.Consume(ctx, records("orders.eu", 1004, 3)); err != nil {
 		t.Fatal(err)
 	}
+	h.settle()
 	dir := "raw/orders.eu/2026-09-03/21"
 	h.wantKeys(key(dir, 1000, 1002, "jsonl"), key(dir, 1003, 1005, "jsonl"))
 	h.wantBody(key(dir, 1000, 1002, "jsonl"), lines("orders.eu", 1000, 3))
@@ -208,6 +236,7 @@ func TestSizeRotation(t *testing.T) {
 	if err := h.sink.Consume(ctx, records("t", 10, 8)); err != nil {
 		t.Fatal(err)
 	}
+	h.settle()
 	h.wantKeys(key("t", 10, 12, "jsonl"), key("t", 13, 15, "jsonl"))
 	h.wantBody(key("t", 13, 15, "jsonl"), lines("t", 13, 3))
 	// Nothing appears until a file rotates (Troubleshooting: "Nothing
@@ -301,10 +330,11 @@ func TestRetriedFaults(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, messages(2))
-			h.proxy.Inject(1, c.fault)
+			h.proxy.InjectMatching(dataPut, 1, c.fault)
 			if err := h.sink.Consume(context.Background(), records("t", 0, 2)); err != nil {
 				t.Fatalf("Consume: %v", err)
 			}
+			h.settle()
 			k := key("t", 0, 1, "jsonl")
 			h.wantKeys(k)
 			h.wantBody(k, lines("t", 0, 2))
@@ -329,7 +359,7 @@ func (h *harness) marker(k string) LostMarker {
 }
 
 func TestForbiddenIsNotRetried(t *testing.T) {
-	h := newHarness(t, messages(3))
+	h := newHarness(t, func(o *options) { messages(3)(o); buffered(o) })
 	h.proxy.Inject(1, xmlFault(403, "AccessDenied", "Access Denied"))
 	err := h.sink.Consume(context.Background(), records("t", 40, 3))
 	if err == nil || !strings.Contains(err.Error(), "S3 PutObject returned non-retriable status 403") {
@@ -358,6 +388,7 @@ func TestForbiddenIsNotRetried(t *testing.T) {
 func TestAllAttemptsFail(t *testing.T) {
 	h := newHarness(t, func(o *options) {
 		messages(4)(o)
+		buffered(o)
 		o.MaxAttempts = 3
 	})
 	data := func(r *http.Request) bool {
@@ -402,26 +433,34 @@ func TestAllAttemptsFail(t *testing.T) {
 	h.wantBody(key("t", 2, 4, "jsonl"), lines("t", 2, 3))
 }
 
-func TestTooFewSegmentsFailsAtUpload(t *testing.T) {
-	h := newHarness(t, func(o *options) {
-		messages(2)(o)
-		o.PathTemplate = mustTemplate(t, "{topic_segment[1]}")
-	})
-	ctx := context.Background()
-	if err := h.sink.Consume(ctx, records("orders", 0, 1)); err != nil {
-		t.Fatalf("buffering must succeed: %v", err)
+// TestTooFewSegmentsRefused: a record whose topic lacks the segment path_template
+// asks for is refused before it is buffered, so nothing is lost; the other
+// topics go on.
+func TestTooFewSegmentsRefused(t *testing.T) {
+	for _, b := range []bool{false, true} {
+		h := newHarness(t, func(o *options) {
+			messages(2)(o)
+			o.Buffered = b
+			o.PathTemplate = mustTemplate(t, "{topic_segment[1]}")
+		})
+		ctx := context.Background()
+		err := h.sink.Consume(ctx, records("orders", 0, 1))
+		if err == nil || !strings.Contains(err.Error(), "topic 'orders' has 1 segment(s)") ||
+			!strings.Contains(err.Error(), "record orders/0@0 cannot be written") {
+			t.Fatalf("err = %v", err)
+		}
+		if got := h.metrics.get("s3_sink_records_lost_total") + h.metrics.get("s3_sink_records_buffered_total"); got != 0 {
+			t.Fatalf("lost + buffered = %v", got)
+		}
+		if d := h.sink.Durable()[plugin.TopicPartition{Topic: "orders"}]; d != 0 {
+			t.Fatalf("durable = %d, want 0", d)
+		}
+		if err := h.sink.Consume(ctx, records("orders.eu", 0, 2)); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		h.wantKeys(key("eu", 0, 1, "jsonl"))
 	}
-	err := h.sink.Consume(ctx, records("orders", 1, 1))
-	if err == nil || !strings.Contains(err.Error(), "topic 'orders' has 1 segment(s)") {
-		t.Fatalf("err = %v", err)
-	}
-	if got := h.metrics.get("s3_sink_records_lost_total"); got != 2 {
-		t.Fatalf("lost = %v", got)
-	}
-	if err := h.sink.Consume(ctx, records("orders.eu", 0, 2)); err != nil {
-		t.Fatal(err)
-	}
-	h.wantKeys(key("eu", 0, 1, "jsonl"))
 }
 
 // TestFilesAcrossChunks uploads files that span many chunks, including a
@@ -473,23 +512,24 @@ func TestSlowServerTimesOutAndRetries(t *testing.T) {
 	if err := h.sink.Consume(context.Background(), records("t", 0, 2)); err != nil {
 		t.Fatal(err)
 	}
+	h.settle()
 	h.wantKeys(key("t", 0, 1, "jsonl"))
 	if got := h.metrics.get("s3_sink_upload_retries_total"); got != 1 {
 		t.Fatalf("retries = %v", got)
 	}
 }
 
-// TestStopDuringRetriesStillWritesMarker cancels the context while the
-// sink waits to retry: the upload stops, the marker is still written.
+// TestStopDuringRetriesStillWritesMarker (buffered) ends the uploads'
+// context, as Close does when its deadline passes, while the sink waits to
+// retry: the upload stops, the marker is still written.
 func TestStopDuringRetriesStillWritesMarker(t *testing.T) {
-	h := newHarness(t, func(o *options) { messages(1)(o); o.RetryDelay = time.Hour })
+	h := newHarness(t, func(o *options) { messages(1)(o); buffered(o); o.RetryDelay = time.Hour })
 	h.proxy.InjectMatching(dataPut, -1, xmlFault(503, "SlowDown", "slow down"))
-	ctx, cancel := context.WithCancel(context.Background())
 	h.sink.retry.sleep = func(ctx context.Context, d time.Duration) error {
-		cancel() // the runtime stops while the sink waits an hour
+		h.sink.cancel() // the runtime stops while the sink waits an hour
 		return sleepCtx(ctx, d)
 	}
-	err := h.sink.Consume(ctx, records("t", 0, 1))
+	err := h.sink.Consume(context.Background(), records("t", 0, 1))
 	if err == nil || !strings.Contains(err.Error(), "stopped while waiting to retry") {
 		t.Fatalf("err = %v", err)
 	}
@@ -504,7 +544,7 @@ func TestStopDuringRetriesStillWritesMarker(t *testing.T) {
 // max_attempts = 1 a 503 is sent once, and path-style addressing puts the
 // bucket in the path.
 func TestOnlyTheSinkRetries(t *testing.T) {
-	h := newHarness(t, func(o *options) { messages(1)(o); o.MaxAttempts = 1 })
+	h := newHarness(t, func(o *options) { messages(1)(o); buffered(o); o.MaxAttempts = 1 })
 	h.proxy.InjectMatching(dataPut, 1, xmlFault(503, "SlowDown", "slow down"))
 	err := h.sink.Consume(context.Background(), records("t", 0, 1))
 	if err == nil || !strings.Contains(err.Error(), "failed after 1 attempt(s)") {

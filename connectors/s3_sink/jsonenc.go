@@ -72,6 +72,35 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// stringLen returns the exact length appendBytesString writes for b.
+func stringLen(b []byte) int {
+	n := 2
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case safeASCII[c]:
+				n++
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // appendBytesString appends b as a JSON string, like appendString.
 func appendBytesString(dst, b []byte) []byte {
 	if len(b) == 0 {

@@ -131,27 +131,38 @@ type fileInfo struct {
 // objectKey renders <prefix>/<path_template>/<partition>-<first>-<last>.<ext>.
 // It fails when the template asks for a topic segment the topic lacks.
 func objectKey(prefix string, t pathTemplate, f fileInfo, ext string) (string, error) {
-	dst := make([]byte, 0, len(prefix)+len(f.Topic)+96)
+	dir, err := renderDir(prefix, t, f.Topic, f.Partition, f.FirstTime)
+	if err != nil {
+		return "", err
+	}
+	return fileKey(dir, f.Partition, f.FirstOffset, f.LastOffset, ext), nil
+}
+
+// renderDir renders <prefix>/<path_template>/ for a file whose first record
+// has the given topic, partition and time: the part of the key in front of
+// the file name, with its trailing slash ("" when both are empty).
+func renderDir(prefix string, t pathTemplate, topic string, partition int32, first time.Time) (string, error) {
+	dst := make([]byte, 0, len(prefix)+len(topic)+48)
 	if prefix != "" {
 		dst = append(dst, prefix...)
 		dst = append(dst, '/')
 	}
 	mark := len(dst)
-	ts := f.FirstTime.UTC()
+	ts := first.UTC()
 	for _, p := range t.Parts {
 		switch p.Name {
 		case "":
 			dst = append(dst, p.Text...)
 		case "topic":
-			dst = appendSanitized(dst, f.Topic)
+			dst = appendSanitized(dst, topic)
 		case "topic_segment":
-			seg, err := topicSegment(f.Topic, p.Arg)
+			seg, err := topicSegment(topic, p.Arg)
 			if err != nil {
 				return "", err
 			}
 			dst = appendSanitized(dst, seg)
 		case "partition":
-			dst = strconv.AppendInt(dst, int64(f.Partition), 10)
+			dst = strconv.AppendInt(dst, int64(partition), 10)
 		case "date":
 			dst = ts.AppendFormat(dst, "2006-01-02")
 		case "hour":
@@ -170,14 +181,38 @@ func objectKey(prefix string, t pathTemplate, f fileInfo, ext string) (string, e
 	if dir != "" {
 		dst = append(dst, '/')
 	}
-	dst = appendPadded(dst, int64(f.Partition), 5)
-	dst = append(dst, '-')
-	dst = appendPadded(dst, f.FirstOffset, 20)
-	dst = append(dst, '-')
-	dst = appendPadded(dst, f.LastOffset, 20)
-	dst = append(dst, '.')
-	dst = append(dst, ext...)
 	return string(dst), nil
+}
+
+// filePrefix returns the key of a file up to its last offset:
+// dir + <partition 5d>-<first 20d>-. Every object a file starting at
+// first could have been uploaded as begins with it.
+func filePrefix(dir string, partition int32, first int64) string {
+	dst := make([]byte, 0, len(dir)+48)
+	dst = append(dst, dir...)
+	dst = appendPadded(dst, int64(partition), 5)
+	dst = append(dst, '-')
+	dst = appendPadded(dst, first, 20)
+	return string(append(dst, '-'))
+}
+
+// fileKey returns filePrefix followed by <last 20d>.<ext>.
+func fileKey(dir string, partition int32, first, last int64, ext string) string {
+	dst := []byte(filePrefix(dir, partition, first))
+	dst = appendPadded(dst, last, 20)
+	dst = append(dst, '.')
+	return string(append(dst, ext...))
+}
+
+// lastOffsetOf parses the last offset of a key that starts with prefix
+// (a filePrefix), and reports whether the key is a data file of that form.
+func lastOffsetOf(key, prefix string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok || len(rest) < 21 || rest[20] != '.' || strings.HasSuffix(rest, LostSuffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest[:20], 10, 64)
+	return n, err == nil
 }
 
 // topicSegment returns segment n of topic split on '.', counting from the

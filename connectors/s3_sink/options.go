@@ -3,7 +3,6 @@ package s3sink
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +56,49 @@ type options struct {
 	MaxAttempts     int
 	RetryDelay      time.Duration
 	PathStyle       bool
+	// Buffered is delivery = "buffered": a batch counts as durable once
+	// buffered. The default, exactly_once, reports only uploaded records.
+	Buffered bool
+	// MaxBufferSize bounds the bytes of open and uploading files.
+	MaxBufferSize int64
+	// MaxInFlight is how many uploads run at once.
+	MaxInFlight int
+	// RotateInterval rotates by record time; 0 is off.
+	RotateInterval time.Duration
+	// FlushInterval uploads an idle partition's open file; 0 is off.
+	FlushInterval time.Duration
+	Compression   compression
+}
+
+// compression is the compression of a file.
+type compression int
+
+const (
+	compressNone compression = iota
+	compressGzip
+	compressZstd
+)
+
+// ext returns what follows the format's extension, and encoding the
+// Content-Encoding of the object.
+func (c compression) ext() string {
+	switch c {
+	case compressGzip:
+		return ".gz"
+	case compressZstd:
+		return ".zst"
+	}
+	return ""
+}
+
+func (c compression) encoding() string {
+	switch c {
+	case compressGzip:
+		return "gzip"
+	case compressZstd:
+		return "zstd"
+	}
+	return ""
 }
 
 // defaultOptions returns the documented defaults.
@@ -69,11 +111,10 @@ func defaultOptions() options {
 		IncludeMetadata: true,
 		MaxAttempts:     3,
 		RetryDelay:      time.Second,
+		MaxBufferSize:   256 << 20,
+		MaxInFlight:     4,
 	}
 }
-
-// usePathStyle reports whether requests use host/bucket/key addressing.
-func (o *options) usePathStyle() bool { return o.PathStyle || o.Endpoint != "" }
 
 // validate checks the rules the schema cannot express and returns every
 // problem, one per line, with the spec's messages.
@@ -84,10 +125,10 @@ func (o *options) validate() error {
 	} else if len(o.Bucket) < 3 || len(o.Bucket) > 63 {
 		errs = append(errs, fmt.Errorf("bucket '%s' is not a valid S3 bucket name: it must be 3 to 63 characters long", o.Bucket))
 	}
+	// The region's form is the schema's rule (x-pattern-unless); only its
+	// presence is checked here, for options built in code.
 	if o.Region == "" {
 		errs = append(errs, errors.New("region is required: an AWS region name such as us-east-1, or any label when endpoint is set"))
-	} else if o.Endpoint == "" && !isAWSRegion(o.Region) {
-		errs = append(errs, fmt.Errorf("Invalid S3 region '%s': not an AWS region name such as us-east-1 or eu-west-1; set endpoint to use an S3-compatible store with any region label", o.Region))
 	}
 	if (o.AccessKeyID == "") != (o.SecretAccessKey == "") {
 		set, unset := "access_key_id", "secret_access_key"
@@ -106,6 +147,15 @@ func (o *options) validate() error {
 	}
 	if o.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max_attempts (%d) must be at least 1", o.MaxAttempts))
+	}
+	if o.MaxBufferSize <= 0 {
+		errs = append(errs, fmt.Errorf("max_buffer_size (%s) must be above 0", formatSize(o.MaxBufferSize)))
+	}
+	if o.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("max_in_flight (%d) must be at least 1", o.MaxInFlight))
+	}
+	if o.RotateInterval < 0 || o.FlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("rotate_interval (%s) and flush_interval (%s) must be 0s (off) or more", o.RotateInterval, o.FlushInterval))
 	}
 	if o.RetryDelay < 0 {
 		errs = append(errs, fmt.Errorf("retry_delay (%s) must not be negative", o.RetryDelay))
@@ -126,29 +176,4 @@ func formatSize(n int64) string {
 		i++
 	}
 	return strconv.FormatInt(n, 10) + units[i]
-}
-
-// awsRegions are the AWS region names known when this was written;
-// regionPattern admits ones added later that follow the same scheme.
-var awsRegions = map[string]bool{
-	"us-east-1": true, "us-east-2": true, "us-west-1": true, "us-west-2": true,
-	"af-south-1": true, "ap-east-1": true, "ap-east-2": true, "ap-south-1": true, "ap-south-2": true,
-	"ap-northeast-1": true, "ap-northeast-2": true, "ap-northeast-3": true,
-	"ap-southeast-1": true, "ap-southeast-2": true, "ap-southeast-3": true, "ap-southeast-4": true,
-	"ap-southeast-5": true, "ap-southeast-6": true, "ap-southeast-7": true,
-	"ca-central-1": true, "ca-west-1": true,
-	"eu-central-1": true, "eu-central-2": true, "eu-west-1": true, "eu-west-2": true, "eu-west-3": true,
-	"eu-north-1": true, "eu-south-1": true, "eu-south-2": true,
-	"il-central-1": true, "me-central-1": true, "me-south-1": true, "mx-central-1": true,
-	"sa-east-1": true, "cn-north-1": true, "cn-northwest-1": true,
-	"us-gov-east-1": true, "us-gov-west-1": true,
-	"us-iso-east-1": true, "us-iso-west-1": true, "us-isob-east-1": true,
-	"eusc-de-east-1": true,
-}
-
-var regionPattern = regexp.MustCompile(`^(us|eu|ap|sa|ca|me|af|il|mx|cn|us-gov|us-iso|us-isob|us-isof|eu-isoe|eusc)-(east|west|north|south|central|northeast|northwest|southeast|southwest|de-east)-[1-9][0-9]?$`)
-
-// isAWSRegion reports whether name is an AWS region name.
-func isAWSRegion(name string) bool {
-	return awsRegions[name] || regionPattern.MatchString(name)
 }

@@ -19,9 +19,9 @@ func TestValidateMessages(t *testing.T) {
 		want string
 	}{
 		{"valid", func(*options) {}, ""},
-		{"region", func(o *options) { o.Region = "europe" }, "Invalid S3 region 'europe'"},
-		{"region with endpoint", func(o *options) { o.Region = "garage"; o.Endpoint = "http://127.0.0.1:1" }, ""},
-		{"future region", func(o *options) { o.Region = "eu-north-3" }, ""},
+		{"no region", func(o *options) { o.Region = "" }, "region is required"},
+		{"buffer", func(o *options) { o.MaxBufferSize = 0 }, "max_buffer_size (0B) must be above 0"},
+		{"in flight", func(o *options) { o.MaxInFlight = 0 }, "max_in_flight (0) must be at least 1"},
 		{"access only", func(o *options) { o.AccessKeyID = "AKIA" }, "Partially configured credentials: access_key_id is set but secret_access_key is not"},
 		{"secret only", func(o *options) { o.SecretAccessKey = "s" }, "Partially configured credentials: secret_access_key is set but access_key_id is not"},
 		{"messages", func(o *options) { o.RotateByMessages = true }, "file_rotation is 'messages' but max_messages_per_file is not configured"},
@@ -53,25 +53,19 @@ func TestValidateMessages(t *testing.T) {
 	}
 	// Every problem at once.
 	o = validOptions()
-	o.Region = "nowhere"
+	o.Region = ""
 	o.MaxAttempts = 0
 	if err := o.validate(); err == nil || strings.Count(err.Error(), "\n") != 1 {
 		t.Fatalf("want two problems, got %v", err)
 	}
 }
 
-func TestPathStyle(t *testing.T) {
+func TestRegionIsTheSchemasRule(t *testing.T) {
+	// The region's form is checked by the schema only: options built in
+	// code take any label.
 	o := validOptions()
-	if o.usePathStyle() {
-		t.Error("path style without endpoint")
-	}
-	o.Endpoint = "http://x"
-	if !o.usePathStyle() {
-		t.Error("endpoint must turn on path style")
-	}
-	o.Endpoint = ""
-	o.PathStyle = true
-	if !o.usePathStyle() {
-		t.Error("path_style ignored")
+	o.Region = "eusc-de-east-1"
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,9 +2,15 @@
 // one open file per topic and partition, and uploads each file as a single
 // object to Amazon S3 or an S3-compatible store.
 //
-// Consume returns once a batch is buffered; a file is uploaded when it
-// reaches max_file_size or max_messages_per_file, and Close uploads every
-// file still open. See the S3 sink reference page for the guarantees.
+// With delivery = "exactly_once" (the default) the sink is a
+// plugin.DeferredSink: Consume accepts records, closed files upload in the
+// background (up to max_in_flight partitions at once, one file at a time
+// per partition), and Durable reports per partition the first offset not
+// yet in the bucket. A file starts at the offset the runtime resumes from
+// and is cut at the same record on every replay, and a partition's first
+// files after an assignment are looked up in the bucket, so a replay writes
+// the same keys and never puts a record into two objects. With delivery =
+// "buffered" a batch is durable once buffered, as the original spec says.
 package s3sink
 
 import (
@@ -30,12 +36,21 @@ import (
 // ProbeKey is the object Open writes and deletes to check the bucket.
 const ProbeKey = ".picomq-sink-probe"
 
-// LostSuffix ends the key of the marker written for a file that could not
-// be uploaded.
+// LostSuffix ends the key of the marker written, in buffered delivery, for
+// a file that could not be uploaded.
 const LostSuffix = ".lost"
 
-// Sink is the S3 sink. Consume and Close must not be called concurrently
-// with each other; the runtime calls them from one goroutine.
+// maxObjectBytes is the most bytes a file may hold before it is closed:
+// S3's single PutObject limit, less room for compression's overhead.
+func (s *Sink) maxObjectBytes() int64 {
+	if s.opts.Compression != compressNone {
+		return maxPutObjectSize - 64<<20
+	}
+	return maxPutObjectSize
+}
+
+// Sink is the S3 sink. Consume and Close are called from one goroutine;
+// Durable and Release may be called from any.
 type Sink struct {
 	opts   options
 	log    *slog.Logger
@@ -46,12 +61,25 @@ type Sink struct {
 	now    func() time.Time
 	// attemptTimeout bounds one PutObject of a file of the given size.
 	attemptTimeout func(size int64) time.Duration
+	// ctx is the uploads' context: Close cancels it when its own context
+	// ends, and stop ends the flush timer.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   chan struct{}
+	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	buffers map[bufferKey]*fileBuffer
-	last    *fileBuffer // the buffer the previous record went to
-	closed  bool
-	open    int // buffers holding records
+	mu       sync.Mutex
+	cond     *sync.Cond // broadcast when a file's state changes
+	parts    map[bufferKey]*partition
+	last     *partition // the partition the previous record went to
+	closed   bool
+	closing  bool
+	open     int   // partitions with an open file holding records
+	held     int64 // capacity of every chunk of open and pending files
+	inFlight int
+	failing  int   // exactly_once: files whose last upload failed
+	lastErr  error // the last upload failure; nil after a success
+	bgErr    error // buffered: a file lost outside Consume, reported by the next
 
 	m sinkMetrics
 }
@@ -61,17 +89,57 @@ type bufferKey struct {
 	partition int32
 }
 
-// fileBuffer is the open file of one topic and partition.
+// partition is the state of one topic and partition.
+type partition struct {
+	bufferKey
+	tail []byte // metaTail(topic, partition)
+	// next is the offset the next record must reach to be taken; records
+	// below it were accepted already and are skipped.
+	next    int64
+	started bool
+	// recovering: the next file to start may already be in the bucket.
+	recovering bool
+	// released: Release gave the partition up; Durable reports next once.
+	released   bool
+	open       fileBuffer
+	lastAppend time.Time // wall clock, for flush_interval
+	pending    []*file   // closed files not yet uploaded, in offset order
+}
+
+// fileBuffer is the open file of one partition.
 type fileBuffer struct {
-	topic     string
-	partition int32
-	tail      []byte   // metaTail(topic, partition)
+	dir       string   // rendered key directory
 	chunks    [][]byte // the file; the last chunk is being filled
 	size      int64    // bytes in chunks
 	count     int
 	first     int64
 	last      int64
 	firstTime time.Time
+}
+
+type fileState int
+
+const (
+	queued fileState = iota
+	uploading
+	failed // exactly_once: waiting for its next round of attempts
+	done   // uploaded, or (buffered) lost
+)
+
+// file is a closed file on its way to the bucket.
+type file struct {
+	p      *partition
+	info   fileInfo
+	key    string
+	count  int
+	chunks [][]byte
+	size   int64
+	state  fileState
+	rounds int   // failed rounds of max_attempts
+	err    error // buffered: why the file was lost
+	// ctx ends the retry waits of the file (Release, Close).
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 type sinkMetrics struct {
@@ -82,8 +150,12 @@ type sinkMetrics struct {
 	filesLost       plugin.Counter
 	bytesUploaded   plugin.Counter
 	retries         plugin.Counter
+	uploadFailures  plugin.Counter
 	uploadSeconds   plugin.Histogram
 	openFiles       plugin.Gauge
+	bufferedBytes   plugin.Gauge
+	inFlight        plugin.Gauge
+	failingFiles    plugin.Gauge
 }
 
 func newMetrics(m plugin.Metrics) sinkMetrics {
@@ -93,14 +165,18 @@ func newMetrics(m plugin.Metrics) sinkMetrics {
 	return sinkMetrics{
 		recordsBuffered: m.Counter("s3_sink_records_buffered_total", "Records appended to an open file."),
 		recordsUploaded: m.Counter("s3_sink_records_uploaded_total", "Records in files uploaded to S3."),
-		recordsLost:     m.Counter("s3_sink_records_lost_total", "Records in files dropped after a failed upload."),
+		recordsLost:     m.Counter("s3_sink_records_lost_total", "Records in files dropped after a failed upload (buffered delivery only)."),
 		filesUploaded:   m.Counter("s3_sink_files_uploaded_total", "Files uploaded to S3."),
-		filesLost:       m.Counter("s3_sink_files_lost_total", "Files dropped after a failed upload; each has a .lost marker."),
-		bytesUploaded:   m.Counter("s3_sink_bytes_uploaded_total", "Bytes of files uploaded to S3."),
+		filesLost:       m.Counter("s3_sink_files_lost_total", "Files dropped after a failed upload; each has a .lost marker (buffered delivery only)."),
+		bytesUploaded:   m.Counter("s3_sink_bytes_uploaded_total", "Bytes of files uploaded to S3, after compression."),
 		retries:         m.Counter("s3_sink_upload_retries_total", "PutObject attempts that failed and were retried."),
+		uploadFailures:  m.Counter("s3_sink_upload_failures_total", "Uploads that failed after max_attempts (or at once, on a status that is not retried)."),
 		uploadSeconds: m.Histogram("s3_sink_upload_duration_seconds", "Time to upload one file, retries included.",
 			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}),
-		openFiles: m.Gauge("s3_sink_open_files", "Files open in memory, one per topic and partition with buffered records."),
+		openFiles:     m.Gauge("s3_sink_open_files", "Files open in memory, one per topic and partition with buffered records."),
+		bufferedBytes: m.Gauge("s3_sink_buffered_bytes", "Bytes held by open and uploading files, bounded by max_buffer_size."),
+		inFlight:      m.Gauge("s3_sink_uploads_in_flight", "Uploads running now."),
+		failingFiles:  m.Gauge("s3_sink_failing_files", "Files kept for retry after a failed upload (exactly_once); the sink refuses records while above 0."),
 	}
 }
 
@@ -117,8 +193,9 @@ func newSink(o options, env plugin.Env) *Sink {
 	// allocate; the rest go to the garbage collector.
 	maxFree := 4 * chunk
 	if !o.RotateByMessages {
-		maxFree = int(o.MaxFileSize) + 2*chunk
+		maxFree = int(min(o.MaxFileSize, max(o.MaxBufferSize/4, 0))) + 2*chunk
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sink{
 		pool:           newChunkPool(chunk, maxFree),
 		opts:           o,
@@ -126,9 +203,13 @@ func newSink(o options, env plugin.Env) *Sink {
 		fmt:            newFormatter(&o),
 		now:            time.Now,
 		attemptTimeout: attemptTimeout,
-		buffers:        map[bufferKey]*fileBuffer{},
+		ctx:            ctx,
+		cancel:         cancel,
+		stop:           make(chan struct{}),
+		parts:          map[bufferKey]*partition{},
 		m:              newMetrics(env.Metrics),
 	}
+	s.cond = sync.NewCond(&s.mu)
 	s.retry = retrier{
 		maxAttempts: o.MaxAttempts,
 		base:        o.RetryDelay,
@@ -153,9 +234,15 @@ func (s *Sink) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.client = client
-	if err := s.probe(ctx); err != nil {
+	if err := s.probe(ctx, client); err != nil {
 		return fmt.Errorf("S3 bucket '%s' connectivity check failed: %w", s.opts.Bucket, err)
+	}
+	s.mu.Lock()
+	s.client = client
+	s.mu.Unlock()
+	if s.opts.FlushInterval > 0 {
+		s.wg.Add(1)
+		go s.flushTimer()
 	}
 	return nil
 }
@@ -180,21 +267,23 @@ func newClient(ctx context.Context, o *options) (*s3.Client, error) {
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)
 		}
-		so.UsePathStyle = o.usePathStyle()
+		// The generated config already defaults path_style to true when
+		// endpoint is set; an explicit false is kept.
+		so.UsePathStyle = o.PathStyle
 		so.Retryer = aws.NopRetryer{}
 		so.RetryMaxAttempts = 1
 	}), nil
 }
 
-func (s *Sink) probe(ctx context.Context) error {
+func (s *Sink) probe(ctx context.Context, client *s3.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(0))
 	defer cancel()
-	if _, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(s.opts.Bucket), Key: aws.String(ProbeKey), Body: bytes.NewReader(nil),
 	}); err != nil {
 		return fmt.Errorf("writing %s: %w", ProbeKey, err)
 	}
-	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
+	if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{
 		Bucket: aws.String(s.opts.Bucket), Key: aws.String(ProbeKey),
 	}); err != nil {
 		return fmt.Errorf("deleting %s: %w", ProbeKey, err)
@@ -202,33 +291,86 @@ func (s *Sink) probe(ctx context.Context) error {
 	return nil
 }
 
-// Consume appends every record to the open file of its topic and
-// partition, uploading files as they reach the rotation threshold. It
-// returns the error of an upload that failed for good, after writing that
-// file's .lost marker; records of the batch not yet appended are left for
-// the redelivery.
+// errReleased stops a Consume whose partition was released while it waited.
+var errReleased = errors.New("s3 sink: the partition was released during Consume; the batch is redelivered to its next owner")
+
+// Consume appends every record to the open file of its partition, skipping
+// records below the partition's next offset (a redelivery), and closes
+// files as they reach a rotation threshold.
+//
+// In exactly_once it returns once the records are accepted: uploads run in
+// the background. It accepts nothing and returns the last S3 error while a
+// file's upload is failing, and at max_buffer_size it waits for uploads.
+// In buffered delivery it uploads each closed file before it goes on, and
+// returns the error of a file lost after its attempts, after writing the
+// file's .lost marker.
+//
+// On an error, the records already accepted stay accepted; the redelivered
+// batch skips them.
 func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.closing {
 		return errors.New("s3 sink: Consume after Close")
 	}
 	if s.client == nil {
 		return errors.New("s3 sink: Consume before Open")
 	}
+	if err := s.bgErr; err != nil {
+		s.bgErr = nil
+		return err
+	}
+	if err := s.refuse(); err != nil {
+		return err
+	}
 	appended := 0
-	defer func() { s.m.recordsBuffered.Add(float64(appended)) }()
+	defer func() {
+		s.m.recordsBuffered.Add(float64(appended))
+		s.m.bufferedBytes.Set(float64(s.held))
+	}()
+	now := s.now()
 	for i := range batch {
 		rec := &batch[i]
-		fb := s.last
-		if fb == nil || fb.partition != rec.Partition || fb.topic != rec.Topic {
-			fb = s.buffer(rec.Topic, rec.Partition)
-			s.last = fb
+		p := s.last
+		if p == nil || p.partition != rec.Partition || p.topic != rec.Topic || p.released {
+			p = s.partition(rec.Topic, rec.Partition)
+			s.last = p
 		}
-		s.append(fb, rec)
+		if p.started && rec.Offset < p.next {
+			continue
+		}
+		if !p.started {
+			p.started = true
+			p.next = rec.Offset
+			p.recovering = !s.opts.Buffered
+		}
+		if p.open.count > 0 && s.rotateBefore(p, rec) {
+			if err := s.close(p, batch); err != nil {
+				return err
+			}
+		}
+		if p.open.count == 0 && p.recovering {
+			dir, err := s.dirOf(rec)
+			if err != nil {
+				return err
+			}
+			found, last, err := s.lookUp(p, dir, rec.Offset)
+			if err != nil {
+				return err
+			}
+			if found {
+				p.next = max(last+1, rec.Offset+1)
+				continue
+			}
+			p.recovering = false
+		}
+		if err := s.append(p, rec); err != nil {
+			return err
+		}
 		appended++
-		if s.full(fb) {
-			if err := s.flush(ctx, fb); err != nil {
+		p.lastAppend = now
+		if s.full(p) {
+			if err := s.close(p, batch); err != nil {
 				return err
 			}
 		}
@@ -236,112 +378,385 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 	return nil
 }
 
-func (s *Sink) buffer(topic string, partition int32) *fileBuffer {
-	k := bufferKey{topic, partition}
-	fb := s.buffers[k]
-	if fb == nil {
-		fb = &fileBuffer{topic: topic, partition: partition, tail: metaTail(topic, partition)}
-		s.buffers[k] = fb
+// refuse returns the error Consume fails with while uploads fail
+// (exactly_once), so the runtime's status shows it.
+func (s *Sink) refuse() error {
+	if s.opts.Buffered || s.failing == 0 {
+		return nil
 	}
-	return fb
+	return fmt.Errorf("s3 sink: %d file(s) kept in memory after failed uploads and retried with back-off; no record is accepted until one succeeds: %w", s.failing, s.lastErr)
 }
 
-// append formats rec into fb's last chunk, starting a new chunk when the
-// record might not fit.
-func (s *Sink) append(fb *fileBuffer, rec *plugin.Record) {
+// partition returns the state of a partition, fresh after a Release.
+func (s *Sink) partition(topic string, part int32) *partition {
+	k := bufferKey{topic, part}
+	p := s.parts[k]
+	if p == nil || p.released {
+		p = &partition{bufferKey: k, tail: metaTail(topic, part)}
+		s.parts[k] = p
+	}
+	return p
+}
+
+// lookUp lists the bucket for an object of the file that would start at
+// first, and returns its last offset. The lock is released meanwhile.
+func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error) {
+	prefix := filePrefix(dir, p.partition, first)
+	client := s.client
+	s.mu.Unlock()
+	found, last, err := listLast(s.ctx, client, s.opts.Bucket, prefix, s.attemptTimeout(0))
+	s.mu.Lock()
+	if err != nil {
+		return false, 0, fmt.Errorf("s3 sink: listing s3://%s/%s* to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, prefix, err)
+	}
+	if s.parts[p.bufferKey] != p || p.released {
+		return false, 0, errReleased
+	}
+	if found {
+		s.log.Info("S3 sink found a file uploaded before the last commit; its records are skipped",
+			"topic", p.topic, "partition", p.partition, "first_offset", first, "last_offset", last)
+	}
+	return found, last, nil
+}
+
+// listLast returns the largest last offset of the data objects whose keys
+// start with prefix.
+func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, timeout time.Duration) (bool, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	found, last := false, int64(0)
+	for {
+		out, err := client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return false, 0, err
+		}
+		for _, o := range out.Contents {
+			if n, ok := lastOffsetOf(aws.ToString(o.Key), prefix); ok && (!found || n > last) {
+				found, last = true, n
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return found, last, nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}
+
+// rotateBefore reports whether rec must start a new file: it reaches the
+// first record's time plus rotate_interval, or it would take the file past
+// what one PutObject takes.
+func (s *Sink) rotateBefore(p *partition, rec *plugin.Record) bool {
+	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.open.firstTime.Add(s.opts.RotateInterval)) {
+		return true
+	}
+	// A cheap bound first; the estimate only near the limit.
+	crude := int64(len(rec.Payload)+len(rec.Key)+len(p.topic))*8 + 4096
+	for _, h := range rec.Headers {
+		crude += int64(len(h.Key)+len(h.Value)+8) * 8
+	}
+	if p.open.size+crude <= s.maxObjectBytes() {
+		return false
+	}
+	return p.open.size+int64(s.fmt.estimate(rec, len(p.topic))+1) > s.maxObjectBytes()
+}
+
+// dirOf renders the key directory of a file whose first record is rec.
+func (s *Sink) dirOf(rec *plugin.Record) (string, error) {
+	dir, err := renderDir(s.opts.Prefix, s.opts.PathTemplate, rec.Topic, rec.Partition, rec.Timestamp)
+	if err != nil {
+		return "", fmt.Errorf("s3 sink: record %s/%d@%d cannot be written: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	return dir, nil
+}
+
+// append formats rec into p's open file, starting a new chunk when the
+// record might not fit; a new chunk waits for room under max_buffer_size.
+func (s *Sink) append(p *partition, rec *plugin.Record) error {
+	need := s.fmt.estimate(rec, len(p.topic)) + 1 // + the closing ']'
+	fb := &p.open
+	n := len(fb.chunks)
+	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
+		if err := s.room(p, s.pool.capFor(n, need)); err != nil {
+			return err
+		}
+		n = len(fb.chunks) // room may have closed p's file
+		c := s.pool.get(n, need)
+		s.held += int64(cap(c))
+		fb.chunks = append(fb.chunks, c)
+		n++
+	}
 	if fb.count == 0 {
+		dir, err := s.dirOf(rec)
+		if err != nil {
+			s.free(fb.chunks)
+			fb.chunks = fb.chunks[:0]
+			return err
+		}
+		fb.dir = dir
 		fb.first = rec.Offset
 		fb.firstTime = rec.Timestamp
 		s.open++
 		s.m.openFiles.Set(float64(s.open))
 	}
-	need := s.fmt.estimate(rec, len(fb.topic)) + 1 // + the closing ']'
-	n := len(fb.chunks)
-	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
-		fb.chunks = append(fb.chunks, s.pool.get(n, need))
-		n++
-	}
 	c := &fb.chunks[n-1]
 	before := len(*c)
-	*c = s.fmt.appendRecord(*c, rec, fb.count == 0, fb.tail)
+	*c = s.fmt.appendRecord(*c, rec, fb.count == 0, p.tail)
 	fb.size += int64(len(*c) - before)
 	fb.count++
 	fb.last = rec.Offset
+	p.next = rec.Offset + 1
+	return nil
 }
 
-func (s *Sink) full(fb *fileBuffer) bool {
-	if s.opts.RotateByMessages {
-		return fb.count >= s.opts.MaxMessages
+// room waits until n more bytes fit under max_buffer_size. It waits for
+// uploads; when every held byte is in open files it closes the largest one
+// early (safe: its successors wait for it, and a replay finds it in the
+// bucket). It fails while uploads fail (exactly_once), or when p is
+// released meanwhile.
+func (s *Sink) room(p *partition, n int) error {
+	for s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize {
+		if err := s.refuse(); err != nil {
+			return fmt.Errorf("s3 sink: max_buffer_size (%s) reached: %w", formatSize(s.opts.MaxBufferSize), err)
+		}
+		if s.pendingFiles() == 0 {
+			if big := s.largestOpen(); big != nil {
+				s.log.Debug("S3 sink at max_buffer_size: uploading the largest open file early",
+					"topic", big.topic, "partition", big.partition, "bytes", big.open.size)
+				s.closeFile(big)
+				continue
+			}
+		}
+		s.m.bufferedBytes.Set(float64(s.held))
+		s.cond.Wait()
+		if s.parts[p.bufferKey] != p || p.released {
+			return errReleased
+		}
+		if s.closing {
+			return errors.New("s3 sink: closed during Consume")
+		}
 	}
-	return fb.size >= s.opts.MaxFileSize
+	return nil
 }
 
-// flush closes fb's file and uploads it, then empties the buffer whatever
-// the outcome. A failed upload writes the .lost marker and counts the
-// records as lost.
-func (s *Sink) flush(ctx context.Context, fb *fileBuffer) error {
+func (s *Sink) pendingFiles() int {
+	n := 0
+	for _, p := range s.parts {
+		n += len(p.pending)
+	}
+	return n
+}
+
+func (s *Sink) largestOpen() *partition {
+	var big *partition
+	for _, p := range s.parts {
+		if p.open.count > 0 && (big == nil || p.open.size > big.open.size) {
+			big = p
+		}
+	}
+	return big
+}
+
+func (s *Sink) full(p *partition) bool {
+	if s.opts.RotateByMessages && p.open.count >= s.opts.MaxMessages {
+		return true
+	}
+	return p.open.size >= s.opts.MaxFileSize
+}
+
+// close closes p's open file. In buffered delivery it waits for the
+// upload, and on a loss it rewinds p to the first record of batch the
+// lost file held, so the redelivered batch writes those again.
+func (s *Sink) close(p *partition, batch []plugin.Record) error {
+	f := s.closeFile(p)
+	if f == nil || !s.opts.Buffered {
+		return nil
+	}
+	for f.state != done {
+		s.cond.Wait()
+	}
+	if f.err == nil {
+		return nil
+	}
+	for i := range batch {
+		if r := &batch[i]; r.Topic == p.topic && r.Partition == p.partition {
+			p.next = max(f.info.FirstOffset, r.Offset)
+			break
+		}
+	}
+	return f.err
+}
+
+// closeFile finishes p's open file, queues it for upload and starts what
+// max_in_flight allows.
+func (s *Sink) closeFile(p *partition) *file {
+	fb := &p.open
 	if fb.count == 0 {
 		return nil
 	}
-	count := fb.count
-	info := fileInfo{Topic: fb.topic, Partition: fb.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
 	if last := len(fb.chunks) - 1; last >= 0 {
-		before := len(fb.chunks[last])
-		fb.chunks[last] = s.fmt.finish(fb.chunks[last])
-		fb.size += int64(len(fb.chunks[last]) - before)
+		c := &fb.chunks[last]
+		before, capBefore := len(*c), cap(*c)
+		*c = s.fmt.finish(*c)
+		fb.size += int64(len(*c) - before)
+		s.held += int64(cap(*c) - capBefore)
 	}
-	size := fb.size
-	defer func() {
-		s.pool.put(fb.chunks)
-		clear(fb.chunks)
-		fb.chunks = fb.chunks[:0]
-		fb.size = 0
-		fb.count = 0
-		s.open--
-		s.m.openFiles.Set(float64(s.open))
-	}()
+	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
+	f := &file{
+		p: p, info: info, count: fb.count, chunks: fb.chunks, size: fb.size,
+		key: fileKey(fb.dir, p.partition, fb.first, fb.last, s.opts.Format.ext()+s.opts.Compression.ext()),
+	}
+	f.ctx, f.cancel = context.WithCancel(s.ctx)
+	p.pending = append(p.pending, f)
+	p.open = fileBuffer{}
+	s.open--
+	s.m.openFiles.Set(float64(s.open))
+	s.kick()
+	return f
+}
 
-	key, err := objectKey(s.opts.Prefix, s.opts.PathTemplate, info, s.opts.Format.ext())
-	if err != nil {
-		s.m.recordsLost.Add(float64(count))
-		s.m.filesLost.Add(1)
-		s.log.Error("S3 sink dropped a file: its object key cannot be rendered", "topic", info.Topic,
-			"partition", info.Partition, "first_offset", info.FirstOffset, "last_offset", info.LastOffset,
-			"records", count, "error", err)
-		return fmt.Errorf("s3 sink: file of topic '%s' partition %d offsets %d-%d (%d records) dropped: %w",
-			info.Topic, info.Partition, info.FirstOffset, info.LastOffset, count, err)
+// kick starts uploads up to max_in_flight: the oldest queued file of each
+// partition whose earlier files are all uploaded.
+func (s *Sink) kick() {
+	for s.inFlight < s.opts.MaxInFlight {
+		var next *file
+		for _, p := range s.parts {
+			if len(p.pending) > 0 && p.pending[0].state == queued {
+				next = p.pending[0]
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		next.state = uploading
+		s.inFlight++
+		s.wg.Add(1)
+		go s.upload(next)
+	}
+	s.m.inFlight.Set(float64(s.inFlight))
+}
+
+// upload runs one round of max_attempts for f, then records the outcome.
+func (s *Sink) upload(f *file) {
+	defer s.wg.Done()
+	if f.rounds == 0 && s.opts.Compression != compressNone {
+		s.compress(f)
 	}
 	start := s.now()
-	attempts, err := s.retry.do(ctx, "s3://"+s.opts.Bucket+"/"+key, func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(size))
+	target := "s3://" + s.opts.Bucket + "/" + f.key
+	attempts, err := s.retry.do(f.ctx, target, func(context.Context) error {
+		ctx, cancel := context.WithTimeout(s.ctx, s.attemptTimeout(f.size))
 		defer cancel()
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		in := &s3.PutObjectInput{
 			Bucket:        aws.String(s.opts.Bucket),
-			Key:           aws.String(key),
-			Body:          newChunkReader(fb.chunks),
-			ContentLength: aws.Int64(size),
+			Key:           aws.String(f.key),
+			Body:          newChunkReader(f.chunks),
+			ContentLength: aws.Int64(f.size),
 			ContentType:   aws.String(s.contentType()),
-		})
+		}
+		if enc := s.opts.Compression.encoding(); enc != "" {
+			in.ContentEncoding = aws.String(enc)
+		}
+		_, err := s.client.PutObject(ctx, in)
 		return err
 	})
+	var markErr error
+	if err != nil && s.opts.Buffered {
+		markErr = s.writeLostMarker(f.ctx, f.key, f.info, f.count, attempts, err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.cond.Broadcast()
+	s.inFlight--
+	p := f.p
 	if err == nil {
 		s.m.uploadSeconds.Observe(s.now().Sub(start).Seconds())
 		s.m.filesUploaded.Add(1)
-		s.m.recordsUploaded.Add(float64(count))
-		s.m.bytesUploaded.Add(float64(size))
-		s.log.Debug("S3 sink uploaded a file", "key", key, "records", count, "bytes", size, "attempts", attempts)
-		return nil
+		s.m.recordsUploaded.Add(float64(f.count))
+		s.m.bytesUploaded.Add(float64(f.size))
+		s.log.Debug("S3 sink uploaded a file", "key", f.key, "records", f.count, "bytes", f.size, "attempts", attempts)
+		if f.rounds > 0 {
+			s.failing--
+			s.log.Info("S3 sink uploaded a file after failed rounds", "key", f.key, "rounds", f.rounds)
+		}
+		s.lastErr = nil
+		if p.released {
+			p.next = max(p.next, f.info.LastOffset+1)
+		}
+		s.finish(f)
+	} else {
+		s.m.uploadFailures.Add(1)
+		s.lastErr = err
+		switch {
+		case s.opts.Buffered:
+			s.m.recordsLost.Add(float64(f.count))
+			s.m.filesLost.Add(1)
+			s.log.Error("S3 sink dropped a file after a failed upload", "key", f.key, "marker", f.key+LostSuffix,
+				"first_offset", f.info.FirstOffset, "last_offset", f.info.LastOffset, "records", f.count,
+				"attempts", attempts, "error", err, "marker_error", markErr)
+			f.err = err
+			if markErr != nil {
+				f.err = errors.Join(err, fmt.Errorf("writing the marker %s%s also failed: %w", f.key, LostSuffix, markErr))
+			}
+			s.finish(f)
+		case p.released:
+			if f.rounds > 0 {
+				s.failing--
+			}
+			s.finish(f)
+		default:
+			if f.rounds == 0 {
+				s.failing++
+			}
+			f.rounds++
+			f.state = failed
+			s.log.Error("S3 sink could not upload a file; it stays in memory and is retried, and the partition's commit waits",
+				"key", f.key, "records", f.count, "rounds", f.rounds, "attempts", attempts, "error", err)
+			if !s.closing {
+				d := backoff(s.opts.RetryDelay, f.rounds+1, rand.Float64())
+				time.AfterFunc(d, func() { s.requeue(f) })
+			}
+		}
 	}
-	s.m.recordsLost.Add(float64(count))
-	s.m.filesLost.Add(1)
-	markErr := s.writeLostMarker(ctx, key, info, count, attempts, err)
-	s.log.Error("S3 sink dropped a file after a failed upload", "key", key, "marker", key+LostSuffix,
-		"first_offset", info.FirstOffset, "last_offset", info.LastOffset, "records", count,
-		"attempts", attempts, "error", err, "marker_error", markErr)
-	if markErr != nil {
-		return errors.Join(err, fmt.Errorf("writing the marker %s%s also failed: %w", key, LostSuffix, markErr))
+	s.m.failingFiles.Set(float64(s.failing))
+	s.kick()
+	s.m.bufferedBytes.Set(float64(s.held))
+}
+
+// requeue puts a failed file back in the queue for its next round.
+func (s *Sink) requeue(f *file) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.state == failed && !s.closing && !f.p.released {
+		f.state = queued
+		s.kick()
 	}
-	return err
+}
+
+// finish marks f done, frees its chunks and takes it off its partition.
+func (s *Sink) finish(f *file) {
+	f.state = done
+	f.cancel()
+	s.free(f.chunks)
+	f.chunks = nil
+	p := f.p
+	for i, g := range p.pending {
+		if g == f {
+			p.pending = append(p.pending[:i], p.pending[i+1:]...)
+			break
+		}
+	}
+}
+
+// free gives chunks back to the pool.
+func (s *Sink) free(chunks [][]byte) {
+	for _, c := range chunks {
+		s.held -= int64(cap(c))
+	}
+	s.pool.put(chunks)
+	clear(chunks)
 }
 
 func (s *Sink) contentType() string {
@@ -352,6 +767,102 @@ func (s *Sink) contentType() string {
 		return "application/json"
 	}
 	return "application/octet-stream"
+}
+
+// Durable returns, for each partition, the first offset not yet in the
+// bucket: the first record of its oldest file not uploaded, or of its open
+// file, or the next offset when everything is uploaded. In buffered
+// delivery every accepted record counts. A released partition is reported
+// once more, then forgotten.
+func (s *Sink) Durable() map[plugin.TopicPartition]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[plugin.TopicPartition]int64, len(s.parts))
+	for k, p := range s.parts {
+		if !p.started || (p.released && len(p.pending) > 0) {
+			continue
+		}
+		out[plugin.TopicPartition{Topic: p.topic, Partition: p.partition}] = s.durable(p)
+		if p.released {
+			delete(s.parts, k)
+			if s.last == p {
+				s.last = nil
+			}
+		}
+	}
+	return out
+}
+
+func (s *Sink) durable(p *partition) int64 {
+	switch {
+	case s.opts.Buffered:
+		return p.next
+	case len(p.pending) > 0:
+		return p.pending[0].info.FirstOffset
+	case p.open.count > 0:
+		return p.open.first
+	}
+	return p.next
+}
+
+// Release gives up partitions. In exactly_once their open and queued files
+// are dropped (they were not committed: the next owner replays them) and an
+// upload in progress finishes its attempt; in buffered delivery their open
+// files are uploaded first. Durable then reports each partition's final
+// offset once.
+func (s *Sink) Release(ctx context.Context, partitions []plugin.TopicPartition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var mine []*partition
+	for _, tp := range partitions {
+		p := s.parts[bufferKey{tp.Topic, tp.Partition}]
+		if p == nil || p.released {
+			continue
+		}
+		mine = append(mine, p)
+		if s.opts.Buffered {
+			s.closeFile(p)
+			continue
+		}
+		p.next = s.durable(p)
+		if p.open.count > 0 {
+			s.open--
+			s.m.openFiles.Set(float64(s.open))
+		}
+		s.free(p.open.chunks)
+		p.open = fileBuffer{}
+		kept := p.pending[:0]
+		for _, f := range p.pending {
+			if f.state == uploading {
+				f.cancel() // no further attempt after this one
+				kept = append(kept, f)
+				continue
+			}
+			if f.rounds > 0 {
+				s.failing--
+			}
+			f.state = done
+			f.cancel()
+			s.free(f.chunks)
+		}
+		p.pending = kept
+		p.released = true
+	}
+	s.m.failingFiles.Set(float64(s.failing))
+	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	defer stop()
+	for _, p := range mine {
+		for len(p.pending) > 0 {
+			if ctx.Err() != nil {
+				return fmt.Errorf("s3 sink: release of %s/%d: %w", p.topic, p.partition, ctx.Err())
+			}
+			s.cond.Wait()
+		}
+		p.released = true
+		s.log.Info("S3 sink released a partition", "topic", p.topic, "partition", p.partition, "durable", p.next)
+	}
+	s.m.bufferedBytes.Set(float64(s.held))
+	return nil
 }
 
 // LostMarker is the JSON body of a <key>.lost object.
@@ -394,40 +905,125 @@ func (s *Sink) writeLostMarker(ctx context.Context, key string, info fileInfo, c
 	return err
 }
 
-// Close uploads every open file, then releases the buffers. It returns
-// every upload error; each failed file has its .lost marker.
-func (s *Sink) Close(ctx context.Context) error {
+// flushTimer closes the open files of partitions that received no record
+// for flush_interval.
+func (s *Sink) flushTimer() {
+	defer s.wg.Done()
+	tick := min(max(s.opts.FlushInterval/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		now := s.now()
+		for _, p := range s.parts {
+			if p.open.count > 0 && !p.released && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
+				if f := s.closeFile(p); f != nil && s.opts.Buffered {
+					go s.reportLoss(f)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// reportLoss keeps the error of a file lost outside Consume (buffered
+// delivery) for the next Consume to return.
+func (s *Sink) reportLoss(f *file) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	for f.state != done {
+		s.cond.Wait()
+	}
+	if f.err != nil && s.bgErr == nil {
+		s.bgErr = f.err
+	}
+}
+
+// Close uploads every open file and waits for every upload. A file that
+// still fails after its attempts is reported in the error: in exactly_once
+// its records were not committed and are redelivered on the next start; in
+// buffered delivery it has its .lost marker. When ctx ends first, uploads
+// are abandoned. Durable still answers after Close.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || s.closing {
+		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	if s.client == nil {
-		return nil
-	}
-	keys := make([]bufferKey, 0, len(s.buffers))
-	for k, fb := range s.buffers {
-		if fb.count > 0 {
+	s.closing = true
+	close(s.stop)
+	var files []*file
+	if s.client != nil {
+		keys := make([]bufferKey, 0, len(s.parts))
+		for k := range s.parts {
 			keys = append(keys, k)
 		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].topic != keys[j].topic {
-			return keys[i].topic < keys[j].topic
+		sort.Slice(keys, func(i, j int) bool {
+			if keys[i].topic != keys[j].topic {
+				return keys[i].topic < keys[j].topic
+			}
+			return keys[i].partition < keys[j].partition
+		})
+		for _, k := range keys {
+			p := s.parts[k]
+			s.closeFile(p)
+			for _, f := range p.pending {
+				if f.state == failed {
+					f.state = queued // one last round
+				}
+				files = append(files, f)
+			}
 		}
-		return keys[i].partition < keys[j].partition
-	})
+		s.kick()
+	}
+	stop := context.AfterFunc(ctx, func() { s.cancel(); s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	defer stop()
+	for s.busy() {
+		s.cond.Wait()
+	}
 	var errs []error
-	for _, k := range keys {
-		if err := s.flush(ctx, s.buffers[k]); err != nil {
-			errs = append(errs, err)
+	for _, f := range files {
+		switch {
+		case f.err != nil:
+			errs = append(errs, f.err)
+		case f.state != done:
+			errs = append(errs, fmt.Errorf("s3 sink: %s (%d records) not uploaded; its records are not committed and are redelivered on the next start: %w", f.key, f.count, s.lastErr))
 		}
 	}
-	s.buffers = nil
-	s.last = nil
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
 	s.pool.release()
+	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
-var _ plugin.Sink = (*Sink)(nil)
+// busy reports whether an upload is queued or running.
+func (s *Sink) busy() bool {
+	if s.inFlight > 0 {
+		return true
+	}
+	if s.ctx.Err() != nil {
+		return false
+	}
+	for _, p := range s.parts {
+		for _, f := range p.pending {
+			if f.state == queued {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var (
+	_ plugin.Sink         = (*Sink)(nil)
+	_ plugin.DeferredSink = (*Sink)(nil)
+)

@@ -1,0 +1,83 @@
+package s3sink
+
+import (
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compression runs in the upload goroutine, once per file, before the
+// first attempt: the file's chunks are replaced by compressed ones. The
+// encoders are fixed (level, one goroutine, no timestamps), so the same
+// records give the same bytes on every replay.
+
+var (
+	gzipWriters = sync.Pool{New: func() any {
+		w, _ := gzip.NewWriterLevel(io.Discard, gzip.DefaultCompression)
+		return w
+	}}
+	zstdWriters = sync.Pool{New: func() any {
+		w, _ := zstd.NewWriter(io.Discard, zstd.WithEncoderConcurrency(1),
+			zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(4<<20))
+		return w
+	}}
+)
+
+// chunkWriter collects written bytes into chunks taken from the sink's
+// pool, counted in the sink's held bytes.
+type chunkWriter struct {
+	s      *Sink
+	chunks [][]byte
+	size   int64
+}
+
+func (w *chunkWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		last := len(w.chunks) - 1
+		if last < 0 || len(w.chunks[last]) == cap(w.chunks[last]) {
+			w.s.mu.Lock()
+			c := w.s.pool.get(len(w.chunks), 1)
+			w.s.held += int64(cap(c))
+			w.s.mu.Unlock()
+			w.chunks = append(w.chunks, c)
+			last++
+		}
+		c := &w.chunks[last]
+		k := min(len(b), cap(*c)-len(*c))
+		*c = append(*c, b[:k]...)
+		b = b[k:]
+	}
+	w.size += int64(n)
+	return n, nil
+}
+
+// compress replaces f's chunks by their compressed bytes.
+func (s *Sink) compress(f *file) {
+	w := &chunkWriter{s: s}
+	var enc io.WriteCloser
+	switch s.opts.Compression {
+	case compressGzip:
+		g := gzipWriters.Get().(*gzip.Writer)
+		defer func() { g.Reset(io.Discard); gzipWriters.Put(g) }()
+		g.Reset(w)
+		enc = g
+	case compressZstd:
+		z := zstdWriters.Get().(*zstd.Encoder)
+		defer func() { z.Reset(io.Discard); zstdWriters.Put(z) }()
+		z.Reset(w)
+		enc = z
+	default:
+		return
+	}
+	for _, c := range f.chunks {
+		_, _ = enc.Write(c) // chunkWriter never fails
+	}
+	_ = enc.Close()
+	s.mu.Lock()
+	s.free(f.chunks)
+	f.chunks, f.size = w.chunks, w.size
+	s.mu.Unlock()
+}
