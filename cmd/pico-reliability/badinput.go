@@ -126,6 +126,12 @@ func (s *suite) badInput() {
 	rt := func(name, extra, want string) badCase {
 		return badCase{name: name, files: map[string]string{"runtime.toml": extra + runtimeOK, "c.toml": rnd.String()}, want: want}
 	}
+	// embedded: the runtime config with the embedded broker and brokerLine
+	// (such as a data_dir) in its [broker] table.
+	embedded := func(name, brokerLine, want string) badCase {
+		cfg := strings.Replace(runtimeOK, fmt.Sprintf("bootstrap_servers = %q\n", brokerC.addr), brokerLine+"\n", 1)
+		return badCase{name: name, files: map[string]string{"runtime.toml": cfg, "c.toml": rnd.String()}, want: want}
+	}
 	msgs := s3.set("plugin", "file_rotation", `"messages"`)
 	cases := []badCase{
 		// S3 sink plugin_config.
@@ -198,6 +204,27 @@ func (s *suite) badInput() {
 		rt("runtime bad log level", "[log]\nlevel = \"loud\"\n", "log.level"),
 		rt("runtime huge grace", "shutdown_grace = \"9999999999h\"\n", "shutdown_grace"),
 		rt("runtime unknown section", "[brokr]\nx = 1\n", "brokr"),
+		// Producer safety, dead-letter topics and the embedded broker's data_dir.
+		one("acks = 0", rnd.set("topics", "properties", `{ acks = "0" }`), "topics[0].properties.acks: the runtime produces with acks=all"),
+		one("request.required.acks = 1", rnd.set("topics", "properties", `{ "request.required.acks" = "1" }`), `topics[0].properties."request.required.acks"`),
+		one("idempotence off", rnd.set("topics", "properties", `{ "enable.idempotence" = "false" }`), `topics[0].properties."enable.idempotence"`),
+		one("max.in.flight above 5", rnd.set("topics", "properties", `{ "max.in.flight.requests.per.connection" = "6" }`), `"6": an idempotent producer keeps records in order only with 1 to 5`),
+		one("max.in.flight not a number", rnd.set("topics", "properties", `{ "max.in.flight" = "lots" }`), `topics[0].properties."max.in.flight"`),
+		one("transactional.id (source loop check)", rnd.set("topics", "properties", `{ "transactional.id" = "x" }`), `"transactional.id" is set by the runtime`),
+		rt("broker.properties acks = 1", "", ""),
+		env("env broker acks = 0", rnd, "PICOMQ_CONNECTORS_BROKER_PROPERTIES_ACKS=0", "broker.properties.acks|PICOMQ_CONNECTORS_BROKER_PROPERTIES_ACKS"),
+		env("env idempotence off", rnd, "PICOMQ_CONNECTORS_SOURCE_RND_TOPICS_0_PROPERTIES_ENABLE_IDEMPOTENCE=false", "PICOMQ_CONNECTORS_SOURCE_RND_TOPICS_0_PROPERTIES_ENABLE_IDEMPOTENCE"),
+		one("dead_letter_topic not a topic name", rnd.set("topics", "dead_letter_topic", `"dead letters!"`), "topics[0].dead_letter_topic"),
+		one("dead_letter_topic empty", rnd.set("topics", "dead_letter_topic", `""`), "topics[0].dead_letter_topic"),
+		one("dead_letter_topic wrong type", rnd.set("topics", "dead_letter_topic", "5"), "topics[0].dead_letter_topic"),
+		one("dead_letter_topic is the source's topic", rnd.set("topics", "dead_letter_topic", `"rnd.numbers"`), "is the topic this block writes to"),
+		one("dead_letter_topic the sink consumes", s3.set("topics", "dead_letter_topic", `"orders.dead"`), "the sink would read its own dead letters"),
+		one("dead_letter_topic is the fallback", rnd.set("topics", "topic", `{ strategy = "field", path = "t", template = "t.{value}", fallback = "t.other" }`).set("topics", "dead_letter_topic", `"t.other"`), "topic.fallback"),
+		embedded("data_dir is a file", `data_dir = "runtime.toml"`, "broker.data_dir"),
+		embedded("data_dir under a file", `data_dir = "runtime.toml/broker"`, "is a file, not a folder"),
+		embedded("data_dir blank", `data_dir = "  "`, "broker.data_dir: must not be blank"),
+		embedded("data_dir wrong type", `data_dir = 7`, "broker.data_dir"),
+		embedded("env data_dir is a file", "", "PICOMQ_CONNECTORS_BROKER_DATA_DIR"),
 		// Environment overrides.
 		env("env int not a number", s3, "PICOMQ_CONNECTORS_SINK_ARCH_PLUGIN_CONFIG_MAX_ATTEMPTS=abc", "PICOMQ_CONNECTORS_SINK_ARCH_PLUGIN_CONFIG_MAX_ATTEMPTS"),
 		env("env negative size", s3, "PICOMQ_CONNECTORS_SINK_ARCH_PLUGIN_CONFIG_MAX_FILE_SIZE=-1", "PICOMQ_CONNECTORS_SINK_ARCH_PLUGIN_CONFIG_MAX_FILE_SIZE|plugin_config.max_file_size"),
@@ -219,6 +246,13 @@ func (s *suite) badInput() {
 		if cases[i].name == "runtime unknown state storage" {
 			cases[i].files["runtime.toml"] = strings.Replace(runtimeOK, `storage = "file"`, `storage = "ftp"`, 1)
 			cases[i].want = "state.storage"
+		}
+		if cases[i].name == "env data_dir is a file" {
+			cases[i].env = []string{"PICOMQ_CONNECTORS_BROKER_DATA_DIR=/dev/null"}
+		}
+		if cases[i].name == "broker.properties acks = 1" {
+			cases[i].files["runtime.toml"] = strings.Replace(runtimeOK, "[http]", "[broker.properties]\nacks = \"1\"\n[http]", 1)
+			cases[i].want = "broker.properties.acks"
 		}
 	}
 

@@ -13,7 +13,7 @@
 //
 // Scenarios and what they prove:
 //
-//	bad-input      80 malformed definitions, runtime configs and env overrides
+//	bad-input      100 malformed definitions, runtime configs and env overrides
 //	               through `pico-connectors validate`: exit 1, a message naming
 //	               the key or variable, no panic, no secret printed, and no
 //	               connection to the broker, S3 or Postgres.
