@@ -58,7 +58,7 @@
 //	               --quick): RSS and goroutine count flat, records flowing.
 //	soak-pg        Postgres CDC (default reader) and polling in one runtime
 //	               for 3 minutes (45 s with --quick) while writers insert
-//	               1 KiB rows without pause: RSS within 1.5x of the warm-up,
+//	               1 KiB rows continuously: RSS within 1.5x of the warm-up,
 //	               goroutines flat, rows flowing, every row once.
 package main
 
