@@ -257,19 +257,25 @@ func (s *Supervisor) start(c *conn) {
 			s.failed(c, fmt.Errorf("plugin %q cannot build a sink", def.Path))
 			return
 		}
-		if len(def.Connector.Transforms) > 0 {
-			c.log.Warn("transforms run in sources only; this sink's [transforms] are ignored")
-		}
 		sink, err := newSink(def, env)
 		if err != nil {
 			cancel()
 			s.failed(c, fmt.Errorf("build sink: %w", err))
 			return
 		}
+		transforms, err := buildTransforms(def)
+		if err != nil {
+			cancel()
+			_ = sink.Close(context.Background())
+			s.failed(c, err)
+			return
+		}
 		cfg := sinkloop.Config{
 			Key:              def.Key,
 			Topics:           def.Topics,
+			BaseDir:          filepath.Dir(def.File),
 			Sink:             sink,
+			Transforms:       transforms,
 			BootstrapServers: s.bootstrap,
 			Properties:       s.cfg.Runtime.Broker.Properties,
 			Logger:           c.log,
