@@ -140,7 +140,10 @@ poll_interval = "20ms"
 		float64(samples[0].rss)/1024, warm, float64(base.rss)/1024, float64(after.rss)/1024, float64(last.rss)/1024, float64(base.rss*3/2)/1024)
 	s.check(after.gor <= base.gor+10, "goroutines flat: first %d, highest in the warm-up %d, highest after %d, last %d", samples[0].gor, base.gor, after.gor, last.gor)
 	s.check(stalls == 0, "rows flowing: both sources produced in every %s interval after the warm-up (%d intervals without progress)", every, stalls)
-	s.note("highest lag behind the writers: CDC %d rows, polling %d rows", lagC, lagP)
+	endC, endP := last.wc-last.cdc, last.wp-last.poll
+	s.check(endC <= last.wc/4+batch && endP <= last.wp/4+batch,
+		"sources keep up: behind the writers at the end by %d rows (CDC) and %d rows (polling), at most by %d and %d (allowed: a quarter of what was written plus one batch)",
+		endC, endP, lagC, lagP)
 	for _, x := range []struct {
 		name, topic, key string
 		n                int64
