@@ -24,6 +24,12 @@
 //     instance polled a further batch that was never acknowledged.
 //   - EmptyBatchNoState: a batch without records carries no state, including
 //     right after a Nack, and Poll returns when its context ends.
+//   - PollAhead, for a source that implements sourceloop.Pipelined (a
+//     PollAhead() int method above 1): a Poll before the previous batch is
+//     resolved continues after its candidate, Ack promotes the oldest
+//     outstanding candidate, Nack drops them all so the next Poll repeats
+//     the first unacknowledged batch, and a new instance built from the
+//     last acknowledged state continues after it.
 //
 // Every batch the suite sees is also checked: an empty batch carries no
 // state. Sources that need data in their external system (a table, a
@@ -100,16 +106,77 @@ func Run(t *testing.T, factory Factory, opts ...Option) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := suite{factory: factory, o: o}
+	s := suite{factory: factory, o: o, ahead: new(bool)}
 	t.Run("NackRepeats", s.nackRepeats)
 	t.Run("AckMovesOn", s.ackMovesOn)
 	t.Run("ResumeFromCommitted", s.resume)
 	t.Run("EmptyBatchNoState", s.emptyBatch)
+	t.Run("PollAhead", s.pollAhead)
+}
+
+// pipelined is sourceloop.Pipelined, restated so that the test kit does
+// not link the source loop.
+type pipelined interface{ PollAhead() int }
+
+func (s suite) pollAhead(t *testing.T) {
+	if !*s.ahead {
+		t.Skip("the source resolves one batch at a time (no PollAhead above 1)")
+	}
+	s.begin(t)
+	d := s.open(t, nil)
+	// Batches in flight are polled directly: the Driver allows one.
+	poll := func(what string) plugin.Batch {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.pollTimeout)
+		defer cancel()
+		for ctx.Err() == nil {
+			b, err := d.Source.Poll(ctx)
+			if err == nil && len(b.Messages) > 0 {
+				return b
+			}
+			if err == nil {
+				t.Fatalf("%s: an empty batch with batches in flight; PollAhead sources are expected to have more (a generator or prepared data)", what)
+			}
+		}
+		t.Fatalf("%s: no batch with records within %v", what, s.o.pollTimeout)
+		return plugin.Batch{}
+	}
+	result := func(r plugin.Result) {
+		t.Helper()
+		if err := d.Source.OnBatchResult(context.Background(), r); err != nil {
+			t.Fatalf("OnBatchResult(%s): %v", r, err)
+		}
+	}
+	a := poll("first poll")
+	b := poll("a poll with the first batch in flight")
+	if s.isPrefix(a.Messages, b.Messages) || s.isPrefix(b.Messages, a.Messages) {
+		t.Fatalf("a Poll with a batch in flight repeated it instead of continuing after its candidate:\nfirst: %s\nnext:  %s", Describe(a.Messages), Describe(b.Messages))
+	}
+	result(plugin.Ack) // a
+	c := poll("a poll after the first Ack, the second batch in flight")
+	if s.isPrefix(b.Messages, c.Messages) || s.isPrefix(c.Messages, b.Messages) {
+		t.Fatalf("after an Ack of the oldest batch, Poll repeated the batch still in flight:\nin flight: %s\nnext:      %s", Describe(b.Messages), Describe(c.Messages))
+	}
+	result(plugin.Nack) // drops b and c
+	again := poll("a poll after the Nack")
+	if !s.isPrefix(b.Messages, again.Messages) {
+		t.Fatalf("after a Nack, Poll did not repeat the first unacknowledged batch:\nunacknowledged: %s\nafter the Nack: %s", Describe(b.Messages), Describe(again.Messages))
+	}
+	result(plugin.Ack)
+	d.Close()
+	d2 := s.open(t, again.State)
+	resumed := poll("a new instance from the last acknowledged state")
+	if s.isPrefix(again.Messages, resumed.Messages) || s.isPrefix(a.Messages, resumed.Messages) {
+		t.Fatalf("a new instance built from the state %q repeats acknowledged records: %s", again.State, Describe(resumed.Messages))
+	}
+	_ = d2
 }
 
 type suite struct {
 	factory Factory
 	o       options
+	// ahead is set when a source the suite built has PollAhead above 1.
+	ahead *bool
 }
 
 func (s suite) begin(t *testing.T) {
@@ -132,6 +199,9 @@ func (s suite) open(t *testing.T, state []byte) *Driver {
 	}
 	d := &Driver{T: t, Source: src, PollTimeout: s.o.pollTimeout}
 	t.Cleanup(func() { d.Close() })
+	if p, ok := src.(pipelined); ok && p.PollAhead() > 1 {
+		*s.ahead = true
+	}
 	return d
 }
 

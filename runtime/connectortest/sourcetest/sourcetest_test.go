@@ -96,8 +96,63 @@ func TestRunSetupRunsPerSubtest(t *testing.T) {
 	var n int
 	sourcetest.Run(t, factory(0, flaws{}), sourcetest.WithSetup(func(*testing.T) { n++ }))
 	if n != 4 {
-		t.Errorf("setup ran %d times, want 4 (once per subtest)", n)
+		t.Errorf("setup ran %d times, want 4 (once per subtest; PollAhead is skipped before its setup)", n)
 	}
+}
+
+// aheadCounter is a counter that may have several batches in flight
+// (sourceloop.Pipelined): Poll continues after the last candidate, Ack
+// promotes the oldest, Nack drops them all. With fake set it claims
+// PollAhead but polls from the committed state like counter.
+type aheadCounter struct {
+	counter
+	next        int
+	outstanding []int
+	fake        bool
+}
+
+func (c *aheadCounter) PollAhead() int { return 4 }
+
+func (c *aheadCounter) Poll(ctx context.Context) (plugin.Batch, error) {
+	if c.fake {
+		return c.counter.Poll(ctx)
+	}
+	var b plugin.Batch
+	end := c.next + 3
+	for n := c.next; n < end; n++ {
+		b.Messages = append(b.Messages, plugin.Message{Key: []byte("k"), Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
+	}
+	c.next = end
+	c.outstanding = append(c.outstanding, end)
+	b.State = []byte(strconv.Itoa(end))
+	return b, nil
+}
+
+func (c *aheadCounter) OnBatchResult(ctx context.Context, r plugin.Result) error {
+	if c.fake {
+		return c.counter.OnBatchResult(ctx, r)
+	}
+	switch {
+	case r == plugin.Nack:
+		c.outstanding, c.next = nil, c.committed
+	case len(c.outstanding) > 0:
+		c.committed, c.outstanding = c.outstanding[0], c.outstanding[1:]
+	}
+	return nil
+}
+
+func aheadFactory(fake bool) sourcetest.Factory {
+	return func(t *testing.T, state []byte) (plugin.Source, error) {
+		c, err := newCounter(state, 0, flaws{})
+		if err != nil {
+			return nil, err
+		}
+		return &aheadCounter{counter: *c, next: c.committed, fake: fake}, nil
+	}
+}
+
+func TestRunPassesAPipelinedSource(t *testing.T) {
+	sourcetest.Run(t, aheadFactory(false))
 }
 
 // broken lists sources that break the contract and what Run must say.
@@ -109,6 +164,7 @@ var broken = map[string]struct {
 	"AdvanceInPoll":  {0, flaws{advanceInPoll: true}, "after Nack, Poll returned other records"},
 	"IgnoreState":    {0, flaws{ignoreState: true}, "does not continue after the acknowledged batch"},
 	"StateWhenEmpty": {4, flaws{stateWhenEmpty: true}, "an empty batch carries state"},
+	"FakePollAhead":  {0, flaws{}, "a Poll with a batch in flight repeated it"},
 }
 
 // TestRunCatchesBrokenSources runs each broken source in a child process,
@@ -116,7 +172,11 @@ var broken = map[string]struct {
 func TestRunCatchesBrokenSources(t *testing.T) {
 	if name := os.Getenv("SOURCETEST_BROKEN"); name != "" {
 		b := broken[name]
-		sourcetest.Run(t, factory(b.limit, b.flaws), sourcetest.WithIdleTimeout(100*time.Millisecond))
+		f := factory(b.limit, b.flaws)
+		if name == "FakePollAhead" {
+			f = aheadFactory(true)
+		}
+		sourcetest.Run(t, f, sourcetest.WithIdleTimeout(100*time.Millisecond))
 		return
 	}
 	for name, b := range broken {
