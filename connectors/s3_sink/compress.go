@@ -40,7 +40,7 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 		if last < 0 || len(w.chunks[last]) == cap(w.chunks[last]) {
 			w.s.mu.Lock()
 			c := w.s.pool.get(len(w.chunks), 1)
-			w.s.held += int64(cap(c))
+			w.s.grow(cap(c))
 			w.s.mu.Unlock()
 			w.chunks = append(w.chunks, c)
 			last++

@@ -76,6 +76,7 @@ type Sink struct {
 	closing  bool
 	open     int   // partitions with an open file holding records
 	held     int64 // capacity of every chunk of open and pending files
+	peakHeld int64
 	inFlight int
 	failing  int   // exactly_once: files whose last upload failed
 	lastErr  error // the last upload failure; nil after a success
@@ -482,7 +483,7 @@ func (s *Sink) append(p *partition, rec *plugin.Record) error {
 		}
 		n = len(fb.chunks) // room may have closed p's file
 		c := s.pool.get(n, need)
-		s.held += int64(cap(c))
+		s.grow(cap(c))
 		fb.chunks = append(fb.chunks, c)
 		n++
 	}
@@ -599,7 +600,7 @@ func (s *Sink) closeFile(p *partition) *file {
 		before, capBefore := len(*c), cap(*c)
 		*c = s.fmt.finish(*c)
 		fb.size += int64(len(*c) - before)
-		s.held += int64(cap(*c) - capBefore)
+		s.grow(cap(*c) - capBefore)
 	}
 	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
 	f := &file{
@@ -748,6 +749,12 @@ func (s *Sink) finish(f *file) {
 			break
 		}
 	}
+}
+
+// grow counts n more bytes held.
+func (s *Sink) grow(n int) {
+	s.held += int64(n)
+	s.peakHeld = max(s.peakHeld, s.held)
 }
 
 // free gives chunks back to the pool.
