@@ -31,6 +31,16 @@
 //     same through the runtime's own sink loop against the embedded broker,
 //     with the destination broken from the start and restored after the
 //     first failed Consume.
+//   - DeferredSkipsRedelivered (only for a plugin.DeferredSink): batches
+//     that repeat accepted records leave every record in the destination
+//     exactly once, and after Close, Durable reports the end.
+//   - DeferredKillLosesNothing (only for a plugin.DeferredSink, skipped
+//     with -short): through the runtime's sink loop, the sink is killed (no
+//     Close; Durable frozen at what it last said) once it has accepted every
+//     record; whatever the loop committed must be in the destination at
+//     that moment. A fresh sink on the same destination and group then
+//     resumes from the commit, and after a graceful stop the destination
+//     holds every record and the commit is at the end.
 package sinktest
 
 import (
@@ -88,6 +98,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("CloseFlushes", h.closeFlushes)
 	t.Run("FailedConsumeRedelivered", h.redelivered)
 	t.Run("RuntimeRedelivers", h.runtimeRedelivers)
+	t.Run("DeferredSkipsRedelivered", h.deferredSkips)
+	t.Run("DeferredKillLosesNothing", h.killLosesNothing)
 }
 
 func (h Harness) open(t *testing.T) *Driver {

@@ -127,21 +127,119 @@ func TestRecords(t *testing.T) {
 	}
 }
 
-var broken = map[string]struct {
+// deferSink is a DeferredSink: it buffers, writes every flushAt records
+// (and on Close), and reports as durable what it wrote. The flaws flags
+// break it on purpose.
+type deferSink struct {
+	dst     *store
 	flushAt int
-	flaws   flaws
+	flaws   deferFlaws
+
+	mu      sync.Mutex
+	buf     []plugin.Record
+	next    int64 // next offset expected, -1 before the first record
+	durable int64
+}
+
+type deferFlaws struct {
+	durableEarly bool // Durable reports what is only buffered
+	noSkip       bool // a redelivered record is written again
+}
+
+func (s *deferSink) Open(context.Context) error { return nil }
+
+func (s *deferSink) Consume(_ context.Context, batch []plugin.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range batch {
+		if r.Offset < s.next && !s.flaws.noSkip {
+			continue
+		}
+		s.buf = append(s.buf, r)
+		s.next = r.Offset + 1
+	}
+	if len(s.buf) >= s.flushAt {
+		return s.flush()
+	}
+	return nil
+}
+
+// flush writes the buffer; on failure the buffer stays, accepted.
+func (s *deferSink) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	p := make([][]byte, len(s.buf))
+	for i, r := range s.buf {
+		p[i] = r.Payload
+	}
+	if err := s.dst.write(p); err != nil {
+		return err
+	}
+	s.durable = s.buf[len(s.buf)-1].Offset + 1
+	s.buf = nil
+	return nil
+}
+
+func (s *deferSink) Durable() map[plugin.TopicPartition]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.durable
+	if s.flaws.durableEarly {
+		d = s.next
+	}
+	if d <= 0 {
+		return nil
+	}
+	return map[plugin.TopicPartition]int64{{Topic: "sinktest"}: d}
+}
+
+func (s *deferSink) Release(context.Context, []plugin.TopicPartition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf, s.next = nil, s.durable
+	return nil
+}
+
+func (s *deferSink) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flush()
+}
+
+func deferHarness(flushAt int, f deferFlaws) sinktest.Harness {
+	var dst *store
+	return sinktest.Harness{
+		Setup: func(*testing.T) { dst = &store{} },
+		New: func(*testing.T) (plugin.Sink, error) {
+			return &deferSink{dst: dst, flushAt: flushAt, flaws: f, next: -1}, nil
+		},
+		Written: func(t *testing.T) [][]byte { return dst.payloads(t) },
+		Break:   func(t *testing.T) func() { return dst.breakIt(t) },
+	}
+}
+
+func TestRunPassesADeferredSink(t *testing.T) {
+	// 30 records in batches of 10: at the kill, 20 are written and 10 buffered.
+	sinktest.Run(t, deferHarness(20, deferFlaws{}))
+}
+
+var broken = map[string]struct {
+	harness func() sinktest.Harness
 	want    string
 }{
-	"NoFlushOnClose": {1000, flaws{noFlushOnClose: true}, "the destination lacks 30 of 30 records"},
-	"DropOnFailure":  {25, flaws{dropOnFailure: true}, "the destination lacks"},
+	"NoFlushOnClose": {func() sinktest.Harness { return harness(1000, flaws{noFlushOnClose: true}) }, "the destination lacks 30 of 30 records"},
+	"DropOnFailure":  {func() sinktest.Harness { return harness(25, flaws{dropOnFailure: true}) }, "the destination lacks"},
+	"DurableEarly": {func() sinktest.Harness { return deferHarness(1000, deferFlaws{durableEarly: true}) },
+		"were committed, but the destination lacks"},
+	"NoSkip": {func() sinktest.Harness { return deferHarness(25, deferFlaws{noSkip: true}) }, "written more than once"},
 }
 
 // TestRunCatchesBrokenSinks runs each broken sink in a child process,
 // because a conformance failure fails the test that ran it.
 func TestRunCatchesBrokenSinks(t *testing.T) {
 	if name := os.Getenv("SINKTEST_BROKEN"); name != "" {
-		b := broken[name]
-		sinktest.Run(t, harness(b.flushAt, b.flaws))
+		sinktest.Run(t, broken[name].harness())
 		return
 	}
 	for name, b := range broken {

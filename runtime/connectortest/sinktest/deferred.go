@@ -1,0 +1,298 @@
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/sinkloop"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// newDeferred builds the sink for a DeferredSink subtest, or skips the
+// subtest when the sink is a plain plugin.Sink.
+func (h Harness) newDeferred(t *testing.T) plugin.DeferredSink {
+	t.Helper()
+	if h.Setup != nil {
+		h.Setup(t)
+	}
+	s, err := h.New(t)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	d, ok := s.(plugin.DeferredSink)
+	if !ok {
+		_ = s.Close(context.Background())
+		t.Skip("not a plugin.DeferredSink: its commits follow Consume")
+	}
+	return d
+}
+
+// deferredSkips hands a DeferredSink a batch that repeats records it has
+// accepted, as the runtime does after a failure or a rebalance: the
+// destination must hold every record exactly once.
+func (h Harness) deferredSkips(t *testing.T) {
+	s := h.newDeferred(t)
+	d := &Driver{T: t, Sink: s, Timeout: h.Timeout}
+	t.Cleanup(d.Close)
+	if err := d.Open(); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	n := h.BatchSize
+	sent := Records("sinktest", 0, 3*n)
+	steps := [][]plugin.Record{sent[:2*n], sent[n : 3*n], sent[:n]}
+	for i, b := range steps {
+		if err := d.Consume(b); err != nil {
+			t.Fatalf("Consume(step %d, offsets %d-%d): %v", i, b[0].Offset, b[len(b)-1].Offset, err)
+		}
+	}
+	d.Close()
+	written := h.Written(t)
+	CheckWritten(t, sent, written)
+	if dup := duplicates(sent, written); len(dup) > 0 {
+		t.Fatalf("a DeferredSink must skip records below the next offset it expects; written more than once: %q", dup)
+	}
+	if got := s.Durable()[plugin.TopicPartition{Topic: "sinktest"}]; got != int64(3*n) {
+		t.Fatalf("after Close, Durable() reports offset %d for sinktest/0, want %d (every record is in the destination)", got, 3*n)
+	}
+}
+
+func duplicates(sent []plugin.Record, written [][]byte) []string {
+	count := map[string]int{}
+	for _, w := range written {
+		count[string(w)]++
+	}
+	var out []string
+	for _, r := range sent {
+		if count[string(r.Payload)] > 1 {
+			out = append(out, string(r.Payload))
+		}
+	}
+	return out
+}
+
+// killable stands for a process that can die: after kill, its sink gets no
+// more calls through it (Consume fails, Close and Release do nothing), and
+// Durable keeps answering what it answered at the kill.
+type killable struct {
+	plugin.DeferredSink
+	mu       sync.Mutex
+	killed   bool
+	frozen   map[plugin.TopicPartition]int64
+	accepted int64 // highest offset of a successful Consume, -1 for none
+}
+
+var errKilled = errors.New("sinktest: the process was killed")
+
+func (k *killable) Consume(ctx context.Context, batch []plugin.Record) error {
+	k.mu.Lock()
+	dead := k.killed
+	k.mu.Unlock()
+	if dead {
+		return errKilled
+	}
+	if err := k.DeferredSink.Consume(ctx, batch); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range batch {
+		k.accepted = max(k.accepted, r.Offset)
+	}
+	return nil
+}
+
+func (k *killable) Durable() map[plugin.TopicPartition]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.killed {
+		return k.frozen
+	}
+	return k.DeferredSink.Durable()
+}
+
+func (k *killable) Release(ctx context.Context, parts []plugin.TopicPartition) error {
+	k.mu.Lock()
+	dead := k.killed
+	k.mu.Unlock()
+	if dead {
+		return nil
+	}
+	return k.DeferredSink.Release(ctx, parts)
+}
+
+func (k *killable) Close(ctx context.Context) error {
+	k.mu.Lock()
+	dead := k.killed
+	k.mu.Unlock()
+	if dead {
+		return nil
+	}
+	return k.DeferredSink.Close(ctx)
+}
+
+// kill freezes Durable and returns what it reported last.
+func (k *killable) kill() map[plugin.TopicPartition]int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.frozen = k.DeferredSink.Durable()
+	k.killed = true
+	return k.frozen
+}
+
+func (k *killable) acceptedUpTo() int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.accepted
+}
+
+// killLosesNothing runs a DeferredSink through the runtime's sink loop,
+// kills it (no Close, no final commit beyond what Durable reported) once it
+// has accepted a first half of the records, and starts a fresh sink on the
+// same destination and consumer group. Every record the loop committed
+// before the kill must be in the destination at the kill; after the
+// restart and a graceful stop, every record must be there.
+func (h Harness) killLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the runtime's sink loop (librdkafka) twice; skipped with -short")
+	}
+	first := &killable{DeferredSink: h.newDeferred(t), accepted: -1}
+	const topic, group = "sinktest", "sinktest-kill"
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
+	if err != nil {
+		t.Fatalf("start the embedded broker: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	n := h.BatchSize * h.Batches
+	sent := Records(topic, 0, n)
+	produce(t, b.Addr(), topic, sent)
+
+	start := func(s plugin.Sink) (stop func() error, done chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done = make(chan error, 1)
+		go func() {
+			done <- sinkloop.Run(ctx, sinkloop.Config{
+				Key: "sinktest", GroupID: group,
+				Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
+					BatchLength: h.BatchSize, PollInterval: "50ms"}},
+				Sink: s, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: status.New(string(plugin.KindSink), "sinktest", nil),
+				RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+				CloseTimeout: h.Timeout,
+			})
+		}()
+		stopped := false
+		var result error
+		return func() error {
+			if !stopped {
+				stopped = true
+				cancel()
+				select {
+				case result = <-done:
+				case <-time.After(h.Timeout + 30*time.Second):
+					t.Fatalf("the sink loop did not stop")
+				}
+			}
+			return result
+		}, done
+	}
+	wait := func(what string, done chan error, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(h.Timeout)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out after %v waiting for %s", h.Timeout, what)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the sink loop stopped while waiting for %s: %v", what, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+
+	stop1, done1 := start(first)
+	wait("the first sink to accept every record", done1, func() bool { return first.acceptedUpTo() >= int64(n-1) })
+	durable := first.kill()
+	atKill := h.Written(t)
+	if err := stop1(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("the killed loop: %v", err)
+	}
+	// The killed sink's goroutines may still run, as a dying process's
+	// would not: close it once the test is over.
+	t.Cleanup(func() { _ = first.DeferredSink.Close(context.Background()) })
+
+	committedAtKill := committedOffset(t, b.Addr(), group, topic)
+	if d := durable[plugin.TopicPartition{Topic: topic}]; committedAtKill > d {
+		t.Fatalf("the loop committed offset %d but the sink reported only %d durable", committedAtKill, d)
+	}
+	if lost := missing(sent[:committedAtKill], atKill); len(lost) > 0 {
+		t.Fatalf("the sink reported offsets below %d durable and they were committed, but the destination lacks %d of them at the kill: %q",
+			committedAtKill, len(lost), lost)
+	}
+	t.Logf("killed after accepting %d records; %d were durable and committed", n, committedAtKill)
+
+	more := Records(topic, int64(n), h.BatchSize)
+	produce(t, b.Addr(), topic, more)
+	sent = append(sent, more...)
+	s2, err := h.New(t)
+	if err != nil {
+		t.Fatalf("New after the kill: %v", err)
+	}
+	d2, ok := s2.(plugin.DeferredSink)
+	if !ok {
+		t.Fatalf("New returned a %T after a DeferredSink", s2)
+	}
+	second := &killable{DeferredSink: d2, accepted: -1}
+	stop2, done2 := start(second)
+	wait("the restarted sink to accept every record", done2, func() bool { return second.acceptedUpTo() >= int64(len(sent)-1) })
+	if err := stop2(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the restarted sink loop: %v", err)
+	}
+	if c := committedOffset(t, b.Addr(), group, topic); c != int64(len(sent)) {
+		t.Fatalf("after the graceful stop the committed offset is %d, want %d: Close must make everything durable", c, len(sent))
+	}
+	CheckWritten(t, sent, h.Written(t))
+}
+
+func missing(sent []plugin.Record, written [][]byte) []string {
+	have := map[string]bool{}
+	for _, w := range written {
+		have[string(w)] = true
+	}
+	var out []string
+	for _, r := range sent {
+		if !have[string(r.Payload)] {
+			out = append(out, string(r.Payload))
+		}
+	}
+	return out
+}
+
+// committedOffset returns the group's committed offset of topic's
+// partition 0, or 0 when there is none.
+func committedOffset(t *testing.T, addr, group, topic string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatalf("admin client: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		return 0 // the group does not exist yet
+	}
+	if o, ok := res.Lookup(topic, 0); ok && o.Err == nil {
+		return o.At
+	}
+	return 0
+}
