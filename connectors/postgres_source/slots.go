@@ -111,11 +111,11 @@ func sizeText(n int64) string {
 // startSlotWatch checks the slot once, then starts the watch goroutine
 // (CDC only).
 func (s *Source) startSlotWatch(metrics plugin.Metrics) {
-	w := &s.slots
-	w.retained = metrics.Gauge("postgres_source_retained_wal_bytes", "CDC: bytes of WAL the replication slot retains on the server (current WAL position minus the slot's restart_lsn), read every slot_check_interval while the source is open.")
 	if s.opt.Mode != "cdc" {
 		return
 	}
+	w := &s.slots
+	w.retained = metrics.Gauge("postgres_source_retained_wal_bytes", "CDC: bytes of WAL the replication slot retains on the server (current WAL position minus the slot's restart_lsn), read every slot_check_interval while the source is open.")
 	interval := s.opt.SlotCheckInterval
 	if interval <= 0 {
 		interval = defaultSlotCheck
