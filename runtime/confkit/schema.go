@@ -129,16 +129,16 @@ func CheckSchema(s *jsonschema.Schema, doc map[string]any, spec *SchemaSpec) Pro
 
 func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSpec) []Problem {
 	path := pointerPath(e.InstanceLocation)
-	key := strings.Join(path, ".")
+	key := instanceKey(doc, path)
 	rule := e.KeywordLocation
 	if i := strings.LastIndexByte(rule, '/'); i >= 0 {
 		rule = rule[i+1:]
 	}
-	info := spec.Keys[key]
+	info := spec.info(key)
 	switch rule {
 	case "required", "additionalProperties":
 		var names []string
-		known, haveKnown := spec.Known[key]
+		known, haveKnown := spec.known(key)
 		if obj, ok := valueAt(doc, path).(map[string]any); ok && rule == "additionalProperties" && haveKnown {
 			// Work the unknown keys out directly: the validator's message
 			// quotes them in a way that is ambiguous for keys with quotes.
@@ -165,13 +165,13 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 			}
 			if rule == "required" {
 				msg := "is required but not set"
-				if sm := spec.Keys[full].Messages["required"]; sm != "" {
+				if sm := spec.info(full).Messages["required"]; sm != "" {
 					msg = Expand(sm, full, "")
 				}
 				ps = append(ps, Problem{Key: full, Rule: "required", Message: msg})
 				continue
 			}
-			ps = append(ps, UnknownKey(key, name, valueAt(doc, append(path, name)), spec.Known[key]))
+			ps = append(ps, UnknownKey(key, name, valueAt(doc, append(path, name)), known))
 		}
 		return ps
 	}
@@ -321,6 +321,9 @@ func SortProblems(ps Problems, order []string) {
 		pos[k] = i
 	}
 	rank := func(k string) int {
+		if _, exact := pos[k]; !exact {
+			k = ElementKey(k)
+		}
 		for {
 			if i, ok := pos[k]; ok {
 				return i

@@ -1,0 +1,40 @@
+package confkit
+
+import "testing"
+
+func TestElementKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"columns[2].type":      "columns[].type",
+		"a[0].b[13].c":         "a[].b[].c",
+		"plain.key":            "plain.key",
+		"odd[x].key":           "odd[x].key",
+		"open[12":              "open[12",
+		"columns[]":            "columns[]",
+		"columns[7]":           "columns[]",
+		"weird[]name[3].inner": "weird[]name[].inner",
+	} {
+		if got := ElementKey(in); got != want {
+			t.Errorf("ElementKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestInstanceKey(t *testing.T) {
+	doc := map[string]any{
+		"columns": []any{map[string]any{}, map[string]any{"tls": map[string]any{}}},
+		"2":       map[string]any{"3": "x"},
+	}
+	for _, c := range []struct {
+		path []string
+		want string
+	}{
+		{[]string{"columns", "1", "tls", "ca"}, "columns[1].tls.ca"},
+		{[]string{"columns", "9", "name"}, "columns[9].name"},
+		{[]string{"2", "3"}, "2.3"},
+		{nil, ""},
+	} {
+		if got := instanceKey(doc, c.path); got != c.want {
+			t.Errorf("instanceKey(%v) = %q, want %q", c.path, got, c.want)
+		}
+	}
+}
