@@ -9,9 +9,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// errConnBusy: the connection is reading a peek result across polls.
+var errConnBusy = errors.New("the postgres connection is busy reading a peek result (cdc_reader = \"peek\"); try again after the current transaction's batches")
+
 // query runs one statement with text parameters and text results and
 // returns its rows.
 func (s *Source) query(ctx context.Context, sql string, args ...string) ([][][]byte, error) {
+	if s.cursor != nil {
+		return nil, errConnBusy
+	}
 	params := make([][]byte, len(args))
 	for i, a := range args {
 		params[i] = []byte(a)
@@ -25,6 +31,9 @@ func (s *Source) query(ctx context.Context, sql string, args ...string) ([][][]b
 
 // exec runs statements without parameters.
 func (s *Source) exec(ctx context.Context, sql string) error {
+	if s.cursor != nil {
+		return errConnBusy
+	}
 	_, err := s.conn.Exec(ctx, sql).ReadAll()
 	return err
 }

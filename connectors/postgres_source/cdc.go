@@ -249,7 +249,13 @@ func (s *Source) moveSlot(ctx context.Context) error {
 
 // pollCDC runs the snapshot while one is due, then reads the slot.
 func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
-	if s.pendingAdvance > s.slotLSN {
+	if s.retry != nil {
+		// Nacked: the same records and state again.
+		b := *s.retry
+		s.candidate, s.candidateLSN = s.retryState, s.retryLSN
+		return b, nil
+	}
+	if s.pendingAdvance > s.slotLSN && s.cursor == nil {
 		if err := s.moveSlot(ctx); err != nil {
 			return plugin.Batch{}, err
 		}
@@ -299,58 +305,92 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 	}
 }
 
-// peek reads up to batch_size changes (whole transactions) and returns them
-// as a batch; more says the peek was full, so there may be more WAL.
-func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
-	// The flush position, not the write position: logical decoding returns
-	// only flushed WAL, so a commit written but not yet flushed (with
-	// synchronous_commit = off) lies between the two, and an empty peek
-	// that moved the slot to the write position would skip it unread.
-	var current pglogrepl.LSN
-	rows, err := s.query(ctx, `SELECT pg_current_wal_flush_lsn()::text`)
-	if err != nil {
-		return plugin.Batch{}, false, err
-	}
-	current, _ = pglogrepl.ParseLSN(string(rows[0][0]))
-	if current > s.committedLSN && s.committedLSN > 0 {
-		s.lag.Set(float64(current - s.committedLSN))
-	}
+// peekCursor is a peek result being read: a poll takes at most
+// batch_size records from it and leaves the rest for the next poll, so a
+// transaction larger than batch_size comes back in pieces.
+type peekCursor struct {
+	rr     *pgconn.ResultReader
+	cancel context.CancelFunc // ends the query (and the connection)
+	d      *decoder
+	n      int           // rows read
+	flush  pglogrepl.LSN // WAL flush position read before the peek
+}
 
+func (s *Source) closeCursor() {
+	if s.cursor != nil {
+		s.cursor.cancel()
+		s.cursor = nil
+	}
+	s.retry, s.retryState = nil, nil
+}
+
+// peek returns up to batch_size records of the slot's changes, reading a
+// peek of at least batch_size changes (PostgreSQL returns whole
+// transactions) across as many polls as it takes. more says the peek was
+// full and has been read to its end, so there may be more WAL.
+func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 	limit := s.opt.BatchSize
-	rr := s.conn.ExecParams(ctx,
-		`SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
-		[][]byte{[]byte(s.opt.Slot), []byte(strconv.Itoa(limit)), []byte(quoteIdent(s.opt.Publication))},
-		nil, nil, []int16{1, 1})
-	d := decoder{s: s, rels: map[uint32]*relation{}}
-	n := 0
-	for rr.NextRow() {
-		n++
-		vals := rr.Values()
+	cur := s.cursor
+	if cur == nil {
+		// The flush position, not the write position: logical decoding
+		// returns only flushed WAL, so a commit written but not yet
+		// flushed (synchronous_commit = off) lies between the two, and an
+		// empty peek that moved the slot to the write position would skip
+		// it unread.
+		rows, err := s.query(ctx, `SELECT pg_current_wal_flush_lsn()::text`)
+		if err != nil {
+			return plugin.Batch{}, false, err
+		}
+		flush, _ := pglogrepl.ParseLSN(string(rows[0][0]))
+		if flush > s.committedLSN && s.committedLSN > 0 {
+			s.lag.Set(float64(flush - s.committedLSN))
+		}
+		// The result outlives this poll: its context is the cursor's.
+		qctx, cancel := context.WithCancel(context.Background())
+		rr := s.conn.ExecParams(qctx,
+			`SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
+			[][]byte{[]byte(s.opt.Slot), []byte(strconv.Itoa(limit)), []byte(quoteIdent(s.opt.Publication))},
+			nil, nil, []int16{1, 1})
+		cur = &peekCursor{rr: rr, cancel: cancel, d: s.newDecoder(), flush: flush}
+		s.cursor = cur
+	}
+	stop := context.AfterFunc(ctx, cur.cancel)
+	defer stop()
+	d := cur.d
+	done := false
+	for len(d.msgs) < s.opt.BatchSize {
+		if !cur.rr.NextRow() {
+			done = true
+			break
+		}
+		cur.n++
+		vals := cur.rr.Values()
 		if len(vals) != 2 || len(vals[0]) != 8 {
 			continue
 		}
 		lsn := pglogrepl.LSN(binary.BigEndian.Uint64(vals[0]))
 		if err := d.handle(lsn, vals[1]); err != nil {
-			_, _ = rr.Close()
 			return plugin.Batch{}, false, err
 		}
 	}
-	if _, err := rr.Close(); err != nil {
-		return plugin.Batch{}, false, s.peekError(err)
+	more := false
+	if done {
+		s.cursor = nil
+		_, err := cur.rr.Close()
+		cur.cancel()
+		if err != nil {
+			return plugin.Batch{}, false, s.peekError(err)
+		}
+		more = cur.n >= limit
 	}
-	more := n >= limit
 	if len(d.msgs) > 0 {
-		cand := max(d.lastEnd, s.committedLSN)
-		st := s.committed.clone()
-		st.LSN = cand.String()
-		s.candidateLSN = cand
-		b, err := s.batch(d.msgs, st)
+		b, err := s.cdcBatch(d)
 		return b, more, err
 	}
 	// Nothing for us: everything up to what was read is safe to skip.
 	target := d.lastEnd
-	if !more && current > target {
-		target = current
+	if !more && cur.flush > target {
+		target = cur.flush
 	}
 	if !more {
 		s.lag.Set(0) // caught up
@@ -361,16 +401,58 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 	return plugin.Batch{}, more, nil
 }
 
-// decoder turns one peek's pgoutput messages into records. Each peek
-// re-sends Relation messages, so the relation cache lives per call.
+// cdcBatch returns the decoder's records with their candidate state: the
+// end of the last whole transaction, and when the batch ends inside a
+// transaction, that transaction and how many of its records are
+// delivered. The batch is kept for a Nack.
+func (s *Source) cdcBatch(d *decoder) (plugin.Batch, error) {
+	cand := max(d.lastEnd, s.committedLSN)
+	st := s.committed.clone()
+	st.LSN = cand.String()
+	st.TxLSN, st.TxRows = "", 0
+	if d.inTxn && !d.skip && d.txSeen > 0 {
+		st.TxLSN, st.TxRows = d.txFinal.String(), d.txSeen
+	}
+	s.candidateLSN = cand
+	b, err := s.batch(d.msgs, st)
+	d.msgs = nil
+	if err == nil {
+		s.retry, s.retryState, s.retryLSN = &b, s.candidate, cand
+	}
+	return b, err
+}
+
+// newDecoder starts decoding at the committed position. A transaction
+// delivered in part before (the state's tx_lsn) has its first tx_rows
+// records skipped when it comes again.
+func (s *Source) newDecoder() *decoder {
+	d := &decoder{s: s, rels: map[uint32]*relation{}}
+	if s.committed.TxLSN != "" {
+		if lsn, err := pglogrepl.ParseLSN(s.committed.TxLSN); err == nil && lsn >= s.committedLSN {
+			d.resumeLSN, d.resumeRows = lsn, s.committed.TxRows
+		}
+	}
+	return d
+}
+
+// decoder turns pgoutput messages into records. It lives as long as one
+// peek result or one replication stream, which send the Relation messages
+// it caches.
 type decoder struct {
 	s       *Source
 	rels    map[uint32]*relation
 	msgs    []plugin.Message
 	skip    bool // transaction already delivered (commit before committedLSN)
 	commit  time.Time
-	lastEnd pglogrepl.LSN
-	change  change // reused for every tuple message
+	lastEnd pglogrepl.LSN // end of the last whole transaction read
+	change  change        // reused for every tuple message
+
+	inTxn   bool          // between a Begin and its Commit
+	txFinal pglogrepl.LSN // commit LSN of the open transaction
+	txSeen  int           // its records so far, skipped ones included
+	// A transaction delivered in part before this decoder started.
+	resumeLSN  pglogrepl.LSN
+	resumeRows int
 }
 
 func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
@@ -418,7 +500,9 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 	case *pglogrepl.BeginMessage:
 		d.skip = m.FinalLSN < s.committedLSN
 		d.commit = m.CommitTime
+		d.inTxn, d.txFinal, d.txSeen = true, m.FinalLSN, 0
 	case *pglogrepl.CommitMessage:
+		d.inTxn = false
 		if m.TransactionEndLSN > d.lastEnd {
 			d.lastEnd = m.TransactionEndLSN
 		}
@@ -440,6 +524,12 @@ func (d *decoder) rel(id uint32, op string) *relation {
 	}
 	rel := d.rels[id]
 	if rel == nil || rel.skip {
+		return nil
+	}
+	// One more record of this transaction: those a previous run delivered
+	// are skipped.
+	d.txSeen++
+	if d.resumeRows > 0 && d.txFinal == d.resumeLSN && d.txSeen <= d.resumeRows {
 		return nil
 	}
 	return rel

@@ -2,6 +2,7 @@ package postgressource
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
 // heapAfterGC is the live heap once garbage is collected.
@@ -149,4 +152,88 @@ func testEmptyPeekNeverSkipsUnflushedCommit(t *testing.T, reader string) {
 		}
 		t.Fatalf("%d of %d rows never arrived (skipped by an empty poll's advance): %v", len(missing), rows, missing)
 	}
+}
+
+// TestHugeTransactionSplit delivers one 2,500-row transaction with
+// batch_size 1000: no batch is larger than batch_size, a Nack returns the
+// same piece, and a restart from the state of a piece in the middle (the
+// process died before the next piece's state was saved) resumes inside
+// the transaction: every row arrives, and the only repeats are the piece
+// that was in flight.
+func TestHugeTransactionSplit(t *testing.T) { forReaders(t, testHugeTransactionSplit) }
+
+func testHugeTransactionSplit(t *testing.T, reader string) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY, v text); CREATE TABLE other (id int)`)
+	opt := db.cdcOptions("t")
+	opt.Reader = reader
+	opt.BatchSize = 1000
+	s := open(t, opt, nil)
+	db.exec(`INSERT INTO t VALUES (0, 'before')`)
+	next(t, s)
+	ack(t, s)
+	db.exec(`BEGIN; INSERT INTO t SELECT i, 'v' FROM generate_series(1, 1200) i; INSERT INTO other SELECT generate_series(1, 100);
+INSERT INTO t SELECT i, 'v' FROM generate_series(1201, 2500) i; DELETE FROM t WHERE id = 0; COMMIT;
+INSERT INTO t VALUES (3000, 'after')`)
+	var got []string
+	take := func(s *Source, want int) plugin.Batch {
+		t.Helper()
+		b := next(t, s)
+		if len(b.Messages) > opt.BatchSize {
+			t.Fatalf("batch of %d records, batch_size %d", len(b.Messages), opt.BatchSize)
+		}
+		if want > 0 && len(b.Messages) != want {
+			t.Fatalf("batch of %d records, want %d", len(b.Messages), want)
+		}
+		return b
+	}
+	t.Log("first piece")
+	b1 := take(s, 1000)
+	nack(t, s)
+	if again := take(s, 1000); string(again.State) != string(b1.State) || payloads(again)[999] != payloads(b1)[999] {
+		t.Fatalf("after nack: state %s, want %s", again.State, b1.State)
+	}
+	ack(t, s)
+	got = append(got, ids(t, payloads(b1))...)
+	b2 := take(s, 1000)
+	// The process dies here: b2 was produced, its state not saved.
+	s.Close(context.Background())
+	got = append(got, ids(t, payloads(b2))...)
+	t.Logf("restart from %s", b1.State)
+	s2 := open(t, opt, b1.State)
+	for len(got) < 1000+1000+1500+2 {
+		b := take(s2, 0)
+		got = append(got, ids(t, payloads(b))...)
+		ack(t, s2)
+	}
+	// b2's 1000 rows twice, then the rest once each, in order.
+	var want []string
+	for i := 1; i <= 2000; i++ {
+		want = append(want, strconv.Itoa(i))
+	}
+	for i := 1001; i <= 2500; i++ {
+		want = append(want, strconv.Itoa(i))
+	}
+	want = append(want, "0", "3000")
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %d ids, want %d: %.300v", len(got), len(want), got)
+	}
+	empty(t, s2)
+	// A checkpoint written before tx_lsn existed still loads, and resumes
+	// at its LSN.
+	old := fmt.Sprintf(`{"v":1,"mode":"cdc","lsn":%q}`, mustState(t, s2.committed.mustBlob(t)))
+	s2.Close(context.Background())
+	db.exec(`INSERT INTO t VALUES (4000, 'later')`)
+	s3 := open(t, opt, []byte(old))
+	if got := ids(t, payloads(take(s3, 1))); got[0] != "4000" {
+		t.Fatalf("from an old checkpoint: %v", got)
+	}
+}
+
+func (st *state) mustBlob(t testing.TB) []byte {
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -32,8 +32,14 @@ import (
 type state struct {
 	V    int    `json:"v"`
 	Mode string `json:"mode"`
-	// CDC: the end LSN of the last delivered transaction.
-	LSN      string     `json:"lsn,omitempty"`
+	// CDC: the end LSN of the last transaction delivered in full.
+	LSN string `json:"lsn,omitempty"`
+	// CDC: a transaction larger than batch_size is delivered in pieces.
+	// TxLSN is the commit LSN of the one delivered in part (after LSN),
+	// TxRows how many of its records are delivered; a restart skips those.
+	// Checkpoints written before these fields existed load unchanged.
+	TxLSN    string     `json:"tx_lsn,omitempty"`
+	TxRows   int        `json:"tx_rows,omitempty"`
 	Snapshot *snapState `json:"snapshot,omitempty"`
 	// Polling: progress per table, keyed by schema.table.
 	Tables map[string]*pollState `json:"tables,omitempty"`
@@ -117,14 +123,20 @@ type Source struct {
 	replConn       *pgconn.PgConn
 	snapFresh      bool // the open snapshot is not the slot's own
 
-	// CDC, stream reader
-	streamConn *pgconn.PgConn
-	streamRels map[uint32]*relation
-	streamSent pglogrepl.LSN // last position confirmed to the server
-	streamIdle pglogrepl.LSN // server WAL end seen with nothing pending
-	retry      *plugin.Batch // the nacked batch, returned again
+	// CDC, both readers: the last batch, returned again after a Nack.
+	retry      *plugin.Batch
 	retryState *state
 	retryLSN   pglogrepl.LSN
+
+	// CDC, peek reader: a peek result read across polls, so a transaction
+	// larger than batch_size is split; s.conn is busy while it is open.
+	cursor *peekCursor
+
+	// CDC, stream reader
+	streamConn *pgconn.PgConn
+	streamDec  *decoder      // lives as long as the stream
+	streamSent pglogrepl.LSN // last position confirmed to the server
+	streamIdle pglogrepl.LSN // server WAL end seen with nothing pending
 
 	// Polling
 	pendingApply []applyOp // side effects of the candidate batch
@@ -212,6 +224,11 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 			return nil, fmt.Errorf("state: bad LSN %q in the stored checkpoint", s.committed.LSN)
 		}
 		s.committedLSN = lsn
+	}
+	if s.committed.TxLSN != "" {
+		if _, err := pglogrepl.ParseLSN(s.committed.TxLSN); err != nil || s.committed.TxRows < 0 {
+			return nil, fmt.Errorf("state: bad tx_lsn %q or tx_rows %d in the stored checkpoint; delete it to start over", s.committed.TxLSN, s.committed.TxRows)
+		}
 	}
 	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(env.State) == 0 {
 		s.committed.Snapshot = &snapState{Tables: map[string]*snapTable{}}
@@ -308,6 +325,7 @@ func (s *Source) connect(ctx context.Context) error {
 
 // close drops the connections.
 func (s *Source) close() {
+	s.closeCursor()
 	s.closeStream()
 	if s.replConn != nil {
 		_ = s.replConn.Close(context.Background())
@@ -414,7 +432,9 @@ func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error 
 				s.pendingAdvance = target
 			}
 			s.retry = nil
-			if s.conn != nil && s.pendingAdvance > s.slotLSN {
+			// With a peek result still open, the slot moves at the next
+			// poll that finds it closed.
+			if s.conn != nil && s.cursor == nil && s.pendingAdvance > s.slotLSN {
 				if err := s.moveSlot(ctx); err != nil {
 					s.log.Warn("advancing the replication slot failed; retrying on the next poll", "error", err)
 					if isConnError(err) {

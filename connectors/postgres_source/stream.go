@@ -23,9 +23,12 @@ import (
 // (START_REPLICATION ... LOGICAL with pgoutput), so the server decodes each
 // change once. The stage-and-apply contract is the same:
 //
-//   - Poll reads whole transactions from the stream until batch_size
-//     records (never splitting a transaction) or until the stream is quiet,
-//     and returns the end LSN of the last transaction as the candidate.
+//   - Poll reads the stream until batch_size records or until the stream
+//     is quiet, and returns the end LSN of the last whole transaction as
+//     the candidate. A transaction larger than batch_size is split: the
+//     candidate then also names it and how many of its records are
+//     delivered, and after a restart those are skipped when the server
+//     sends it again.
 //   - Ack promotes it and confirms it to the server with a standby status
 //     update (the slot's confirmed position follows).
 //   - Nack keeps the batch, and the next Poll returns the same records with
@@ -56,7 +59,7 @@ func (s *Source) startStream(ctx context.Context) error {
 		return s.peekError(err)
 	}
 	s.streamConn = conn
-	s.streamRels = map[uint32]*relation{}
+	s.streamDec = s.newDecoder()
 	s.streamSent = 0
 	s.streamIdle = 0
 	return nil
@@ -67,7 +70,7 @@ func (s *Source) closeStream() {
 		_ = s.streamConn.Close(context.Background())
 		s.streamConn = nil
 	}
-	s.streamRels = nil
+	s.streamDec = nil
 	// A new stream starts at the committed LSN and sends a nacked batch
 	// again by itself.
 	s.retry, s.retryState = nil, nil
@@ -90,12 +93,6 @@ func (s *Source) confirm(lsn pglogrepl.LSN) error {
 
 // pollStream returns the next batch from the replication stream.
 func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
-	if s.retry != nil {
-		// Nacked: the same records and state again.
-		b := *s.retry
-		s.candidate, s.candidateLSN = s.retryState, s.retryLSN
-		return b, nil
-	}
 	if s.streamConn != nil && s.streamConn.IsClosed() {
 		s.closeStream()
 	}
@@ -107,21 +104,21 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 	if err := s.confirm(s.pendingAdvance); err != nil {
 		return plugin.Batch{}, err
 	}
-	d := decoder{s: s, rels: s.streamRels}
-	inTxn := false
+	d := s.streamDec
 	wait := s.opt.PollInterval
 	if wait <= 0 {
 		wait = time.Second
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		if !inTxn && len(d.msgs) >= s.opt.BatchSize {
-			break
+		if len(d.msgs) >= s.opt.BatchSize {
+			break // inside a transaction too: the candidate says where
 		}
 		until := deadline
 		switch {
-		case inTxn:
-			// A transaction is arriving: never split it (ctx bounds this).
+		case d.inTxn && len(d.msgs) > 0:
+			// The rest of a transaction arrives at once: wait for it
+			// rather than split it on a pause.
 			until = time.Now().Add(time.Second)
 		case len(d.msgs) > 0:
 			until = time.Now().Add(streamLinger)
@@ -134,9 +131,6 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 				return plugin.Batch{}, ctx.Err()
 			}
 			if pgconn.Timeout(err) && !s.streamConn.IsClosed() {
-				if inTxn {
-					continue
-				}
 				break
 			}
 			return plugin.Batch{}, fmt.Errorf("replication stream: %w", err)
@@ -152,7 +146,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 				if err != nil {
 					return plugin.Batch{}, err
 				}
-				idle := !inTxn && len(d.msgs) == 0
+				idle := !d.inTxn && len(d.msgs) == 0
 				if idle && ka.ServerWALEnd > s.streamIdle {
 					s.streamIdle = ka.ServerWALEnd
 				}
@@ -180,12 +174,6 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 				if len(xld.WALData) == 0 {
 					continue
 				}
-				switch xld.WALData[0] {
-				case 'B':
-					inTxn = true
-				case 'C':
-					inTxn = false
-				}
 				if err := d.handle(xld.WALStart, xld.WALData); err != nil {
 					return plugin.Batch{}, err
 				}
@@ -197,24 +185,16 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 		}
 	}
 	if len(d.msgs) == 0 {
-		if !inTxn {
+		if !d.inTxn {
 			s.lag.Set(0) // caught up
 		}
 		// Nothing pending: what the server has sent so far can be
 		// confirmed once this empty batch is resolved.
-		if !inTxn && max(d.lastEnd, s.streamIdle) > s.streamSent {
+		if !d.inTxn && max(d.lastEnd, s.streamIdle) > s.streamSent {
 			s.quietLSN = max(d.lastEnd, s.streamIdle)
 		}
 		return plugin.Batch{}, nil
 	}
 	s.streamIdle = 0
-	cand := max(d.lastEnd, s.committedLSN)
-	st := s.committed.clone()
-	st.LSN = cand.String()
-	s.candidateLSN = cand
-	b, err := s.batch(d.msgs, st)
-	if err == nil {
-		s.retry, s.retryState, s.retryLSN = &b, s.candidate, cand
-	}
-	return b, err
+	return s.cdcBatch(d)
 }
