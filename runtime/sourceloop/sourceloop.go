@@ -7,18 +7,28 @@
 // every block, each with its own schema, route and producer settings, and
 // the batch is acknowledged only when every copy is delivered.
 //
+// Every producer runs with acks=all and enable.idempotence=true; properties
+// that would weaken either are refused (definition.WeakensProducer). A block
+// without create_topics never creates a topic, not even through a broker
+// that creates topics on a metadata request (allow.auto.create.topics=false).
+//
 // What happens when things go wrong (sources.md, "When things go wrong"):
 //
-//	Poll returns an error         logged, kept as last error, Poll again after a short back-off
-//	record cannot be decoded,     Nack (the source re-reads it), back off
-//	  transformed or routed
-//	topic missing, create fails,  Nack, back off (exponential, capped)
-//	  or a delivery report fails
+//	Poll returns an error         logged, kept as last error, Poll again after a short back-off;
+//	                              MaxPollFailures in a row set status Error, a successful Poll Running
+//	record cannot be decoded,     with the block's dead_letter_topic: produced there with the
+//	  transformed or routed         deadletter headers as part of the batch; without: Nack, back off
+//	topic missing, create fails,  Nack, back off (exponential, capped); a failed dead-letter
+//	  or a delivery report fails    produce fails the batch like any other
 //	MaxConsecutiveNacks in a row  Run returns ErrTooManyNacks, status Error
 //	state save fails after a      Nack, status Error
 //	  successful produce
 //	a batch succeeds              consecutive Nacks reset; Error cleared to Running
 //	empty batch                   Ack without touching the store; any state it carries is ignored
+//
+// A source that implements Pipelined is polled again while earlier batches
+// are being delivered; batches are still resolved and saved one at a time,
+// in order.
 package sourceloop
 
 import (
