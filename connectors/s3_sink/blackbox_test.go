@@ -952,8 +952,8 @@ func stamp(t *testing.T, l line) time.Time {
 }
 
 // testOutage puts a fault proxy in front of versitygw that fails every
-// data upload for 30 s (10 s with -short) while kcat writes 1 KiB records
-// faster than the buffer bound holds, then lets uploads through.
+// data upload for 30 s (10 s with -short) while kcat writes 1 KiB records,
+// four times what the buffer bound holds, then lets uploads through.
 func (e *bbEnv) testOutage(t *testing.T) {
 	const key, topic = "bbout", "bb.outage"
 	const bound = 8 << 20
@@ -963,7 +963,7 @@ func (e *bbEnv) testOutage(t *testing.T) {
 	}
 	proxy := faultproxy.Start(t, e.srv.Endpoint)
 	def := e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", fmt.Sprintf(`file_rotation = "size"
-max_file_size = "256KiB"
+max_file_size = "1MiB"
 max_buffer_size = "%dMiB"
 max_attempts = 2
 retry_delay = "100ms"
@@ -982,7 +982,7 @@ retry_delay = "100ms"
 		}
 		return err
 	})
-	p := e.startProducer(t, topic, 1024, 40, 20*time.Millisecond) // ~2 MB/s
+	p := e.startProducer(t, topic, 1024, 20, 20*time.Millisecond) // ~1 MB/s
 	time.Sleep(3 * time.Second)
 	base := r.rss("VmRSS")
 	limit := base + 2*bound + 16<<20
@@ -1013,7 +1013,8 @@ retry_delay = "100ms"
 		time.Sleep(100 * time.Millisecond)
 	}
 	proxy.Clear()
-	t.Logf("faults cleared; statuses seen during the outage (100 ms samples): %v", statuses)
+	p.halt(t)
+	t.Logf("faults cleared, kcat stopped; statuses seen during the outage (100 ms samples): %v", statuses)
 	if sawError.Status == "" {
 		t.Errorf("status never went Error during a %s outage", outage)
 	} else if !strings.Contains(sawError.LastError, "503") && !strings.Contains(sawError.LastError, "ServiceUnavailable") {
@@ -1029,10 +1030,9 @@ retry_delay = "100ms"
 		return err
 	})
 	t.Logf("status Running again once uploads succeed")
-	p.halt(t)
 	end := ends(t, adm, topic)
-	// A file of 256 KiB holds about 230 of these records.
-	waitCommitted(t, adm, key, end, 400, r)
+	// A file of 1 MiB holds about 930 of these records.
+	waitCommitted(t, adm, key, end, 1000, r)
 	hwm := r.rss("VmHWM")
 	peak = max(peak, hwm)
 	if peak > limit {
