@@ -22,7 +22,7 @@ type options struct {
 	CreatePublication bool
 	CaptureOperations []string // insert, update, delete, truncate
 	Snapshot          string   // "never" or "initial"
-	Reader            string   // readerPeek or readerStream
+	Reader            string   // readerPeek or readerStream ("" is stream)
 	TrackingColumn    string
 	InitialOffset     string
 	ProcessedColumn   string

@@ -159,6 +159,9 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 	if p := opt.check(); len(p) > 0 {
 		return nil, errors.New(joinLines(p))
 	}
+	if opt.Reader == "" {
+		opt.Reader = readerStream // the schema's default
+	}
 	log := env.Logger
 	if log == nil {
 		log = slog.Default()

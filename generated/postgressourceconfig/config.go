@@ -36,7 +36,7 @@ const (
 	ModePolling Mode = "polling"
 )
 
-// CDCReader is the type of the cdc_reader key: CDC: how changes are read. peek: each poll peeks the slot (pg_logical_slot_peek_binary_changes) and Ack advances it (pg_replication_slot_advance); simple, but every peek and advance re-reads the WAL from the slot's restart point, which PostgreSQL moves only every 15 s or more, so it slows down under a sustained write load. stream: one replication connection streams changes (START_REPLICATION) and Ack confirms them with a standby status update; the server decodes each change once. Both re-deliver a nacked batch and resume from the committed LSN.
+// CDCReader is the type of the cdc_reader key: CDC: how changes are read. stream (the default): one replication connection streams changes (START_REPLICATION) and Ack confirms them with a standby status update; the server decodes each change once, so it keeps up under a sustained write load; it holds one walsender (max_wal_senders). peek: each poll peeks the slot (pg_logical_slot_peek_binary_changes) and Ack advances it (pg_replication_slot_advance); every peek and advance re-reads the WAL from the slot's restart point, which PostgreSQL moves only every 15 s or more, so it falls behind under a sustained load (measured: 5.3 million rows behind after 30 s where stream kept up). Pick peek only when no walsender can be spared or replication connections are not allowed (pg_hba.conf), for a low write rate. Both re-deliver a nacked batch, split transactions larger than batch_size, and resume from the committed position.
 type CDCReader string
 
 // The values of CDCReader.
@@ -76,7 +76,7 @@ type Config struct {
 	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"".
 	Tables []string
 
-	// BatchSize is the batch_size key: Upper bound of one poll. Polling: rows per batch. CDC: changes per peek as PostgreSQL counts them (transaction begin and commit count too); a transaction is never split, so one large transaction comes back whole. Every CDC peek re-decodes the WAL from the slot's restart point, so small CDC batches cost far more than large ones.
+	// BatchSize is the batch_size key: Most records in one batch. Polling: rows per batch (a table without a primary key may add the rest of one group of equal tracking values). CDC: records per batch; a transaction larger than this is split into several batches, and the checkpoint then holds the transaction and how many of its records are delivered, so a restart resumes inside it (the batch in flight at a crash is the only one repeated). The peek reader asks PostgreSQL for at least this many changes per peek, and every peek re-decodes the WAL from the slot's restart point, so small batches cost it far more than large ones. The memory a source holds is bounded by a few batches (batch_size x row size), whatever the transaction size.
 	//
 	// Default: 10000.
 	BatchSize int
@@ -107,9 +107,9 @@ type Config struct {
 	// Default: ["insert","update","delete","truncate"].
 	CaptureOperations []string
 
-	// CDCReader is the cdc_reader key: CDC: how changes are read. peek: each poll peeks the slot (pg_logical_slot_peek_binary_changes) and Ack advances it (pg_replication_slot_advance); simple, but every peek and advance re-reads the WAL from the slot's restart point, which PostgreSQL moves only every 15 s or more, so it slows down under a sustained write load. stream: one replication connection streams changes (START_REPLICATION) and Ack confirms them with a standby status update; the server decodes each change once. Both re-deliver a nacked batch and resume from the committed LSN.
+	// CDCReader is the cdc_reader key: CDC: how changes are read. stream (the default): one replication connection streams changes (START_REPLICATION) and Ack confirms them with a standby status update; the server decodes each change once, so it keeps up under a sustained write load; it holds one walsender (max_wal_senders). peek: each poll peeks the slot (pg_logical_slot_peek_binary_changes) and Ack advances it (pg_replication_slot_advance); every peek and advance re-reads the WAL from the slot's restart point, which PostgreSQL moves only every 15 s or more, so it falls behind under a sustained load (measured: 5.3 million rows behind after 30 s where stream kept up). Pick peek only when no walsender can be spared or replication connections are not allowed (pg_hba.conf), for a low write rate. Both re-deliver a nacked batch, split transactions larger than batch_size, and resume from the committed position.
 	//
-	// Default: peek.
+	// Default: stream.
 	CDCReader CDCReader
 
 	// Snapshot is the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable).
@@ -398,7 +398,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	c.CreateSlot = true
 	c.CreatePublication = true
 	c.CaptureOperations = []string{"insert", "update", "delete", "truncate"}
-	c.CDCReader = CDCReaderPeek
+	c.CDCReader = CDCReaderStream
 	c.Snapshot = SnapshotNever
 	c.SlotCheckInterval = 30 * time.Second
 	c.MaxRetainedWal = confkit.GiB
