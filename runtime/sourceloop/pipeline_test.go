@@ -28,6 +28,8 @@ type pipeSource struct {
 	acks, nacks int
 	// order is broken when an Ack arrives with no outstanding candidate.
 	broken string
+	// badOnce: the first time record n is polled its payload is not JSON.
+	badOnce map[int]bool
 }
 
 func (s *pipeSource) PollAhead() int { return s.depth }
@@ -46,7 +48,14 @@ func (s *pipeSource) Poll(ctx context.Context) (plugin.Batch, error) {
 	end := min(start+s.batch, s.limit)
 	var b plugin.Batch
 	for n := start; n < end; n++ {
-		b.Messages = append(b.Messages, plugin.Message{Key: []byte(strconv.Itoa(n)), Payload: []byte(fmt.Sprintf(`{"seq":%d}`, n))})
+		p := []byte(fmt.Sprintf(`{"seq":%d}`, n))
+		s.mu.Lock()
+		if s.badOnce[n] {
+			delete(s.badOnce, n)
+			p = []byte("not json")
+		}
+		s.mu.Unlock()
+		b.Messages = append(b.Messages, plugin.Message{Key: []byte(strconv.Itoa(n)), Payload: p})
 	}
 	b.State = []byte(strconv.Itoa(end))
 	s.mu.Lock()
@@ -135,6 +144,43 @@ func TestPipelinedSourceSavesInOrder(t *testing.T) {
 	for n := 0; n < limit; n++ {
 		if !seen[n] {
 			t.Fatalf("record %d is not on the topic", n)
+		}
+	}
+}
+
+// TestPipelinedSourceBadRecordNacksInOrder: a batch that fails before it is
+// sent (a record that is not JSON, no dead-letter topic) is nacked after the
+// batches before it are saved, and the source reads it again.
+func TestPipelinedSourceBadRecordNacksInOrder(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	const limit, batch = 1000, 20
+	src := &pipeSource{batch: batch, limit: limit, depth: 3, badOnce: map[int]bool{430: true}}
+	store := &flakyStore{fail: func(int) bool { return false }}
+	r := start(t, Config{Topics: []definition.Topics{literal("pipe")}, Source: src, Store: store, BootstrapServers: b.Addr(),
+		RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond})
+	waitFor(t, "state 1000", func() bool { return store.get("seq") == strconv.Itoa(limit) })
+	r.stop(t)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.broken != "" || src.nacks != 1 {
+		t.Fatalf("source: broken %q, %d nacks (want 1)", src.broken, src.nacks)
+	}
+	for i, v := range store.saved {
+		if v != (i+1)*batch {
+			t.Fatalf("save %d stored %d, want %d", i, v, (i+1)*batch)
+		}
+	}
+	got := seqs(t, readTopic(t, b, "pipe"))
+	seen := map[int]int{}
+	for _, n := range got {
+		seen[n]++
+	}
+	for n := 0; n < limit; n++ {
+		if seen[n] == 0 {
+			t.Fatalf("record %d is not on the topic", n)
+		}
+		if n < 420 && seen[n] != 1 {
+			t.Fatalf("record %d, before the failed batch, is on the topic %d times", n, seen[n])
 		}
 	}
 }

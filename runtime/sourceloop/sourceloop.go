@@ -426,7 +426,14 @@ func (l *loop) run(ctx context.Context) error {
 			continue
 		}
 		c.Polled.Add(int64(len(batch.Messages)))
-		queue = append(queue, l.send(ctx, bctx, batch))
+		p := l.send(ctx, bctx, batch)
+		queue = append(queue, p)
+		if p.failure != nil {
+			// No use polling ahead of a batch that already failed.
+			if err := resolveAll(); err != nil {
+				return err
+			}
+		}
 	}
 	return resolveAll()
 }
