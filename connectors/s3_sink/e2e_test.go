@@ -67,11 +67,9 @@ func payloads(t testing.TB, srv *s3test.Server, bucket string) [][]byte {
 }
 
 // TestConformance runs the shared sink conformance suite against the S3
-// sink and a real server, breaking the server with the fault proxy. Each
-// record is its own file (max_messages_per_file = 1), so a failed file
-// never holds records of an earlier, committed batch: with larger files
-// those are lost by design (see the Replay table) and the suite's
-// at-least-once check would not apply.
+// sink (exactly_once, a DeferredSink) and a real server, breaking the
+// server with the fault proxy. Files hold three records, so a failed file
+// holds records of earlier batches: they are kept, not lost.
 func TestConformance(t *testing.T) {
 	srv := s3test.Start(t)
 	proxy := faultproxy.Start(t, srv.Endpoint)
@@ -90,7 +88,7 @@ func TestConformance(t *testing.T) {
 			o := defaultOptions()
 			o.Bucket, o.Region, o.Endpoint, o.PathStyle = bucket, s3test.Region, proxy.URL, true
 			o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
-			o.RotateByMessages, o.MaxMessages = true, 1
+			o.RotateByMessages, o.MaxMessages = true, 3
 			o.MaxAttempts, o.RetryDelay = 2, time.Millisecond
 			return newSink(o, sinktest.Env(t)), nil
 		},

@@ -713,7 +713,11 @@ func (s *Sink) upload(f *file) {
 			}
 			f.rounds++
 			f.state = failed
-			s.log.Error("S3 sink could not upload a file; it stays in memory and is retried, and the partition's commit waits",
+			level := slog.LevelWarn
+			if f.rounds == 1 {
+				level = slog.LevelError
+			}
+			s.log.Log(context.Background(), level, "S3 sink could not upload a file; it stays in memory and is retried, and the partition's commit waits",
 				"key", f.key, "records", f.count, "rounds", f.rounds, "attempts", attempts, "error", err)
 			if !s.closing {
 				d := backoff(s.opts.RetryDelay, f.rounds+1, rand.Float64())

@@ -39,7 +39,7 @@ const Summary = "Collects records into files and uploads each file as one object
 //go:embed schema.json
 var Schema []byte
 
-// FileRotation is the type of the file_rotation key: size or messages.
+// FileRotation is the type of the file_rotation key: size or messages. Either way a file also closes at max_file_size bytes, at rotate_interval, and after flush_interval without records.
 type FileRotation string
 
 // The values of FileRotation.
@@ -102,12 +102,12 @@ type Config struct {
 	// Default: {topic}/{date}/{hour}.
 	PathTemplate confkit.Template
 
-	// FileRotation is the file_rotation key: size or messages.
+	// FileRotation is the file_rotation key: size or messages. Either way a file also closes at max_file_size bytes, at rotate_interval, and after flush_interval without records.
 	//
 	// Default: size.
 	FileRotation FileRotation
 
-	// MaxFileSize is the max_file_size key: Rotation threshold for size. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB.
+	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB; a record that would take a file past 5 GiB starts the next one.
 	//
 	// Default: 8MiB.
 	MaxFileSize confkit.Size
@@ -145,7 +145,7 @@ type Config struct {
 	// Default: false.
 	IncludeHeaders bool
 
-	// MaxAttempts is the max_attempts key: Total PutObject attempts per file.
+	// MaxAttempts is the max_attempts key: Total PutObject attempts per round for one file. After a failed round, exactly_once keeps the file and starts another round after a back-off (retry_delay doubled per round, 60s cap); buffered drops it and writes a .lost marker.
 	//
 	// Default: 3.
 	MaxAttempts int
