@@ -44,7 +44,7 @@ const defaultSlotCheck = 30 * time.Second
 
 // slotWatch is the state of the watch and of the heartbeat.
 type slotWatch struct {
-	stop     chan struct{}
+	cancel   context.CancelFunc // ends the watch, and a check under way
 	done     chan struct{}
 	retained plugin.Gauge
 
@@ -120,10 +120,11 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 	if interval <= 0 {
 		interval = defaultSlotCheck
 	}
-	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	watch, cancel := context.WithCancel(context.Background())
+	w.cancel, w.done = cancel, make(chan struct{})
 	var conn *pgconn.PgConn
 	check := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), min(interval, 10*time.Second)+5*time.Second)
+		ctx, cancel := context.WithTimeout(watch, min(interval, 10*time.Second)+5*time.Second)
 		defer cancel()
 		if conn == nil || conn.IsClosed() {
 			c, err := pgconn.ConnectConfig(ctx, s.cfg)
@@ -134,8 +135,10 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 			conn = c
 		}
 		if err := s.checkSlot(ctx, conn); err != nil {
-			s.log.Warn("slot check failed; trying again at the next check", "slot", s.opt.Slot, "error", err)
-			_ = conn.Close(ctx)
+			if watch.Err() == nil {
+				s.log.Warn("slot check failed; trying again at the next check", "slot", s.opt.Slot, "error", err)
+			}
+			_ = conn.Close(context.Background())
 			conn = nil
 		}
 	}
@@ -157,7 +160,7 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 		defer t.Stop()
 		for {
 			select {
-			case <-w.stop:
+			case <-watch.Done():
 				return
 			case <-t.C:
 				check()
@@ -169,14 +172,10 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 // stopSlotWatch ends the watch goroutine and waits for it.
 func (s *Source) stopSlotWatch() {
 	w := &s.slots
-	if w.stop == nil {
+	if w.cancel == nil {
 		return
 	}
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
+	w.cancel()
 	<-w.done
 }
 
