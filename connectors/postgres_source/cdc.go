@@ -47,15 +47,20 @@ func (s *Source) setupCDC(ctx context.Context) error {
 
 func (s *Source) setupPublication(ctx context.Context, user string) error {
 	pub := s.opt.Publication
-	rows, err := s.query(ctx, `SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1`, pub)
+	rows, err := s.query(ctx, `SELECT puballtables, pubupdate OR pubdelete FROM pg_catalog.pg_publication WHERE pubname = $1`, pub)
 	if err != nil {
 		return err
 	}
 	if len(rows) == 0 {
 		if !s.opt.CreatePublication {
-			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s", pub, quoteIdent(pub), s.tableList())
+			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = '%s')", pub, quoteIdent(pub), s.tableList(), s.publishList())
 		}
-		err := s.exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR TABLE "+s.tableList())
+		if err := s.checkReplicaIdentity(ctx, s.tables, s.ops[opUpdate] || s.ops[opDelete]); err != nil {
+			return err
+		}
+		// Publish only what is captured: the server then decodes less, and
+		// a table without a replica identity keeps its UPDATE and DELETE.
+		err := s.exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR TABLE "+s.tableList()+" WITH (publish = '"+s.publishList()+"')")
 		if err != nil {
 			if pgErrorCode(err) == "42501" {
 				return permanent("user %q may not create publication %q (%v); create it as the table owner: CREATE PUBLICATION %s FOR TABLE %s", user, pub, err, quoteIdent(pub), s.tableList())
@@ -90,8 +95,53 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 	if !s.opt.CreatePublication {
 		return permanent("publication %q does not include %s and create_publication is false; add with ALTER PUBLICATION %s ADD TABLE %s", pub, strings.Join(list, ", "), quoteIdent(pub), strings.Join(list, ", "))
 	}
+	if err := s.checkReplicaIdentity(ctx, missing, string(rows[0][1]) == "t"); err != nil {
+		return err
+	}
 	if err := s.exec(ctx, "ALTER PUBLICATION "+quoteIdent(pub)+" ADD TABLE "+strings.Join(list, ", ")); err != nil {
 		return fmt.Errorf("adding %s to publication %q: %w", strings.Join(list, ", "), pub, err)
+	}
+	return nil
+}
+
+// publishList is the publication's publish parameter: the captured
+// operations, in capture_operations' order of the schema.
+func (s *Source) publishList() string {
+	var ops []string
+	for _, op := range []string{opInsert, opUpdate, opDelete, opTruncate} {
+		if s.ops[op] {
+			ops = append(ops, op)
+		}
+	}
+	return strings.Join(ops, ", ")
+}
+
+// checkReplicaIdentity refuses to put a table into a publication that
+// publishes updates or deletes when the table has no replica identity (no
+// primary key with REPLICA IDENTITY DEFAULT, or NOTHING): PostgreSQL would
+// then fail every UPDATE and DELETE the application runs on it.
+func (s *Source) checkReplicaIdentity(ctx context.Context, tables []tableName, publishesChanges bool) error {
+	if !publishesChanges {
+		return nil
+	}
+	for _, t := range tables {
+		r, err := s.query(ctx, `SELECT c.relreplident, EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
+FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass`, t.quoted())
+		if err != nil {
+			return err
+		}
+		ident, hasPK := string(r[0][0]), string(r[0][1]) == "t"
+		var why string
+		switch {
+		case ident == "n":
+			why = "has REPLICA IDENTITY NOTHING"
+		case ident == "d" && !hasPK:
+			why = "has no primary key and REPLICA IDENTITY DEFAULT"
+		default:
+			continue
+		}
+		return permanent("tables: %s %s: in publication %q, which publishes updates and deletes, every UPDATE and DELETE the application runs on it would fail (\"cannot update table because it does not have a replica identity\"); the publication was left unchanged. Run ALTER TABLE %s REPLICA IDENTITY FULL, or add a primary key, or capture inserts only with capture_operations = [\"insert\"]",
+			t, why, s.opt.Publication, t.quoted())
 	}
 	return nil
 }
