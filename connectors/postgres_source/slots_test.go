@@ -303,6 +303,7 @@ tables = ["public.t"]
 	if code != 0 {
 		t.Fatalf("slots: exit %d\n%s", code, out)
 	}
+	t.Logf("admin KEY slots:\n%s", out)
 	for _, want := range []string{"SLOT", "ACTIVE", "WAL_STATUS", "RETAINED_WAL", "CONFIRMED_FLUSH_LSN", mine, gone, "this source", "reserved"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("slots output lacks %q:\n%s", want, out)
