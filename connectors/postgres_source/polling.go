@@ -113,6 +113,16 @@ func (s *Source) setupPolling(ctx context.Context) error {
 		}
 		s.plans[t.String()] = p
 	}
+	// Side effects of the last checkpointed batch that may not have run.
+	s.applyQueue = nil
+	for _, ps := range s.committed.Pending {
+		p := s.plans[ps.Table]
+		if p == nil || len(ps.Keys) != len(p.pk) || (p.processed == "" && !s.opt.DeleteAfterRead) {
+			s.log.Warn("dropping a pending processed_column/delete_after_read from the checkpoint: the table or its settings changed", "table", ps.Table)
+			continue
+		}
+		s.applyQueue = append(s.applyQueue, applyOp{table: p, keys: ps.Keys})
+	}
 	return nil
 }
 
@@ -144,6 +154,10 @@ func (s *Source) pollTables(ctx context.Context) (plugin.Batch, error) {
 	if len(msgs) == 0 {
 		s.sleep(ctx)
 		return plugin.Batch{}, ctx.Err()
+	}
+	st.Pending = nil
+	for _, op := range s.pendingApply {
+		st.Pending = append(st.Pending, pendingState{Table: op.table.name.String(), Keys: op.keys})
 	}
 	return s.batch(msgs, st)
 }
@@ -263,6 +277,7 @@ func (s *Source) applyAcked(ctx context.Context) error {
 		return err
 	}
 	s.applyQueue = nil
+	s.committed.Pending = nil // the next checkpoint need not repeat them
 	return nil
 }
 

@@ -200,3 +200,40 @@ func TestPollingConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPollingSideEffectSurvivesCrash: the runtime saved a batch's
+// checkpoint, and the process died before the Ack ran the side effect. The
+// checkpoint carries the pending keys, so the restarted source marks (or
+// deletes) those rows before it reads on.
+func TestPollingSideEffectSurvivesCrash(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE outbox (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false);
+CREATE TABLE q (id int PRIMARY KEY);
+INSERT INTO outbox (id) SELECT generate_series(1, 4); INSERT INTO q SELECT generate_series(1, 4)`)
+	opt := db.pollOptions("outbox")
+	opt.ProcessedColumn = "done"
+	opt.BatchSize = 2
+	s := open(t, opt, nil)
+	b := next(t, s)
+	s.Close(context.Background()) // killed: state saved, no Ack
+	s2 := open(t, opt, b.State)
+	if got := ids(t, payloads(next(t, s2))); fmt.Sprint(got) != "[3 4]" {
+		t.Fatalf("after restart got %v", got)
+	}
+	if got := db.value(`SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox WHERE done`); got != "1,2" {
+		t.Fatalf("marked after the restart's first poll: %q, want 1,2", got)
+	}
+	ack(t, s2)
+
+	opt = db.pollOptions("q")
+	opt.DeleteAfterRead = true
+	opt.BatchSize = 3
+	s3 := open(t, opt, nil)
+	b = next(t, s3)
+	s3.Close(context.Background())
+	s4 := open(t, opt, b.State)
+	next(t, s4)
+	if got := db.value(`SELECT string_agg(id::text, ',' ORDER BY id) FROM q`); got != "4" {
+		t.Fatalf("left after the restart's first poll: %q, want 4", got)
+	}
+}

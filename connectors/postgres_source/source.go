@@ -43,6 +43,17 @@ type state struct {
 	Snapshot *snapState `json:"snapshot,omitempty"`
 	// Polling: progress per table, keyed by schema.table.
 	Tables map[string]*pollState `json:"tables,omitempty"`
+	// Polling: the processed_column updates or delete_after_read deletes
+	// of the batch this state belongs to. A restart runs them first, so a
+	// crash between the checkpoint and the Ack's side effect loses none.
+	Pending []pendingState `json:"pending,omitempty"`
+}
+
+// pendingState is one table's side effect: the keys of its rows, one list
+// per primary key column.
+type pendingState struct {
+	Table string     `json:"table"`
+	Keys  [][]string `json:"keys"`
 }
 
 type snapState struct {
