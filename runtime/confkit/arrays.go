@@ -78,3 +78,34 @@ func (s *SchemaSpec) known(key string) ([]string, bool) {
 	k, ok := s.Known[ElementKey(key)]
 	return k, ok
 }
+
+// indexOrder orders two keys in the same array by their element index
+// (columns[2].x before columns[10].a); ok is false when they are not in
+// different elements of one array.
+func indexOrder(a, b string) (less, ok bool) {
+	for {
+		i := strings.IndexByte(a, '[')
+		if i < 0 || i >= len(b) || a[:i+1] != b[:i+1] {
+			return false, false
+		}
+		na, ra, okA := index(a[i+1:])
+		nb, rb, okB := index(b[i+1:])
+		if !okA || !okB {
+			return false, false
+		}
+		if na != nb {
+			return na < nb, true
+		}
+		a, b = ra, rb
+	}
+}
+
+// index reads "n]" at the start of s.
+func index(s string) (n int, rest string, ok bool) {
+	j := strings.IndexByte(s, ']')
+	if j <= 0 {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(s[:j])
+	return n, s[j+1:], err == nil
+}

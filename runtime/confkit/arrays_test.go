@@ -1,6 +1,9 @@
 package confkit
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestElementKey(t *testing.T) {
 	for in, want := range map[string]string{
@@ -36,5 +39,18 @@ func TestInstanceKey(t *testing.T) {
 		if got := instanceKey(doc, c.path); got != c.want {
 			t.Errorf("instanceKey(%v) = %q, want %q", c.path, got, c.want)
 		}
+	}
+}
+
+func TestSortProblemsElementByElement(t *testing.T) {
+	ps := Problems{{Key: "columns[10].a"}, {Key: "columns[2].b"}, {Key: "name"}, {Key: "columns[2].a"}, {Key: "columns[2].zz"}, {Key: "columns"}}
+	SortProblems(ps, []string{"name", "columns", "columns[].a", "columns[].b"})
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.Key)
+	}
+	want := "name columns columns[2].a columns[2].b columns[2].zz columns[10].a"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("order %v, want %s", got, want)
 	}
 }

@@ -336,6 +336,9 @@ func SortProblems(ps Problems, order []string) {
 		}
 	}
 	sort.SliceStable(ps, func(i, j int) bool {
+		if less, ok := indexOrder(ps[i].Key, ps[j].Key); ok {
+			return less
+		}
 		ri, rj := rank(ps[i].Key), rank(ps[j].Key)
 		if ri != rj {
 			return ri < rj

@@ -32,22 +32,39 @@ func Connector(s *model.Schema) []byte {
 
 	prefix, block, where := envPrefix(s)
 	w("## Configuration\n\n")
-	w("All keys go under %s. Every key can be set from the environment variable shown, %s; the variable wins over the file. Lists take comma-separated values or a JSON array, tables a JSON object.\n\n", Code(block), where)
+	arrays := ""
+	if hasKind(s, model.ObjectList) {
+		arrays = ", lists of tables a JSON array of objects"
+	}
+	w("All keys go under %s. Every key can be set from the environment variable shown, %s; the variable wins over the file. Lists take comma-separated values or a JSON array, tables a JSON object%s.\n\n", Code(block), where, arrays)
 	w("| Key | Type | Default | Meaning | Env variable |\n|---|---|---|---|---|\n")
-	s.Root.Walk(func(pr *model.Property) {
-		if pr.Kind == model.Nested {
-			return
+	var lists []*model.Property
+	walkTable(s.Root, func(pr *model.Property) {
+		if pr.Kind == model.ObjectList {
+			lists = append(lists, pr)
 		}
-		meaning := pr.Description
-		if pr.Deprecated {
-			meaning = "Deprecated" + strings.TrimSuffix(": "+pr.DeprecatedMsg, ": ") + ". " + meaning
-		}
-		if len(pr.Aliases) > 0 {
-			meaning += " Also accepted as " + list(pr.Aliases) + "."
-		}
-		w("| %s | %s | %s | %s | %s |\n", Code(pr.DotPath()), cell(typeWords(pr)), cell(defaultCell(pr)), cell(meaning), Code(prefix+gocode.EnvSuffix(pr.Path)))
+		w("| %s | %s | %s | %s | %s |\n", Code(pr.DotPath()), cell(typeWords(pr)), cell(defaultCell(pr)), cell(meaning(pr)), Code(prefix+gocode.EnvSuffix(pr.Path)))
 	})
 	w("\n")
+	for len(lists) > 0 {
+		pr := lists[0]
+		lists = lists[1:]
+		w("### %s\n\n", text(pr.DotPath()+"[]"))
+		w("Each element of %s is a table with these keys", prose(pr.DotPath()))
+		if !pr.InElement() {
+			w("; its environment variable sets the whole list as a JSON array of objects, such as %s", prose(exampleJSON(pr)))
+		}
+		w(".\n\n| Key | Type | Default | Meaning |\n|---|---|---|---|\n")
+		var inner []*model.Property
+		walkTable(pr.Items, func(e *model.Property) {
+			if e.Kind == model.ObjectList {
+				inner = append(inner, e)
+			}
+			w("| %s | %s | %s | %s |\n", Code(e.DotPath()), cell(typeWords(e)), cell(defaultCell(e)), cell(meaning(e)))
+		})
+		w("\n")
+		lists = append(inner, lists...)
+	}
 
 	rules := Rules(s)
 	if len(rules) > 0 {
@@ -59,6 +76,53 @@ func Connector(s *model.Schema) []byte {
 	}
 	w("## Example\n\n```toml\n%s```\n", Example(s, block))
 	return b.Bytes()
+}
+
+// walkTable calls f for every key of the table o and its nested tables, but
+// not for the keys of array elements (they have a table of their own).
+func walkTable(o *model.Object, f func(*model.Property)) {
+	for _, pr := range o.Props {
+		if pr.Kind == model.Nested {
+			walkTable(pr.Object, f)
+			continue
+		}
+		f(pr)
+	}
+}
+
+func meaning(pr *model.Property) string {
+	m := pr.Description
+	if pr.Deprecated {
+		m = "Deprecated" + strings.TrimSuffix(": "+pr.DeprecatedMsg, ": ") + ". " + m
+	}
+	if len(pr.Aliases) > 0 {
+		m += " Also accepted as " + list(pr.Aliases) + "."
+	}
+	return m
+}
+
+// exampleJSON is the first example of an array of tables as JSON, or one
+// element with its required keys.
+func exampleJSON(pr *model.Property) string {
+	if len(pr.Examples) > 0 {
+		return jsonText(pr.Examples[0])
+	}
+	elem := map[string]any{}
+	for _, e := range pr.Items.Props {
+		if e.Required {
+			v, _ := exampleValue(e)
+			elem[e.Key] = json.RawMessage(tomlToJSON(v))
+		}
+	}
+	return jsonText([]any{elem})
+}
+
+// tomlToJSON turns the simple TOML values exampleValue writes into JSON.
+func tomlToJSON(v string) string {
+	if json.Valid([]byte(v)) {
+		return v
+	}
+	return jsonText(v)
 }
 
 func envPrefix(s *model.Schema) (prefix, block, where string) {
@@ -105,6 +169,8 @@ func typeWords(pr *model.Property) string {
 		return "list of integers"
 	case model.NumberList:
 		return "list of numbers"
+	case model.ObjectList:
+		return "list of tables, see " + Code(pr.DotPath()+"[]")
 	case model.Map:
 		switch pr.MapElem {
 		case model.String:
@@ -297,10 +363,14 @@ func Example(s *model.Schema, block string) string {
 }
 
 func writeObject(b *strings.Builder, o *model.Object, table string) {
-	var nested []*model.Property
+	var nested, lists []*model.Property
 	for _, pr := range o.Props {
 		if pr.Kind == model.Nested {
 			nested = append(nested, pr)
+			continue
+		}
+		if pr.Kind == model.ObjectList {
+			lists = append(lists, pr)
 			continue
 		}
 		v, ok := exampleValue(pr)
@@ -314,6 +384,49 @@ func writeObject(b *strings.Builder, o *model.Object, table string) {
 		t := table + "." + tomlKey(pr.Key)
 		b.WriteString("\n[" + t + "]\n")
 		writeObject(b, pr.Object, t)
+	}
+	for _, pr := range lists {
+		t := table + "." + tomlKey(pr.Key)
+		var elems []any
+		if len(pr.Examples) > 0 {
+			elems, _ = pr.Examples[0].([]any)
+		}
+		if len(elems) == 0 {
+			b.WriteString("\n[[" + t + "]]\n")
+			writeObject(b, pr.Items, t)
+			continue
+		}
+		for _, e := range elems {
+			b.WriteString("\n[[" + t + "]]\n")
+			writeElement(b, pr.Items, e)
+		}
+	}
+}
+
+// writeElement writes one example element of an array of tables: its
+// values in schema order, then any other keys.
+func writeElement(b *strings.Builder, o *model.Object, e any) {
+	m, ok := e.(map[string]any)
+	if !ok {
+		b.WriteString("# " + tomlValue(e) + "\n")
+		return
+	}
+	done := map[string]bool{}
+	for _, pr := range o.Props {
+		if v, ok := m[pr.Key]; ok {
+			b.WriteString(tomlKey(pr.Key) + " = " + tomlValue(v) + "\n")
+			done[pr.Key] = true
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if !done[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(tomlKey(k) + " = " + tomlValue(m[k]) + "\n")
 	}
 }
 

@@ -203,6 +203,8 @@ func goType(pr *model.Property) *jen.Statement {
 		return jen.Index().Float64()
 	case model.Nested:
 		return jen.Id(pr.Object.TypeName)
+	case model.ObjectList:
+		return jen.Index().Id(pr.Items.TypeName)
 	case model.Map:
 		return jen.Map(jen.String()).Add(elemType(pr.MapElem))
 	}
@@ -238,10 +240,13 @@ func elemConv(k model.Kind) *jen.Statement {
 }
 
 func (g *generator) structType(f *jen.File, o *model.Object) {
-	if o.TypeName == "Config" {
+	switch {
+	case o.TypeName == "Config":
 		f.Commentf("Config is the plugin_config of %s. Load builds it; a zero Config is not valid.", g.s.Name)
-	} else {
-		f.Commentf("%s is the %s table.", o.TypeName, strings.Join(o.Path, "."))
+	case len(o.Path) > 0 && o.Path[len(o.Path)-1] == "[]":
+		f.Commentf("%s is one element of the %s array.", o.TypeName, model.KeyPath(o.Path[:len(o.Path)-1]))
+	default:
+		f.Commentf("%s is the %s table.", o.TypeName, o.Key())
 	}
 	f.Type().Id(o.TypeName).StructFunc(func(gr *jen.Group) {
 		for i, pr := range o.Props {
@@ -359,6 +364,8 @@ func envKind(pr *model.Property) string {
 		return "EnvNumberList"
 	case model.Map:
 		return "EnvObject"
+	case model.ObjectList:
+		return "EnvList"
 	}
 	return "EnvString"
 }
@@ -368,7 +375,7 @@ func CheckEnvCollisions(s *model.Schema) error {
 	seen := map[string]*model.Property{}
 	var errs []string
 	s.Root.Walk(func(pr *model.Property) {
-		if pr.Kind == model.Nested {
+		if pr.Kind == model.Nested || pr.InElement() {
 			return
 		}
 		e := envSuffix(pr.Path)
@@ -390,7 +397,7 @@ func (g *generator) tables(f *jen.File) {
 	f.Comment("envBindings lists every key an environment variable can override.")
 	f.Var().Id("envBindings").Op("=").Index().Qual(confkitPath, "EnvBinding").ValuesFunc(func(gr *jen.Group) {
 		g.s.Root.Walk(func(pr *model.Property) {
-			if pr.Kind == model.Nested {
+			if pr.Kind == model.Nested || pr.InElement() {
 				return
 			}
 			d := jen.Dict{
@@ -498,7 +505,7 @@ func (g *generator) tables(f *jen.File) {
 						keys = append(keys, jen.Lit(a))
 					}
 				}
-				gr.Line().Lit(strings.Join(o.Path, ".")).Op(":").Values(keys...)
+				gr.Line().Lit(o.Key()).Op(":").Values(keys...)
 			}
 			gr.Line()
 		}),
@@ -582,7 +589,14 @@ func (g *generator) load(f *jen.File) {
 	f.Line()
 }
 
-func key(pr *model.Property) *jen.Statement { return jen.Lit(pr.DotPath()) }
+// key is the key path of pr in problems: a literal, or for the keys of an
+// array's element the element's path at (such as "columns[2]") + ".key".
+func key(pr *model.Property) *jen.Statement {
+	if pr.InElement() {
+		return jen.Id("at").Op("+").Lit("." + pr.Key)
+	}
+	return jen.Lit(pr.DotPath())
+}
 
 func appendProblem(p jen.Code) *jen.Statement {
 	return jen.Op("*").Id("ps").Op("=").Append(jen.Op("*").Id("ps"), p)
@@ -603,12 +617,19 @@ func (g *generator) decodeFunc(f *jen.File, o *model.Object) {
 	name := "decode" + o.TypeName
 	f.Commentf("%s fills c from the table m (nil when absent): defaults first, then every", name)
 	f.Comment("key without a problem, then the rules between keys.")
-	f.Func().Id(name).Params(
+	if o.Element {
+		f.Comment("at is the table's key path in problems, such as columns[2].")
+	}
+	params := []jen.Code{
 		jen.Id("c").Op("*").Id(o.TypeName),
 		jen.Id("m").Map(jen.String()).Any(),
 		jen.Id("ps").Op("*").Qual(confkitPath, "Problems"),
 		jen.Id("warnings").Op("*").Index().String(),
-	).BlockFunc(func(gr *jen.Group) {
+	}
+	if o.Element {
+		params = append(params, jen.Id("at").String())
+	}
+	f.Func().Id(name).Params(params...).BlockFunc(func(gr *jen.Group) {
 		for _, pr := range o.Props {
 			if pr.HasDefault {
 				gr.Id("c").Dot(pr.GoName).Op("=").Add(defaultLit(pr))
@@ -627,7 +648,28 @@ func (g *generator) decodeFunc(f *jen.File, o *model.Object) {
 func (g *generator) decodeProp(gr *jen.Group, pr *model.Property) {
 	field := jen.Id("c").Dot(pr.GoName)
 	if pr.Kind == model.Nested {
-		gr.Id("decode"+pr.Object.TypeName).Call(jen.Op("&").Add(field), jen.Qual(confkitPath, "Table").Call(jen.Id("m"), jen.Lit(pr.Key)), jen.Id("ps"), jen.Id("warnings"))
+		args := []jen.Code{jen.Op("&").Add(field), jen.Qual(confkitPath, "Table").Call(jen.Id("m"), jen.Lit(pr.Key)), jen.Id("ps"), jen.Id("warnings")}
+		if pr.Object.Element {
+			args = append(args, key(pr))
+		}
+		gr.Id("decode" + pr.Object.TypeName).Call(args...)
+		return
+	}
+	if pr.Kind == model.ObjectList {
+		at := jen.Lit(pr.DotPath() + "[")
+		if pr.InElement() {
+			at = jen.Id("at").Op("+").Lit("." + pr.Key + "[")
+		}
+		at = at.Op("+").Qual("strconv", "Itoa").Call(jen.Id("i")).Op("+").Lit("]")
+		gr.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("m").Index(jen.Lit(pr.Key)), jen.Id("ok").Op("&&").Add(notBad(pr))).Block(
+			jen.If(jen.List(jen.Id("l"), jen.Id("ok")).Op(":=").Id("v").Assert(jen.Index().Any()), jen.Id("ok")).Block(
+				field.Clone().Op("=").Make(goType(pr), jen.Len(jen.Id("l"))),
+				jen.For(jen.List(jen.Id("i"), jen.Id("e")).Op(":=").Range().Id("l")).Block(
+					jen.List(jen.Id("t"), jen.Id("_")).Op(":=").Id("e").Assert(jen.Map(jen.String()).Any()),
+					jen.Id("decode"+pr.Items.TypeName).Call(jen.Op("&").Add(field.Clone()).Index(jen.Id("i")), jen.Id("t"), jen.Id("ps"), jen.Id("warnings"), at),
+				),
+			).Else().Block(appendProblem(jen.Qual(confkitPath, "WrongType").Call(key(pr), jen.Id("v"), jen.False(), jen.Lit("an array of tables")))),
+		)
 		return
 	}
 	secret := jen.Lit(pr.Secret)
@@ -775,7 +817,10 @@ func condExpr(c model.Cond) *jen.Statement {
 }
 
 func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
-	table := strings.Join(o.Path, ".")
+	var table jen.Code = jen.Lit(o.Key())
+	if o.Element {
+		table = jen.Id("at")
+	}
 	// Emitted last to first, so that the first entry that holds wins.
 	for i := len(pr.DefaultIf) - 1; i >= 0; i-- {
 		d := pr.DefaultIf[i]
@@ -799,7 +844,7 @@ func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
 			if m == "" && other != nil {
 				m = other.Messages["x-both-or-neither"]
 			}
-			gr.If(jen.Id("p").Op(":=").Qual(confkitPath, "BothOrNeither").Call(jen.Id("m"), jen.Lit(table), jen.Lit(pr.Key), jen.Lit(pr.BothOrNeither), jen.Lit(m)), jen.Id("p").Op("!=").Nil()).Block(
+			gr.If(jen.Id("p").Op(":=").Qual(confkitPath, "BothOrNeither").Call(jen.Id("m"), table, jen.Lit(pr.Key), jen.Lit(pr.BothOrNeither), jen.Lit(m)), jen.Id("p").Op("!=").Nil()).Block(
 				appendProblem(jen.Op("*").Id("p")),
 			)
 		}
@@ -818,12 +863,16 @@ func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
 		)
 	}
 	if pr.Deprecated {
-		w := pr.DotPath() + " is deprecated"
+		w := " is deprecated"
 		if pr.DeprecatedMsg != "" {
 			w += ": " + pr.DeprecatedMsg
 		}
+		var text jen.Code = jen.Lit(pr.DotPath() + w)
+		if pr.InElement() {
+			text = key(pr).Op("+").Lit(w)
+		}
 		gr.If(jen.Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(pr.Key))).Block(
-			jen.Op("*").Id("warnings").Op("=").Append(jen.Op("*").Id("warnings"), jen.Lit(w)),
+			jen.Op("*").Id("warnings").Op("=").Append(jen.Op("*").Id("warnings"), text),
 		)
 	}
 }
@@ -1032,7 +1081,7 @@ func (g *generator) redacted(f *jen.File, o *model.Object) {
 		f.Comment("with every secret masked and sizes, durations and templates as text.")
 		f.Func().Params(recv).Id("Redacted").Params().Map(jen.String()).Any().Block(g.redactedBody(o)...)
 	} else {
-		f.Commentf("redacted is Redacted for the %s table.", strings.Join(o.Path, "."))
+		f.Commentf("redacted is Redacted for the %s table.", o.Key())
 		f.Func().Params(recv).Id("redacted").Params().Map(jen.String()).Any().Block(g.redactedBody(o)...)
 	}
 	f.Line()
@@ -1052,6 +1101,15 @@ func (g *generator) redactedBody(o *model.Object) []jen.Code {
 				v = jen.String().Call(field)
 			case model.Nested:
 				v = field.Dot("redacted").Call()
+			case model.ObjectList:
+				v = jen.Func().Params().Index().Map(jen.String()).Any().Block(
+					jen.If(field.Clone().Op("==").Nil()).Block(jen.Return(jen.Nil())),
+					jen.Id("out").Op(":=").Make(jen.Index().Map(jen.String()).Any(), jen.Len(field.Clone())),
+					jen.For(jen.List(jen.Id("i"), jen.Id("e")).Op(":=").Range().Add(field.Clone())).Block(
+						jen.Id("out").Index(jen.Id("i")).Op("=").Id("e").Dot("redacted").Call(),
+					),
+					jen.Return(jen.Id("out")),
+				).Call()
 			case model.Int, model.Bool:
 				if pr.Optional {
 					v = jen.Qual(confkitPath, "PtrValue").Call(field)

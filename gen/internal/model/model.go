@@ -36,6 +36,9 @@ const (
 	NumberList
 	Nested
 	Map
+	// ObjectList is an array of tables: "type": "array" with "items" an
+	// object with properties. Its element table is Items.
+	ObjectList
 )
 
 // Schema is one parsed schema file.
@@ -66,6 +69,10 @@ type Object struct {
 	// TypeName is the Go struct type: Config for the top level.
 	TypeName string
 	Closed   bool // additionalProperties: false
+	// Element: the table is the element of an array of tables, or inside
+	// one, so its keys are known only at run time (columns[2].type); its
+	// Path has "[]" for the array.
+	Element bool
 }
 
 // Cond is a condition on a sibling key.
@@ -126,6 +133,7 @@ type Property struct {
 	Deprecated    bool
 	DeprecatedMsg string
 	Object        *Object // Kind Nested
+	Items         *Object // Kind ObjectList: the element table
 	// Parent is the table the key is in.
 	Parent  *Object
 	MapElem Kind // Kind Map: String, Int, Number, Bool, or -1 for any
@@ -163,6 +171,8 @@ type parser struct {
 	file  string
 	types *naming.Scope
 	errs  []error
+	// inElement counts the arrays of tables being parsed.
+	inElement int
 }
 
 func (p *parser) fail(ptr, format string, a ...any) {
@@ -261,6 +271,9 @@ func (p *parser) injectFormats(n *jsonx.Node, ptr string) {
 			pn.Set("format", jsonx.NewString(xt), "x-type")
 		}
 		p.injectFormats(pn, "")
+		if items := pn.Get("items"); items.IsObject() {
+			p.injectFormats(items, "")
+		}
 	}
 }
 
@@ -425,10 +438,22 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			items := n.Get("items")
 			it := jsonTypes(items.Get("type"))
 			if !items.IsObject() || len(it) != 1 {
-				p.fail(ptr+"/items", "an array needs \"items\" with one type: string, integer or number")
+				p.fail(ptr+"/items", "an array needs \"items\" with one type: string, integer, number, or object with properties")
 				return nil
 			}
 			switch it[0] {
+			case "object":
+				if !items.Get("properties").IsObject() {
+					p.fail(ptr+"/items", "an array of objects needs \"items\" with \"properties\" (the keys of each element)")
+					return nil
+				}
+				pr.Kind = ObjectList
+				p.inElement++
+				pr.Items = p.object(items, ptr+"/items", append(append([]string(nil), path...), "[]"), p.types.Take(naming.Exported(goPath(path)+"_item")))
+				p.inElement--
+				for _, o := range pr.Items.Objects() {
+					o.Element = true
+				}
 			case "string":
 				pr.Kind = StringList
 			case "integer":
@@ -436,13 +461,13 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			case "number":
 				pr.Kind = NumberList
 			default:
-				p.fail(ptr+"/items/type", "arrays of %s are not supported: use string, integer or number items", it[0])
+				p.fail(ptr+"/items/type", "arrays of %s are not supported: use string, integer, number or object items", it[0])
 				return nil
 			}
 		case "object":
 			if props := n.Get("properties"); props != nil {
 				pr.Kind = Nested
-				pr.Object = p.object(n, ptr, path, p.types.Take(naming.Exported(strings.Join(path, "_"))))
+				pr.Object = p.object(n, ptr, path, p.types.Take(naming.Exported(goPath(path))))
 				break
 			}
 			pr.Kind = Map
@@ -481,7 +506,7 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			p.fail(ptr+"/enum", "enum is supported on string keys only, as a non-empty array of strings")
 		} else {
 			pr.Kind = Enum
-			pr.EnumType = p.types.Take(naming.Exported(strings.Join(path, "_")))
+			pr.EnumType = p.types.Take(naming.Exported(goPath(path)))
 			consts := naming.NewScope()
 			for i, it := range e.Items {
 				s, ok := it.String()
@@ -498,7 +523,7 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			}
 		}
 	}
-	if ea := n.Get("x-enum-aliases"); ea != nil {
+	if ea := n.Get("x-enum-aliases"); ea != nil && !p.refuseInElement(ptr, "x-enum-aliases") {
 		if pr.Kind != Enum || !ea.IsObject() {
 			p.fail(ptr+"/x-enum-aliases", "x-enum-aliases needs an enum and must be an object of alias to value")
 		} else {
@@ -517,7 +542,7 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			sort.Slice(pr.EnumAliases, func(i, j int) bool { return pr.EnumAliases[i][0] < pr.EnumAliases[j][0] })
 		}
 	}
-	if a := n.Get("x-aliases"); a != nil {
+	if a := n.Get("x-aliases"); a != nil && !p.refuseInElement(ptr, "x-aliases") {
 		if !a.IsArray() {
 			p.fail(ptr+"/x-aliases", "x-aliases must be an array of key names")
 		} else {
@@ -638,6 +663,10 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 			p.fail(ptr+"/pattern", "pattern is not a regular expression Go can run: %v", err)
 		}
 	}
+	if pr.Kind == ObjectList && pr.HasDefault {
+		p.fail(ptr+"/default", "an array of objects takes no default: give the element keys defaults instead")
+		pr.HasDefault, pr.Default = false, nil
+	}
 	// Type of the pointer and check of the default.
 	pr.Optional = !pr.Required && !pr.HasDefault && (pr.Kind == Int || pr.Kind == Bool)
 	if pr.HasDefault && !p.valueFits(pr, pr.Default) {
@@ -645,6 +674,40 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 	}
 	pr.Words = constraintWords(n, pr)
 	return pr
+}
+
+// refuseInElement reports (and returns true) when keyword is used in the
+// element of an array of tables, where it is not supported.
+func (p *parser) refuseInElement(ptr, keyword string) bool {
+	if p.inElement == 0 {
+		return false
+	}
+	p.fail(ptr+"/"+keyword, "%s is not supported on the keys of an array's elements", keyword)
+	return true
+}
+
+// goPath joins a key path for Go names, leaving out the "[]" of arrays.
+func goPath(path []string) string {
+	var parts []string
+	for _, p := range path {
+		if p != "[]" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "_")
+}
+
+// KeyPath joins a key path as problems and docs write it: by ".", with the
+// element of an array as "[]", as in columns[].type.
+func KeyPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if i > 0 && p != "[]" {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 func compact(v any) string {
@@ -915,25 +978,40 @@ func constraintWords(n *jsonx.Node, pr *Property) []string {
 	return out
 }
 
-// Walk calls f for every property, depth first in schema order.
+// Walk calls f for every property, depth first in schema order, the keys
+// of array elements included (their Parent is Element).
 func (o *Object) Walk(f func(*Property)) {
 	for _, pr := range o.Props {
 		f(pr)
 		if pr.Object != nil {
 			pr.Object.Walk(f)
 		}
+		if pr.Items != nil {
+			pr.Items.Walk(f)
+		}
 	}
 }
 
-// DotPath returns the key path joined by ".".
-func (pr *Property) DotPath() string { return strings.Join(pr.Path, ".") }
+// InElement reports whether the key is in the element of an array.
+func (pr *Property) InElement() bool { return pr.Parent != nil && pr.Parent.Element }
 
-// Objects returns o and every nested object, depth first.
+// DotPath returns the key path joined by ".", an array's element written
+// "[]" (columns[].type).
+func (pr *Property) DotPath() string { return KeyPath(pr.Path) }
+
+// Key returns the table's key path ("" for the top level), an array's
+// element written "[]".
+func (o *Object) Key() string { return KeyPath(o.Path) }
+
+// Objects returns o and every nested object and array element, depth first.
 func (o *Object) Objects() []*Object {
 	out := []*Object{o}
 	for _, pr := range o.Props {
 		if pr.Object != nil {
 			out = append(out, pr.Object.Objects()...)
+		}
+		if pr.Items != nil {
+			out = append(out, pr.Items.Objects()...)
 		}
 	}
 	return out
