@@ -104,6 +104,33 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 	return nil
 }
 
+// checkTables runs when a poll found nothing: a table dropped, or taken
+// out of the publication, while the source runs yields no changes and no
+// error from the slot, so quiet would look healthy for ever. Poll fails
+// instead, every time, naming the table.
+func (s *Source) checkTables(ctx context.Context) error {
+	schemas := make([]string, len(s.tables))
+	names := make([]string, len(s.tables))
+	for i, t := range s.tables {
+		schemas[i], names[i] = t.Schema, t.Name
+	}
+	rows, err := s.query(ctx, `SELECT u.s, u.n, to_regclass(format('%I.%I', u.s, u.n)) IS NOT NULL
+FROM unnest($1::text[], $2::text[]) AS u(s, n)
+WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt WHERE pt.pubname = $3 AND pt.schemaname = u.s AND pt.tablename = u.n)`,
+		string(arrayLiteral(schemas)), string(arrayLiteral(names)), s.opt.Publication)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	t := tableName{string(rows[0][0]), string(rows[0][1])}
+	if string(rows[0][2]) != "t" {
+		return fmt.Errorf("tables: %s was dropped while the source was running, so none of its changes are captured; remove it from tables, or recreate it and restart the source", t)
+	}
+	return fmt.Errorf("tables: %s is no longer in publication %q, so none of its changes are captured; add it back with ALTER PUBLICATION %s ADD TABLE %s (changes made meanwhile are not published; with create_publication = true the source adds it back when it reconnects, after this error)", t, s.opt.Publication, quoteIdent(s.opt.Publication), t.quoted())
+}
+
 // publishList is the publication's publish parameter: the captured
 // operations, in capture_operations' order of the schema.
 func (s *Source) publishList() string {
@@ -330,7 +357,11 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 		}
 	}
 	if s.opt.Reader == readerStream {
-		return s.pollStream(ctx)
+		b, err := s.pollStream(ctx)
+		if err == nil && len(b.Messages) == 0 && ctx.Err() == nil {
+			err = s.checkTables(ctx)
+		}
+		return b, err
 	}
 	for {
 		b, more, err := s.peek(ctx)
@@ -338,6 +369,9 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 			return b, err
 		}
 		if !more {
+			if err := s.checkTables(ctx); err != nil {
+				return plugin.Batch{}, err
+			}
 			s.sleep(ctx)
 			return plugin.Batch{}, ctx.Err()
 		}

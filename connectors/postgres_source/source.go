@@ -387,6 +387,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	if err != nil {
 		s.candidate = nil
 		s.pendingApply = nil
+		s.quietLSN = 0
 		return plugin.Batch{}, s.fail(ctx, err)
 	}
 	return b, nil
