@@ -27,7 +27,9 @@ func pollErr(t *testing.T, s *Source) error {
 // every Poll, naming the table, instead of returning empty batches that
 // look healthy. A table taken out of the publication fails a Poll too
 // (and is added back on the reconnect). Polling fails on a dropped table.
-func TestPollFailsRatherThanLookingQuiet(t *testing.T) { forReaders(t, testPollFailsRatherThanLookingQuiet) }
+func TestPollFailsRatherThanLookingQuiet(t *testing.T) {
+	forReaders(t, testPollFailsRatherThanLookingQuiet)
+}
 
 func testPollFailsRatherThanLookingQuiet(t *testing.T, reader string) {
 	db := newDB(t)
