@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss]
+//	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss,sinkloop]
 //
 // It needs versitygw (make tools) for the S3 rows and the PostgreSQL 15
 // server binaries for the Postgres rows; a missing one is reported with the
@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	mdPath := fs.String("markdown", "", "also write the table as Markdown to `FILE`")
 	pngPath := fs.String("png", "", "also write a bar chart of the ratios to `FILE`")
-	only := fs.String("only", "s3,pg,random,config,rss", "comma-separated groups to run")
+	only := fs.String("only", "s3,pg,random,config,rss,sinkloop", "comma-separated groups to run")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -84,6 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	step("config", b.configRows)
 	step("random", b.randomRows)
 	step("s3", b.s3Rows)
+	step("sinkloop", b.sinkLoopRows)
 	step("rss", b.rssRows)
 	step("pg", b.pgRows)
 	b.logf("done in %s", time.Since(b.start).Round(time.Second))

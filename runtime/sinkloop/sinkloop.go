@@ -58,6 +58,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -139,6 +140,7 @@ type flight struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	revoked bool // cancelled by a revoke
+	start   time.Time
 }
 
 // outcome is what a flight came back with.
@@ -172,6 +174,7 @@ type loop struct {
 	assigned     map[plugin.TopicPartition]bool
 	consumed     map[plugin.TopicPartition]int64 // next offset after the last consumed record
 	nextCommit   time.Time
+	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 
 	consumeH, transformH plugin.Histogram
 	ackedC, nackedC      plugin.Counter
@@ -294,6 +297,12 @@ func (l *loop) subscribe(logCtx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.pauseAfter = time.Second
+	if v, ok := cm["max.poll.interval.ms"]; ok {
+		if ms, err := strconv.Atoi(fmt.Sprint(v)); err == nil && ms > 0 {
+			l.pauseAfter = min(l.pauseAfter, time.Duration(ms)*time.Millisecond/4)
+		}
+	}
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
@@ -323,13 +332,30 @@ func (l *loop) run(ctx context.Context) {
 		if l.inflight == nil && !l.dispatch() && l.stopping {
 			return
 		}
-		if !l.stopping {
-			l.setPaused(len(l.pending) >= l.plan.batch)
+		full := len(l.pending) >= l.plan.batch
+		if !l.stopping && !full {
+			l.setPaused(false)
 		}
-		if l.inflight != nil && (l.paused || l.stopping) {
-			// Nothing to poll for: wait for Consume, polling now and then
-			// to serve the group (heartbeats run in librdkafka's thread;
-			// rebalances and max.poll.interval.ms need Poll).
+		if l.inflight != nil && (full || l.stopping) {
+			// Nothing to poll for. Pausing costs librdkafka its prefetched
+			// records, so first wait for Consume without polling, for a
+			// while well inside max.poll.interval.ms; only a longer
+			// Consume pauses the partitions, and then the loop polls now
+			// and then to serve the group (heartbeats run in librdkafka's
+			// thread; rebalances and max.poll.interval.ms need Poll).
+			if !l.paused && !l.stopping {
+				if wait := time.Until(l.inflight.start.Add(l.pauseAfter)); wait > 0 {
+					t := time.NewTimer(wait)
+					select {
+					case r := <-l.results:
+						t.Stop()
+						l.finish(r)
+						continue
+					case <-t.C:
+					}
+				}
+				l.setPaused(true)
+			}
 			t := time.NewTimer(100 * time.Millisecond)
 			select {
 			case r := <-l.results:
@@ -401,7 +427,7 @@ func (l *loop) dispatch() bool {
 		return false
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &flight{batch: batch, ctx: ctx, cancel: cancel}
+	f := &flight{batch: batch, ctx: ctx, cancel: cancel, start: time.Now()}
 	l.inflight = f
 	go func() { l.results <- l.consume(f) }()
 	return true

@@ -1,0 +1,73 @@
+package sinkloop
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+type countSink struct {
+	n    atomic.Int64
+	done chan struct{}
+	want int64
+}
+
+func (s *countSink) Open(context.Context) error  { return nil }
+func (s *countSink) Close(context.Context) error { return nil }
+func (s *countSink) Consume(_ context.Context, b []plugin.Record) error {
+	if s.n.Add(int64(len(b))) >= s.want && s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
+	return nil
+}
+
+// BenchmarkLoopNoopSink runs the sink loop with a sink that does nothing
+// over 200k records of 100 B JSON: the loop's own cost per record (go test
+// -run XXX -bench LoopNoopSink -cpuprofile cpu.out ./runtime/sinkloop).
+func BenchmarkLoopNoopSink(b *testing.B) {
+	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	const n = 200_000
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr()), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	pad := `"` + string(make([]byte, 0)) + `0123456789012345678901234567890123456789012345678901234567890123456789"`
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: "bench", Value: []byte(`{"id":` + strconv.Itoa(i) + `,"pad":` + pad + `}`)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := &countSink{done: make(chan struct{}), want: n}
+		done := s.done
+		lctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- Run(lctx, Config{Key: "bench", GroupID: "bench-" + strconv.Itoa(i), Topics: []definition.Topics{{Topic: definition.Route{Literal: "bench"}}},
+				Sink: s, BootstrapServers: br.Addr(), Logger: testLogger()})
+		}()
+		<-done
+		cancel()
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rec/s")
+}
