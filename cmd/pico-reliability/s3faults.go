@@ -209,25 +209,42 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 func (s *suite) s3FaultsExact(r *rt, proxy *faultproxy.Proxy, srv *s3test.Server, b *broker.Broker, key, topic string,
 	isPut func(*http.Request) bool, feed func(int), next *int64) {
 	const perFile = 200
-	kept := func(name string, f faultproxy.Fault) {
+	// kept fails every data PutObject until the status says Error. With
+	// traffic, records keep arriving (one more file's worth every 500 ms);
+	// without, the failing file is all there is and the status must show it
+	// all the same.
+	kept := func(name string, f faultproxy.Fault, traffic bool) {
 		proxy.ResetLog()
 		data, _ := s3Objects(srv, key)
-		s.inject("%s on every PutObject until the status says Error", name)
+		s.inject("%s on every PutObject until the status says Error (records keep arriving: %v)", name, traffic)
 		proxy.InjectMatching(isPut, -1, f)
 		feed(perFile)
-		e, ok := r.waitStatus("sink", key, 30*time.Second, func(e entry) bool { return e.Status == "Error" })
-		s.check(ok && strings.Contains(e.LastError, fmt.Sprint(f.Status)), "%s: status %s with last_error %.100q", name, e.Status, e.LastError)
+		deadline := time.Now().Add(30 * time.Second)
+		var e entry
+		for time.Now().Before(deadline) {
+			if e, _ = r.status("sink", key); e.Status == "Error" {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+			if traffic {
+				feed(perFile)
+			}
+		}
+		s.check(e.Status == "Error" && strings.Contains(e.LastError, fmt.Sprint(f.Status)), "%s: status %s with last_error %.100q", name, e.Status, e.LastError)
 		after, lost := s3Objects(srv, key)
 		s.check(len(after) == len(data) && len(lost) == 0, "%s: nothing uploaded, no .lost marker (%d markers)", name, len(lost))
 		proxy.Clear()
 		s.inject("faults cleared")
-		e, ok = r.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Status == "Running" })
-		now, _ := s3Objects(srv, key)
-		s.check(ok && len(now) > len(data), "%s: the kept file landed once the store answered (%d new objects), status %s without operator action",
+		var now []string
+		e, ok := r.waitStatus("sink", key, 60*time.Second, func(e entry) bool {
+			now, _ = s3Objects(srv, key)
+			return e.Status == "Running" && len(now) > len(data)
+		})
+		s.check(ok, "%s: the kept file landed once the store answered (%d new objects), status %s without operator action",
 			name, len(now)-len(data), e.Status)
 	}
-	kept("500", faultproxy.Fault{Status: 500})
-	kept("403 Forbidden (not retried within one upload)", faultproxy.Fault{Status: 403})
+	kept("500", faultproxy.Fault{Status: 500}, false)
+	kept("403 Forbidden", faultproxy.Fault{Status: 403}, true)
 
 	s.inject("no faults; %d more records, then SIGTERM (flush)", perFile)
 	feed(perFile)
