@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,8 +54,11 @@ type Schema struct {
 	Kind string
 	// Path is x-path.
 	Path        string
+	Title       string
 	Description string
 	Root        *Object
+	// Unknown lists the x- keywords the dialect does not have.
+	Unknown []Unknown
 	// Embedded is the schema as embedded in the generated package: the
 	// source with a format added to every x-type property.
 	Embedded []byte
@@ -69,6 +73,8 @@ type Object struct {
 	// TypeName is the Go struct type: Config for the top level.
 	TypeName string
 	Closed   bool // additionalProperties: false
+	// DependentRequired is the standard keyword as written, or nil.
+	DependentRequired any
 	// Element: the table is the element of an array of tables, or inside
 	// one, so its keys are known only at run time (columns[2].type); its
 	// Path has "[]" for the array.
@@ -121,6 +127,23 @@ type Property struct {
 	EnumAliases [][2]string // alias, value; sorted by alias
 	Aliases     []string
 	Secret      bool
+	// SecretSet: x-secret is written (true or false).
+	SecretSet bool
+	// EnumDescriptions is x-enum-descriptions: enum value → text.
+	EnumDescriptions map[string]string
+	// ItemEnum and ItemDescription are the enum and description of the
+	// items of a list of strings.
+	ItemEnum        []string
+	ItemDescription string
+	// Types is the JSON type as written, sorted; XType is x-type.
+	Types []string
+	XType string
+	// Pattern is the standard pattern keyword.
+	Pattern string
+	// Standard holds the other standard JSON Schema keywords as written
+	// (minimum, maxLength, format, const, ...), which the run-time JSON
+	// Schema check enforces.
+	Standard map[string]any
 	// Placeholders of a template; nil means none declared (any accepted).
 	Placeholders  []string
 	Bounds        []Bound
@@ -173,6 +196,7 @@ type parser struct {
 	errs  []error
 	// inElement counts the arrays of tables being parsed.
 	inElement int
+	unknown   []Unknown
 }
 
 func (p *parser) fail(ptr, format string, a ...any) {
@@ -185,7 +209,9 @@ var reserved = []string{
 	"RegisterTransform", "Registration",
 }
 
-// Parse reads one schema. name is the file name without .json.
+// Parse reads one schema. name is the file name without .json. On schema
+// errors it returns them with what could be read (nil when the file is not
+// a JSON object), for picogen lint and compat to go on with.
 func Parse(file, name string, data []byte) (*Schema, error) {
 	root, err := jsonx.Parse(data)
 	if err != nil {
@@ -196,9 +222,11 @@ func Parse(file, name string, data []byte) (*Schema, error) {
 		return nil, &Error{File: file, Msg: "a schema must be a JSON object"}
 	}
 	s := &Schema{File: file, Name: name, Package: naming.Package(name)}
-	if t, ok := root.Get("title").String(); ok && t != name {
-		p.fail("/title", "title %q must equal the file name %q", t, name)
+	s.Title, _ = root.Get("title").String()
+	if s.Title != "" && s.Title != name {
+		p.fail("/title", "title %q must equal the file name %q", s.Title, name)
 	}
+	p.unknownKeywords(root, "", []string{"x-kind", "x-path"})
 	s.Description, _ = root.Get("description").String()
 	s.Kind, _ = root.Get("x-kind").String()
 	switch s.Kind {
@@ -227,8 +255,9 @@ func Parse(file, name string, data []byte) (*Schema, error) {
 			p.fail("", "not a valid JSON Schema 2020-12: %v", err)
 		}
 	}
+	s.Unknown = p.unknown
 	if len(p.errs) > 0 {
-		return nil, joinErrors(p.errs)
+		return s, joinErrors(p.errs)
 	}
 	return s, nil
 }
@@ -278,7 +307,7 @@ func (p *parser) injectFormats(n *jsonx.Node, ptr string) {
 }
 
 func (p *parser) object(n *jsonx.Node, ptr string, path []string, typeName string) *Object {
-	o := &Object{Pointer: ptr, Path: path, TypeName: typeName, Closed: true}
+	o := &Object{Pointer: ptr, Path: path, TypeName: typeName, Closed: true, DependentRequired: n.Get("dependentRequired").Interface()}
 	if ap := n.Get("additionalProperties"); ap != nil {
 		if b, ok := ap.Bool(); !ok || b {
 			o.Closed = false
@@ -348,53 +377,48 @@ func (p *parser) object(n *jsonx.Node, ptr string, path []string, typeName strin
 }
 
 func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, required bool, fields *naming.Scope) *Property {
-	pr := &Property{Key: key, Pointer: ptr, Path: path, Required: required, Messages: map[string]string{}}
+	pr := &Property{Key: key, Pointer: ptr, Path: path, Required: required, Messages: map[string]string{}, Standard: map[string]any{}}
 	pr.GoName = fields.Take(naming.Exported(key))
-	pr.Description, _ = n.Get("description").String()
-	if d := n.Get("default"); d != nil {
-		pr.Default, pr.HasDefault = d.Interface(), true
+	if !p.shape(n, ptr, pr) {
+		return nil
 	}
-	if ex := n.Get("examples"); ex != nil {
-		if !ex.IsArray() {
-			p.fail(ptr+"/examples", "examples must be an array")
-		} else {
-			for _, it := range ex.Items {
-				pr.Examples = append(pr.Examples, it.Interface())
-			}
+	for _, kw := range propertyKeywords {
+		if v := n.Get(kw.name); v != nil {
+			kw.parse(p, pr, v, ptr+"/"+jsonx.Escape(kw.name))
 		}
 	}
-	if b, ok := n.Get("deprecated").Bool(); ok {
-		pr.Deprecated = b
-	}
-	if m, ok := n.Get("x-deprecated").String(); ok {
-		pr.Deprecated, pr.DeprecatedMsg = true, m
-	}
-	if b, ok := n.Get("x-secret").Bool(); ok {
-		pr.Secret = b
-	} else if n.Get("x-secret") != nil {
-		p.fail(ptr+"/x-secret", "x-secret must be true or false")
-	}
-	if t, ok := n.Get("x-trim").String(); ok {
-		pr.Trim = t
-	}
-	if m := n.Get("x-message"); m != nil {
-		if !m.IsObject() {
-			p.fail(ptr+"/x-message", "x-message must be an object of rule name to message")
-		} else {
-			for _, rk := range m.Keys {
-				s, ok := m.Fields[rk].String()
-				if !ok {
-					p.fail(ptr+"/x-message/"+jsonx.Escape(rk), "a message must be a string")
-					continue
-				}
-				pr.Messages[rk] = s
-			}
+	for _, k := range n.Keys {
+		if !strings.HasPrefix(k, "x-") && !structural[k] && propertyKeyword(k) == nil {
+			pr.Standard[k] = n.Fields[k].Interface()
 		}
 	}
-	// Type.
+	p.unknownKeywords(n, ptr, propertyKeywordNames)
+	if pr.Kind == ObjectList && pr.HasDefault {
+		p.fail(ptr+"/default", "an array of objects takes no default: give the element keys defaults instead")
+		pr.HasDefault, pr.Default = false, nil
+	}
+	// Type of the pointer and check of the default.
+	pr.Optional = !pr.Required && !pr.HasDefault && (pr.Kind == Int || pr.Kind == Bool)
+	if pr.HasDefault && !p.valueFits(pr, pr.Default) {
+		p.fail(ptr+"/default", "default %s does not fit the key's type or rules", compact(pr.Default))
+	}
+	pr.Words = constraintWords(n, pr)
+	return pr
+}
+
+// structural are the keywords shape reads: the Go type of a key.
+var structural = map[string]bool{"type": true, "x-type": true, "items": true, "properties": true, "additionalProperties": true, "required": true}
+
+// shape reads a key's type (type, x-type, items, properties,
+// additionalProperties) into pr.Kind; false when there is none to generate.
+func (p *parser) shape(n *jsonx.Node, ptr string, pr *Property) bool {
+	path := pr.Path
 	types := jsonTypes(n.Get("type"))
 	pr.JSONType = strings.Join(types, " or ")
+	pr.Types = append([]string(nil), types...)
+	sort.Strings(pr.Types)
 	xtype, _ := n.Get("x-type").String()
+	pr.XType = xtype
 	if n.Get("x-type") != nil && xtype == "" {
 		p.fail(ptr+"/x-type", "x-type must be a string: size, duration or template")
 	}
@@ -417,272 +441,425 @@ func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, require
 		if xtype != "size" && !(len(nonNull) == 1 && nonNull[0] == "string") {
 			p.fail(ptr+"/type", "x-type %s needs \"type\": \"string\"", xtype)
 		}
+		return true
 	case len(nonNull) != 1:
 		if len(nonNull) == 0 {
 			p.fail(ptr+"/type", "type is required: string, integer, number, boolean, array or object")
 		} else {
 			p.fail(ptr+"/type", "a union type %v needs an x-type that explains it", nonNull)
 		}
-		return nil
-	default:
-		switch nonNull[0] {
-		case "string":
-			pr.Kind = String
-		case "integer":
-			pr.Kind = Int
-		case "number":
-			pr.Kind = Number
-		case "boolean":
-			pr.Kind = Bool
-		case "array":
-			items := n.Get("items")
-			it := jsonTypes(items.Get("type"))
-			if !items.IsObject() || len(it) != 1 {
-				p.fail(ptr+"/items", "an array needs \"items\" with one type: string, integer, number, or object with properties")
-				return nil
-			}
-			switch it[0] {
-			case "object":
-				if !items.Get("properties").IsObject() {
-					p.fail(ptr+"/items", "an array of objects needs \"items\" with \"properties\" (the keys of each element)")
-					return nil
-				}
-				pr.Kind = ObjectList
-				p.inElement++
-				pr.Items = p.object(items, ptr+"/items", append(append([]string(nil), path...), "[]"), p.types.Take(naming.Exported(goPath(path)+"_item")))
-				p.inElement--
-				for _, o := range pr.Items.Objects() {
-					o.Element = true
-				}
-			case "string":
-				pr.Kind = StringList
-			case "integer":
-				pr.Kind = IntList
-			case "number":
-				pr.Kind = NumberList
-			default:
-				p.fail(ptr+"/items/type", "arrays of %s are not supported: use string, integer, number or object items", it[0])
-				return nil
-			}
+		return false
+	}
+	switch nonNull[0] {
+	case "string":
+		pr.Kind = String
+	case "integer":
+		pr.Kind = Int
+	case "number":
+		pr.Kind = Number
+	case "boolean":
+		pr.Kind = Bool
+	case "array":
+		items := n.Get("items")
+		it := jsonTypes(items.Get("type"))
+		if !items.IsObject() || len(it) != 1 {
+			p.fail(ptr+"/items", "an array needs \"items\" with one type: string, integer, number, or object with properties")
+			return false
+		}
+		switch it[0] {
 		case "object":
-			if props := n.Get("properties"); props != nil {
-				pr.Kind = Nested
-				pr.Object = p.object(n, ptr, path, p.types.Take(naming.Exported(goPath(path))))
-				break
+			if !items.Get("properties").IsObject() {
+				p.fail(ptr+"/items", "an array of objects needs \"items\" with \"properties\" (the keys of each element)")
+				return false
 			}
-			pr.Kind = Map
-			pr.MapElem = AnyElem
-			if ap := n.Get("additionalProperties"); ap.IsObject() {
-				switch t := jsonTypes(ap.Get("type")); {
-				case len(t) == 0:
-				case len(t) == 1 && t[0] == "string":
-					pr.MapElem = String
-				case len(t) == 1 && t[0] == "integer":
-					pr.MapElem = Int
-				case len(t) == 1 && t[0] == "number":
-					pr.MapElem = Number
-				case len(t) == 1 && t[0] == "boolean":
-					pr.MapElem = Bool
+			pr.Kind = ObjectList
+			p.unknownKeywords(items, ptr+"/items", nil)
+			p.inElement++
+			pr.Items = p.object(items, ptr+"/items", append(append([]string(nil), path...), "[]"), p.types.Take(naming.Exported(goPath(path)+"_item")))
+			p.inElement--
+			for _, o := range pr.Items.Objects() {
+				o.Element = true
+			}
+			return true
+		case "string":
+			pr.Kind = StringList
+			if e := items.Get("enum"); e.IsArray() {
+				for _, v := range e.Items {
+					s, _ := v.String()
+					pr.ItemEnum = append(pr.ItemEnum, s)
 				}
-			} else if b, ok := ap.Bool(); ok && !b {
-				p.fail(ptr, "an object needs properties, or additionalProperties for a map")
-				return nil
 			}
+			pr.ItemDescription, _ = items.Get("description").String()
+		case "integer":
+			pr.Kind = IntList
+		case "number":
+			pr.Kind = NumberList
 		default:
-			p.fail(ptr+"/type", "unknown type %q", nonNull[0])
-			return nil
+			p.fail(ptr+"/items/type", "arrays of %s are not supported: use string, integer, number or object items", it[0])
+			return false
 		}
-	}
-	if pr.Secret {
-		if pr.Kind != String {
-			p.fail(ptr+"/x-secret", "x-secret applies only to string keys")
-		} else {
-			pr.Kind = Secret
+		p.unknownKeywords(items, ptr+"/items", nil)
+	case "object":
+		if props := n.Get("properties"); props != nil {
+			pr.Kind = Nested
+			pr.Object = p.object(n, ptr, path, p.types.Take(naming.Exported(goPath(path))))
+			return true
 		}
-	}
-	// Enum.
-	if e := n.Get("enum"); e != nil {
-		if pr.Kind != String || !e.IsArray() || len(e.Items) == 0 {
-			p.fail(ptr+"/enum", "enum is supported on string keys only, as a non-empty array of strings")
-		} else {
-			pr.Kind = Enum
-			pr.EnumType = p.types.Take(naming.Exported(goPath(path)))
-			consts := naming.NewScope()
-			for i, it := range e.Items {
-				s, ok := it.String()
-				if !ok {
-					p.fail(fmt.Sprintf("%s/enum/%d", ptr, i), "enum values must be strings")
-					continue
-				}
-				c := pr.EnumType + naming.Part(s)
-				if naming.Part(s) == "" {
-					c = pr.EnumType + "Value"
-				}
-				c = p.types.Take(consts.Take(c))
-				pr.Enum = append(pr.Enum, EnumValue{Value: s, Const: c})
+		pr.Kind = Map
+		pr.MapElem = AnyElem
+		if ap := n.Get("additionalProperties"); ap.IsObject() {
+			switch t := jsonTypes(ap.Get("type")); {
+			case len(t) == 0:
+			case len(t) == 1 && t[0] == "string":
+				pr.MapElem = String
+			case len(t) == 1 && t[0] == "integer":
+				pr.MapElem = Int
+			case len(t) == 1 && t[0] == "number":
+				pr.MapElem = Number
+			case len(t) == 1 && t[0] == "boolean":
+				pr.MapElem = Bool
 			}
+		} else if b, ok := ap.Bool(); ok && !b {
+			p.fail(ptr, "an object needs properties, or additionalProperties for a map")
+			return false
 		}
+	default:
+		p.fail(ptr+"/type", "unknown type %q", nonNull[0])
+		return false
 	}
-	if ea := n.Get("x-enum-aliases"); ea != nil && !p.refuseInElement(ptr, "x-enum-aliases") {
-		if pr.Kind != Enum || !ea.IsObject() {
-			p.fail(ptr+"/x-enum-aliases", "x-enum-aliases needs an enum and must be an object of alias to value")
-		} else {
-			for _, a := range ea.Keys {
-				v, ok := ea.Fields[a].String()
-				if !ok || !pr.hasEnum(v) {
-					p.fail(ptr+"/x-enum-aliases/"+jsonx.Escape(a), "alias %q must map to one of the enum values", a)
-					continue
-				}
-				if pr.hasEnum(a) {
-					p.fail(ptr+"/x-enum-aliases/"+jsonx.Escape(a), "alias %q is itself an enum value", a)
-					continue
-				}
-				pr.EnumAliases = append(pr.EnumAliases, [2]string{a, v})
-			}
-			sort.Slice(pr.EnumAliases, func(i, j int) bool { return pr.EnumAliases[i][0] < pr.EnumAliases[j][0] })
-		}
-	}
-	if a := n.Get("x-aliases"); a != nil && !p.refuseInElement(ptr, "x-aliases") {
-		if !a.IsArray() {
-			p.fail(ptr+"/x-aliases", "x-aliases must be an array of key names")
-		} else {
-			for i, it := range a.Items {
-				s, ok := it.String()
-				if !ok || s == "" || s == key {
-					p.fail(fmt.Sprintf("%s/x-aliases/%d", ptr, i), "an alias must be a non-empty string other than the key")
-					continue
-				}
-				pr.Aliases = append(pr.Aliases, s)
-			}
-		}
-	}
-	if ph := n.Get("x-placeholders"); ph != nil {
-		if pr.Kind != Template || !ph.IsArray() {
-			p.fail(ptr+"/x-placeholders", "x-placeholders needs x-type template and must be an array of names")
-		} else {
-			pr.Placeholders = []string{}
-			for i, it := range ph.Items {
-				s, ok := it.String()
-				if !ok || !regexp.MustCompile(`^[A-Za-z0-9_]+(\[[a-z]*\])?$`).MatchString(s) {
-					p.fail(fmt.Sprintf("%s/x-placeholders/%d", ptr, i), "a placeholder is a name such as \"topic\", or \"name[n]\" for an indexed one")
-					continue
-				}
-				pr.Placeholders = append(pr.Placeholders, s)
-			}
-		}
-	}
-	// Bounds.
-	for _, rule := range []string{"x-minimum", "x-exclusive-minimum", "x-maximum", "x-exclusive-maximum"} {
-		bn := n.Get(rule)
-		if bn == nil {
-			continue
-		}
-		raw, ok := bn.String()
-		if !ok {
-			if num, isNum := bn.Number(); isNum {
-				raw, ok = string(num), true
-			}
-		}
-		var v int64
-		var err error
-		switch {
-		case !ok:
-			err = fmt.Errorf("must be a string")
-		case pr.Kind == Size:
-			var s confkit.Size
-			s, err = confkit.ParseSize(raw)
-			v = int64(s)
-		case pr.Kind == Duration:
-			var d time.Duration
-			d, err = confkit.ParseDuration(raw)
-			v = int64(d)
-		default:
-			err = fmt.Errorf("applies only to x-type size or duration; use the standard keyword for numbers")
-		}
-		if err != nil {
-			p.fail(ptr+"/"+rule, "%s: %v", rule, err)
-			continue
-		}
-		pr.Bounds = append(pr.Bounds, Bound{Rule: rule, Raw: raw, Value: v})
-	}
-	if c := n.Get("x-required-if"); c != nil {
-		cond, ok := p.cond(c, ptr+"/x-required-if")
-		if ok {
-			pr.RequiredIf = &cond
-		}
-	}
-	if b := n.Get("x-both-or-neither"); b != nil {
-		s, ok := b.String()
-		if !ok || s == key {
-			p.fail(ptr+"/x-both-or-neither", "x-both-or-neither must name another key of the same table")
-		} else {
-			pr.BothOrNeither = s
-		}
-	}
-	if d := n.Get("x-default-if"); d != nil {
-		items := []*jsonx.Node{d}
-		base := ptr + "/x-default-if"
-		if d.IsArray() {
-			items = d.Items
-		}
-		for i, it := range items {
-			ip := base
-			if d.IsArray() {
-				ip = fmt.Sprintf("%s/%d", base, i)
-			}
-			if !it.IsObject() || it.Get("when") == nil || it.Get("value") == nil {
-				p.fail(ip, "x-default-if needs {\"when\": CONDITION, \"value\": V}")
-				continue
-			}
-			cond, ok := p.cond(it.Get("when"), ip+"/when")
-			if !ok {
-				continue
-			}
-			val := it.Get("value").Interface()
-			if !p.valueFits(pr, val) {
-				p.fail(ip+"/value", "value %v does not fit the key's type", val)
-				continue
-			}
-			pr.DefaultIf = append(pr.DefaultIf, DefaultIf{When: cond, Value: val})
-		}
-	}
-	if pu := n.Get("x-pattern-unless"); pu != nil {
-		pat, ok := pu.Get("pattern").String()
-		if !ok || pu.Get("unless") == nil {
-			p.fail(ptr+"/x-pattern-unless", "x-pattern-unless needs {\"pattern\": REGEXP, \"unless\": CONDITION}")
-		} else if _, err := regexp.Compile(pat); err != nil {
-			p.fail(ptr+"/x-pattern-unless/pattern", "not a valid regular expression: %v", err)
-		} else if pr.Kind != String && pr.Kind != Secret && pr.Kind != Enum {
-			p.fail(ptr+"/x-pattern-unless", "x-pattern-unless applies only to string keys")
-		} else if cond, ok := p.cond(pu.Get("unless"), ptr+"/x-pattern-unless/unless"); ok {
-			pr.PatternUnless = &PatternUnless{Pattern: pat, Unless: cond}
-		}
-	}
-	if pat, ok := n.Get("pattern").String(); ok {
-		if _, err := regexp.Compile(pat); err != nil {
-			p.fail(ptr+"/pattern", "pattern is not a regular expression Go can run: %v", err)
-		}
-	}
-	if pr.Kind == ObjectList && pr.HasDefault {
-		p.fail(ptr+"/default", "an array of objects takes no default: give the element keys defaults instead")
-		pr.HasDefault, pr.Default = false, nil
-	}
-	// Type of the pointer and check of the default.
-	pr.Optional = !pr.Required && !pr.HasDefault && (pr.Kind == Int || pr.Kind == Bool)
-	if pr.HasDefault && !p.valueFits(pr, pr.Default) {
-		p.fail(ptr+"/default", "default %s does not fit the key's type or rules", compact(pr.Default))
-	}
-	pr.Words = constraintWords(n, pr)
-	return pr
+	return true
 }
 
-// refuseInElement reports (and returns true) when keyword is used in the
-// element of an array of tables, where it is not supported.
-func (p *parser) refuseInElement(ptr, keyword string) bool {
+// keyword is one keyword of a property: parse reads its value v (at the
+// JSON pointer ptr) into pr, after shape has set pr.Kind.
+type keyword struct {
+	name  string
+	parse func(p *parser, pr *Property, v *jsonx.Node, ptr string)
+}
+
+// propertyKeywords is every keyword of a property the generator reads
+// beside the structural ones, in the order they are parsed (enum before
+// x-enum-aliases, x-placeholders before defaults that are templates).
+// Adding a keyword starts here; see schemas/README.md.
+var propertyKeywords = []keyword{
+	{"description", func(p *parser, pr *Property, v *jsonx.Node, ptr string) { pr.Description, _ = v.String() }},
+	{"default", func(p *parser, pr *Property, v *jsonx.Node, ptr string) { pr.Default, pr.HasDefault = v.Interface(), true }},
+	{"examples", parseExamples},
+	{"deprecated", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+		if b, ok := v.Bool(); ok {
+			pr.Deprecated = b
+		}
+	}},
+	{"x-deprecated", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+		if m, ok := v.String(); ok {
+			pr.Deprecated, pr.DeprecatedMsg = true, m
+		}
+	}},
+	{"x-secret", parseSecret},
+	{"x-trim", func(p *parser, pr *Property, v *jsonx.Node, ptr string) { pr.Trim, _ = v.String() }},
+	{"x-message", parseMessages},
+	{"enum", parseEnum},
+	{"x-enum-aliases", parseEnumAliases},
+	{"x-enum-descriptions", parseEnumDescriptions},
+	{"x-aliases", parseAliases},
+	{"x-placeholders", parsePlaceholders},
+	{"x-minimum", parseBound},
+	{"x-exclusive-minimum", parseBound},
+	{"x-maximum", parseBound},
+	{"x-exclusive-maximum", parseBound},
+	{"x-required-if", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+		if cond, ok := p.cond(v, ptr); ok {
+			pr.RequiredIf = &cond
+		}
+	}},
+	{"x-both-or-neither", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+		s, ok := v.String()
+		if !ok || s == pr.Key {
+			p.fail(ptr, "x-both-or-neither must name another key of the same table")
+			return
+		}
+		pr.BothOrNeither = s
+	}},
+	{"x-default-if", parseDefaultIf},
+	{"x-pattern-unless", parsePatternUnless},
+	{"pattern", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+		if pat, ok := v.String(); ok {
+			if _, err := regexp.Compile(pat); err != nil {
+				p.fail(ptr, "pattern is not a regular expression Go can run: %v", err)
+			}
+			pr.Pattern = pat
+		}
+	}},
+}
+
+// propertyKeywordNames are the x- keywords a property may have.
+var propertyKeywordNames = func() []string {
+	var out []string
+	for k := range structural {
+		if strings.HasPrefix(k, "x-") {
+			out = append(out, k)
+		}
+	}
+	for _, kw := range propertyKeywords {
+		if strings.HasPrefix(kw.name, "x-") {
+			out = append(out, kw.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}()
+
+func propertyKeyword(name string) *keyword {
+	for i := range propertyKeywords {
+		if propertyKeywords[i].name == name {
+			return &propertyKeywords[i]
+		}
+	}
+	return nil
+}
+
+// Unknown is an x- keyword the dialect does not have, at Pointer. The
+// generator ignores it; picogen lint reports it.
+type Unknown struct {
+	Pointer string
+	Keyword string
+	// Suggestion is the known keyword closest to it, or "".
+	Suggestion string
+}
+
+// unknownKeywords records the x- keywords of n that are not in known.
+func (p *parser) unknownKeywords(n *jsonx.Node, ptr string, known []string) {
+	for _, k := range n.Keys {
+		if strings.HasPrefix(k, "x-") && !slices.Contains(known, k) {
+			p.unknown = append(p.unknown, Unknown{Pointer: ptr + "/" + jsonx.Escape(k), Keyword: k, Suggestion: confkit.Suggest(k, known)})
+		}
+	}
+}
+
+func parseExamples(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if !v.IsArray() {
+		p.fail(ptr, "examples must be an array")
+		return
+	}
+	for _, it := range v.Items {
+		pr.Examples = append(pr.Examples, it.Interface())
+	}
+}
+
+func parseSecret(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	b, ok := v.Bool()
+	if !ok {
+		p.fail(ptr, "x-secret must be true or false")
+		return
+	}
+	pr.SecretSet, pr.Secret = true, b
+	if !b {
+		return
+	}
+	if pr.Kind != String {
+		p.fail(ptr, "x-secret applies only to string keys")
+		return
+	}
+	pr.Kind = Secret
+}
+
+func parseMessages(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if !v.IsObject() {
+		p.fail(ptr, "x-message must be an object of rule name to message")
+		return
+	}
+	for _, rk := range v.Keys {
+		s, ok := v.Fields[rk].String()
+		if !ok {
+			p.fail(ptr+"/"+jsonx.Escape(rk), "a message must be a string")
+			continue
+		}
+		pr.Messages[rk] = s
+	}
+}
+
+func parseEnum(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if pr.Kind != String || !v.IsArray() || len(v.Items) == 0 {
+		p.fail(ptr, "enum is supported on string keys only, as a non-empty array of strings")
+		return
+	}
+	pr.Kind = Enum
+	pr.EnumType = p.types.Take(naming.Exported(goPath(pr.Path)))
+	consts := naming.NewScope()
+	for i, it := range v.Items {
+		s, ok := it.String()
+		if !ok {
+			p.fail(fmt.Sprintf("%s/%d", ptr, i), "enum values must be strings")
+			continue
+		}
+		c := pr.EnumType + naming.Part(s)
+		if naming.Part(s) == "" {
+			c = pr.EnumType + "Value"
+		}
+		c = p.types.Take(consts.Take(c))
+		pr.Enum = append(pr.Enum, EnumValue{Value: s, Const: c})
+	}
+}
+
+func parseEnumAliases(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if p.refuseInElement(ptr) {
+		return
+	}
+	if pr.Kind != Enum || !v.IsObject() {
+		p.fail(ptr, "x-enum-aliases needs an enum and must be an object of alias to value")
+		return
+	}
+	for _, a := range v.Keys {
+		val, ok := v.Fields[a].String()
+		if !ok || !pr.hasEnum(val) {
+			p.fail(ptr+"/"+jsonx.Escape(a), "alias %q must map to one of the enum values", a)
+			continue
+		}
+		if pr.hasEnum(a) {
+			p.fail(ptr+"/"+jsonx.Escape(a), "alias %q is itself an enum value", a)
+			continue
+		}
+		pr.EnumAliases = append(pr.EnumAliases, [2]string{a, val})
+	}
+	sort.Slice(pr.EnumAliases, func(i, j int) bool { return pr.EnumAliases[i][0] < pr.EnumAliases[j][0] })
+}
+
+func parseEnumDescriptions(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if pr.Kind != Enum || !v.IsObject() {
+		p.fail(ptr, "x-enum-descriptions needs an enum and must be an object of value to text")
+		return
+	}
+	pr.EnumDescriptions = map[string]string{}
+	for _, k := range v.Keys {
+		s, ok := v.Fields[k].String()
+		if !ok || !pr.hasEnum(k) {
+			p.fail(ptr+"/"+jsonx.Escape(k), "%q must be one of the enum values, with a text", k)
+			continue
+		}
+		pr.EnumDescriptions[k] = s
+	}
+}
+
+func parseAliases(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if p.refuseInElement(ptr) {
+		return
+	}
+	if !v.IsArray() {
+		p.fail(ptr, "x-aliases must be an array of key names")
+		return
+	}
+	for i, it := range v.Items {
+		s, ok := it.String()
+		if !ok || s == "" || s == pr.Key {
+			p.fail(fmt.Sprintf("%s/%d", ptr, i), "an alias must be a non-empty string other than the key")
+			continue
+		}
+		pr.Aliases = append(pr.Aliases, s)
+	}
+}
+
+var placeholderName = regexp.MustCompile(`^[A-Za-z0-9_]+(\[[a-z]*\])?$`)
+
+func parsePlaceholders(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	if pr.Kind != Template || !v.IsArray() {
+		p.fail(ptr, "x-placeholders needs x-type template and must be an array of names")
+		return
+	}
+	pr.Placeholders = []string{}
+	for i, it := range v.Items {
+		s, ok := it.String()
+		if !ok || !placeholderName.MatchString(s) {
+			p.fail(fmt.Sprintf("%s/%d", ptr, i), "a placeholder is a name such as \"topic\", or \"name[n]\" for an indexed one")
+			continue
+		}
+		pr.Placeholders = append(pr.Placeholders, s)
+	}
+}
+
+func parseBound(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	rule := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	raw, ok := v.String()
+	if !ok {
+		if num, isNum := v.Number(); isNum {
+			raw, ok = string(num), true
+		}
+	}
+	var n int64
+	var err error
+	switch {
+	case !ok:
+		err = fmt.Errorf("must be a string")
+	case pr.Kind == Size:
+		var s confkit.Size
+		s, err = confkit.ParseSize(raw)
+		n = int64(s)
+	case pr.Kind == Duration:
+		var d time.Duration
+		d, err = confkit.ParseDuration(raw)
+		n = int64(d)
+	default:
+		err = fmt.Errorf("applies only to x-type size or duration; use the standard keyword for numbers")
+	}
+	if err != nil {
+		p.fail(ptr, "%s: %v", rule, err)
+		return
+	}
+	pr.Bounds = append(pr.Bounds, Bound{Rule: rule, Raw: raw, Value: n})
+}
+
+func parseDefaultIf(p *parser, pr *Property, d *jsonx.Node, ptr string) {
+	items := []*jsonx.Node{d}
+	if d.IsArray() {
+		items = d.Items
+	}
+	for i, it := range items {
+		ip := ptr
+		if d.IsArray() {
+			ip = fmt.Sprintf("%s/%d", ptr, i)
+		}
+		if !it.IsObject() || it.Get("when") == nil || it.Get("value") == nil {
+			p.fail(ip, "x-default-if needs {\"when\": CONDITION, \"value\": V}")
+			continue
+		}
+		cond, ok := p.cond(it.Get("when"), ip+"/when")
+		if !ok {
+			continue
+		}
+		val := it.Get("value").Interface()
+		if !p.valueFits(pr, val) {
+			p.fail(ip+"/value", "value %v does not fit the key's type", val)
+			continue
+		}
+		pr.DefaultIf = append(pr.DefaultIf, DefaultIf{When: cond, Value: val})
+	}
+}
+
+func parsePatternUnless(p *parser, pr *Property, pu *jsonx.Node, ptr string) {
+	pat, ok := pu.Get("pattern").String()
+	if !ok || pu.Get("unless") == nil {
+		p.fail(ptr, "x-pattern-unless needs {\"pattern\": REGEXP, \"unless\": CONDITION}")
+		return
+	}
+	if _, err := regexp.Compile(pat); err != nil {
+		p.fail(ptr+"/pattern", "not a valid regular expression: %v", err)
+		return
+	}
+	if pr.Kind != String && pr.Kind != Secret && pr.Kind != Enum {
+		p.fail(ptr, "x-pattern-unless applies only to string keys")
+		return
+	}
+	if cond, ok := p.cond(pu.Get("unless"), ptr+"/unless"); ok {
+		pr.PatternUnless = &PatternUnless{Pattern: pat, Unless: cond}
+	}
+}
+
+// refuseInElement reports (and returns true) when the keyword at ptr is
+// used in the element of an array of tables, where it is not supported.
+func (p *parser) refuseInElement(ptr string) bool {
 	if p.inElement == 0 {
 		return false
 	}
-	p.fail(ptr+"/"+keyword, "%s is not supported on the keys of an array's elements", keyword)
+	p.fail(ptr, "%s is not supported on the keys of an array's elements", ptr[strings.LastIndexByte(ptr, '/')+1:])
 	return true
 }
 
