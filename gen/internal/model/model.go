@@ -543,7 +543,9 @@ type keyword struct {
 // Adding a keyword starts here; see schemas/README.md.
 var propertyKeywords = []keyword{
 	{"description", func(p *parser, pr *Property, v *jsonx.Node, ptr string) { pr.Description, _ = v.String() }},
-	{"default", func(p *parser, pr *Property, v *jsonx.Node, ptr string) { pr.Default, pr.HasDefault = v.Interface(), true }},
+	{"default", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+		pr.Default, pr.HasDefault = v.Interface(), true
+	}},
 	{"examples", parseExamples},
 	{"deprecated", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
 		if b, ok := v.Bool(); ok {
