@@ -121,31 +121,102 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 }
 
 // BenchmarkSinkUpload measures the sink alone against versitygw: batches of
-// records handed to Consume, 8 MiB files uploaded as they fill.
+// records handed to Consume, 8 MiB files uploaded as they fill, without
+// compression and with gzip and zstd (compressed size against none in
+// the same run as ratio_vs_none).
 func BenchmarkSinkUpload(b *testing.B) {
 	for _, size := range []int{100, 1024} {
-		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			srv := s3test.Start(b)
-			s := openBenchSink(b, srv, nil)
-			recs := benchRecords(10_000, size)
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			ctx := context.Background()
-			for done := 0; done < b.N; {
-				k := min(len(recs), b.N-done)
-				for j := 0; j < k; j++ {
-					recs[j].Offset = int64(done + j)
-				}
-				if err := s.Consume(ctx, recs[:k]); err != nil {
+		var noneBytes float64
+		for _, comp := range []compression{compressNone, compressGzip, compressZstd} {
+			name := fmt.Sprintf("%dB", size)
+			if comp != compressNone {
+				name += "-" + comp.encoding()
+			}
+			b.Run(name, func(b *testing.B) {
+				srv := s3test.Start(b)
+				m := newTestMetrics()
+				o := defaultOptions()
+				o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, srv.Endpoint, true
+				o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
+				o.Compression = comp
+				s := newSink(o, plugin.Env{Key: "bench", Metrics: m})
+				if err := s.Open(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				done += k
+				recs := benchRecords(10_000, size)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				ctx := context.Background()
+				for done := 0; done < b.N; {
+					k := min(len(recs), b.N-done)
+					for j := 0; j < k; j++ {
+						recs[j].Offset = int64(done + j)
+					}
+					if err := s.Consume(ctx, recs[:k]); err != nil {
+						b.Fatal(err)
+					}
+					done += k
+				}
+				if err := s.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rec/s")
+				perRec := m.get("s3_sink_bytes_uploaded_total") / float64(b.N)
+				b.ReportMetric(perRec, "uploaded_B/rec")
+				if comp == compressNone {
+					noneBytes = perRec
+				} else if noneBytes > 0 {
+					b.ReportMetric(noneBytes/perRec, "ratio_vs_none")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBufferBound writes four times max_buffer_size (32 MiB) of 1 KiB
+// records over 1, 16 and 256 partitions with 8 MiB files, and reports the
+// sink's peak held bytes and the process's peak RSS growth against the
+// bound. Run one sub-benchmark per process with -benchtime 1x.
+func BenchmarkBufferBound(b *testing.B) {
+	const bound = 32 << 20
+	for _, n := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			srv := s3test.Start(b)
+			recs := benchRecords(1024, 1024)
+			for i := 0; i < b.N; i++ {
+				s := openBenchSink(b, srv, func(o *options) { o.MaxFileSize = 8 << 20; o.MaxBufferSize = bound })
+				runtime.GC()
+				resetPeakRSS()
+				baseRSS := peakRSS()
+				ctx := context.Background()
+				next := make([]int64, n)
+				batch := make([]plugin.Record, 0, 1024)
+				for sent := 0; sent < 4*bound/1024; sent += len(batch) {
+					p := (sent / 1024) % n
+					batch = batch[:0]
+					for k := range 1024 {
+						r := recs[k]
+						r.Topic, r.Partition, r.Offset = "t", int32(p), next[p]
+						next[p]++
+						batch = append(batch, r)
+					}
+					if err := s.Consume(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if i > 0 {
+					continue
+				}
+				rss := float64(peakRSS() - baseRSS)
+				b.ReportMetric(float64(s.peakHeld)/(1<<20), "peak_held_MiB")
+				b.ReportMetric(float64(s.peakHeld)/bound, "held/max_buffer_size")
+				b.ReportMetric(rss/(1<<20), "peak_rss_growth_MiB")
+				b.ReportMetric(rss/bound, "rss_growth/max_buffer_size")
 			}
-			if err := s.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rec/s")
 		})
 	}
 }
