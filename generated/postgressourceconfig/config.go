@@ -3,6 +3,18 @@
 // Package postgressourceconfig is the typed plugin_config of the postgres_source source, generated from schemas/postgres_source.json.
 //
 // Reads PostgreSQL tables into topics: change data capture through a logical replication slot (pgoutput), or polling by a tracking column. Each record is the row as a JSON object with the operation in __op; the record key is the primary key.
+//
+// What a crash does: delivery is at least once, and the only records ever repeated are those of the batch in flight (produced, its checkpoint not saved). Point by point:
+//
+// - CDC, killed before the checkpoint is saved: the restart reads from the saved position (the end of the last whole transaction, plus, inside a transaction larger than batch_size, how many of its records were delivered), so the batch in flight is produced again and nothing is lost.
+// - CDC, killed after the checkpoint but before the slot moved: the checkpoint wins over the slot; the restart moves the slot to it and repeats nothing.
+// - CDC, killed inside a transaction larger than batch_size: such a transaction is delivered in batches of batch_size records; the server sends it again after the restart and the records already delivered are skipped (counted with the same tables and capture_operations), so at most one batch repeats. Memory stays bounded by a few batches whatever the transaction size.
+// - CDC, killed during the initial snapshot: the snapshot resumes after the last key read, in a fresh snapshot (at least once; a table without a primary key restarts from its first row).
+// - CDC, a quiet slot: an empty poll moves the slot only up to WAL the server has flushed, so a commit written with synchronous_commit = off and not yet flushed is never skipped.
+// - Polling, killed before the checkpoint is saved: the batch is read and produced again.
+// - Polling, killed after the checkpoint but before the processed_column update or delete_after_read delete ran: the checkpoint holds the batch's keys, and the restart marks or deletes those rows before it reads on (running the update or delete twice is harmless).
+//
+// At start, the source refuses to publish the updates and deletes of a table that has no replica identity (no primary key with REPLICA IDENTITY DEFAULT, or REPLICA IDENTITY NOTHING), since PostgreSQL would then reject the application's own UPDATE and DELETE on it; the message says what to run. A table dropped, or taken out of the publication, while the source runs fails every poll, naming the table, rather than looking quiet.
 package postgressourceconfig
 
 import (
