@@ -28,8 +28,8 @@ func TestCrashSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the runtime binary and runs it six times; skipped with -short")
 	}
-	// PICO_PG_CRASH_READER=stream runs it with the stream reader.
-	reader := readerPeek
+	// PICO_PG_CRASH_READER=peek runs it with the peek reader.
+	reader := readerStream
 	if r := os.Getenv("PICO_PG_CRASH_READER"); r != "" {
 		reader = r
 	}

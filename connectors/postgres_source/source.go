@@ -3,11 +3,13 @@
 // tracking column.
 //
 // It is the reference for the stage-and-apply pattern of the sources spec.
-// In CDC mode Poll peeks the slot without consuming it and the batch's
-// state is the end LSN of its last transaction; only Ack advances the slot.
-// In polling mode the state is the highest tracking value read per table,
-// and processed_column updates or delete_after_read deletes run only on
-// Ack.
+// In CDC mode Poll reads the slot (a replication stream, or peeks) without
+// consuming it and the batch's state is the end LSN of its last whole
+// transaction, plus the position inside a transaction larger than
+// batch_size that is split; only Ack moves the slot. In polling mode the
+// state is the highest tracking value read per table and the batch's
+// pending keys, and processed_column updates or delete_after_read deletes
+// run only on Ack (or, after a crash, at the restart).
 package postgressource
 
 import (
