@@ -1,22 +1,26 @@
 // Package lint checks connector schemas for the mistakes the generator
 // cannot see: a key whose name looks secret but is not marked x-secret, a
-// key or enum value without a description, and a default that fails its
-// own key's rules.
+// key or enum value without a description, a default that fails its own
+// key's rules, and an x- keyword the dialect does not have. It reads the
+// schema with the generator's own model (gen/internal/model), so it reports
+// the generator's errors too.
 //
 // picogen lint runs it on every schema, and picogen gen runs it before
 // generating (see Files).
 package lint
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/picomq/pico-connectors/gen/internal/model"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -35,8 +39,12 @@ const (
 	BadDefault Rule = "bad-default"
 	// EnumUndescribed: an enum value has no description.
 	EnumUndescribed Rule = "enum-undescribed"
-	// Invalid: the file is not a JSON object.
+	// Invalid: the file is not a schema the generator can read (the
+	// message is the generator's).
 	Invalid Rule = "invalid"
+	// UnknownKeyword: an x- keyword the dialect does not have (a typo, or
+	// a keyword of another tool: the generator would ignore it).
+	UnknownKeyword Rule = "unknown-keyword"
 )
 
 // Finding is one problem in a schema.
@@ -105,90 +113,110 @@ func Dir(dir string) (Findings, error) {
 	return Files(m...)
 }
 
-// Schema lints one schema document; file names it in findings.
+// Schema lints one schema document; file names it in findings, and its base
+// name without .json is the schema's name.
 func Schema(file string, doc []byte) Findings {
-	l := linter{file: file}
-	d := json.NewDecoder(bytes.NewReader(doc))
-	d.UseNumber()
-	var root map[string]any
-	if err := d.Decode(&root); err != nil || root == nil {
-		msg := "not a JSON object"
-		if err != nil {
-			msg = "not valid JSON: " + err.Error()
+	name := strings.TrimSuffix(filepath.Base(file), ".json")
+	s, err := model.Parse(file, name, doc)
+	l := linter{file: file, keys: map[string]string{}}
+	for _, e := range modelErrors(err) {
+		l.modelErr = append(l.modelErr, e.Pointer)
+		rule := Invalid
+		if strings.HasSuffix(e.Pointer, "/default") {
+			rule = BadDefault
 		}
-		return Findings{{File: file, Rule: Invalid, Message: msg}}
+		l.out = append(l.out, Finding{File: file, Pointer: e.Pointer, Rule: rule, Message: e.Msg})
 	}
-	l.root = root
-	if str(root["description"]) == "" && str(root["title"]) == "" {
-		l.add("", "", MissingDescription, "the schema has no description (it is the connector's summary in the catalog)")
+	if s == nil {
+		return l.out
 	}
-	l.object("", "", root)
+	if s.Root != nil {
+		s.Root.Walk(func(pr *model.Property) { l.keys[pr.Pointer] = pr.DotPath() })
+	}
+	for i := range l.out {
+		l.out[i].Key = l.keyAt(l.out[i].Pointer)
+	}
+	if s.Description == "" && s.Title == "" {
+		l.add("", MissingDescription, "the schema has no description (it is the connector's summary in the catalog)")
+	}
+	for _, u := range s.Unknown {
+		msg := fmt.Sprintf("%s is not a keyword of the dialect, so the generator ignores it", u.Keyword)
+		if u.Suggestion != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", u.Suggestion)
+		}
+		l.add(u.Pointer, UnknownKeyword, "%s; see schemas/README.md", msg)
+	}
+	if s.Root != nil {
+		s.Root.Walk(l.key)
+	}
 	sort.SliceStable(l.out, func(i, j int) bool { return l.out[i].Pointer < l.out[j].Pointer })
 	return l.out
 }
 
+// modelErrors lists the schema errors in err.
+func modelErrors(err error) []*model.Error {
+	var out []*model.Error
+	var es model.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			var me *model.Error
+			if errors.As(e, &me) {
+				out = append(out, me)
+			}
+		}
+		return out
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		out = append(out, me)
+	}
+	return out
+}
+
 type linter struct {
-	file string
-	root map[string]any
-	out  Findings
+	file     string
+	keys     map[string]string // property pointer → key path
+	modelErr []string          // pointers of the model's errors
+	out      Findings
 }
 
-func (l *linter) add(ptr, key string, rule Rule, format string, args ...any) {
-	l.out = append(l.out, Finding{File: l.file, Pointer: ptr, Key: key, Rule: rule, Message: fmt.Sprintf(format, args...)})
-}
-
-func (l *linter) object(ptr, path string, s map[string]any) {
-	props, _ := s["properties"].(map[string]any)
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		ps, ok := props[name].(map[string]any)
-		if !ok {
-			continue
+// keyAt returns the key path of the property that holds ptr, or "".
+func (l *linter) keyAt(ptr string) string {
+	for p := ptr; p != ""; p = p[:max(strings.LastIndexByte(p, '/'), 0)] {
+		if k, ok := l.keys[p]; ok {
+			return k
 		}
-		key := name
-		if path != "" {
-			key = path + "." + name
-		}
-		l.key(ptr+"/properties/"+escape(name), key, name, ps)
 	}
+	return ""
 }
 
-func (l *linter) key(ptr, key, name string, s map[string]any) {
-	s = l.resolve(s)
-	if str(s["description"]) == "" {
-		l.add(ptr, key, MissingDescription, "no description: it is the Meaning column of the reference page")
+func (l *linter) add(ptr string, rule Rule, format string, args ...any) {
+	l.out = append(l.out, Finding{File: l.file, Pointer: ptr, Key: l.keyAt(ptr), Rule: rule, Message: fmt.Sprintf(format, args...)})
+}
+
+func (l *linter) key(pr *model.Property) {
+	ptr := pr.Pointer
+	if pr.Description == "" {
+		l.add(ptr, MissingDescription, "no description: it is the Meaning column of the reference page")
 	}
-	if _, marked := s["x-secret"]; !marked && LooksSecret(name) && isStringish(s) {
-		l.add(ptr, key, SecretNotMarked, `the name looks like a secret but the key is not marked "x-secret": true `+
+	if !pr.SecretSet && LooksSecret(pr.Key) && (len(pr.Types) == 0 || slices.Contains(pr.Types, "string")) {
+		l.add(ptr, SecretNotMarked, `the name looks like a secret but the key is not marked "x-secret": true `+
 			`(its value would show in logs and the API); add "x-secret": false if it is not one`)
 	}
-	if enum, ok := s["enum"].([]any); ok {
-		l.enum(ptr, key, s, enum)
-	}
-	if def, ok := s["default"]; ok {
-		if msg := l.checkDefault(s, def); msg != "" {
-			l.add(ptr, key, BadDefault, "default %s %s", show(def), msg)
+	if pr.Kind == model.Enum {
+		var values []string
+		for _, e := range pr.Enum {
+			values = append(values, e.Value)
 		}
+		l.enum(ptr, pr.Description, pr.EnumDescriptions, values)
 	}
-	if _, ok := s["properties"].(map[string]any); ok {
-		l.object(ptr, key, s)
+	if len(pr.ItemEnum) > 0 {
+		// A list's values are described on the list.
+		l.enum(ptr, pr.Description+" "+pr.ItemDescription, nil, pr.ItemEnum)
 	}
-	if items, ok := s["items"].(map[string]any); ok {
-		if _, ok := items["properties"]; ok {
-			l.object(ptr+"/items", key+"[]", l.resolve(items))
-		}
-		if enum, ok := items["enum"].([]any); ok {
-			// A list's values are described on the list.
-			withParent := map[string]any{}
-			for k, v := range items {
-				withParent[k] = v
-			}
-			withParent["description"] = str(s["description"]) + " " + str(items["description"])
-			l.enum(ptr, key, withParent, enum)
+	if pr.HasDefault && !slices.Contains(l.modelErr, ptr+"/default") {
+		if msg := checkDefault(pr); msg != "" {
+			l.add(ptr, BadDefault, "default %s %s", show(pr.Default), msg)
 		}
 	}
 }
@@ -196,24 +224,16 @@ func (l *linter) key(ptr, key, name string, s map[string]any) {
 // enum checks that every enum value is described: named as a word in the
 // key's description (the dialect's way: "json_lines, json_array or raw."),
 // or given its own text in x-enum-descriptions (value → text).
-func (l *linter) enum(ptr, key string, s map[string]any, values []any) {
-	descs := map[string]string{}
-	if m, ok := s["x-enum-descriptions"].(map[string]any); ok {
-		for k, v := range m {
-			descs[k] = str(v)
-		}
-	}
-	text := str(s["description"])
+func (l *linter) enum(ptr, text string, descs map[string]string, values []string) {
 	var missing []string
 	for _, v := range values {
-		vs := fmt.Sprint(v)
-		if strings.TrimSpace(descs[vs]) != "" || mentions(text, vs) {
+		if strings.TrimSpace(descs[v]) != "" || mentions(text, v) {
 			continue
 		}
-		missing = append(missing, vs)
+		missing = append(missing, v)
 	}
 	if len(missing) > 0 {
-		l.add(ptr, key, EnumUndescribed, "enum value(s) %s are not described: name each value in the description "+
+		l.add(ptr, EnumUndescribed, "enum value(s) %s are not described: name each value in the description "+
 			"and say what it does (or use x-enum-descriptions)", strings.Join(missing, ", "))
 	}
 }
@@ -240,21 +260,17 @@ func isWordByte(c byte) bool {
 	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// checkDefault returns why def fails the rules of s, or "".
-func (l *linter) checkDefault(s map[string]any, def any) string {
-	// The JSON Schema rules, with the custom formats of the x-types.
+// checkDefault returns why the default of pr fails the key's JSON Schema
+// rules (with the custom formats of the x-types) or its x- bounds, or "".
+// The model has checked that it fits the key's type.
+func checkDefault(pr *model.Property) string {
 	sub := map[string]any{}
-	for k, v := range s {
-		if k == "default" || k == "examples" {
-			continue
+	for k, v := range pr.Schema {
+		if k != "default" && k != "examples" {
+			sub[k] = v
 		}
-		sub[k] = v
 	}
-	if defs, ok := l.root["$defs"]; ok {
-		sub["$defs"] = defs
-	}
-	sub["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-	if f := formatOf(s); f != "" {
+	if f := formatOf(pr.XType); f != "" {
 		sub["format"] = f
 	}
 	b, err := json.Marshal(sub)
@@ -265,29 +281,14 @@ func (l *linter) checkDefault(s map[string]any, def any) string {
 	if err != nil {
 		return "cannot be checked: the key's schema does not compile: " + err.Error()
 	}
-	if err := compiled.Validate(def); err != nil {
+	if err := compiled.Validate(pr.Default); err != nil {
 		return "fails the key's rules: " + lastLine(err.Error())
 	}
-	// A template's placeholders must be among x-placeholders.
-	if str(s["x-type"]) == "template" {
-		if text, ok := def.(string); ok {
-			var allowed []string
-			if ps, ok := s["x-placeholders"].([]any); ok {
-				for _, p := range ps {
-					allowed = append(allowed, str(p))
-				}
-			}
-			if _, err := confkit.ParseTemplate(text, allowed); err != nil {
-				return "is not a valid template for this key: " + err.Error()
-			}
-		}
-	}
-	// The x- bounds, which JSON Schema does not know.
-	return xBounds(s, def)
+	return xBounds(pr)
 }
 
-func formatOf(s map[string]any) string {
-	switch str(s["x-type"]) {
+func formatOf(xtype string) string {
+	switch xtype {
 	case "size":
 		return confkit.FormatSize
 	case "duration":
@@ -300,105 +301,51 @@ func formatOf(s map[string]any) string {
 
 // xBounds checks the x-minimum / x-maximum family against a size or
 // duration default.
-func xBounds(s map[string]any, def any) string {
-	xt := str(s["x-type"])
-	if xt != "size" && xt != "duration" {
+func xBounds(pr *model.Property) string {
+	if len(pr.Bounds) == 0 {
 		return ""
 	}
-	v, ok := magnitude(def, xt)
-	if !ok {
-		return fmt.Sprintf("is not a valid %s", xt)
-	}
-	checks := []struct {
-		kw   string
-		fail func(v, b float64) bool
-		word string
-	}{
-		{"x-minimum", func(v, b float64) bool { return v < b }, "below x-minimum"},
-		{"x-exclusive-minimum", func(v, b float64) bool { return v <= b }, "not above x-exclusive-minimum"},
-		{"x-maximum", func(v, b float64) bool { return v > b }, "above x-maximum"},
-		{"x-exclusive-maximum", func(v, b float64) bool { return v >= b }, "not below x-exclusive-maximum"},
-	}
-	for _, c := range checks {
-		bv, has := s[c.kw]
-		if !has {
-			continue
+	var v int64
+	switch pr.Kind {
+	case model.Size:
+		d := pr.Default
+		if n, ok := d.(json.Number); ok {
+			i, _ := n.Int64()
+			d = i
 		}
-		b, ok := magnitude(bv, xt)
-		if !ok {
-			return fmt.Sprintf("cannot be checked: %s %s is not a valid %s", c.kw, show(bv), xt)
+		s, err := confkit.AsSize(d)
+		if err != nil {
+			return "is not a valid size"
 		}
-		if c.fail(v, b) {
-			return fmt.Sprintf("is %s %s", c.word, show(bv))
+		v = int64(s)
+	case model.Duration:
+		s, _ := pr.Default.(string)
+		d, err := confkit.ParseDuration(s)
+		if err != nil {
+			return "is not a valid duration"
+		}
+		v = int64(d)
+	default:
+		return ""
+	}
+	for _, b := range pr.Bounds {
+		var fails bool
+		var word string
+		switch b.Rule {
+		case "x-minimum":
+			fails, word = v < b.Value, "below x-minimum"
+		case "x-exclusive-minimum":
+			fails, word = v <= b.Value, "not above x-exclusive-minimum"
+		case "x-maximum":
+			fails, word = v > b.Value, "above x-maximum"
+		case "x-exclusive-maximum":
+			fails, word = v >= b.Value, "not below x-exclusive-maximum"
+		}
+		if fails {
+			return fmt.Sprintf("is %s %s", word, show(b.Raw))
 		}
 	}
 	return ""
-}
-
-func magnitude(v any, xt string) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case float64:
-		return x, true
-	case string:
-		if xt == "size" {
-			n, err := confkit.ParseSize(x)
-			return float64(n), err == nil
-		}
-		d, err := confkit.ParseDuration(x)
-		return float64(d), err == nil
-	}
-	return 0, false
-}
-
-// resolve follows a local $ref ("#/$defs/name").
-func (l *linter) resolve(s map[string]any) map[string]any {
-	ref := str(s["$ref"])
-	if !strings.HasPrefix(ref, "#/") {
-		return s
-	}
-	var cur any = l.root
-	for _, part := range strings.Split(ref[2:], "/") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return s
-		}
-		cur = m[strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")]
-	}
-	target, ok := cur.(map[string]any)
-	if !ok {
-		return s
-	}
-	merged := map[string]any{}
-	for k, v := range target {
-		merged[k] = v
-	}
-	for k, v := range s {
-		if k != "$ref" {
-			merged[k] = v
-		}
-	}
-	return merged
-}
-
-// isStringish reports whether a key can hold a string (secrets are
-// strings); a boolean or number named like a secret is left alone.
-func isStringish(s map[string]any) bool {
-	switch t := s["type"].(type) {
-	case nil:
-		return true
-	case string:
-		return t == "string"
-	case []any:
-		for _, x := range t {
-			if x == "string" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func show(v any) string {
@@ -417,13 +364,4 @@ func lastLine(s string) string {
 		out = out[i+2:]
 	}
 	return out
-}
-
-func escape(name string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }

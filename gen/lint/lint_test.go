@@ -11,6 +11,8 @@ import (
 const clean = `{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "description": "Writes records to a bucket.",
+  "x-kind": "sink",
+  "x-path": "libpicomq_connector_clean",
   "type": "object",
   "properties": {
     "bucket": {"type": "string", "description": "Bucket name."},
@@ -29,6 +31,9 @@ const clean = `{
   }
 }`
 
+// head makes a fragment a schema the generator reads.
+const head = `"x-kind":"sink","x-path":"p","type":"object",`
+
 func TestCleanSchema(t *testing.T) {
 	if fs := Schema("clean.json", []byte(clean)); len(fs) != 0 {
 		t.Fatalf("findings in a clean schema:\n%v", fs)
@@ -41,42 +46,56 @@ func TestFindings(t *testing.T) {
 		rule         Rule
 		key, want    string
 	}{
-		{"Password", `{"description":"d","properties":{"password":{"type":"string","description":"d"}}}`,
+		{"Password", `{"description":"d",` + head + `"properties":{"password":{"type":"string","description":"d"}}}`,
 			SecretNotMarked, "password", `not marked "x-secret": true`},
-		{"SecretSuffix", `{"description":"d","properties":{"client_secret":{"type":"string","description":"d"}}}`,
+		{"SecretSuffix", `{"description":"d",` + head + `"properties":{"client_secret":{"type":"string","description":"d"}}}`,
 			SecretNotMarked, "client_secret", "looks like a secret"},
-		{"TokenSuffix", `{"description":"d","properties":{"auth_token":{"type":"string","description":"d"}}}`,
+		{"TokenSuffix", `{"description":"d",` + head + `"properties":{"auth_token":{"type":"string","description":"d"}}}`,
 			SecretNotMarked, "auth_token", "looks like a secret"},
-		{"KeySuffix", `{"description":"d","properties":{"access_key":{"type":"string","description":"d"}}}`,
+		{"KeySuffix", `{"description":"d",` + head + `"properties":{"access_key":{"type":"string","description":"d"}}}`,
 			SecretNotMarked, "access_key", "looks like a secret"},
-		{"ConnectionString", `{"description":"d","properties":{"connection_string":{"type":"string","description":"d"}}}`,
+		{"ConnectionString", `{"description":"d",` + head + `"properties":{"connection_string":{"type":"string","description":"d"}}}`,
 			SecretNotMarked, "connection_string", "looks like a secret"},
-		{"NestedSecret", `{"description":"d","properties":{"auth":{"type":"object","description":"d","properties":{"password":{"type":"string","description":"d"}}}}}`,
+		{"NestedSecret", `{"description":"d",` + head + `"properties":{"auth":{"type":"object","description":"d","properties":{"password":{"type":"string","description":"d"}}}}}`,
 			SecretNotMarked, "auth.password", "looks like a secret"},
-		{"NoSchemaDescription", `{"properties":{}}`, MissingDescription, "", "schema has no description"},
-		{"NoKeyDescription", `{"description":"d","properties":{"bucket":{"type":"string"}}}`,
+		{"NoSchemaDescription", `{` + head + `"properties":{}}`, MissingDescription, "", "schema has no description"},
+		{"NoKeyDescription", `{"description":"d",` + head + `"properties":{"bucket":{"type":"string"}}}`,
 			MissingDescription, "bucket", "no description"},
-		{"DefaultBelowMinimum", `{"description":"d","properties":{"n":{"type":"integer","minimum":1,"default":0,"description":"d"}}}`,
+		{"DefaultBelowMinimum", `{"description":"d",` + head + `"properties":{"n":{"type":"integer","minimum":1,"default":0,"description":"d"}}}`,
 			BadDefault, "n", "default 0 fails the key's rules"},
-		{"DefaultWrongType", `{"description":"d","properties":{"n":{"type":"integer","default":"3","description":"d"}}}`,
-			BadDefault, "n", `default "3" fails`},
-		{"DefaultNotInEnum", `{"description":"d","properties":{"f":{"type":"string","enum":["a"],"x-enum-descriptions":{"a":"A."},"default":"b","description":"d"}}}`,
-			BadDefault, "f", `default "b" fails`},
-		{"DefaultBadSize", `{"description":"d","properties":{"s":{"type":"string","x-type":"size","default":"8 parsecs","description":"d"}}}`,
+		{"DefaultWrongType", `{"description":"d",` + head + `"properties":{"n":{"type":"integer","default":"3","description":"d"}}}`,
+			BadDefault, "n", `default "3" does not fit`},
+		{"DefaultNotInEnum", `{"description":"d",` + head + `"properties":{"f":{"type":"string","enum":["a"],"x-enum-descriptions":{"a":"A."},"default":"b","description":"d"}}}`,
+			BadDefault, "f", `default "b" does not fit`},
+		{"DefaultBadSize", `{"description":"d",` + head + `"properties":{"s":{"type":"string","x-type":"size","default":"8 parsecs","description":"d"}}}`,
 			BadDefault, "s", `default "8 parsecs"`},
-		{"DefaultAboveSizeMaximum", `{"description":"d","properties":{"s":{"type":"string","x-type":"size","x-maximum":"5GiB","default":"6GiB","description":"d"}}}`,
+		{"DefaultAboveSizeMaximum", `{"description":"d",` + head + `"properties":{"s":{"type":"string","x-type":"size","x-maximum":"5GiB","default":"6GiB","description":"d"}}}`,
 			BadDefault, "s", "is above x-maximum"},
-		{"DefaultBadDuration", `{"description":"d","properties":{"d":{"type":"string","x-type":"duration","default":"soon","description":"d"}}}`,
+		{"DefaultBadDuration", `{"description":"d",` + head + `"properties":{"d":{"type":"string","x-type":"duration","default":"soon","description":"d"}}}`,
 			BadDefault, "d", `default "soon"`},
-		{"DefaultZeroDurationExclusive", `{"description":"d","properties":{"d":{"type":"string","x-type":"duration","x-exclusive-minimum":"0s","default":"0s","description":"d"}}}`,
+		{"DefaultZeroDurationExclusive", `{"description":"d",` + head + `"properties":{"d":{"type":"string","x-type":"duration","x-exclusive-minimum":"0s","default":"0s","description":"d"}}}`,
 			BadDefault, "d", "not above x-exclusive-minimum"},
-		{"DefaultTemplateUnknownPlaceholder", `{"description":"d","properties":{"p":{"type":"string","x-type":"template","x-placeholders":["topic"],"default":"{topic}/{day}","description":"d"}}}`,
-			BadDefault, "p", "is not a valid template for this key"},
-		{"EnumWithoutDescriptions", `{"description":"d","properties":{"f":{"type":"string","enum":["a","b"],"description":"a or ab"}}}`,
+		{"DefaultTemplateUnknownPlaceholder", `{"description":"d",` + head + `"properties":{"p":{"type":"string","x-type":"template","x-placeholders":["topic"],"default":"{topic}/{day}","description":"d"}}}`,
+			BadDefault, "p", "does not fit"},
+		{"EnumWithoutDescriptions", `{"description":"d",` + head + `"properties":{"f":{"type":"string","enum":["a","b"],"description":"a or ab"}}}`,
 			EnumUndescribed, "f", "enum value(s) b are not described"},
-		{"ListEnumUndescribed", `{"description":"d","properties":{"ops":{"type":"array","description":"Changes: insert.","items":{"type":"string","enum":["insert","delete"]}}}}`,
+		{"ListEnumUndescribed", `{"description":"d",` + head + `"properties":{"ops":{"type":"array","description":"Changes: insert.","items":{"type":"string","enum":["insert","delete"]}}}}`,
 			EnumUndescribed, "ops", "enum value(s) delete are not described"},
 		{"NotJSON", `{"description":`, Invalid, "", "not valid JSON"},
+		{"GeneratorError", `{"description":"d",` + head + `"properties":{"c":{"type":"string","x-type":"color","description":"d"}}}`,
+			Invalid, "c", `unknown x-type "color"`},
+		{"UnknownKeyword", `{"description":"d",` + head + `"properties":{"n":{"type":"integer","x-alias":["m"],"description":"d"}}}`,
+			UnknownKeyword, "n", `x-alias is not a keyword of the dialect, so the generator ignores it (did you mean "x-aliases"?)`},
+		{"UnknownTopKeyword", `{"description":"d",` + head + `"x-knd":"source","properties":{}}`,
+			UnknownKeyword, "", `did you mean "x-kind"?`},
+		{"UnknownItemsKeyword", `{"description":"d",` + head + `"properties":{"l":{"type":"array","items":{"type":"string","x-secrets":true},"description":"d"}}}`,
+			UnknownKeyword, "l", `x-secrets is not a keyword`},
+		{"ElementKeyNoDescription", `{"description":"d",` + head + `"properties":{"cols":{"type":"array","description":"d","items":{"type":"object","properties":{"name":{"type":"string"}}}}}}`,
+			MissingDescription, "cols[].name", "no description"},
+		{"ElementSecret", `{"description":"d",` + head + `"properties":{"cols":{"type":"array","description":"d","items":{"type":"object","properties":{"api_token":{"type":"string","description":"d"}}}}}}`,
+			SecretNotMarked, "cols[].api_token", "looks like a secret"},
+		{"ElementBadDefault", `{"description":"d",` + head + `"properties":{"cols":{"type":"array","description":"d","items":{"type":"object","properties":{"n":{"type":"integer","maximum":3,"default":4,"description":"d"}}}}}}`,
+			BadDefault, "cols[].n", "default 4 fails the key's rules"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

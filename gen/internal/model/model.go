@@ -140,6 +140,9 @@ type Property struct {
 	XType string
 	// Pattern is the standard pattern keyword.
 	Pattern string
+	// Schema is the key's JSON Schema as written, for checks that need the
+	// validator (picogen lint checks the default against it).
+	Schema map[string]any
 	// Standard holds the other standard JSON Schema keywords as written
 	// (minimum, maxLength, format, const, ...), which the run-time JSON
 	// Schema check enforces.
@@ -378,6 +381,7 @@ func (p *parser) object(n *jsonx.Node, ptr string, path []string, typeName strin
 
 func (p *parser) property(n *jsonx.Node, ptr, key string, path []string, required bool, fields *naming.Scope) *Property {
 	pr := &Property{Key: key, Pointer: ptr, Path: path, Required: required, Messages: map[string]string{}, Standard: map[string]any{}}
+	pr.Schema, _ = n.Interface().(map[string]any)
 	pr.GoName = fields.Take(naming.Exported(key))
 	if !p.shape(n, ptr, pr) {
 		return nil
