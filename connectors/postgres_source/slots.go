@@ -114,6 +114,9 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 	if s.opt.Mode != "cdc" {
 		return
 	}
+	if s.opt.HeartbeatQuery != "" && s.opt.HeartbeatInterval <= 0 {
+		s.log.Warn("heartbeat_query is set but heartbeat_interval is 0s, so it never runs; set heartbeat_interval (such as \"1m\") to run it")
+	}
 	w := &s.slots
 	w.retained = metrics.Gauge("postgres_source_retained_wal_bytes", "CDC: bytes of WAL the replication slot retains on the server (current WAL position minus the slot's restart_lsn), read every slot_check_interval while the source is open.")
 	interval := s.opt.SlotCheckInterval
