@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
 // rssChildFlag makes the binary run one sink and report its peak RSS;
@@ -24,6 +25,8 @@ type rssParams struct {
 	Partitions  int
 	Records     int // in total
 	MaxFileSize string
+	MaxBuffer   string // max_buffer_size
+	NoOp        bool   // a sink that drops every batch, for the base
 }
 
 // rssReport is what the child prints.
@@ -65,16 +68,21 @@ func rssChild(args []string) int {
 		rep.Err = "usage: " + rssChildFlag + " JSON"
 		return out()
 	}
-	sink, err := newS3Sink(p.Target, map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize})
-	if err != nil {
-		rep.Err = err.Error()
-		return out()
+	var sink plugin.Sink = &noopSink{n: p.Records, reached: make(chan struct{})} // sinkloop.go
+	if !p.NoOp {
+		var err error
+		sink, err = newS3Sink(p.Target, map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize, "max_buffer_size": p.MaxBuffer})
+		if err != nil {
+			rep.Err = err.Error()
+			return out()
+		}
 	}
 	rep.StartKiB, _ = procStatus("self", "VmRSS")
 	if _, err := sinkRun(p.Broker, sink, fmt.Sprintf(`rss%d\..*`, p.Partitions), p.Records, 1000); err != nil {
 		rep.Err = err.Error()
 		return out()
 	}
+	var err error
 	rep.PeakKiB, err = procStatus("self", "VmHWM")
 	if err != nil {
 		rep.Err = err.Error()
@@ -83,7 +91,10 @@ func rssChild(args []string) int {
 }
 
 // rssRows measures the peak RSS of a process running one S3 sink with 1,
-// 16 and 256 partitions (topics) open, each filled past max_file_size.
+// 16 and 256 partitions (topics) open, each filled past max_file_size,
+// against the sink's configured max_buffer_size plus the peak of the same
+// process with a no-op sink on the same partitions (the sink loop and
+// librdkafka's fetch buffers).
 func (b *bench) rssRows() []row {
 	srv := b.startS3()
 	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
@@ -91,7 +102,7 @@ func (b *bench) rssRows() []row {
 	defer br.Close()
 	exe, err := os.Executable()
 	b.must(err)
-	const maxFile = 1 << 20
+	const maxBuffer = 64 << 20
 	const size = 1024
 	const perPartition = 1300 // about 1.4 files of 1 MiB in json_lines with metadata
 	var rows []row
@@ -102,24 +113,29 @@ func (b *bench) rssRows() []row {
 		}
 		b.logf("rss: %d partitions, %d records of %d B each", n, perPartition, size)
 		b.must(fill(br.Addr(), topics, perPartition, size))
-		arg, _ := json.Marshal(rssParams{Target: targetOf(srv), Broker: br.Addr(), Partitions: n, Records: n * perPartition, MaxFileSize: "1MiB"})
-		cmd := exec.Command(exe, rssChildFlag, string(arg))
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		runErr := cmd.Run()
-		var rep rssReport
-		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-			b.must(fmt.Errorf("rss child: %v %v\n%s%s", runErr, err, stdout.String(), stderr.String()))
+		child := func(noop bool) rssReport {
+			arg, _ := json.Marshal(rssParams{Target: targetOf(srv), Broker: br.Addr(), Partitions: n, Records: n * perPartition, MaxFileSize: "1MiB", MaxBuffer: "64MiB", NoOp: noop})
+			cmd := exec.Command(exe, rssChildFlag, string(arg))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			runErr := cmd.Run()
+			var rep rssReport
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				b.must(fmt.Errorf("rss child: %v %v\n%s%s", runErr, err, stdout.String(), stderr.String()))
+			}
+			if rep.Err != "" {
+				b.must(fmt.Errorf("rss child: %s", rep.Err))
+			}
+			return rep
 		}
-		if rep.Err != "" {
-			b.must(fmt.Errorf("rss child: %s", rep.Err))
-		}
+		base := float64(child(true).PeakKiB) / 1024
+		rep := child(false)
 		peak := float64(rep.PeakKiB) / 1024
-		budget := float64(n*maxFile) / (1 << 20)
-		b.logf("rss: %d partitions: peak %.1f MiB (%.1f MiB before consuming), budget %.0f MiB", n, peak, float64(rep.StartKiB)/1024, budget)
+		budget := float64(maxBuffer)/(1<<20) + base
+		b.logf("rss: %d partitions: peak %.1f MiB (%.1f MiB before consuming), no-op sink %.1f MiB, budget %.0f MiB", n, peak, float64(rep.StartKiB)/1024, base, budget)
 		rows = append(rows, row{Name: fmt.Sprintf("S3 sink peak RSS, %d open partitions", n), Value: peak, Unit: "MiB",
-			BaseName: "max_file_size (1 MiB) x partitions", BaseValue: budget, BaseUnit: "MiB", Ratio: peak / budget,
-			Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record", float64(rep.StartKiB)/1024)})
+			BaseName: fmt.Sprintf("max_buffer_size (64 MiB) + no-op sink's peak (%.0f MiB)", base), BaseValue: budget, BaseUnit: "MiB", Ratio: peak / budget,
+			Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record; %d x 1.4 MiB of 1 KiB records, 1 MiB files", float64(rep.StartKiB)/1024, n)})
 	}
 	return rows
 }

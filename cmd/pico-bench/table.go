@@ -81,7 +81,7 @@ func formatMarkdown(rows []row, took time.Duration) string {
 		}
 		b.WriteString("| " + strings.Join(c, " | ") + " |\n")
 	}
-	fmt.Fprintf(&b, "\n`make bench` on %d CPUs (%s/%s, %s), %s in total. Ratio = figure / baseline; for RSS rows, peak RSS / (max_file_size x partitions).\n",
+	fmt.Fprintf(&b, "\n`make bench` on %d CPUs (%s/%s, %s), %s in total. Ratio = figure / baseline; for RSS rows, peak RSS / the memory bound in the baseline column (lower is better).\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second))
 	return b.String()
 }
