@@ -10,8 +10,8 @@
 package compat
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/picomq/pico-connectors/gen/internal/model"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -53,43 +54,42 @@ func (c Change) String() string {
 
 // Compare returns the breaking changes from the schema old to the schema
 // new, sorted by key. Both are JSON Schema documents in the dialect of
-// schemas/README.md.
+// schemas/README.md, read with the generator's model; schema errors that
+// leave a key readable do not stop the comparison (an old version may have
+// been valid under an older dialect, and picogen gen reports the new one's).
 func Compare(old, new []byte) ([]Change, error) {
-	o, err := decode(old)
+	o, err := read(old)
 	if err != nil {
 		return nil, fmt.Errorf("old schema: %w", err)
 	}
-	n, err := decode(new)
+	n, err := read(new)
 	if err != nil {
 		return nil, fmt.Errorf("new schema: %w", err)
 	}
 	var cs []Change
-	compareObject("", o, n, &cs)
+	compareObject("", o.Root, n.Root, &cs)
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Key < cs[j].Key })
 	return cs, nil
 }
 
-func decode(b []byte) (map[string]any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v map[string]any
-	if err := d.Decode(&v); err != nil {
+func read(b []byte) (*model.Schema, error) {
+	s, err := model.Parse("schema", "", b)
+	if s == nil || s.Root == nil {
+		var me *model.Error
+		if errors.As(err, &me) {
+			return nil, errors.New(me.Msg)
+		}
 		return nil, err
 	}
-	if v == nil {
-		return nil, fmt.Errorf("not a JSON object")
-	}
-	return v, nil
+	return s, nil
 }
 
-// compareObject compares two object schemas located at path.
-func compareObject(path string, o, n map[string]any, cs *[]Change) {
+// compareObject compares two tables located at path.
+func compareObject(path string, o, n *model.Object, cs *[]Change) {
 	add := func(key string, kind Kind, format string, args ...any) {
 		*cs = append(*cs, Change{Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	op, np := props(o), props(n)
-	oldRequired, newRequired := stringSet(o["required"]), stringSet(n["required"])
-
 	for _, name := range sortedKeys(op) {
 		key := join(path, name)
 		ns, ok := np[name]
@@ -102,8 +102,8 @@ func compareObject(path string, o, n map[string]any, cs *[]Change) {
 			}
 		}
 		// Every alias files may use must still be accepted.
-		for _, a := range aliases(op[name]) {
-			if _, isKey := np[a]; isKey || slices.Contains(aliases(ns), a) || aliasedBy(np, a) != "" {
+		for _, a := range op[name].Aliases {
+			if _, isKey := np[a]; isKey || slices.Contains(ns.Aliases, a) || aliasedBy(np, a) != "" {
 				continue
 			}
 			add(key, KeyRemoved, "alias %q is no longer accepted", a)
@@ -112,74 +112,61 @@ func compareObject(path string, o, n map[string]any, cs *[]Change) {
 	}
 	for _, name := range sortedKeys(np) {
 		key := join(path, name)
-		if !newRequired[name] || hasDefault(np[name]) {
+		if !np[name].Required || hasDefault(np[name]) {
 			continue
 		}
 		oldName := name
 		if _, ok := op[name]; !ok {
-			for _, a := range aliases(np[name]) {
+			for _, a := range np[name].Aliases {
 				if _, ok := op[a]; ok {
 					oldName = a
 				}
 			}
 		}
-		if oldRequired[oldName] {
+		old, existed := op[oldName]
+		if existed && old.Required {
 			continue
 		}
-		if _, existed := op[oldName]; existed {
+		if existed {
 			add(key, RequiredAdded, "the key was optional and is now required, with no default")
 		} else {
 			add(key, RequiredAdded, "files without it no longer load")
 		}
 	}
 	// dependentRequired that is new or names more keys.
-	if oc, nc := canonical(o["dependentRequired"]), canonical(n["dependentRequired"]); nc != "" && oc != nc && !isSubsetJSON(n["dependentRequired"], o["dependentRequired"]) {
+	if oc, nc := canonical(o.DependentRequired), canonical(n.DependentRequired); nc != "" && oc != nc && !isSubsetJSON(n.DependentRequired, o.DependentRequired) {
 		add(orTop(path), RequiredAdded, "dependentRequired changed from %s to %s", orNone(oc), nc)
 	}
-	if additional(o) && !additional(n) {
+	if !o.Closed && n.Closed {
 		add(orTop(path), BoundsNarrowed, "additional keys were allowed and are now rejected")
 	}
 }
 
-// compareKey compares the schemas of one key.
-func compareKey(key string, o, n map[string]any, cs *[]Change) {
+// compareKey compares one key's old and new schema.
+func compareKey(key string, o, n *model.Property, cs *[]Change) {
 	add := func(kind Kind, format string, args ...any) {
 		*cs = append(*cs, Change{Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	ot, nt := typeSet(o), typeSet(n)
-	if len(ot) > 0 && !widens(ot, nt) {
-		add(TypeChanged, "%s became %s", strings.Join(ot, " or "), orAny(strings.Join(nt, " or ")))
+	if len(o.Types) > 0 && !widens(o.Types, n.Types) {
+		add(TypeChanged, "%s became %s", strings.Join(o.Types, " or "), orAny(strings.Join(n.Types, " or ")))
 	}
-	if ox, nx := str(o["x-type"]), str(n["x-type"]); ox != nx {
-		add(TypeChanged, "x-type %s became %s", orNone(ox), orNone(nx))
+	if o.XType != n.XType {
+		add(TypeChanged, "x-type %s became %s", orNone(o.XType), orNone(n.XType))
 	}
-	if of, nf := str(o["format"]), str(n["format"]); nf != "" && of != nf {
+	if of, nf := str(o.Standard["format"]), str(n.Standard["format"]); nf != "" && of != nf {
 		add(TypeChanged, "format %s became %s", orNone(of), nf)
 	}
-
-	if oe, ok := o["enum"].([]any); ok {
-		ne, restricted := n["enum"].([]any)
-		if restricted {
-			alias := enumAliases(n)
-			for _, a := range sortedKeys(enumAliases(o)) {
-				if alias[a] == "" && !containsJSON(ne, a) {
-					add(EnumValueRemoved, "value alias %q is no longer accepted", a)
-				}
-			}
-			for _, v := range oe {
-				if containsJSON(ne, v) {
-					continue
-				}
-				if s, ok := v.(string); ok && alias[s] != "" {
-					continue
-				}
-				add(EnumValueRemoved, "%s is no longer accepted and is not an alias", canonical(v))
-			}
-		}
-	} else if ne, ok := n["enum"].([]any); ok {
-		add(BoundsNarrowed, "values are now limited to %s", canonical(ne))
+	if ok, nk := itemKind(o), itemKind(n); ok != "" && nk != "" && ok != nk {
+		*cs = append(*cs, Change{Key: key + "[]", Kind: TypeChanged, Detail: fmt.Sprintf("items of %s became items of %s", ok, nk)})
 	}
-	if oc, nc := canonical(o["const"]), canonical(n["const"]); nc != "" && oc != nc {
+
+	compareEnum(enumValues(o), enumValues(n), enumAliases(o), enumAliases(n), add)
+	if len(o.ItemEnum) > 0 || len(n.ItemEnum) > 0 {
+		compareEnum(o.ItemEnum, n.ItemEnum, nil, nil, func(kind Kind, format string, args ...any) {
+			*cs = append(*cs, Change{Key: key + "[]", Kind: kind, Detail: fmt.Sprintf(format, args...)})
+		})
+	}
+	if oc, nc := canonical(o.Standard["const"]), canonical(n.Standard["const"]); nc != "" && oc != nc {
 		add(BoundsNarrowed, "value is now fixed to %s", nc)
 	}
 
@@ -187,52 +174,103 @@ func compareKey(key string, o, n map[string]any, cs *[]Change) {
 
 	// Conditional rules of the dialect: a new or changed one may reject
 	// files the old schema accepted.
-	if oc, nc := canonical(o["x-required-if"]), canonical(n["x-required-if"]); nc != "" && oc != nc && !hasDefault(n) {
-		add(RequiredAdded, "now required when %s (was %s)", condition(n["x-required-if"]), orNone(oc))
+	if oc, nc := condText(o.RequiredIf), condText(n.RequiredIf); nc != "" && oc != nc && !hasDefault(n) {
+		add(RequiredAdded, "now required when %s (was %s)", nc, orNone(oc))
 	}
-	if oc, nc := canonical(o["x-both-or-neither"]), canonical(n["x-both-or-neither"]); nc != "" && oc != nc {
-		add(RequiredAdded, "now must be set together with %s", nc)
+	if o.BothOrNeither != n.BothOrNeither && n.BothOrNeither != "" {
+		add(RequiredAdded, "now must be set together with %s", n.BothOrNeither)
 	}
-	if oc, nc := canonical(o["x-pattern-unless"]), canonical(n["x-pattern-unless"]); nc != "" && oc != nc {
+	if oc, nc := patternUnless(o), patternUnless(n); nc != "" && oc != nc {
 		add(BoundsNarrowed, "x-pattern-unless %s became %s", orNone(oc), nc)
 	}
 
-	od, nd := canonical(o["default"]), canonical(n["default"])
-	if od != "" && od != nd && !sameValue(o["default"], n["default"], str(o["x-type"])) {
-		add(DefaultChanged, "%s became %s", od, orNone(nd))
+	if o.HasDefault && !(n.HasDefault && sameValue(o.Default, n.Default, o.XType)) {
+		nd := ""
+		if n.HasDefault {
+			nd = canonical(n.Default)
+		}
+		add(DefaultChanged, "%s became %s", canonical(o.Default), orNone(nd))
 	}
-	if oc, nc := canonical(o["x-default-if"]), canonical(n["x-default-if"]); oc != "" && oc != nc {
+	if oc, nc := defaultIf(o), defaultIf(n); oc != "" && oc != nc {
 		add(DefaultChanged, "conditional default %s became %s", oc, orNone(nc))
 	}
 
-	if isObject(o) || isObject(n) {
-		compareObject(key, o, n, cs)
+	if o.Object != nil && n.Object != nil {
+		compareObject(key, o.Object, n.Object, cs)
 	}
-	if oi, ok := o["items"].(map[string]any); ok {
-		if ni, ok := n["items"].(map[string]any); ok {
-			compareKey(key+"[]", oi, ni, cs)
-		}
+	if o.Items != nil && n.Items != nil {
+		compareObject(key+"[]", o.Items, n.Items, cs)
 	}
 }
 
-// bound is one bounds keyword; lower says whether raising it narrows.
-type bound struct {
+// compareEnum reports values (and value aliases) of the old enum that the
+// new one no longer accepts; a new enum on a free key narrows it.
+func compareEnum(oe, ne []string, oldAlias, alias map[string]string, add func(Kind, string, ...any)) {
+	switch {
+	case len(oe) > 0 && len(ne) > 0:
+		for _, a := range sortedKeys(oldAlias) {
+			if alias[a] == "" && !slices.Contains(ne, a) {
+				add(EnumValueRemoved, "value alias %q is no longer accepted", a)
+			}
+		}
+		for _, v := range oe {
+			if slices.Contains(ne, v) || alias[v] != "" {
+				continue
+			}
+			add(EnumValueRemoved, "%s is no longer accepted and is not an alias", canonical(v))
+		}
+	case len(oe) == 0 && len(ne) > 0:
+		add(BoundsNarrowed, "values are now limited to %s", canonical(ne))
+	}
+}
+
+func enumValues(pr *model.Property) []string {
+	var out []string
+	for _, e := range pr.Enum {
+		out = append(out, e.Value)
+	}
+	return out
+}
+
+// enumAliases returns a key's x-enum-aliases, alias → canonical value.
+func enumAliases(pr *model.Property) map[string]string {
+	out := map[string]string{}
+	for _, a := range pr.EnumAliases {
+		out[a[0]] = a[1]
+	}
+	return out
+}
+
+// itemKind names the items of a list, or "".
+func itemKind(pr *model.Property) string {
+	switch pr.Kind {
+	case model.StringList:
+		return "string"
+	case model.IntList:
+		return "integer"
+	case model.NumberList:
+		return "number"
+	case model.ObjectList:
+		return "object"
+	}
+	return ""
+}
+
+// standardBounds are the standard bounds keywords; lower says whether
+// raising one narrows.
+var standardBounds = []struct {
 	kw    string
 	lower bool
-}
-
-var bounds = []bound{
+}{
 	{"minimum", true}, {"exclusiveMinimum", true}, {"maximum", false}, {"exclusiveMaximum", false},
 	{"minLength", true}, {"maxLength", false}, {"minItems", true}, {"maxItems", false},
-	{"x-minimum", true}, {"x-exclusive-minimum", true}, {"x-maximum", false}, {"x-exclusive-maximum", false},
 	{"multipleOf", true},
 }
 
-func compareBounds(o, n map[string]any, add func(Kind, string, ...any)) {
-	xt := str(n["x-type"])
-	for _, b := range bounds {
-		ov, oHas := o[b.kw]
-		nv, nHas := n[b.kw]
+func compareBounds(o, n *model.Property, add func(Kind, string, ...any)) {
+	for _, b := range standardBounds {
+		ov, oHas := o.Standard[b.kw]
+		nv, nHas := n.Standard[b.kw]
 		if !nHas {
 			continue
 		}
@@ -240,8 +278,8 @@ func compareBounds(o, n map[string]any, add func(Kind, string, ...any)) {
 			add(BoundsNarrowed, "new %s %s", b.kw, canonical(nv))
 			continue
 		}
-		of, ok1 := magnitude(ov, xt)
-		nf, ok2 := magnitude(nv, xt)
+		of, ok1 := number(ov)
+		nf, ok2 := number(nv)
 		if !ok1 || !ok2 {
 			if canonical(ov) != canonical(nv) {
 				add(BoundsNarrowed, "%s %s became %s", b.kw, canonical(ov), canonical(nv))
@@ -258,28 +296,63 @@ func compareBounds(o, n map[string]any, add func(Kind, string, ...any)) {
 			add(BoundsNarrowed, "%s %s became %s", b.kw, canonical(ov), canonical(nv))
 		}
 	}
-	if op, np := str(o["pattern"]), str(n["pattern"]); np != "" && op != np {
-		add(BoundsNarrowed, "pattern %s became %q", orNone(quoteOrEmpty(op)), np)
+	// The x- bounds of sizes and durations, compared as bytes or
+	// nanoseconds.
+	for _, nb := range n.Bounds {
+		ob, oHas := bound(o, nb.Rule)
+		lower := strings.Contains(nb.Rule, "minimum")
+		switch {
+		case !oHas:
+			add(BoundsNarrowed, "new %s %s", nb.Rule, canonical(nb.Raw))
+		case o.Kind != n.Kind:
+			if ob.Raw != nb.Raw {
+				add(BoundsNarrowed, "%s %s became %s", nb.Rule, canonical(ob.Raw), canonical(nb.Raw))
+			}
+		case (lower && nb.Value > ob.Value) || (!lower && nb.Value < ob.Value):
+			add(BoundsNarrowed, "%s %s became %s", nb.Rule, canonical(ob.Raw), canonical(nb.Raw))
+		}
+	}
+	if o.Pattern != n.Pattern && n.Pattern != "" {
+		add(BoundsNarrowed, "pattern %s became %q", orNone(quoteOrEmpty(o.Pattern)), n.Pattern)
 	}
 }
 
-// condition describes an x-required-if condition in words.
-func condition(v any) string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return canonical(v)
-	}
-	k := str(m["key"])
-	if eq, ok := m["equals"]; ok {
-		return fmt.Sprintf("%s is %s", k, canonical(eq))
-	}
-	if p, ok := m["present"].(bool); ok {
-		if p {
-			return k + " is set"
+func bound(pr *model.Property, rule string) (model.Bound, bool) {
+	for _, b := range pr.Bounds {
+		if b.Rule == rule {
+			return b, true
 		}
-		return k + " is not set"
 	}
-	return canonical(v)
+	return model.Bound{}, false
+}
+
+// condText describes a condition in words, or "" for none.
+func condText(c *model.Cond) string {
+	if c == nil {
+		return ""
+	}
+	if c.Present != nil {
+		if *c.Present {
+			return c.Key + " is set"
+		}
+		return c.Key + " is not set"
+	}
+	return fmt.Sprintf("%s is %s", c.Key, canonical(c.Equals))
+}
+
+func patternUnless(pr *model.Property) string {
+	if pr.PatternUnless == nil {
+		return ""
+	}
+	return fmt.Sprintf("%q unless %s", pr.PatternUnless.Pattern, condText(&pr.PatternUnless.Unless))
+}
+
+func defaultIf(pr *model.Property) string {
+	var parts []string
+	for _, d := range pr.DefaultIf {
+		parts = append(parts, fmt.Sprintf("%s when %s", canonical(d.Value), condText(&d.When)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func quoteOrEmpty(s string) string {
@@ -287,26 +360,6 @@ func quoteOrEmpty(s string) string {
 		return ""
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// magnitude reads a bound as a number: a JSON number, or a size or
-// duration string for keys of those x-types.
-func magnitude(v any, xtype string) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case float64:
-		return x, true
-	case string:
-		if s, err := confkit.ParseSize(x); err == nil && xtype != "duration" {
-			return float64(s), true
-		}
-		if d, err := confkit.ParseDuration(x); err == nil {
-			return float64(d), true
-		}
-	}
-	return 0, false
 }
 
 // sameValue reports whether two defaults mean the same value: "8MiB" and
@@ -330,23 +383,6 @@ func sameValue(a, b any, xtype string) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-func typeSet(s map[string]any) []string {
-	switch t := s["type"].(type) {
-	case string:
-		return []string{t}
-	case []any:
-		var out []string
-		for _, v := range t {
-			if s, ok := v.(string); ok {
-				out = append(out, s)
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-	return nil
-}
-
 // widens reports whether every type of old is accepted by new.
 func widens(old, new []string) bool {
 	if len(new) == 0 {
@@ -357,131 +393,6 @@ func widens(old, new []string) bool {
 			continue
 		}
 		return false
-	}
-	return true
-}
-
-func props(s map[string]any) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	if p, ok := s["properties"].(map[string]any); ok {
-		for k, v := range p {
-			if m, ok := v.(map[string]any); ok {
-				out[k] = m
-			}
-		}
-	}
-	return out
-}
-
-func isObject(s map[string]any) bool {
-	_, ok := s["properties"].(map[string]any)
-	return ok
-}
-
-func additional(s map[string]any) bool {
-	v, ok := s["additionalProperties"]
-	if !ok {
-		return isObject(s) // JSON Schema default: allowed
-	}
-	b, isBool := v.(bool)
-	return !isBool || b
-}
-
-// aliases returns a key's x-aliases.
-func aliases(s map[string]any) []string {
-	var out []string
-	for _, kw := range []string{"x-aliases", "x-alias"} {
-		switch a := s[kw].(type) {
-		case string:
-			out = append(out, a)
-		case []any:
-			for _, v := range a {
-				if s, ok := v.(string); ok {
-					out = append(out, s)
-				}
-			}
-		}
-	}
-	return out
-}
-
-// aliasedBy returns the key of props that lists name as an alias, or "".
-func aliasedBy(props map[string]map[string]any, name string) string {
-	for _, k := range sortedKeys(props) {
-		if slices.Contains(aliases(props[k]), name) {
-			return k
-		}
-	}
-	return ""
-}
-
-// enumAliases returns a key's value aliases, alias → canonical value, from
-// x-enum-aliases.
-func enumAliases(s map[string]any) map[string]string {
-	out := map[string]string{}
-	for _, kw := range []string{"x-enum-aliases", "x-value-aliases"} {
-		m, ok := s[kw].(map[string]any)
-		if !ok {
-			continue
-		}
-		for k, v := range m {
-			switch x := v.(type) {
-			case string:
-				out[k] = x // alias → canonical value
-			case []any:
-				for _, a := range x {
-					if as, ok := a.(string); ok {
-						out[as] = k
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-func hasDefault(s map[string]any) bool {
-	_, ok := s["default"]
-	if !ok {
-		_, ok = s["x-default-if"]
-	}
-	return ok
-}
-
-func stringSet(v any) map[string]bool {
-	out := map[string]bool{}
-	if a, ok := v.([]any); ok {
-		for _, x := range a {
-			if s, ok := x.(string); ok {
-				out[s] = true
-			}
-		}
-	}
-	return out
-}
-
-func containsJSON(list []any, v any) bool {
-	c := canonical(v)
-	for _, x := range list {
-		if canonical(x) == c {
-			return true
-		}
-	}
-	return false
-}
-
-// isSubsetJSON reports whether the conditional requirements in a are all
-// in b (so a requires nothing b did not).
-func isSubsetJSON(a, b any) bool {
-	am, ok1 := a.(map[string]any)
-	bm, ok2 := b.(map[string]any)
-	if !ok1 || !ok2 {
-		return false
-	}
-	for k, v := range am {
-		if canonical(bm[k]) != canonical(v) {
-			return false
-		}
 	}
 	return true
 }
@@ -538,4 +449,69 @@ func orTop(path string) string {
 		return "(top level)"
 	}
 	return path
+}
+
+// magnitude reads a default of a size or duration key as bytes or
+// nanoseconds.
+func magnitude(v any, xtype string) (float64, bool) {
+	if n, ok := v.(json.Number); ok {
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return 0, false
+	}
+	if xtype == "size" {
+		n, err := confkit.ParseSize(s)
+		return float64(n), err == nil
+	}
+	d, err := confkit.ParseDuration(s)
+	return float64(d), err == nil
+}
+
+// number reads a standard bound.
+func number(v any) (float64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	return f, err == nil
+}
+
+func props(o *model.Object) map[string]*model.Property {
+	out := map[string]*model.Property{}
+	for _, pr := range o.Props {
+		out[pr.Key] = pr
+	}
+	return out
+}
+
+// aliasedBy returns the key of props that lists name as an alias, or "".
+func aliasedBy(props map[string]*model.Property, name string) string {
+	for _, k := range sortedKeys(props) {
+		if slices.Contains(props[k].Aliases, name) {
+			return k
+		}
+	}
+	return ""
+}
+
+func hasDefault(pr *model.Property) bool { return pr.HasDefault || len(pr.DefaultIf) > 0 }
+
+// isSubsetJSON reports whether the conditional requirements in a are all
+// in b (so a requires nothing b did not).
+func isSubsetJSON(a, b any) bool {
+	am, ok1 := a.(map[string]any)
+	bm, ok2 := b.(map[string]any)
+	if !ok1 || !ok2 {
+		return false
+	}
+	for k, v := range am {
+		if canonical(bm[k]) != canonical(v) {
+			return false
+		}
+	}
+	return true
 }

@@ -26,9 +26,19 @@ const base = `{
     "tls": {"type": "object", "additionalProperties": false, "properties": {
       "ca_file": {"type": "string"},
       "verify": {"type": "boolean", "default": true}
-    }}
+    }},
+    "columns": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+      "name": {"type": "string"},
+      "type": {"type": "string", "enum": ["string", "int64"], "default": "string"},
+      "scale": {"type": "integer", "minimum": 0}
+    }}}
   }
 }`
+
+// column returns the schema of the element key k of columns in p.
+func column(p map[string]map[string]any, k string) map[string]any {
+	return p["columns"]["items"].(map[string]any)["properties"].(map[string]any)[k].(map[string]any)
+}
 
 // edit applies f to a decoded copy of base and returns the new schema.
 func edit(t *testing.T, f func(s map[string]any, p map[string]map[string]any)) []byte {
@@ -129,6 +139,27 @@ func TestBreakingChanges(t *testing.T) {
 		{"NestedDefaultChanged", func(s map[string]any, p map[string]map[string]any) {
 			p["tls"]["properties"].(map[string]any)["verify"].(map[string]any)["default"] = false
 		}, Change{Key: "tls.verify", Kind: DefaultChanged}},
+		{"ElementKeyRemoved", func(s map[string]any, p map[string]map[string]any) {
+			delete(p["columns"]["items"].(map[string]any)["properties"].(map[string]any), "scale")
+		}, Change{Key: "columns[].scale", Kind: KeyRemoved}},
+		{"ElementTypeChanged", func(s map[string]any, p map[string]map[string]any) {
+			column(p, "scale")["type"] = "string"
+		}, Change{Key: "columns[].scale", Kind: TypeChanged}},
+		{"NewRequiredElementKey", func(s map[string]any, p map[string]map[string]any) {
+			p["columns"]["items"].(map[string]any)["required"] = []any{"name", "scale"}
+		}, Change{Key: "columns[].scale", Kind: RequiredAdded}},
+		{"ElementEnumValueRemoved", func(s map[string]any, p map[string]map[string]any) {
+			column(p, "type")["enum"] = []any{"string"}
+		}, Change{Key: "columns[].type", Kind: EnumValueRemoved}},
+		{"ElementDefaultChanged", func(s map[string]any, p map[string]map[string]any) {
+			column(p, "type")["default"] = "int64"
+		}, Change{Key: "columns[].type", Kind: DefaultChanged}},
+		{"ElementBoundNarrowed", func(s map[string]any, p map[string]map[string]any) {
+			column(p, "scale")["minimum"] = 1
+		}, Change{Key: "columns[].scale", Kind: BoundsNarrowed}},
+		{"ArrayOfTablesBecameStrings", func(s map[string]any, p map[string]map[string]any) {
+			p["columns"]["items"] = map[string]any{"type": "string"}
+		}, Change{Key: "columns[]", Kind: TypeChanged}},
 		{"DefaultRemoved", func(s map[string]any, p map[string]map[string]any) {
 			delete(p["retry_delay"], "default")
 		}, Change{Key: "retry_delay", Kind: DefaultChanged}},
@@ -170,6 +201,10 @@ func TestCompatibleChanges(t *testing.T) {
 		// Same default written another way, and an edited description.
 		p["max_file_size"]["default"] = "8388608"
 		p["bucket"]["description"] = "The bucket to write to."
+		// A new optional element key, and an element key with a new default.
+		column(p, "name")["description"] = "The column."
+		p["columns"]["items"].(map[string]any)["properties"].(map[string]any)["path"] = map[string]any{"type": "string"}
+		column(p, "scale")["default"] = 0
 		// An enum value removed but kept as an alias.
 		p["output_format"]["enum"] = []any{"json_lines", "json_array", "avro"}
 		p["output_format"]["x-enum-aliases"] = map[string]any{"jsonl": "json_lines", "raw": "json_lines"}
