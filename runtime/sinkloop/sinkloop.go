@@ -173,6 +173,9 @@ type loop struct {
 	cooperative  bool
 	assigned     map[plugin.TopicPartition]bool
 	consumed     map[plugin.TopicPartition]int64 // next offset after the last consumed record
+	based        map[plugin.TopicPartition]bool  // partitions whose first offset the committer knows
+	lastTP       plugin.TopicPartition           // the partition of the last polled record
+	lastOK       bool                            // lastTP is set and assigned
 	nextCommit   time.Time
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 
@@ -221,6 +224,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		results:    make(chan outcome, 1),
 		assigned:   map[plugin.TopicPartition]bool{},
 		consumed:   map[plugin.TopicPartition]int64{},
+		based:      map[plugin.TopicPartition]bool{},
 		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
 		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
 		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
@@ -501,20 +505,16 @@ func (l *loop) finish(r outcome) {
 	c.Batches.Add(1)
 	c.DeadLetters.Add(int64(r.dead))
 	l.ackedC.Add(float64(len(f.batch)))
-	for _, rec := range f.batch {
-		p := plugin.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
-		if !l.assigned[p] {
-			continue
-		}
-		if next := rec.Offset + 1; next > l.consumed[p] {
+	ends := lastOffsets(f.batch)
+	for p, next := range ends {
+		if l.assigned[p] && next > l.consumed[p] {
 			l.consumed[p] = next
 		}
 	}
 	if l.deferred != nil {
 		l.commitDurable()
 	} else {
-		for _, rec := range f.batch {
-			p := plugin.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
+		for p := range ends {
 			if l.assigned[p] {
 				l.commits.add(p, l.consumed[p])
 			}
@@ -527,6 +527,24 @@ func (l *loop) finish(r outcome) {
 	}
 	l.failures = 0
 	c.ConsecNacks.Store(0)
+}
+
+// lastOffsets returns, per partition, the offset after the batch's last
+// record of it. Records come in runs of one partition: one map write per run.
+func lastOffsets(batch []plugin.Record) map[plugin.TopicPartition]int64 {
+	out := map[plugin.TopicPartition]int64{}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		for j < len(batch) && batch[j].Partition == batch[i].Partition && batch[j].Topic == batch[i].Topic {
+			j++
+		}
+		p := plugin.TopicPartition{Topic: batch[i].Topic, Partition: batch[i].Partition}
+		if next := batch[j-1].Offset + 1; next > out[p] {
+			out[p] = next
+		}
+		i = j
+	}
+	return out
 }
 
 // commitDurable adds, per partition, min(Durable, next consumed) to the
@@ -560,16 +578,28 @@ func (l *loop) handle(ev kafka.Event) {
 			l.log.Warn("consume error", "err", e.TopicPartition.Error)
 			return
 		}
-		p := plugin.TopicPartition{Topic: *e.TopicPartition.Topic, Partition: e.TopicPartition.Partition}
-		if l.stopping || !l.assigned[p] {
-			// Polled after the stop began (or after a revoke): left
-			// uncommitted, read again by the next owner or start.
+		if l.stopping {
+			// Polled after the stop began: left uncommitted, read again
+			// on the next start.
 			return
+		}
+		if t := *e.TopicPartition.Topic; !l.lastOK || t != l.lastTP.Topic || e.TopicPartition.Partition != l.lastTP.Partition {
+			p := plugin.TopicPartition{Topic: t, Partition: e.TopicPartition.Partition}
+			if !l.assigned[p] {
+				return // polled after a revoke: the next owner reads it
+			}
+			l.lastTP, l.lastOK = p, true
 		}
 		if len(l.pending) == 0 {
 			l.pendingSince = time.Now()
+			if l.pending == nil {
+				l.pending = make([]plugin.Record, 0, l.plan.batch)
+			}
 		}
-		l.commits.base(p, int64(e.TopicPartition.Offset))
+		if _, ok := l.based[l.lastTP]; !ok {
+			l.based[l.lastTP] = true
+			l.commits.base(l.lastTP, int64(e.TopicPartition.Offset))
+		}
 		l.pending = append(l.pending, l.record(e))
 	case kafka.Error:
 		if e.IsFatal() {
@@ -689,7 +719,9 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 	for _, p := range revoked {
 		delete(l.assigned, p)
 		delete(l.consumed, p)
+		delete(l.based, p)
 	}
+	l.lastOK = false
 	l.pending = l.owned(l.pending)
 	if len(l.pending) == 0 {
 		l.pending = nil
