@@ -95,6 +95,15 @@ func meaning(pr *model.Property) string {
 	if pr.Deprecated {
 		m = "Deprecated" + strings.TrimSuffix(": "+pr.DeprecatedMsg, ": ") + ". " + m
 	}
+	if len(pr.EnumDescriptions) > 0 {
+		var vs []string
+		for _, e := range pr.Enum {
+			if d := pr.EnumDescriptions[e.Value]; d != "" {
+				vs = append(vs, Code(e.Value)+": "+strings.TrimSuffix(d, "."))
+			}
+		}
+		m += " Values: " + strings.Join(vs, "; ") + "."
+	}
 	if len(pr.Aliases) > 0 {
 		m += " Also accepted as " + list(pr.Aliases) + "."
 	}

@@ -162,6 +162,9 @@ func (g *generator) enums(f *jen.File, o *model.Object) {
 		f.Commentf("The values of %s.", pr.EnumType)
 		f.Const().DefsFunc(func(gr *jen.Group) {
 			for _, e := range pr.Enum {
+				if d := pr.EnumDescriptions[e.Value]; d != "" {
+					gr.Add(comment(e.Const + ": " + d))
+				}
 				gr.Id(e.Const).Id(pr.EnumType).Op("=").Lit(e.Value)
 			}
 		})
