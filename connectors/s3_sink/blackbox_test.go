@@ -777,8 +777,10 @@ delivery = "exactly_once"
 
 // testKills runs three sinks (size rotation with gzip, messages with zstd,
 // rotate_interval by record time) in one runtime on one topic that kcat
-// keeps writing to, SIGKILLs the runtime at random points at least 20 times,
-// then stops it gracefully and audits the bucket.
+// keeps writing to, and a fourth with flush_interval on a topic written in
+// bursts (so idle files are uploaded by the wall clock and a kill can fall
+// between that upload and its commit); SIGKILLs the runtime at random
+// points at least 20 times, then stops it gracefully and audits the bucket.
 func (e *bbEnv) testKills(t *testing.T) {
 	const topic = "bb.kill"
 	const perFile = 250
@@ -802,6 +804,11 @@ compression = "none"
 	for key, extra := range sinks {
 		defs[key+".toml"] = e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", extra)
 	}
+	const flushTopic = "bb.flush"
+	defs["bbflush.toml"] = e.sinkDef("bbflush", fmt.Sprintf("topic = %q", flushTopic), "bbflush-1", `file_rotation = "messages"
+max_messages_per_file = 300
+flush_interval = "300ms"
+`)
 	r := e.newRuntime(t, defs)
 	adm := e.admin(t)
 	seed := uint64(time.Now().UnixNano())
@@ -812,6 +819,7 @@ compression = "none"
 	}
 	t.Logf("seed %d: %d SIGKILLs, kcat writing ~2,500 records/s of 100 B to %s", seed, kills, topic)
 	p := e.startProducer(t, topic, 100, 50, 20*time.Millisecond)
+	pf := e.startProducer(t, flushTopic, 100, 200, 1200*time.Millisecond)
 
 	etags := map[string]map[string]string{} // sink -> key -> first ETag seen
 	for i := 0; i < kills; i++ {
@@ -848,13 +856,26 @@ compression = "none"
 		if err != nil {
 			t.Fatal(err)
 		}
+		c, err := committed(adm, "bbflush")
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := e.listObjects(t, "bbflush")
+		in := covered(objs)
+		if c[flushTopic] > in {
+			t.Errorf("kill %d: sink bbflush committed offset %d but the bucket holds only offsets below %d", i+1, c[flushTopic], in)
+		}
+		report = append(report, fmt.Sprintf("bbflush committed %d, bucket holds 0..%d in %d objects", c[flushTopic], in-1, len(objs)))
 		p.check(t)
+		pf.check(t)
 		sort.Strings(report)
 		t.Logf("SIGKILL %d/%d: %s", i+1, kills, strings.Join(report, "; "))
 	}
 	p.halt(t)
+	pf.halt(t)
 	end := ends(t, adm, topic)
-	t.Logf("kcat stopped: %d records on %s; restart, catch up, SIGTERM", end[topic], topic)
+	flushEnd := ends(t, adm, flushTopic)
+	t.Logf("kcat stopped: %d records on %s, %d on %s; restart, catch up, SIGTERM", end[topic], topic, flushEnd[flushTopic], flushTopic)
 	from := map[string]map[string]int64{}
 	for key := range sinks {
 		c, err := committed(adm, key)
@@ -863,14 +884,21 @@ compression = "none"
 		}
 		from[key] = c
 	}
+	flushFrom, err := committed(adm, "bbflush")
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.start()
 	for key := range sinks {
 		caughtUp(t, r, key, from[key], end)
 	}
+	caughtUp(t, r, "bbflush", flushFrom, flushEnd)
 	r.stop()
 	for key := range sinks {
 		wantCommitted(t, adm, key, end)
 	}
+	wantCommitted(t, adm, "bbflush", flushEnd)
+	e.audit(t, "bbflush", flushEnd)
 
 	for key := range sinks {
 		a := e.audit(t, key, end)
