@@ -52,6 +52,40 @@ func (c Change) String() string {
 	return c.Key + ": " + string(c.Kind) + ": " + c.Detail
 }
 
+// Reviewed says, for every keyword of a key the model reads, what compat
+// does with it; a keyword added to the model without a line here fails
+// TestEveryKeywordReviewed.
+var Reviewed = map[string]string{
+	"type":                 "compared: a type no longer accepted",
+	"x-type":               "compared: any change",
+	"items":                "compared: the item type, enum and element keys",
+	"properties":           "compared: every key, recursively",
+	"additionalProperties": "compared: unknown keys rejected where they were allowed",
+	"required":             "compared: a new required key without a default",
+	"description":          "not breaking",
+	"examples":             "not breaking",
+	"deprecated":           "not breaking: the key still works",
+	"x-deprecated":         "not breaking: the key still works",
+	"x-secret":             "not breaking: only how the value is shown",
+	"x-message":            "not breaking: only the words of a problem",
+	"x-enum-descriptions":  "not breaking",
+	"x-trim":               "not breaking: trimming keeps the values that worked",
+	"x-placeholders":       "compared: a placeholder no longer accepted",
+	"default":              "compared: a changed default changes what files mean",
+	"enum":                 "compared: a value removed",
+	"x-enum-aliases":       "compared: a value alias removed",
+	"x-aliases":            "compared: a key alias removed",
+	"x-minimum":            "compared: bound narrowed",
+	"x-exclusive-minimum":  "compared: bound narrowed",
+	"x-maximum":            "compared: bound narrowed",
+	"x-exclusive-maximum":  "compared: bound narrowed",
+	"x-required-if":        "compared: new or changed condition",
+	"x-both-or-neither":    "compared: new pairing",
+	"x-default-if":         "compared: changed conditional default",
+	"x-pattern-unless":     "compared: new or changed pattern",
+	"pattern":              "compared: new or changed pattern",
+}
+
 // Compare returns the breaking changes from the schema old to the schema
 // new, sorted by key. Both are JSON Schema documents in the dialect of
 // schemas/README.md, read with the generator's model; schema errors that
@@ -171,6 +205,16 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 	}
 
 	compareBounds(o, n, add)
+	if n.Placeholders != nil {
+		if o.Placeholders == nil {
+			add(BoundsNarrowed, "placeholders are now limited to %s", strings.Join(n.Placeholders, ", "))
+		}
+		for _, ph := range o.Placeholders {
+			if !slices.Contains(n.Placeholders, ph) {
+				add(BoundsNarrowed, "placeholder {%s} is no longer accepted", ph)
+			}
+		}
+	}
 
 	// Conditional rules of the dialect: a new or changed one may reject
 	// files the old schema accepted.

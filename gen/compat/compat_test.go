@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/picomq/pico-connectors/gen/internal/model"
 )
 
 // base is the old schema every case edits.
@@ -21,6 +23,7 @@ const base = `{
     "max_attempts": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3, "x-aliases": ["max_retries"]},
     "max_file_size": {"type": ["string", "integer"], "x-type": "size", "x-maximum": "5GiB", "default": "8MiB"},
     "retry_delay": {"type": "string", "x-type": "duration", "default": "1s"},
+    "path": {"type": "string", "x-type": "template", "x-placeholders": ["topic", "date"]},
     "output_format": {"type": "string", "enum": ["json_lines", "json_array", "raw"], "default": "json_lines",
       "x-enum-aliases": {"jsonl": "json_lines"}},
     "tls": {"type": "object", "additionalProperties": false, "properties": {
@@ -160,6 +163,9 @@ func TestBreakingChanges(t *testing.T) {
 		{"ArrayOfTablesBecameStrings", func(s map[string]any, p map[string]map[string]any) {
 			p["columns"]["items"] = map[string]any{"type": "string"}
 		}, Change{Key: "columns[]", Kind: TypeChanged}},
+		{"PlaceholderRemoved", func(s map[string]any, p map[string]map[string]any) {
+			p["path"]["x-placeholders"] = []any{"topic"}
+		}, Change{Key: "path", Kind: BoundsNarrowed}},
 		{"DefaultRemoved", func(s map[string]any, p map[string]map[string]any) {
 			delete(p["retry_delay"], "default")
 		}, Change{Key: "retry_delay", Kind: DefaultChanged}},
@@ -205,6 +211,8 @@ func TestCompatibleChanges(t *testing.T) {
 		column(p, "name")["description"] = "The column."
 		p["columns"]["items"].(map[string]any)["properties"].(map[string]any)["path"] = map[string]any{"type": "string"}
 		column(p, "scale")["default"] = 0
+		// A new placeholder.
+		p["path"]["x-placeholders"] = []any{"topic", "date", "hour"}
 		// An enum value removed but kept as an alias.
 		p["output_format"]["enum"] = []any{"json_lines", "json_array", "avro"}
 		p["output_format"]["x-enum-aliases"] = map[string]any{"jsonl": "json_lines", "raw": "json_lines"}
@@ -292,5 +300,15 @@ func TestMainBase(t *testing.T) {
 	errb.Reset()
 	if code := Main([]string{"--base", "no-such-rev", "-C", dir}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `"no-such-rev" not found`) {
 		t.Fatalf("exit %d for a bad revision; stderr %s", code, &errb)
+	}
+}
+
+// TestEveryKeywordReviewed fails when the model reads a keyword that compat
+// has not been told about (see Reviewed).
+func TestEveryKeywordReviewed(t *testing.T) {
+	for _, k := range model.PropertyKeywords() {
+		if Reviewed[k] == "" {
+			t.Errorf("keyword %s is read by the model but compat does not say what it does with it: add it to Reviewed (and compare it if a change can break files)", k)
+		}
 	}
 }

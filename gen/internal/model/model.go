@@ -615,6 +615,20 @@ var propertyKeywordNames = func() []string {
 	return out
 }()
 
+// PropertyKeywords returns the keywords of a key the model reads, the
+// structural ones (type, items, ...) included, sorted.
+func PropertyKeywords() []string {
+	var out []string
+	for k := range structural {
+		out = append(out, k)
+	}
+	for _, kw := range propertyKeywords {
+		out = append(out, kw.name)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func propertyKeyword(name string) *keyword {
 	for i := range propertyKeywords {
 		if propertyKeywords[i].name == name {
