@@ -152,6 +152,11 @@ func TestFailedDeadLetterProduceFailsTheBatch(t *testing.T) {
 	if got := len(readTopic(t, b, "in.dead")); got != 3 {
 		t.Fatalf("%d dead letters, want 3 (offsets 0, 2, 4)", got)
 	}
+	// Only the dead letters were owed: the sink got the batch once (a
+	// DeferredSink would skip its rejected records on a redelivery).
+	if len(sink.calls) != 1 {
+		t.Fatalf("%d Consume calls, want 1", len(sink.calls))
+	}
 	if !strings.Contains(tr.Snapshot().LastError, "dead-letter") {
 		t.Fatalf("last error %q does not name the dead-letter produce", tr.Snapshot().LastError)
 	}

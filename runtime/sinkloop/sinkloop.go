@@ -139,14 +139,18 @@ type flight struct {
 	batch   []plugin.Record
 	ctx     context.Context
 	cancel  context.CancelFunc
-	revoked bool // cancelled by a revoke
-	start   time.Time
+	revoked bool      // cancelled by a revoke
+	start   time.Time // when Consume was called
+	// taken: the sink took the batch before; only dead are produced.
+	taken bool
+	dead  []deadLetter
 }
 
 // outcome is what a flight came back with.
 type outcome struct {
-	err  error
-	dead int // records sent to dead-letter topics
+	err    error
+	dead   int          // records sent to dead-letter topics
+	unsent []deadLetter // dead letters of a taken batch that could not be produced
 }
 
 type loop struct {
@@ -165,6 +169,8 @@ type loop struct {
 	inflight     *flight
 	results      chan outcome
 	retry        []plugin.Record // a failed batch awaiting redelivery
+	retryTaken   bool            // the sink took it; only its dead letters failed
+	retryDead    []deadLetter    // those dead letters
 	retryAt      time.Time
 	failures     int
 	paused       bool
@@ -416,6 +422,13 @@ func (l *loop) dispatch() bool {
 		}
 		batch = l.retry
 		l.tr.Counters.Redelivered.Add(1)
+		if l.retryTaken {
+			// Consume took the batch; only its dead letters are owed.
+			f := &flight{batch: batch, taken: true, dead: l.retryDead, ctx: context.Background(), cancel: func() {}, start: time.Now()}
+			l.inflight = f
+			go func() { l.results <- l.consume(f) }()
+			return true
+		}
 	case len(l.pending) == 0:
 		return false
 	case len(l.pending) >= l.plan.batch || l.stopping || !time.Now().Before(l.pendingSince.Add(l.plan.interval)):
@@ -440,6 +453,9 @@ func (l *loop) dispatch() bool {
 // consume prepares a batch, hands it to the sink and sends its dead
 // letters; it runs in its own goroutine.
 func (l *loop) consume(f *flight) outcome {
+	if f.taken {
+		return l.sendDead(f.dead)
+	}
 	recs, dead, err := l.prepare(f.batch)
 	if err != nil {
 		return outcome{err: err}
@@ -456,12 +472,21 @@ func (l *loop) consume(f *flight) outcome {
 			dead = append(dead, rej...)
 		}
 	}
-	if len(dead) > 0 {
-		if err := l.dlq.send(dead); err != nil {
-			return outcome{err: err}
-		}
-		l.log.Warn("records sent to the dead-letter topic", "records", len(dead), "topic", dead[0].topic, "first_error", dead[0].err.Error())
+	return l.sendDead(dead)
+}
+
+// sendDead produces the dead letters of a batch the sink has taken. When
+// that fails, the outcome keeps them: they are produced again, without
+// handing the batch to the sink again (a DeferredSink would skip the
+// records it rejected, and they would be lost).
+func (l *loop) sendDead(dead []deadLetter) outcome {
+	if len(dead) == 0 {
+		return outcome{}
 	}
+	if err := l.dlq.send(dead); err != nil {
+		return outcome{err: err, unsent: dead}
+	}
+	l.log.Warn("records sent to the dead-letter topic", "records", len(dead), "topic", dead[0].topic, "first_error", dead[0].err.Error())
 	return outcome{dead: len(dead)}
 }
 
@@ -478,6 +503,7 @@ func (l *loop) finish(r outcome) {
 		c.Nacked.Add(1)
 		l.nackedC.Add(float64(len(f.batch)))
 		l.retry = l.owned(f.batch)
+		l.retryTaken, l.retryDead = r.unsent != nil || f.taken, l.ownedDead(r.unsent)
 		if f.revoked {
 			// Cut short by a revoke: not the sink's failure.
 			l.log.Info("consume ended by a partition revoke; its records of the remaining partitions are redelivered", "err", r.err)
@@ -501,7 +527,7 @@ func (l *loop) finish(r outcome) {
 		l.retryAt = time.Now().Add(l.backoff(l.failures))
 		return
 	}
-	l.retry = nil
+	l.retry, l.retryTaken, l.retryDead = nil, false, nil
 	c.Batches.Add(1)
 	c.DeadLetters.Add(int64(r.dead))
 	l.ackedC.Add(float64(len(f.batch)))
@@ -565,6 +591,18 @@ func (l *loop) owned(recs []plugin.Record) []plugin.Record {
 	for _, r := range recs {
 		if l.assigned[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ownedDead returns the dead letters whose partitions the loop still owns,
+// or nil for none.
+func (l *loop) ownedDead(dead []deadLetter) []deadLetter {
+	var out []deadLetter
+	for _, d := range dead {
+		if l.assigned[plugin.TopicPartition{Topic: d.rec.Topic, Partition: d.rec.Partition}] {
+			out = append(out, d)
 		}
 	}
 	return out
@@ -730,6 +768,7 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 		if l.retry = l.owned(l.retry); len(l.retry) == 0 {
 			l.retry = nil
 		}
+		l.retryDead = l.ownedDead(l.retryDead)
 	}
 	var err error
 	if l.cooperative {
