@@ -253,7 +253,9 @@ func (r *runtimeProc) stop() {
 	if !r.alive() {
 		r.t.Fatalf("pico-connectors is not running at SIGTERM:\n%s", r.tail())
 	}
+	t0 := time.Now()
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	defer func() { r.t.Logf("graceful stop took %s", time.Since(t0).Round(10*time.Millisecond)) }()
 	select {
 	case <-r.done:
 	case <-time.After(90 * time.Second):
