@@ -408,7 +408,7 @@ func (g *generator) tables(f *jen.File) {
 				jen.Id("Suffix"): jen.Lit(envSuffix(pr.Path)),
 				jen.Id("Kind"):   jen.Qual(confkitPath, envKind(pr)),
 			}
-			if pr.Secret {
+			if masked(pr) {
 				d[jen.Id("Secret")] = jen.True()
 			}
 			gr.Line().Values(d)
@@ -482,12 +482,12 @@ func (g *generator) tables(f *jen.File) {
 		jen.Id("Keys"): jen.Map(jen.String()).Qual(confkitPath, "KeyInfo").ValuesFunc(func(gr *jen.Group) {
 			n := 0
 			g.s.Root.Walk(func(pr *model.Property) {
-				if !pr.Secret && len(pr.Messages) == 0 {
+				if !masked(pr) && len(pr.Messages) == 0 {
 					return
 				}
 				n++
 				d := jen.Dict{}
-				if pr.Secret {
+				if masked(pr) {
 					d[jen.Id("Secret")] = jen.True()
 				}
 				if len(pr.Messages) > 0 {
@@ -532,6 +532,20 @@ func (g *generator) tables(f *jen.File) {
 			f.Line()
 		}
 	})
+}
+
+// masked reports whether problems must mask the key's value: a secret, or
+// an array of tables with a secret in its elements (a problem on the whole
+// list, or its environment variable, would show it).
+func masked(pr *model.Property) bool {
+	if pr.Secret {
+		return true
+	}
+	found := false
+	if pr.Items != nil {
+		pr.Items.Walk(func(e *model.Property) { found = found || e.Secret })
+	}
+	return found
 }
 
 // varSuffix names the package variables of a key: its Go name, prefixed
@@ -671,7 +685,7 @@ func (g *generator) decodeProp(gr *jen.Group, pr *model.Property) {
 					jen.List(jen.Id("t"), jen.Id("_")).Op(":=").Id("e").Assert(jen.Map(jen.String()).Any()),
 					jen.Id("decode"+pr.Items.TypeName).Call(jen.Op("&").Add(field.Clone()).Index(jen.Id("i")), jen.Id("t"), jen.Id("ps"), jen.Id("warnings"), at),
 				),
-			).Else().Block(appendProblem(jen.Qual(confkitPath, "WrongType").Call(key(pr), jen.Id("v"), jen.False(), jen.Lit("an array of tables")))),
+			).Else().Block(appendProblem(jen.Qual(confkitPath, "WrongType").Call(key(pr), jen.Id("v"), jen.Lit(masked(pr)), jen.Lit("an array of tables")))),
 		)
 		return
 	}
