@@ -227,3 +227,22 @@ func TestCheckTopicsAcrossBlocks(t *testing.T) {
 		t.Fatalf("blocks equal after defaults refused: %v", err)
 	}
 }
+
+// TestDeferredSinkCommitsPastDeadLetteredTail: a DeferredSink never sees a
+// record dead-lettered before Consume; when it is the last of its
+// partition, the commit still moves past it (else a restart would
+// dead-letter it again).
+func TestDeferredSinkCommitsPastDeadLetteredTail(t *testing.T) {
+	b := startBroker(t)
+	produce(t, b, "j", `{"a":1}`, `{"a":2}`, `{"broken`, `also broken`)
+	store := newStore()
+	sink := newDeferSink(store)
+	tr := status.New("sink", "tail", nil)
+	r := run(t, Config{Key: "tail", Topics: []definition.Topics{{Topic: definition.Route{Literal: "j"}, PollInterval: "20ms", DeadLetterTopic: "j.dead"}},
+		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond})
+	waitFor(t, "offset 4 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-tail"); return err == nil && o["j"] == 4 })
+	r.stop(t)
+	if m := store.missing("j", 2); len(m) > 0 || len(readTopic(t, b, "j.dead")) != 2 {
+		t.Fatalf("missing %v, dead letters %d", m, len(readTopic(t, b, "j.dead")))
+	}
+}

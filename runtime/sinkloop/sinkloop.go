@@ -65,6 +65,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
+	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -151,6 +152,7 @@ type outcome struct {
 	err    error
 	dead   int          // records sent to dead-letter topics
 	unsent []deadLetter // dead letters of a taken batch that could not be produced
+	sent   []deadLetter // dead letters produced
 }
 
 type loop struct {
@@ -178,10 +180,11 @@ type loop struct {
 	closing      bool
 	cooperative  bool
 	assigned     map[plugin.TopicPartition]bool
-	consumed     map[plugin.TopicPartition]int64 // next offset after the last consumed record
-	based        map[plugin.TopicPartition]bool  // partitions whose first offset the committer knows
-	lastTP       plugin.TopicPartition           // the partition of the last polled record
-	lastOK       bool                            // lastTP is set and assigned
+	consumed     map[plugin.TopicPartition]int64   // next offset after the last consumed record
+	based        map[plugin.TopicPartition]bool    // partitions whose first offset the committer knows
+	skips        map[plugin.TopicPartition][]int64 // a DeferredSink's records dead-lettered before it saw them, in order
+	lastTP       plugin.TopicPartition             // the partition of the last polled record
+	lastOK       bool                              // lastTP is set and assigned
 	nextCommit   time.Time
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 
@@ -231,6 +234,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		assigned:   map[plugin.TopicPartition]bool{},
 		consumed:   map[plugin.TopicPartition]int64{},
 		based:      map[plugin.TopicPartition]bool{},
+		skips:      map[plugin.TopicPartition][]int64{},
 		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
 		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
 		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
@@ -487,7 +491,7 @@ func (l *loop) sendDead(dead []deadLetter) outcome {
 		return outcome{err: err, unsent: dead}
 	}
 	l.log.Warn("records sent to the dead-letter topic", "records", len(dead), "topic", dead[0].topic, "first_error", dead[0].err.Error())
-	return outcome{dead: len(dead)}
+	return outcome{dead: len(dead), sent: dead}
 }
 
 // finish accounts for a flight that came back: commit on success,
@@ -538,6 +542,13 @@ func (l *loop) finish(r outcome) {
 		}
 	}
 	if l.deferred != nil {
+		for _, d := range r.sent {
+			if d.stage != deadletter.StageConsume {
+				// The sink never saw it: its Durable may stop there.
+				p := plugin.TopicPartition{Topic: d.rec.Topic, Partition: d.rec.Partition}
+				l.skips[p] = append(l.skips[p], d.rec.Offset)
+			}
+		}
 		l.commitDurable()
 	} else {
 		for p := range ends {
@@ -579,9 +590,24 @@ func (l *loop) commitDurable() {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	d := l.deferred.Durable()
 	for p, next := range l.consumed {
-		if o, ok := d[p]; ok {
-			l.commits.add(p, min(o, next))
+		o, ok := d[p]
+		if !ok {
+			continue
 		}
+		// Step over records dead-lettered before the sink saw them.
+		skips := l.skips[p]
+		for len(skips) > 0 && skips[0] <= o {
+			if skips[0] == o {
+				o++
+			}
+			skips = skips[1:]
+		}
+		if len(skips) == 0 {
+			delete(l.skips, p)
+		} else {
+			l.skips[p] = skips
+		}
+		l.commits.add(p, min(o, next))
 	}
 }
 
@@ -758,6 +784,7 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 		delete(l.assigned, p)
 		delete(l.consumed, p)
 		delete(l.based, p)
+		delete(l.skips, p)
 	}
 	l.lastOK = false
 	l.pending = l.owned(l.pending)
