@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,6 +105,7 @@ poll_interval = "20ms"
 		must(err)
 		g, err := r.goroutines()
 		must(err)
+		heap, _ := metricValue(r.api, "go_memstats_heap_inuse_bytes")
 		ec, _ := r.status("source", "soakcdc")
 		ep, _ := r.status("source", "soakpoll")
 		if ec.Status != "Running" || ep.Status != "Running" {
@@ -108,7 +113,7 @@ poll_interval = "20ms"
 		}
 		x := sample{time.Since(t0).Round(time.Second), rss, g, b.HighWatermark(cdcTopic), b.HighWatermark(pollTopic), wc.written.Load(), wp.written.Load()}
 		samples = append(samples, x)
-		s.note("t=%-5s RSS %6.1f MiB  goroutines %4d  CDC %8d/%8d rows  polling %8d/%8d rows", x.at, float64(rss)/1024, g, x.cdc, x.wc, x.poll, x.wp)
+		s.note("t=%-5s RSS %6.1f MiB (Go heap %6.1f MiB)  goroutines %4d  CDC %8d/%8d rows  polling %8d/%8d rows", x.at, float64(rss)/1024, heap/(1<<20), g, x.cdc, x.wc, x.poll, x.wp)
 	}
 	nc, np := wc.halt(), wp.halt()
 	stopped = true
@@ -169,4 +174,22 @@ func pgValue(dsn, sql string) string {
 		return ""
 	}
 	return v
+}
+
+// metricValue reads one unlabelled sample from GET /metrics.
+func metricValue(api, name string) (float64, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + api + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /metrics", name)
 }
