@@ -67,7 +67,7 @@ func TestSIGKILLResumesFromCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "connectors"), 0o755)
 	runtime := fmt.Sprintf("shutdown_grace = \"20s\"\n[broker]\nbootstrap_servers = %q\n[http]\naddress = \"127.0.0.1:0\"\n[state]\npath = \"state\"\n[log]\nformat = \"json\"\n", b.Addr())
-	def := fmt.Sprintf("type = \"source\"\nkey = \"numbers\"\npath = \"libpicomq_connector_random_source\"\n[[topics]]\ntopic = %q\n[plugin_config]\nrecords_per_batch = %d\ninterval = \"2ms\"\npayload_size = \"32B\"\n", topic, perBatch)
+	def := fmt.Sprintf("type = \"source\"\nkey = \"numbers\"\npath = \"libpicomq_connector_random_source\"\n[[topics]]\ntopic = %q\ncreate_topics = true\n[plugin_config]\nrecords_per_batch = %d\ninterval = \"2ms\"\npayload_size = \"32B\"\n", topic, perBatch)
 	os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(runtime), 0o644)
 	os.WriteFile(filepath.Join(dir, "connectors", "numbers.toml"), []byte(def), 0o644)
 	statePath := filepath.Join(dir, "state", "numbers.state")

@@ -33,7 +33,7 @@ func TestSignals(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(fmt.Sprintf(
 		"shutdown_grace = \"5m\"\n[broker]\nbootstrap_servers = %q\n[http]\naddress = \"127.0.0.1:0\"\n[state]\npath = \"state\"\n[log]\nformat = \"json\"\n", b.Addr())), 0o644)
 	os.WriteFile(filepath.Join(dir, "connectors", "n.toml"), []byte(
-		"type = \"source\"\nkey = \"n\"\npath = \"libpicomq_connector_random_source\"\n[[topics]]\ntopic = \"sig\"\n[plugin_config]\nrecords_per_batch = 10\ninterval = \"1ms\"\n"), 0o644)
+		"type = \"source\"\nkey = \"n\"\npath = \"libpicomq_connector_random_source\"\n[[topics]]\ntopic = \"sig\"\ncreate_topics = true\n[plugin_config]\nrecords_per_batch = 10\ninterval = \"1ms\"\n"), 0o644)
 
 	cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
 	out := &runtimebin.Output{}

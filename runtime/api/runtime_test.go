@@ -223,6 +223,7 @@ enabled = true
 path = "libpicomq_connector_random_source"
 [[topics]]
 topic = "numbers"
+create_topics = true
 [plugin_config]
 records_per_batch = 10
 interval = "10ms"
@@ -235,6 +236,7 @@ enabled = false
 path = "libpicomq_connector_random_source"
 [[topics]]
 topic = "idle"
+create_topics = true
 `,
 	})
 	rt := startRuntime(t, dir, nil, "")
@@ -344,6 +346,7 @@ enabled = true
 path = "libpicomq_connector_random_source"
 [[topics]]
 topic = "numbers"
+create_topics = true
 properties = { "message.timeout.ms" = "300" }
 [plugin_config]
 records_per_batch = 5

@@ -119,7 +119,7 @@ func planConnectors(t *testing.T) (out []*plannedConnector, transforms map[bool]
 					setPath(cfg, p, v)
 				}
 			}
-			topic := map[string]any{"topic": "secrets." + pc.key}
+			topic := map[string]any{"topic": "secrets." + pc.key, "create_topics": true}
 			if reg.Kind == plugin.KindSink {
 				topic = map[string]any{"pattern": `^secrets\..*`}
 			}

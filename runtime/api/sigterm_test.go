@@ -59,6 +59,7 @@ enabled = true
 path = "libpicomq_connector_random_source"
 [[topics]]
 topic = %q
+create_topics = true
 [plugin_config]
 records_per_batch = 100
 interval = "0s"
