@@ -286,6 +286,11 @@ func TestRebalanceTwoLoopsOneGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("group rebalances take seconds")
 	}
+	t.Run("eager", func(t *testing.T) { testRebalance(t, "range") })
+	t.Run("cooperative", func(t *testing.T) { testRebalance(t, "cooperative-sticky") })
+}
+
+func testRebalance(t *testing.T, strategy string) {
 	b := startBroker(t)
 	topics := []string{"rb.a", "rb.b", "rb.c", "rb.d"}
 	const perRound = 30
@@ -299,7 +304,7 @@ func TestRebalanceTwoLoopsOneGroup(t *testing.T) {
 	store := newStore()
 	cfg := func(s plugin.Sink) Config {
 		return Config{Key: "rebalance", Topics: []definition.Topics{{Pattern: `rb\..*`, BatchLength: 7, PollInterval: "20ms",
-			Properties: map[string]string{"topic.metadata.refresh.interval.ms": "500"}}},
+			Properties: map[string]string{"topic.metadata.refresh.interval.ms": "500", "partition.assignment.strategy": strategy}}},
 			Sink: s, BootstrapServers: b.Addr(), CommitInterval: 30 * time.Millisecond}
 	}
 	// The invariant, checked all along: every committed offset is durable.
