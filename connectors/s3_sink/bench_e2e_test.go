@@ -138,7 +138,7 @@ func sinkConsume(b *testing.B, srv *s3test.Server, addr, topic string, n int) (t
 
 // timedSink notes when the first batch arrived.
 type timedSink struct {
-	plugin.Sink
+	*Sink // a DeferredSink to the loop
 	first time.Time
 }
 
