@@ -180,8 +180,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // calls.
 type watchSink struct {
 	*Sink // a DeferredSink to the loop
-	mu   sync.Mutex
-	upTo map[string]int64
+	mu    sync.Mutex
+	upTo  map[string]int64
 }
 
 func (w *watchSink) Consume(ctx context.Context, batch []plugin.Record) error {
