@@ -83,6 +83,7 @@ var Reviewed = map[string]string{
 	"x-both-or-neither":    "compared: new pairing",
 	"x-default-if":         "compared: changed conditional default",
 	"x-pattern-unless":     "compared: new or changed pattern",
+	"x-unique":             "compared: new or changed unique key",
 	"pattern":              "compared: new or changed pattern",
 }
 
@@ -220,6 +221,9 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 	// files the old schema accepted.
 	if oc, nc := condText(o.RequiredIf), condText(n.RequiredIf); nc != "" && oc != nc && !hasDefault(n) {
 		add(RequiredAdded, "now required when %s (was %s)", nc, orNone(oc))
+	}
+	if n.Unique != nil && (o.Unique == nil || o.Unique.Key != n.Unique.Key) {
+		add(BoundsNarrowed, "elements must now have different values of %s", n.Unique.Key)
 	}
 	if o.BothOrNeither != n.BothOrNeither && n.BothOrNeither != "" {
 		add(RequiredAdded, "now must be set together with %s", n.BothOrNeither)

@@ -160,6 +160,9 @@ func TestBreakingChanges(t *testing.T) {
 		{"ElementBoundNarrowed", func(s map[string]any, p map[string]map[string]any) {
 			column(p, "scale")["minimum"] = 1
 		}, Change{Key: "columns[].scale", Kind: BoundsNarrowed}},
+		{"NewUniqueKey", func(s map[string]any, p map[string]map[string]any) {
+			p["columns"]["x-unique"] = "name"
+		}, Change{Key: "columns", Kind: BoundsNarrowed}},
 		{"ArrayOfTablesBecameStrings", func(s map[string]any, p map[string]map[string]any) {
 			p["columns"]["items"] = map[string]any{"type": "string"}
 		}, Change{Key: "columns[]", Kind: TypeChanged}},

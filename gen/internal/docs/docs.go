@@ -233,6 +233,9 @@ func Rules(s *model.Schema) []string {
 		if pr.RequiredIf != nil {
 			out = append(out, k+" is required when "+condCode(*pr.RequiredIf)+"."+quote("x-required-if"))
 		}
+		if pr.Unique != nil {
+			out = append(out, fmt.Sprintf("%s: no two elements have the same %s.%s", k, prose(pr.Unique.Key), quote("x-unique")))
+		}
 		if pr.BothOrNeither != "" {
 			out = append(out, k+" and "+prose(pr.BothOrNeither)+" are set together or not at all."+quote("x-both-or-neither"))
 		}

@@ -677,15 +677,42 @@ func (g *generator) decodeProp(gr *jen.Group, pr *model.Property) {
 		if pr.InElement() {
 			at = jen.Id("at").Op("+").Lit("." + pr.Key + "[")
 		}
-		at = at.Op("+").Qual("strconv", "Itoa").Call(jen.Id("i")).Op("+").Lit("]")
+		elemAt := func(i jen.Code) *jen.Statement {
+			return at.Clone().Op("+").Qual("strconv", "Itoa").Call(i).Op("+").Lit("]")
+		}
+		loop := []jen.Code{
+			jen.List(jen.Id("t"), jen.Id("_")).Op(":=").Id("e").Assert(jen.Map(jen.String()).Any()),
+			jen.Id("decode"+pr.Items.TypeName).Call(jen.Op("&").Add(field.Clone()).Index(jen.Id("i")), jen.Id("t"), jen.Id("ps"), jen.Id("warnings"), elemAt(jen.Id("i"))),
+		}
+		list := []jen.Code{field.Clone().Op("=").Make(goType(pr), jen.Len(jen.Id("l")))}
+		if u := pr.Unique; u != nil {
+			// x-unique: the first element with a value keeps it; later
+			// ones are problems naming it.
+			var val jen.Code = field.Clone().Index(jen.Id("i")).Dot(u.GoName)
+			if u.Kind == model.Enum {
+				val = jen.String().Call(val)
+			}
+			typ := jen.String()
+			if u.Kind == model.Int {
+				typ = jen.Int()
+			}
+			list = append(list, jen.Id("seen").Op(":=").Map(typ).Int().Values())
+			ukey := elemAt(jen.Id("i")).Op("+").Lit("." + u.Key)
+			j := "j" // the element that has the value first, for the default message
+			if _, custom := pr.Messages["x-unique"]; custom {
+				j = "_"
+			}
+			loop = append(loop, jen.If(jen.Qual(confkitPath, "Has").Call(jen.Id("t"), jen.Lit(u.Key)).Op("&&").Op("!").Id("ps").Dot("Has").Call(ukey.Clone())).Block(
+				jen.If(jen.List(jen.Id(j), jen.Id("dup")).Op(":=").Id("seen").Index(val), jen.Id("dup")).Block(
+					appendProblem(jen.Qual(confkitPath, "NewProblem").Call(ukey.Clone(), jen.Id("t").Index(jen.Lit(u.Key)), jen.False(), jen.Lit("x-unique"),
+						or2(pr, "x-unique", jen.Lit("{value} is already used by ").Op("+").Add(elemAt(jen.Id("j"))).Op("+").Lit("."+u.Key)))),
+				).Else().Block(jen.Id("seen").Index(val).Op("=").Id("i")),
+			))
+		}
+		list = append(list, jen.For(jen.List(jen.Id("i"), jen.Id("e")).Op(":=").Range().Id("l")).Block(loop...))
 		gr.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("m").Index(jen.Lit(pr.Key)), jen.Id("ok").Op("&&").Add(notBad(pr))).Block(
-			jen.If(jen.List(jen.Id("l"), jen.Id("ok")).Op(":=").Id("v").Assert(jen.Index().Any()), jen.Id("ok")).Block(
-				field.Clone().Op("=").Make(goType(pr), jen.Len(jen.Id("l"))),
-				jen.For(jen.List(jen.Id("i"), jen.Id("e")).Op(":=").Range().Id("l")).Block(
-					jen.List(jen.Id("t"), jen.Id("_")).Op(":=").Id("e").Assert(jen.Map(jen.String()).Any()),
-					jen.Id("decode"+pr.Items.TypeName).Call(jen.Op("&").Add(field.Clone()).Index(jen.Id("i")), jen.Id("t"), jen.Id("ps"), jen.Id("warnings"), at),
-				),
-			).Else().Block(appendProblem(jen.Qual(confkitPath, "WrongType").Call(key(pr), jen.Id("v"), jen.Lit(masked(pr)), jen.Lit("an array of tables")))),
+			jen.If(jen.List(jen.Id("l"), jen.Id("ok")).Op(":=").Id("v").Assert(jen.Index().Any()), jen.Id("ok")).Block(list...).
+				Else().Block(appendProblem(jen.Qual(confkitPath, "WrongType").Call(key(pr), jen.Id("v"), jen.Lit(masked(pr)), jen.Lit("an array of tables")))),
 		)
 		return
 	}

@@ -160,6 +160,9 @@ type Property struct {
 	DeprecatedMsg string
 	Object        *Object // Kind Nested
 	Items         *Object // Kind ObjectList: the element table
+	// Unique is x-unique of an array of tables: the element key no two
+	// elements may share.
+	Unique *Property
 	// Parent is the table the key is in.
 	Parent  *Object
 	MapElem Kind // Kind Map: String, Int, Number, Bool, or -1 for any
@@ -587,6 +590,7 @@ var propertyKeywords = []keyword{
 		pr.BothOrNeither = s
 	}},
 	{"x-default-if", parseDefaultIf},
+	{"x-unique", parseUnique},
 	{"x-pattern-unless", parsePatternUnless},
 	{"pattern", func(p *parser, pr *Property, v *jsonx.Node, ptr string) {
 		if pat, ok := v.String(); ok {
@@ -852,6 +856,25 @@ func parseDefaultIf(p *parser, pr *Property, d *jsonx.Node, ptr string) {
 		}
 		pr.DefaultIf = append(pr.DefaultIf, DefaultIf{When: cond, Value: val})
 	}
+}
+
+func parseUnique(p *parser, pr *Property, v *jsonx.Node, ptr string) {
+	k, ok := v.String()
+	if pr.Kind != ObjectList || !ok {
+		p.fail(ptr, "x-unique applies to an array of tables and names one of its element keys")
+		return
+	}
+	for _, e := range pr.Items.Props {
+		if e.Key == k {
+			if e.Kind != String && e.Kind != Enum && e.Kind != Int {
+				p.fail(ptr, "x-unique names %q, which is not a string, enum or integer key", k)
+				return
+			}
+			pr.Unique = e
+			return
+		}
+	}
+	p.fail(ptr, "x-unique names %q, which is not a key of the elements", k)
 }
 
 func parsePatternUnless(p *parser, pr *Property, pu *jsonx.Node, ptr string) {
