@@ -44,11 +44,11 @@ func (s *noopSink) Consume(_ context.Context, batch []plugin.Record) error {
 	return nil
 }
 
-// sinkLoopRate runs the sink loop with a no-op sink over topic until n
-// records were consumed and returns records/s, counted from the first
-// Consume (so the records of the first batch, polled before the clock
-// starts, are left out).
-func sinkLoopRate(addr, topic string, n, batch int) (float64, error) {
+// sinkLoopRun runs the sink loop with a no-op sink over topic until n
+// records were consumed and returns how many records it timed and the time
+// they took, counted from the first Consume (so the records of the first
+// batch, polled before the clock starts, are left out).
+func sinkLoopRun(addr, topic string, n, batch int) (int, time.Duration, error) {
 	sink := &noopSink{n: n, reached: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -61,15 +61,15 @@ func sinkLoopRate(addr, topic string, n, batch int) (float64, error) {
 	select {
 	case <-sink.reached:
 	case err := <-done:
-		return 0, fmt.Errorf("sink loop stopped early: %v", err)
+		return 0, 0, fmt.Errorf("sink loop stopped early: %v", err)
 	case <-time.After(3 * time.Minute):
-		return 0, fmt.Errorf("sink loop: %d of %d records after 3 minutes", sink.got, n)
+		return 0, 0, fmt.Errorf("sink loop: %d of %d records after 3 minutes", sink.got, n)
 	}
 	cancel()
 	if err := <-done; err != nil {
-		return 0, fmt.Errorf("sink loop: %w", err)
+		return 0, 0, fmt.Errorf("sink loop: %w", err)
 	}
-	return float64(n-sink.firstBatch) / sink.done.Sub(sink.first).Seconds(), nil
+	return n - sink.firstBatch, sink.done.Sub(sink.first), nil
 }
 
 // sinkLoopRows measures the sink loop's own overhead: a no-op sink through
@@ -79,22 +79,24 @@ func (b *bench) sinkLoopRows() []row {
 	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	b.must(err)
 	defer br.Close()
-	const n, size, rounds, batch = 400_000, 100, 3, 1000
+	const n, size, rounds, batch = 300_000, 100, 5, 1000
 	topic := "loopbench"
 	b.logf("sinkloop: writing %d records of %d B to %s", n, size, topic)
 	b.must(fill(br.Addr(), []string{topic}, n, size))
-	var bareSum, loopSum float64
+	// Interleaved rounds, so machine noise hits both alike; rates over
+	// the sums.
+	var bareN, loopN int
+	var bareT, loopT time.Duration
 	for i := 0; i < rounds; i++ {
 		t, err := bareConsume(br.Addr(), topic, n)
 		b.must(err)
-		bare := float64(n-1) / t.Seconds()
-		loop, err := sinkLoopRate(br.Addr(), topic, n, batch)
+		ln, lt, err := sinkLoopRun(br.Addr(), topic, n, batch)
 		b.must(err)
-		b.logf("sinkloop: round %d: bare consumer %.0f rec/s, sink loop with a no-op sink %.0f rec/s (%.2f)", i+1, bare, loop, loop/bare)
-		bareSum += bare
-		loopSum += loop
+		b.logf("sinkloop: round %d: bare consumer %.0f rec/s, sink loop with a no-op sink %.0f rec/s", i+1, float64(n-1)/t.Seconds(), float64(ln)/lt.Seconds())
+		bareN, bareT = bareN+n-1, bareT+t
+		loopN, loopT = loopN+ln, loopT+lt
 	}
-	bare, loop := bareSum/rounds, loopSum/rounds
+	bare, loop := float64(bareN)/bareT.Seconds(), float64(loopN)/loopT.Seconds()
 	return []row{{Name: "Sink loop, no-op sink (100 B JSON)", Value: loop, Unit: "rec/s",
 		BaseName: "bare confluent-kafka-go consumer", BaseValue: bare, BaseUnit: "rec/s", Ratio: loop / bare,
 		Note: fmt.Sprintf("same topic and embedded broker, %d interleaved rounds of %dk, batch_length %d, JSON checked", rounds, n/1000, batch)}}
