@@ -347,8 +347,13 @@ func (l *loop) run(ctx context.Context) {
 			return
 		}
 		full := len(l.pending) >= l.plan.batch
-		if !l.stopping && !full {
+		switch {
+		case l.stopping:
+		case !full:
 			l.setPaused(false)
+		case l.inflight == nil:
+			// A failed batch waits out its back-off: hold the rest.
+			l.setPaused(true)
 		}
 		if l.inflight != nil && (full || l.stopping) {
 			// Nothing to poll for. Pausing costs librdkafka its prefetched
