@@ -246,7 +246,7 @@ func TestPatternLiteralBatchesAndCommits(t *testing.T) {
 		t.Fatalf("committed offsets %v", offs)
 	}
 	snap := tr.Snapshot()
-	if snap.Status != status.Stopped || snap.Counters.Consumed != 31 || snap.Counters.Nacked != 0 {
+	if snap.Status != status.Stopped || snap.Counters.Consumed != 31 || snap.Counters.Nacked != 0 || snap.Counters.Committed != 31 {
 		t.Fatalf("snapshot %+v", snap)
 	}
 	// A new run of the same group resumes after the commit: nothing again.
