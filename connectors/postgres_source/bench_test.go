@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 const benchRows = 100_000
@@ -45,18 +46,26 @@ func copySlot(b *testing.B, db *testDB, from, to string) {
 }
 
 // BenchmarkCDC compares, on the same WAL and interleaved so that machine
-// noise hits both alike, the raw rate of peeking and parsing pgoutput (no
-// records built) with the source's Poll + Ack (records built as JSON,
-// slot advanced after each batch).
+// noise hits all alike, the raw rates of peeking and of streaming and
+// parsing pgoutput (no records built) with the source's Poll + Ack for each
+// reader (records built as JSON, slot advanced or confirmed after each
+// batch).
 func BenchmarkCDC(b *testing.B) {
 	db, opt := benchTable(b)
 	pristine := opt.Slot
-	var rawT, srcT, streamT time.Duration
+	var rawT, rawStreamT, srcT, streamT time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		slot := fmt.Sprintf("raw_%s_%d", db.tag, i)
 		copySlot(b, db, pristine, slot)
 		rawT += rawPass(b, db, slot, opt)
+		db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
+		slot = fmt.Sprintf("rawstream_%s_%d", db.tag, i)
+		copySlot(b, db, pristine, slot)
+		rawStreamT += rawStreamPass(b, db, slot, opt)
+		eventually(b, func() bool {
+			return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+slot+`' AND active`) == "0"
+		})
 		db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
 
 		for _, reader := range []string{readerPeek, readerStream} {
@@ -82,7 +91,64 @@ func BenchmarkCDC(b *testing.B) {
 	b.ReportMetric(n/rawT.Seconds(), "raw-rows/s")
 	b.ReportMetric(n/srcT.Seconds(), "source-rows/s")
 	b.ReportMetric(n/streamT.Seconds(), "stream-rows/s")
+	b.ReportMetric(n/rawStreamT.Seconds(), "raw-stream-rows/s")
 	b.ReportMetric(rawT.Seconds()/srcT.Seconds(), "source/raw")
+	b.ReportMetric(rawStreamT.Seconds()/streamT.Seconds(), "stream/raw-stream")
+}
+
+// rawStreamPass reads the benchmark WAL from slot over one replication
+// connection (START_REPLICATION, pgoutput) and parses every message,
+// confirming the position after each 10,000 rows; no records are built.
+func rawStreamPass(b testing.TB, db *testDB, slot string, opt options) time.Duration {
+	ctx := context.Background()
+	cfg, err := pgconn.ParseConfig(db.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	t0 := time.Now()
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names '" + opt.Publication + "'"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := 0
+	var pos pglogrepl.LSN
+	for rows < benchRows {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.XLogDataByteID {
+			continue
+		}
+		x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := pglogrepl.Parse(x.WALData)
+		if err != nil {
+			continue
+		}
+		switch m := m.(type) {
+		case *pglogrepl.InsertMessage:
+			rows++
+		case *pglogrepl.CommitMessage:
+			pos = m.TransactionEndLSN
+			if rows%10_000 == 0 {
+				if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	return time.Since(t0)
 }
 
 // sourcePass polls and acknowledges benchRows records, timed.
