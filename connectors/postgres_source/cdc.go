@@ -592,6 +592,8 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 		}
 	case *pglogrepl.RelationMessage:
 		d.rels[m.RelationID] = s.relationFromMessage(m)
+	case *pglogrepl.LogicalDecodingMessage:
+		s.watermark(m)
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			if rel := d.rel(id, opTruncate); rel != nil {
@@ -651,6 +653,12 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 		key = a.end(start)
 	}
 	d.msgs = append(d.msgs, plugin.Message{Key: key, Payload: payload, Timestamp: d.commit})
+	if s.chunk != nil {
+		s.chunkSaw(rel, key, false)
+		if old != nil && op == opUpdate {
+			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old), false)
+		}
+	}
 }
 
 func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
@@ -666,6 +674,7 @@ func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 	}
 	buf = append(buf, '}')
 	d.msgs = append(d.msgs, plugin.Message{Payload: buf, Timestamp: d.commit})
+	s.chunkSaw(rel, nil, true)
 }
 
 // relationFromMessage builds a relation from a pgoutput Relation message;

@@ -23,7 +23,7 @@ func TestSnapshotConsistentWithSlot(t *testing.T) { forReaders(t, testSnapshotCo
 func testSnapshotConsistentWithSlot(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT i, 'old' FROM generate_series(1, 10) i;
-CREATE TABLE nokey (v int); INSERT INTO nokey SELECT generate_series(1, 5)`)
+CREATE TABLE nokey (v int); ALTER TABLE nokey REPLICA IDENTITY FULL; INSERT INTO nokey SELECT generate_series(1, 5)`)
 	opt := db.cdcOptions("t", "nokey")
 	opt.Reader = reader
 	opt.Snapshot = "initial"

@@ -42,6 +42,10 @@ type state struct {
 	// Checkpoints written before these fields existed load unchanged.
 	TxLSN    string     `json:"tx_lsn,omitempty"`
 	TxRows   int        `json:"tx_rows,omitempty"`
+	// CDC: the tables captured so far, and the incremental snapshots of
+	// tables added to tables after the first start (see incremental.go).
+	Known []string              `json:"known,omitempty"`
+	Incr  map[string]*snapTable `json:"incremental,omitempty"`
 	Snapshot *snapState `json:"snapshot,omitempty"`
 	// Polling: progress per table, keyed by schema.table.
 	Tables map[string]*pollState `json:"tables,omitempty"`
@@ -146,6 +150,7 @@ type Source struct {
 	cursor *peekCursor
 
 	// CDC, stream reader
+	chunk      *incrChunk // incremental snapshot chunk between its watermarks
 	streamConn *pgconn.PgConn
 	streamDec  *decoder      // lives as long as the stream
 	streamSent pglogrepl.LSN // last position confirmed to the server
@@ -249,6 +254,7 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(env.State) == 0 {
 		s.committed.Snapshot = &snapState{Tables: map[string]*snapTable{}}
 	}
+	s.setupIncremental(len(env.State) > 0)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -52,7 +52,7 @@ func (s *Source) startStream(ctx context.Context) error {
 	}
 	err = pglogrepl.StartReplication(ctx, conn, s.opt.Slot, s.committedLSN, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + quoteIdent(s.opt.Publication) + "'"},
+		PluginArgs: s.incrPluginArgs([]string{"proto_version '1'", "publication_names '" + quoteIdent(s.opt.Publication) + "'"}),
 	})
 	if err != nil {
 		_ = conn.Close(ctx)
@@ -71,6 +71,7 @@ func (s *Source) closeStream() {
 		s.streamConn = nil
 	}
 	s.streamDec = nil
+	s.chunk = nil // its watermarks are followed by this stream only
 	// A new stream starts at the committed LSN and sends a nacked batch
 	// again by itself.
 	s.retry, s.retryState = nil, nil
@@ -105,6 +106,16 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 		return plugin.Batch{}, err
 	}
 	d := s.streamDec
+	if c := s.chunk; c != nil && c.ready && !d.inTxn {
+		return s.chunkBatch(d)
+	}
+	if s.chunk == nil && !d.inTxn && (s.committed.Snapshot == nil || s.committed.Snapshot.Done) {
+		if t, ok := s.incrNext(); ok {
+			if err := s.startChunk(ctx, t); err != nil {
+				return plugin.Batch{}, err
+			}
+		}
+	}
 	wait := s.opt.PollInterval
 	if wait <= 0 {
 		wait = time.Second
@@ -113,6 +124,9 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 	for {
 		if len(d.msgs) >= s.opt.BatchSize {
 			break // inside a transaction too: the candidate says where
+		}
+		if s.chunk != nil && s.chunk.ready && !d.inTxn {
+			break // the chunk goes in the next batch
 		}
 		until := deadline
 		switch {
@@ -183,6 +197,9 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 		case *pgproto3.CopyDone:
 			return plugin.Batch{}, errors.New("replication stream ended by the server")
 		}
+	}
+	if len(d.msgs) == 0 && s.chunk != nil && s.chunk.ready && !d.inTxn {
+		return s.chunkBatch(d)
 	}
 	if len(d.msgs) == 0 {
 		if !d.inTxn {

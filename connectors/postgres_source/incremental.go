@@ -1,0 +1,211 @@
+package postgressource
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/picomq/pico-connectors/runtime/plugin"
+)
+
+// Incremental snapshot of a table added to tables after the first start
+// (snapshot = "initial", stream reader), in the manner of DBLog: the stream
+// keeps running, and the table's existing rows are read in primary-key
+// chunks of at most batch_size rows, each between two watermarks written
+// into the WAL (pg_logical_emit_message, transactional, so the commit
+// flushes them):
+//
+//  1. write the low watermark;
+//  2. SELECT the next chunk after the last key read;
+//  3. write the high watermark.
+//
+// While the stream is between the two watermarks, a change of a row of the
+// chunk removes that row from the chunk: the stream's version is newer than
+// or the same as the SELECT's. At the high watermark the rest of the chunk
+// is delivered as __op = "read" records, in its own batch, whose state
+// records the chunk's last key. A crash before that state is saved reads the
+// chunk again with new watermarks (the old ones are ignored), so the
+// snapshot is resumable and at least once; a row is never delivered older
+// than a change the stream delivered before it.
+
+const watermarkPrefix = "picomq_watermark"
+
+// incrChunk is the chunk being read between its watermarks.
+type incrChunk struct {
+	id      string
+	table   tableName
+	low     bool // the low watermark was seen in the stream
+	ready   bool // the high watermark was seen
+	keys    []string
+	rows    map[string]plugin.Message
+	last    []string // primary key of the chunk's last row
+	partial bool     // fewer rows than batch_size: the table is done
+}
+
+// setupIncremental finds the tables added since the last checkpoint and
+// records what is known. Called once the committed state is loaded.
+func (s *Source) setupIncremental(fromState bool) {
+	st := s.committed
+	if s.opt.Mode != "cdc" {
+		return
+	}
+	if fromState && st.Known != nil && s.opt.Snapshot == "initial" {
+		for _, t := range s.tables {
+			name := t.String()
+			if slices.Contains(st.Known, name) || st.Incr[name] != nil {
+				continue
+			}
+			if s.opt.Reader != readerStream {
+				s.log.Warn("a table added to tables is snapshotted only with cdc_reader = \"stream\"; its changes are captured from now on, its existing rows are not read", "table", name)
+				continue
+			}
+			if st.Incr == nil {
+				st.Incr = map[string]*snapTable{}
+			}
+			st.Incr[name] = &snapTable{}
+			s.log.Info("table added to tables: its existing rows are read by an incremental snapshot while changes stream", "table", name)
+		}
+	}
+	st.Known = st.Known[:0:0]
+	for _, t := range s.tables {
+		st.Known = append(st.Known, t.String())
+	}
+}
+
+// incrNext is the next table whose incremental snapshot is unfinished.
+func (s *Source) incrNext() (tableName, bool) {
+	for _, t := range s.tables {
+		if tp := s.committed.Incr[t.String()]; tp != nil && !tp.Done {
+			return t, true
+		}
+	}
+	return tableName{}, false
+}
+
+// startChunk writes the low watermark, reads the next chunk of the table
+// and writes the high watermark.
+func (s *Source) startChunk(ctx context.Context, t tableName) error {
+	info := s.info[t.String()]
+	tp := s.committed.Incr[t.String()]
+	if info == nil || len(info.pk) == 0 {
+		s.log.Warn("a table without a primary key cannot be snapshotted incrementally; its changes are captured, its existing rows are not read", "table", t)
+		tp.Done = true
+		return nil
+	}
+	id := s.opt.Slot + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := s.exec(ctx, "SELECT pg_logical_emit_message(true, '"+watermarkPrefix+"', '"+id+":low')"); err != nil {
+		return fmt.Errorf("incremental snapshot of %s: writing the low watermark: %w", t, err)
+	}
+	cols := quoteList(info.pk)
+	sql := "SELECT * FROM " + t.quoted()
+	var params [][]byte
+	if len(tp.After) == len(info.pk) {
+		sql += " WHERE (" + cols + ") > (" + placeholders(1, len(info.pk)) + ")"
+		for _, v := range tp.After {
+			params = append(params, []byte(v))
+		}
+	}
+	sql += " ORDER BY " + cols + " LIMIT " + strconv.Itoa(s.opt.BatchSize)
+	res := s.conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
+	if res.Err != nil {
+		return fmt.Errorf("incremental snapshot of %s: %w", t, res.Err)
+	}
+	rel := s.relationFromFields(t, res.FieldDescriptions, info.pk)
+	c := &incrChunk{id: id, table: t, rows: make(map[string]plugin.Message, len(res.Rows)), partial: len(res.Rows) < s.opt.BatchSize}
+	for _, row := range res.Rows {
+		m := s.rowMessage(rel, row, -1, opRead, -1)
+		k := string(m.Key)
+		c.keys = append(c.keys, k)
+		c.rows[k] = m
+	}
+	if n := len(res.Rows); n > 0 {
+		for _, i := range rel.keyIdx {
+			c.last = append(c.last, string(res.Rows[n-1][i]))
+		}
+	}
+	if err := s.exec(ctx, "SELECT pg_logical_emit_message(true, '"+watermarkPrefix+"', '"+id+":high')"); err != nil {
+		return fmt.Errorf("incremental snapshot of %s: writing the high watermark: %w", t, err)
+	}
+	s.chunk = c
+	return nil
+}
+
+// watermark handles a logical decoding message from the stream.
+func (s *Source) watermark(m *pglogrepl.LogicalDecodingMessage) {
+	c := s.chunk
+	if c == nil || m.Prefix != watermarkPrefix {
+		return
+	}
+	switch string(m.Content) {
+	case c.id + ":low":
+		c.low = true
+	case c.id + ":high":
+		if c.low {
+			c.ready = true
+		}
+	}
+}
+
+// chunkSaw drops a row of the open chunk that the stream changed between
+// the watermarks. key is the record key (JSON); "" with truncate drops all.
+func (s *Source) chunkSaw(rel *relation, key []byte, truncate bool) {
+	c := s.chunk
+	if c == nil || !c.low || c.ready || rel.table != c.table.String() {
+		return
+	}
+	if truncate {
+		clear(c.rows)
+		return
+	}
+	delete(c.rows, string(key))
+}
+
+// chunkBatch delivers what is left of a chunk whose high watermark was
+// seen, with the chunk's last key in the state.
+func (s *Source) chunkBatch(d *decoder) (plugin.Batch, error) {
+	c := s.chunk
+	s.chunk = nil
+	var msgs []plugin.Message
+	for _, k := range c.keys {
+		if m, ok := c.rows[k]; ok {
+			msgs = append(msgs, m)
+		}
+	}
+	st := s.committed.clone()
+	tp := st.Incr[c.table.String()]
+	if c.last != nil {
+		tp.After = c.last
+	}
+	tp.Done = c.partial
+	if tp.Done {
+		s.log.Info("incremental snapshot complete", "table", c.table)
+	}
+	if len(msgs) == 0 {
+		// Nothing to deliver: the progress needs no checkpoint of its own
+		// (a crash reads the same rows again).
+		s.committed = st
+		return plugin.Batch{}, nil
+	}
+	cand := max(d.lastEnd, s.committedLSN)
+	st.LSN = cand.String()
+	st.TxLSN, st.TxRows = "", 0
+	s.candidateLSN = cand
+	b, err := s.batch(msgs, st)
+	if err == nil {
+		s.retry, s.retryState, s.retryLSN = &b, s.candidate, cand
+	}
+	return b, err
+}
+
+// incrPluginArgs asks pgoutput for logical decoding messages (the
+// watermarks) while an incremental snapshot is due.
+func (s *Source) incrPluginArgs(args []string) []string {
+	if _, ok := s.incrNext(); ok {
+		return append(args, "messages 'true'")
+	}
+	return args
+}
