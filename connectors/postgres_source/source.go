@@ -40,13 +40,13 @@ type state struct {
 	// TxLSN is the commit LSN of the one delivered in part (after LSN),
 	// TxRows how many of its records are delivered; a restart skips those.
 	// Checkpoints written before these fields existed load unchanged.
-	TxLSN    string     `json:"tx_lsn,omitempty"`
-	TxRows   int        `json:"tx_rows,omitempty"`
+	TxLSN  string `json:"tx_lsn,omitempty"`
+	TxRows int    `json:"tx_rows,omitempty"`
 	// CDC: the tables captured so far, and the incremental snapshots of
 	// tables added to tables after the first start (see incremental.go).
-	Known []string              `json:"known,omitempty"`
-	Incr  map[string]*snapTable `json:"incremental,omitempty"`
-	Snapshot *snapState `json:"snapshot,omitempty"`
+	Known    []string              `json:"known,omitempty"`
+	Incr     map[string]*snapTable `json:"incremental,omitempty"`
+	Snapshot *snapState            `json:"snapshot,omitempty"`
 	// Polling: progress per table, keyed by schema.table.
 	Tables map[string]*pollState `json:"tables,omitempty"`
 	// Polling: the processed_column updates or delete_after_read deletes
