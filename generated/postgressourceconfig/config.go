@@ -10,6 +10,7 @@
 // - CDC, killed after the checkpoint but before the slot moved: the checkpoint wins over the slot; the restart moves the slot to it and repeats nothing.
 // - CDC, killed inside a transaction larger than batch_size: such a transaction is delivered in batches of batch_size records; the server sends it again after the restart and the records already delivered are skipped (counted with the same tables and capture_operations), so at most one batch repeats. Memory stays bounded by a few batches whatever the transaction size.
 // - CDC, killed during the initial snapshot: the snapshot resumes after the last key read, in a fresh snapshot (at least once; a table without a primary key restarts from its first row).
+// - CDC, killed during the incremental snapshot of an added table: the restart reads the chunk whose records were in flight again, with new watermarks, and goes on (at least once).
 // - CDC, a quiet slot: an empty poll moves the slot only up to WAL the server has flushed, so a commit written with synchronous_commit = off and not yet flushed is never skipped.
 // - Polling, killed before the checkpoint is saved: the batch is read and produced again.
 // - Polling, killed after the checkpoint but before the processed_column update or delete_after_read delete ran: the checkpoint holds the batch's keys, and the restart marks or deletes those rows before it reads on (running the update or delete twice is harmless).
@@ -57,7 +58,7 @@ const (
 	CDCReaderStream CDCReader = "stream"
 )
 
-// Snapshot is the type of the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable).
+// Snapshot is the type of the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable). With initial, a table added to tables after the first start is read by an incremental snapshot while changes keep streaming (stream reader; tables with a primary key): chunks of batch_size rows in key order, each read between two watermarks written with pg_logical_emit_message, so a row changed meanwhile is delivered by the stream, never older than its change. With never, an added table is streamed from when it is added.
 type Snapshot string
 
 // The values of Snapshot.
@@ -124,7 +125,7 @@ type Config struct {
 	// Default: stream.
 	CDCReader CDCReader
 
-	// Snapshot is the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable).
+	// Snapshot is the snapshot key: CDC: never (stream changes from the slot's creation on) or initial (first read every existing row, consistent with the slot's start, then stream; resumable). With initial, a table added to tables after the first start is read by an incremental snapshot while changes keep streaming (stream reader; tables with a primary key): chunks of batch_size rows in key order, each read between two watermarks written with pg_logical_emit_message, so a row changed meanwhile is delivered by the stream, never older than its change. With never, an added table is streamed from when it is added.
 	//
 	// Default: never.
 	Snapshot Snapshot
