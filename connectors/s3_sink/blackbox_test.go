@@ -1027,6 +1027,11 @@ retry_delay = "100ms"
 	t.Logf("inject: 503 ServiceUnavailable on every data PutObject for %s", outage)
 	var sawError sinkEntry
 	var peak int64
+	type sample struct {
+		at  time.Time
+		rss int64
+	}
+	var trend []sample
 	statuses := map[string]int{}
 	deadline := time.Now().Add(outage)
 	for time.Now().Before(deadline) {
@@ -1039,11 +1044,19 @@ retry_delay = "100ms"
 				sawError = s
 			}
 		}
-		peak = max(peak, r.rss("VmRSS"))
+		rss := r.rss("VmRSS")
+		if peak = max(peak, rss); len(trend) == 0 || time.Since(trend[len(trend)-1].at) >= 5*time.Second {
+			trend = append(trend, sample{time.Now(), rss})
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	proxy.Clear()
 	p.halt(t)
+	var rss []string
+	for _, x := range trend {
+		rss = append(rss, fmt.Sprintf("%.0f", float64(x.rss)/(1<<20)))
+	}
+	t.Logf("RSS every 5 s during the outage, MiB: %s", strings.Join(rss, " "))
 	t.Logf("faults cleared, kcat stopped; statuses seen during the outage (100 ms samples): %v", statuses)
 	if sawError.Status == "" {
 		t.Errorf("status never went Error during a %s outage", outage)
@@ -1063,14 +1076,15 @@ retry_delay = "100ms"
 	end := ends(t, adm, topic)
 	// A file of 1 MiB holds about 930 of these records.
 	waitCommitted(t, adm, key, end, 1000, r)
-	hwm := r.rss("VmHWM")
-	peak = max(peak, hwm)
+	// The bound is what the outage tests: while uploads fail the sink holds
+	// at most max_buffer_size and the loop stops consuming. The catch-up
+	// after it is ordinary work, reported but not held to the same limit.
 	if peak > limit {
-		t.Errorf("peak RSS %.1f MiB is over the limit %.1f MiB (base %.1f MiB, max_buffer_size %d MiB)",
-			float64(peak)/(1<<20), float64(limit)/(1<<20), float64(base)/(1<<20), bound>>20)
+		t.Errorf("peak RSS during the outage %.1f MiB is over the limit %.1f MiB (base %.1f MiB, max_buffer_size %d MiB) while %.1f MB were written to the topic",
+			float64(peak)/(1<<20), float64(limit)/(1<<20), float64(base)/(1<<20), bound>>20, float64(end[topic])*1.06e-3)
 	} else {
-		t.Logf("peak RSS (VmHWM) %.1f MiB within %.1f MiB while %.1f MB were written to the topic",
-			float64(peak)/(1<<20), float64(limit)/(1<<20), float64(end[topic])*1.06e-3)
+		t.Logf("peak RSS during the outage %.1f MiB, within %.1f MiB, while %.1f MB were written to the topic; VmHWM after the catch-up %.1f MiB",
+			float64(peak)/(1<<20), float64(limit)/(1<<20), float64(end[topic])*1.06e-3, float64(r.rss("VmHWM"))/(1<<20))
 	}
 	// Redelivered batches count again in records_consumed: a fresh process
 	// tells when the sink has seen every record.
