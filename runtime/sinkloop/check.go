@@ -46,15 +46,12 @@ type plan struct {
 	dlq      bool // some block has a dead_letter_topic
 }
 
-// topicName is what Kafka accepts as a topic name.
-var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-
 // CheckTopics checks a sink's [[topics]] blocks the way Run will use them
 // and returns every problem at once (errors.Join), each naming
 // topics[i].KEY. baseDir resolves a relative avro_schema_path. Besides each
 // block's own keys it refuses blocks whose batch_length or poll_interval
 // differ (one sink batches all its topics alike) and a dead_letter_topic
-// that the sink itself consumes.
+// that the sink itself consumes, through any of its blocks.
 func CheckTopics(topics []definition.Topics, baseDir string) error {
 	_, err := compile(topics, baseDir)
 	return err
@@ -127,10 +124,7 @@ func compile(topics []definition.Topics, baseDir string) (plan, error) {
 			}
 		}
 		if t.DeadLetterTopic != "" {
-			p.dlq = true
-			if !topicName.MatchString(t.DeadLetterTopic) || t.DeadLetterTopic == "." || t.DeadLetterTopic == ".." {
-				bad("dead_letter_topic %q is not a topic name: use 1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-'", t.DeadLetterTopic)
-			}
+			p.dlq = true // the definition loader checks the name
 		}
 		p.subs = append(p.subs, sub)
 	}

@@ -208,14 +208,14 @@ func TestTransformErrorWithoutDeadLetterTopicFails(t *testing.T) {
 func TestCheckTopicsAcrossBlocks(t *testing.T) {
 	err := CheckTopics([]definition.Topics{
 		{Pattern: `orders\..*`, BatchLength: 100, DeadLetterTopic: "orders.dead"},
-		{Topic: definition.Route{Literal: "audit"}, BatchLength: 500, PollInterval: "1s", DeadLetterTopic: "bad topic!"},
+		{Topic: definition.Route{Literal: "audit"}, BatchLength: 500, PollInterval: "1s", DeadLetterTopic: "orders.audit.dead"},
 		{Topic: definition.Route{Literal: "x"}, BatchLength: 100, DeadLetterTopic: "x"},
 	}, "")
 	for _, want := range []string{
 		"topics[1].batch_length = 500 differs from topics[0].batch_length = 100",
 		"give every block the same batch_length, or run one sink per block",
 		"topics[1].poll_interval = 1s differs from topics[0].poll_interval = 100ms",
-		`topics[1].dead_letter_topic "bad topic!" is not a topic name`,
+		`topics[1].dead_letter_topic "orders.audit.dead" is consumed by this sink (topics[0] matches it)`,
 		`topics[0].dead_letter_topic "orders.dead" is consumed by this sink (topics[0] matches it)`,
 		`topics[2].dead_letter_topic "x" is consumed by this sink (topics[2] matches it)`,
 	} {
