@@ -128,14 +128,20 @@ func compile(topics []definition.Topics, baseDir string) (plan, error) {
 		}
 		p.subs = append(p.subs, sub)
 	}
+	dflt := func(set bool) string {
+		if set {
+			return ""
+		}
+		return " (the default)"
+	}
 	for i := 1; i < len(topics); i++ {
 		if batches[i] != batches[0] {
-			errs = append(errs, fmt.Errorf("topics[%d].batch_length = %d differs from topics[0].batch_length = %d: one sink batches all its [[topics]] blocks alike; give every block the same batch_length, or run one sink per block",
-				i, batches[i], batches[0]))
+			errs = append(errs, fmt.Errorf("topics[%d].batch_length = %d%s differs from topics[0].batch_length = %d%s: one sink batches all its [[topics]] blocks alike; give every block the same batch_length, or run one sink per block",
+				i, batches[i], dflt(topics[i].BatchLength != 0), batches[0], dflt(topics[0].BatchLength != 0)))
 		}
 		if intervals[i] != intervals[0] && intervals[i] > 0 && intervals[0] > 0 {
-			errs = append(errs, fmt.Errorf("topics[%d].poll_interval = %s differs from topics[0].poll_interval = %s: one sink batches all its [[topics]] blocks alike; give every block the same poll_interval, or run one sink per block",
-				i, intervals[i], intervals[0]))
+			errs = append(errs, fmt.Errorf("topics[%d].poll_interval = %s%s differs from topics[0].poll_interval = %s%s: one sink batches all its [[topics]] blocks alike; give every block the same poll_interval, or run one sink per block",
+				i, intervals[i], dflt(topics[i].PollInterval != ""), intervals[0], dflt(topics[0].PollInterval != "")))
 		}
 	}
 	for i, s := range p.subs {

@@ -214,7 +214,7 @@ func TestCheckTopicsAcrossBlocks(t *testing.T) {
 	for _, want := range []string{
 		"topics[1].batch_length = 500 differs from topics[0].batch_length = 100",
 		"give every block the same batch_length, or run one sink per block",
-		"topics[1].poll_interval = 1s differs from topics[0].poll_interval = 100ms",
+		"topics[1].poll_interval = 1s differs from topics[0].poll_interval = 100ms (the default)",
 		`topics[1].dead_letter_topic "orders.audit.dead" is consumed by this sink (topics[0] matches it)`,
 		`topics[0].dead_letter_topic "orders.dead" is consumed by this sink (topics[0] matches it)`,
 		`topics[2].dead_letter_topic "x" is consumed by this sink (topics[2] matches it)`,
