@@ -21,6 +21,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,7 +49,7 @@ const (
 	FileRotationMessages FileRotation = "messages"
 )
 
-// OutputFormat is the type of the output_format key: json_lines (also jsonl, jsonlines), json_array or raw.
+// OutputFormat is the type of the output_format key: json_lines (also jsonl, jsonlines), json_array, raw or parquet. parquet writes one Parquet file per object with the columns listed in columns (key extension .parquet), compressed inside the file by parquet_compression; compression must then be left out.
 type OutputFormat string
 
 // The values of OutputFormat.
@@ -56,6 +57,7 @@ const (
 	OutputFormatJSONLines OutputFormat = "json_lines"
 	OutputFormatJSONArray OutputFormat = "json_array"
 	OutputFormatRaw       OutputFormat = "raw"
+	OutputFormatParquet   OutputFormat = "parquet"
 )
 
 // Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay.
@@ -68,6 +70,17 @@ const (
 	CompressionZstd Compression = "zstd"
 )
 
+// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at its default level, one goroutine), so the same records give the same bytes on replay.
+type ParquetCompression string
+
+// The values of ParquetCompression.
+const (
+	ParquetCompressionNone   ParquetCompression = "none"
+	ParquetCompressionSnappy ParquetCompression = "snappy"
+	ParquetCompressionGzip   ParquetCompression = "gzip"
+	ParquetCompressionZstd   ParquetCompression = "zstd"
+)
+
 // Delivery is the type of the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
 type Delivery string
 
@@ -75,6 +88,33 @@ type Delivery string
 const (
 	DeliveryExactlyOnce Delivery = "exactly_once"
 	DeliveryBuffered    Delivery = "buffered"
+)
+
+// ColumnsType is the type of the columns[].type key: The column type, and what it takes from the JSON value at path.
+type ColumnsType string
+
+// The values of ColumnsType.
+const (
+	// ColumnsTypeString: A JSON string. UTF8 string column.
+	ColumnsTypeString ColumnsType = "string"
+	// ColumnsTypeInt64: A JSON integer (no fraction, within int64). INT64 column.
+	ColumnsTypeInt64 ColumnsType = "int64"
+	// ColumnsTypeDouble: A JSON number. DOUBLE column.
+	ColumnsTypeDouble ColumnsType = "double"
+	// ColumnsTypeBoolean: true or false. BOOLEAN column.
+	ColumnsTypeBoolean ColumnsType = "boolean"
+	// ColumnsTypeTimestampMs: An RFC 3339 string, or an integer of milliseconds since the epoch. INT64 TIMESTAMP(MILLIS, UTC) column.
+	ColumnsTypeTimestampMs ColumnsType = "timestamp_ms"
+	// ColumnsTypeTimestampUs: An RFC 3339 string, or an integer of microseconds since the epoch. INT64 TIMESTAMP(MICROS, UTC) column.
+	ColumnsTypeTimestampUs ColumnsType = "timestamp_us"
+	// ColumnsTypeDate: A YYYY-MM-DD string, or an integer of days since the epoch. DATE column.
+	ColumnsTypeDate ColumnsType = "date"
+	// ColumnsTypeDecimal: A JSON number or numeric string with at most scale digits after the point and precision digits in all. DECIMAL(precision, scale) column: INT32 up to precision 9, INT64 up to 18, FIXED_LEN_BYTE_ARRAY above.
+	ColumnsTypeDecimal ColumnsType = "decimal"
+	// ColumnsTypeBytes: A base64 string (standard alphabet, padded). BYTE_ARRAY column.
+	ColumnsTypeBytes ColumnsType = "bytes"
+	// ColumnsTypeJSON: Any JSON value, written compacted. JSON (string) column.
+	ColumnsTypeJSON ColumnsType = "json"
 )
 
 // Config is the plugin_config of s3_sink. Load builds it; a zero Config is not valid.
@@ -125,7 +165,7 @@ type Config struct {
 	// Default: 0s.
 	FlushInterval time.Duration
 
-	// OutputFormat is the output_format key: json_lines (also jsonl, jsonlines), json_array or raw.
+	// OutputFormat is the output_format key: json_lines (also jsonl, jsonlines), json_array, raw or parquet. parquet writes one Parquet file per object with the columns listed in columns (key extension .parquet), compressed inside the file by parquet_compression; compression must then be left out.
 	//
 	// Default: json_lines.
 	OutputFormat OutputFormat
@@ -134,6 +174,14 @@ type Config struct {
 	//
 	// Default: none.
 	Compression Compression
+
+	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at its default level, one goroutine), so the same records give the same bytes on replay.
+	//
+	// Default: snappy.
+	ParquetCompression ParquetCompression
+
+	// Columns is the columns key: The columns of a parquet file, in order, one [[plugin_config.columns]] block each; required with output_format = parquet, ignored otherwise. Each record's JSON payload is read at each column's path; a record that has no value at a path that is not optional, or a value of the wrong type, is rejected: it goes to the topic block's dead_letter_topic, or without one the batch fails with the offset, column and path named. With include_metadata the columns offset, timestamp, topic, partition and key come first, and with include_headers a json column headers follows them.
+	Columns []ColumnsItem
 
 	// IncludeMetadata is the include_metadata key: Add offset, timestamp, topic, partition and key to each JSON object.
 	//
@@ -182,6 +230,31 @@ type Config struct {
 // deprecated keys in use.
 func (c Config) Warnings() []string {
 	return append([]string{}, c.warnings...)
+}
+
+// ColumnsItem is one element of the columns array.
+type ColumnsItem struct {
+	// Name is the columns[].name key: The column name in the Parquet schema.
+	Name string
+
+	// Type is the columns[].type key: The column type, and what it takes from the JSON value at path.
+	Type ColumnsType
+
+	// Path is the columns[].path key: Where the value is in the JSON payload: field names separated by dots (customer.address.city). Defaults to the name.
+	Path string
+
+	// Optional is the columns[].optional key: Whether the value may be missing or null; the column is then OPTIONAL and such a record gets a null. A required column rejects the record.
+	//
+	// Default: false.
+	Optional bool
+
+	// Precision is the columns[].precision key: Total digits of a decimal column, 1 to 38.
+	Precision *int
+
+	// Scale is the columns[].scale key: Digits after the point of a decimal column, at most precision.
+	//
+	// Default: 0.
+	Scale int
 }
 
 // envBindings lists every key an environment variable can override.
@@ -259,6 +332,16 @@ var envBindings = []confkit.EnvBinding{
 		Suffix: "COMPRESSION",
 	},
 	{
+		Kind:   confkit.EnvString,
+		Path:   []string{"parquet_compression"},
+		Suffix: "PARQUET_COMPRESSION",
+	},
+	{
+		Kind:   confkit.EnvList,
+		Path:   []string{"columns"},
+		Suffix: "COLUMNS",
+	},
+	{
 		Kind:   confkit.EnvBool,
 		Path:   []string{"include_metadata"},
 		Suffix: "INCLUDE_METADATA",
@@ -326,6 +409,14 @@ var keyOrder = []string{
 	"flush_interval",
 	"output_format",
 	"compression",
+	"parquet_compression",
+	"columns",
+	"columns[].name",
+	"columns[].type",
+	"columns[].path",
+	"columns[].optional",
+	"columns[].precision",
+	"columns[].scale",
 	"include_metadata",
 	"include_headers",
 	"max_attempts",
@@ -375,6 +466,19 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 			"x-maximum": "flush_interval ({value}) must be at most 24h",
 			"x-minimum": "flush_interval ({value}) must be 0s (off) or more",
 		}},
+		"output_format": {Messages: map[string]string{
+			"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice",
+		}},
+		"columns": {Messages: map[string]string{
+			"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type",
+			"x-unique":      "{key}: column name {value} is used twice",
+		}},
+		"columns[].type": {Messages: map[string]string{
+			"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json",
+		}},
+		"columns[].precision": {Messages: map[string]string{
+			"x-required-if": "{key} is required for a decimal column (1 to 38)",
+		}},
 		"max_attempts": {Messages: map[string]string{
 			"maximum": "max_attempts ({value}) must be at most 100",
 			"minimum": "max_attempts ({value}) must be at least 1",
@@ -391,7 +495,8 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 		}},
 	},
 	Known: map[string][]string{
-		"": {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+		"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+		"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 	},
 })
 
@@ -400,6 +505,9 @@ var patternRegion = regexp.MustCompile("^(us|eu|ap|sa|ca|me|af|il|mx|cn|eusc)(-g
 
 // placeholdersPathTemplate are the placeholders path_template accepts.
 var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
+
+// patternOutputFormat is the x-pattern-unless rule of output_format.
+var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
@@ -434,6 +542,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	c.FlushInterval = 0
 	c.OutputFormat = OutputFormatJSONLines
 	c.Compression = CompressionNone
+	c.ParquetCompression = ParquetCompressionSnappy
 	c.IncludeMetadata = true
 	c.IncludeHeaders = false
 	c.MaxAttempts = 3
@@ -560,6 +669,32 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("compression", v, false, "a string"))
 		}
 	}
+	if v, ok := m["parquet_compression"]; ok && !ps.Has("parquet_compression") {
+		if x, ok := confkit.AsString(v); ok {
+			c.ParquetCompression = ParquetCompression(x)
+		} else {
+			*ps = append(*ps, confkit.WrongType("parquet_compression", v, false, "a string"))
+		}
+	}
+	if v, ok := m["columns"]; ok && !ps.Has("columns") {
+		if l, ok := v.([]any); ok {
+			c.Columns = make([]ColumnsItem, len(l))
+			seen := map[string]int{}
+			for i, e := range l {
+				t, _ := e.(map[string]any)
+				decodeColumnsItem(&c.Columns[i], t, ps, warnings, "columns["+strconv.Itoa(i)+"]")
+				if confkit.Has(t, "name") && !ps.Has("columns["+strconv.Itoa(i)+"]"+".name") {
+					if _, dup := seen[c.Columns[i].Name]; dup {
+						*ps = append(*ps, confkit.NewProblem("columns["+strconv.Itoa(i)+"]"+".name", t["name"], false, "x-unique", "{key}: column name {value} is used twice"))
+					} else {
+						seen[c.Columns[i].Name] = i
+					}
+				}
+			}
+		} else {
+			*ps = append(*ps, confkit.WrongType("columns", v, false, "an array of tables"))
+		}
+	}
 	if v, ok := m["include_metadata"]; ok && !ps.Has("include_metadata") {
 		if x, ok := confkit.AsBool(v); ok {
 			c.IncludeMetadata = x
@@ -631,8 +766,67 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	if c.FileRotation == FileRotationMessages && !confkit.Has(m, "max_messages_per_file") && !ps.Has("max_messages_per_file") {
 		*ps = append(*ps, confkit.NewProblem("max_messages_per_file", nil, false, "x-required-if", "file_rotation is 'messages' but max_messages_per_file is not configured"))
 	}
+	if !!confkit.Has(m, "compression") && confkit.Has(m, "output_format") && !ps.Has("output_format") && !patternOutputFormat.MatchString(string(c.OutputFormat)) {
+		*ps = append(*ps, confkit.NewProblem("output_format", m["output_format"], false, "x-pattern-unless", "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"))
+	}
+	if c.OutputFormat == OutputFormatParquet && !confkit.Has(m, "columns") && !ps.Has("columns") {
+		*ps = append(*ps, confkit.NewProblem("columns", nil, false, "x-required-if", "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type"))
+	}
 	if !confkit.Has(m, "path_style") && confkit.Has(m, "endpoint") {
 		c.PathStyle = true
+	}
+}
+
+// decodeColumnsItem fills c from the table m (nil when absent): defaults first, then every
+// key without a problem, then the rules between keys.
+// at is the table's key path in problems, such as columns[2].
+func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, warnings *[]string, at string) {
+	c.Optional = false
+	c.Scale = 0
+	if v, ok := m["name"]; ok && !ps.Has(at+".name") {
+		if x, ok := confkit.AsString(v); ok {
+			c.Name = x
+		} else {
+			*ps = append(*ps, confkit.WrongType(at+".name", v, false, "a string"))
+		}
+	}
+	if v, ok := m["type"]; ok && !ps.Has(at+".type") {
+		if x, ok := confkit.AsString(v); ok {
+			c.Type = ColumnsType(x)
+		} else {
+			*ps = append(*ps, confkit.WrongType(at+".type", v, false, "a string"))
+		}
+	}
+	if v, ok := m["path"]; ok && !ps.Has(at+".path") {
+		if x, ok := confkit.AsString(v); ok {
+			c.Path = strings.Trim(x, ".")
+		} else {
+			*ps = append(*ps, confkit.WrongType(at+".path", v, false, "a string"))
+		}
+	}
+	if v, ok := m["optional"]; ok && !ps.Has(at+".optional") {
+		if x, ok := confkit.AsBool(v); ok {
+			c.Optional = x
+		} else {
+			*ps = append(*ps, confkit.WrongType(at+".optional", v, false, "a boolean"))
+		}
+	}
+	if v, ok := m["precision"]; ok && !ps.Has(at+".precision") {
+		if x, ok := confkit.AsInt(v); ok {
+			c.Precision = &x
+		} else {
+			*ps = append(*ps, confkit.WrongType(at+".precision", v, false, "an integer"))
+		}
+	}
+	if v, ok := m["scale"]; ok && !ps.Has(at+".scale") {
+		if x, ok := confkit.AsInt(v); ok {
+			c.Scale = x
+		} else {
+			*ps = append(*ps, confkit.WrongType(at+".scale", v, false, "an integer"))
+		}
+	}
+	if c.Type == ColumnsTypeDecimal && !confkit.Has(m, "precision") && !ps.Has(at+".precision") {
+		*ps = append(*ps, confkit.NewProblem(at+".precision", nil, false, "x-required-if", "{key} is required for a decimal column (1 to 38)"))
 	}
 }
 
@@ -654,14 +848,37 @@ func (c Config) Redacted() map[string]any {
 		"flush_interval":        c.FlushInterval.String(),
 		"output_format":         string(c.OutputFormat),
 		"compression":           string(c.Compression),
-		"include_metadata":      c.IncludeMetadata,
-		"include_headers":       c.IncludeHeaders,
-		"max_attempts":          c.MaxAttempts,
-		"retry_delay":           c.RetryDelay.String(),
-		"path_style":            c.PathStyle,
-		"delivery":              string(c.Delivery),
-		"max_buffer_size":       c.MaxBufferSize.String(),
-		"max_in_flight":         c.MaxInFlight,
+		"parquet_compression":   string(c.ParquetCompression),
+		"columns": func() []map[string]any {
+			if c.Columns == nil {
+				return nil
+			}
+			out := make([]map[string]any, len(c.Columns))
+			for i, e := range c.Columns {
+				out[i] = e.redacted()
+			}
+			return out
+		}(),
+		"include_metadata": c.IncludeMetadata,
+		"include_headers":  c.IncludeHeaders,
+		"max_attempts":     c.MaxAttempts,
+		"retry_delay":      c.RetryDelay.String(),
+		"path_style":       c.PathStyle,
+		"delivery":         string(c.Delivery),
+		"max_buffer_size":  c.MaxBufferSize.String(),
+		"max_in_flight":    c.MaxInFlight,
+	}
+}
+
+// redacted is Redacted for the columns[] table.
+func (c ColumnsItem) redacted() map[string]any {
+	return map[string]any{
+		"name":      c.Name,
+		"type":      string(c.Type),
+		"path":      c.Path,
+		"optional":  c.Optional,
+		"precision": confkit.PtrValue(c.Precision),
+		"scale":     c.Scale,
 	}
 }
 
