@@ -2,6 +2,7 @@ package postgressource
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,23 @@ func testPollFailsRatherThanLookingQuiet(t *testing.T, reader string) {
 		if err := pollErr(t, ps); err == nil || !strings.Contains(err.Error(), "p") {
 			t.Fatalf("polling, poll %d after the table was dropped: got %v", i, err)
 		}
+	}
+}
+
+// TestPermanentErrorsSayPermanent: a dropped table, once the source has
+// reconnected, is an error no retry fixes; it says so to a runtime that
+// does not know this package.
+func TestPermanentErrorsSayPermanent(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE a (id int PRIMARY KEY)`)
+	s := open(t, db.cdcOptions("a"), nil)
+	db.exec(`DROP TABLE a`)
+	var err error
+	for i := 0; i < 3; i++ {
+		err = pollErr(t, s)
+	}
+	var p interface{ Permanent() bool }
+	if !errors.As(err, &p) || !p.Permanent() || !strings.Contains(err.Error(), "public.a does not exist") {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -94,6 +94,11 @@ type errPermanent struct{ err error }
 func (e errPermanent) Error() string { return e.err.Error() }
 func (e errPermanent) Unwrap() error { return e.err }
 
+// Permanent lets a runtime tell, without knowing this package, that the
+// error repeats on every Poll until an operator acts: errors.As(err,
+// &p) with p an interface{ Permanent() bool }.
+func (e errPermanent) Permanent() bool { return true }
+
 // errTransient marks setup errors that may clear up by themselves, such
 // as a slot still held by a process that is shutting down.
 type errTransient struct{ err error }
