@@ -492,7 +492,9 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 func (s *Source) cdcBatch(d *decoder) (plugin.Batch, error) {
 	cand := max(d.lastEnd, s.committedLSN)
 	st := s.committed.clone()
-	st.LSN = cand.String()
+	if cand > 0 {
+		st.LSN = cand.String()
+	}
 	st.TxLSN, st.TxRows = "", 0
 	if d.inTxn && !d.skip && d.txSeen > 0 {
 		st.TxLSN, st.TxRows = d.txFinal.String(), d.txSeen

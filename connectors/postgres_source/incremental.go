@@ -191,7 +191,9 @@ func (s *Source) chunkBatch(d *decoder) (plugin.Batch, error) {
 		return plugin.Batch{}, nil
 	}
 	cand := max(d.lastEnd, s.committedLSN)
-	st.LSN = cand.String()
+	if cand > 0 {
+		st.LSN = cand.String()
+	}
 	st.TxLSN, st.TxRows = "", 0
 	s.candidateLSN = cand
 	b, err := s.batch(msgs, st)
