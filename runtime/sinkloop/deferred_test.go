@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -407,4 +408,55 @@ func (h *countingHandler) count(msg string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.counts[msg]
+}
+
+// rejectOnce is a DeferredSink that accepts every record but reports offset
+// reject as *plugin.Rejected the first time it sees it, and counts it as
+// handled (its Durable passes over it), as the contract allows.
+type rejectOnce struct {
+	*deferSink
+	reject   int64
+	rejected bool
+}
+
+func (s *rejectOnce) Consume(ctx context.Context, batch []plugin.Record) error {
+	if err := s.deferSink.Consume(ctx, batch); err != nil {
+		return err
+	}
+	for _, r := range batch {
+		if r.Offset == s.reject && !s.rejected {
+			s.rejected = true
+			return &plugin.Rejected{Records: []plugin.Rejection{{Record: r, Err: fmt.Errorf("unwritable")}}}
+		}
+	}
+	return nil
+}
+
+// TestDeferredSinkRejectedWithoutDeadLetterTopicHoldsCommits: with no
+// dead_letter_topic, a record a DeferredSink rejected is never committed
+// past, although the sink skips it when the batch is redelivered and
+// reports everything durable; the status says why.
+func TestDeferredSinkRejectedWithoutDeadLetterTopicHoldsCommits(t *testing.T) {
+	b := startBroker(t)
+	produce(t, b, "d", jsonValues("n", 20)...)
+	const group = "pico-connectors-hold"
+	sink := &rejectOnce{deferSink: newDeferSink(newStore()), reject: 7}
+	tr := status.New("sink", "hold", nil)
+	r := run(t, Config{Key: "hold", Topics: []definition.Topics{{Topic: definition.Route{Literal: "d"}, BatchLength: 5, PollInterval: "20ms"}},
+		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond, RetryDelay: 10 * time.Millisecond})
+	waitFor(t, "all 20 records accepted", func() bool { n, _, _ := sink.state(); return n == 20 })
+	waitFor(t, "offset 7 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 7 })
+	_, calls, _ := sink.state()
+	waitFor(t, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls+5 })
+	if offs := committed(t, b, group); offs["d"] != 7 {
+		t.Fatalf("committed %v, want 7: never past the rejected record", offs)
+	}
+	snap := tr.Snapshot()
+	if snap.Status != status.Error || !strings.Contains(snap.LastError, "no dead_letter_topic") {
+		t.Fatalf("status %s, last error %q: want Error naming dead_letter_topic", snap.Status, snap.LastError)
+	}
+	r.stop(t)
+	if offs := committed(t, b, group); offs["d"] != 7 {
+		t.Fatalf("committed %v after stop, want 7", offs)
+	}
 }

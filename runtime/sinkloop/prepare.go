@@ -138,19 +138,24 @@ func (l *loop) prepare(batch []plugin.Record) (out []plugin.Record, dead []deadL
 
 // rejected turns a *plugin.Rejected from Consume into dead letters when
 // every rejected record's block has a dead_letter_topic; otherwise it
-// returns the error unchanged, and the batch fails.
-func (l *loop) rejected(err error) ([]deadLetter, error) {
+// returns the error, and the batch fails, with the rejected records that
+// have nowhere to go (a DeferredSink's commits must stop below them).
+func (l *loop) rejected(err error) ([]deadLetter, []plugin.Record, error) {
 	var rej *plugin.Rejected
 	if !errors.As(err, &rej) || len(rej.Records) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	dead := make([]deadLetter, 0, len(rej.Records))
 	for _, r := range rej.Records {
 		info := l.topic(r.Record.Topic)
 		if info.sub == nil || info.sub.dlq == "" {
-			return nil, fmt.Errorf("%w (topics[] block of %q has no dead_letter_topic)", err, r.Record.Topic)
+			held := make([]plugin.Record, len(rej.Records))
+			for i, r := range rej.Records {
+				held[i] = r.Record
+			}
+			return nil, held, fmt.Errorf("%w (the [[topics]] block of %q has no dead_letter_topic: commits stop before the rejected record; set dead_letter_topic to move past it)", err, r.Record.Topic)
 		}
 		dead = append(dead, deadLetter{topic: info.sub.dlq, rec: r.Record, stage: deadletter.StageConsume, err: r.Err})
 	}
-	return dead, nil
+	return dead, nil, nil
 }

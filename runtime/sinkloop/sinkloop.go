@@ -150,9 +150,10 @@ type flight struct {
 // outcome is what a flight came back with.
 type outcome struct {
 	err    error
-	dead   int          // records sent to dead-letter topics
-	unsent []deadLetter // dead letters of a taken batch that could not be produced
-	sent   []deadLetter // dead letters produced
+	dead   int             // records sent to dead-letter topics
+	unsent []deadLetter    // dead letters of a taken batch that could not be produced
+	sent   []deadLetter    // dead letters produced
+	held   []plugin.Record // rejected records with no dead_letter_topic to go to
 }
 
 type loop struct {
@@ -183,6 +184,7 @@ type loop struct {
 	consumed     map[plugin.TopicPartition]int64   // next offset after the last consumed record
 	based        map[plugin.TopicPartition]bool    // partitions whose first offset the committer knows
 	skips        map[plugin.TopicPartition][]int64 // a DeferredSink's records dead-lettered before it saw them, in order
+	holds        map[plugin.TopicPartition]int64   // a DeferredSink's lowest rejected offset with no dead_letter_topic: commits stay below it
 	lastTP       plugin.TopicPartition             // the partition of the last polled record
 	lastOK       bool                              // lastTP is set and assigned
 	nextCommit   time.Time
@@ -235,6 +237,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		consumed:   map[plugin.TopicPartition]int64{},
 		based:      map[plugin.TopicPartition]bool{},
 		skips:      map[plugin.TopicPartition][]int64{},
+		holds:      map[plugin.TopicPartition]int64{},
 		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
 		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
 		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
@@ -474,9 +477,9 @@ func (l *loop) consume(f *flight) outcome {
 		err = l.cfg.Sink.Consume(f.ctx, recs)
 		l.consumeH.Observe(time.Since(start).Seconds())
 		if err != nil {
-			rej, rerr := l.rejected(err)
+			rej, held, rerr := l.rejected(err)
 			if rerr != nil {
-				return outcome{err: rerr}
+				return outcome{err: rerr, held: held}
 			}
 			dead = append(dead, rej...)
 		}
@@ -524,6 +527,12 @@ func (l *loop) finish(r outcome) {
 		}
 		l.failures++
 		c.ConsecNacks.Store(int64(l.failures))
+		if l.hold(r.held) {
+			// A DeferredSink took the batch but for these records, and
+			// skips them when redelivered: only the hold keeps them
+			// from being committed. Redelivery will not help.
+			l.tr.Fail(fmt.Errorf("consume: %w", r.err))
+		}
 		l.log.Warn("consume failed; the batch will be redelivered", "records", len(f.batch), "consecutive_failures", l.failures, "err", r.err)
 		if l.failures >= l.cfg.ErrorAfter {
 			l.tr.Fail(fmt.Errorf("consume failed %d times in a row: %w", l.failures, r.err))
@@ -563,7 +572,7 @@ func (l *loop) finish(r outcome) {
 		}
 	}
 	l.commits.kick()
-	if l.failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error {
+	if l.failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error && len(l.holds) == 0 {
 		l.log.Info("batch consumed after failures; status back to Running")
 		l.tr.Set(status.Running)
 	}
@@ -612,8 +621,27 @@ func (l *loop) commitDurable() {
 		} else {
 			l.skips[p] = skips
 		}
+		if h, ok := l.holds[p]; ok {
+			o = min(o, h)
+		}
 		l.commits.add(p, min(o, next))
 	}
+}
+
+// hold keeps a DeferredSink's commits below the rejected records that have
+// no dead-letter topic, until the partition is given up (its next owner,
+// or the next start, reads them again). It reports whether it held any.
+func (l *loop) hold(recs []plugin.Record) bool {
+	if l.deferred == nil || len(recs) == 0 {
+		return false
+	}
+	for _, r := range recs {
+		p := plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if h, ok := l.holds[p]; !ok || r.Offset < h {
+			l.holds[p] = r.Offset
+		}
+	}
+	return true
 }
 
 // owned returns the records of recs whose partitions the loop still owns.
@@ -790,6 +818,7 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 		delete(l.consumed, p)
 		delete(l.based, p)
 		delete(l.skips, p)
+		delete(l.holds, p)
 	}
 	l.lastOK = false
 	l.pending = l.owned(l.pending)
