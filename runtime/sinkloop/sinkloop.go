@@ -124,8 +124,11 @@ type Config struct {
 	// ErrorAfter is how many failed batches in a row set status Error.
 	// Zero means 3.
 	ErrorAfter int
-	// CloseTimeout bounds the sink's Close on stop, and a Release on
-	// revoke. Zero means 30s.
+	// CloseTimeout bounds a graceful stop, counted from the moment ctx
+	// ends: the batch in hand, the sink's Close and the last commit must
+	// fit in it (the supervisor passes a little less than shutdown_grace,
+	// so the process never exits in the middle of Close). It also bounds a
+	// Release on revoke. Zero means 30s.
 	CloseTimeout time.Duration
 	// CommitInterval is how often a DeferredSink's Durable offsets are
 	// committed between batches. Zero means 1s.
@@ -178,6 +181,7 @@ type loop struct {
 	failures     int
 	paused       bool
 	stopping     bool
+	stopAt       time.Time // when the stop began
 	closing      bool
 	cooperative  bool
 	assigned     map[plugin.TopicPartition]bool
@@ -266,7 +270,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fail(fmt.Errorf("open: %w", err))
 	}
 	closeSink := func() error {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CloseTimeout)
+		start := l.stopAt
+		if start.IsZero() {
+			start = time.Now()
+		}
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(cfg.CloseTimeout))
 		defer cancel()
 		if err := cfg.Sink.Close(cctx); err != nil {
 			l.log.Error("sink close failed", "err", err)
@@ -343,7 +351,7 @@ func (l *loop) run(ctx context.Context) {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	for {
 		if ctx.Err() != nil && !l.stopping {
-			l.stopping = true
+			l.stopping, l.stopAt = true, time.Now()
 			l.setPaused(true)
 		}
 		if l.inflight == nil && !l.dispatch() && l.stopping {

@@ -281,7 +281,7 @@ func (s *Supervisor) start(c *conn) {
 			Logger:           c.log,
 			Tracker:          c.tracker,
 			Metrics:          metricsFor,
-			CloseTimeout:     s.grace,
+			CloseTimeout:     closeTimeout(s.grace),
 		}
 		run = func() error { return sinkloop.Run(ctx, cfg) }
 	default:
@@ -497,4 +497,12 @@ func (s *Supervisor) Snapshots() []status.Snapshot {
 		out = append(out, c.tracker.Snapshot())
 	}
 	return out
+}
+
+// closeTimeout is the part of shutdown_grace a sink's stop may take: all
+// of it but a margin for the consumer to leave its group and the process
+// to exit, so Stop's deadline never ends a sink in the middle of Close.
+func closeTimeout(grace time.Duration) time.Duration {
+	margin := min(2*time.Second, grace/10)
+	return grace - margin
 }
