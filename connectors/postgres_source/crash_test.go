@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,6 +102,7 @@ cdc_reader = %q
 		time.Sleep(20 * time.Millisecond)
 	}
 	writerDone := make(chan error, 1)
+	var written atomic.Bool // the writer has committed every row
 	go func() {
 		ctx := context.Background()
 		conn, err := pgconn.Connect(ctx, db.dsn)
@@ -115,8 +117,11 @@ cdc_reader = %q
 				writerDone <- err
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			// Paced so that the kills land while rows are still written:
+			// the stream reader catches up within moments of a restart.
+			time.Sleep(10 * time.Millisecond)
 		}
+		written.Store(true)
 		writerDone <- nil
 	}()
 
@@ -131,6 +136,12 @@ cdc_reader = %q
 		base := b.HighWatermark(topic)
 		deadline := time.Now().Add(30 * time.Second)
 		for b.HighWatermark(topic) < base+500 {
+			if written.Load() {
+				if caughtUp(t, b, topic, rows) {
+					break // everything is there: no more progress to wait for
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
 			if time.Now().After(deadline) {
 				cmd.Process.Kill()
 				t.Fatalf("no progress before kill %d (topic at %d); runtime output:\n%s", i+1, b.HighWatermark(topic), out.String())
