@@ -43,6 +43,17 @@ func fromConfig(c s3sinkconfig.Config) options {
 	case s3sinkconfig.CompressionZstd:
 		o.Compression = compressZstd
 	}
+	o.ParquetCodec = string(c.ParquetCompression)
+	if o.ParquetCodec == "" {
+		o.ParquetCodec = "snappy"
+	}
+	for _, col := range c.Columns {
+		spec := columnSpec{Name: col.Name, Type: string(col.Type), Path: col.Path, Optional: col.Optional, Scale: col.Scale}
+		if col.Precision != nil {
+			spec.Precision = *col.Precision
+		}
+		o.Columns = append(o.Columns, spec)
+	}
 	if c.MaxMessagesPerFile != nil {
 		o.MaxMessages = *c.MaxMessagesPerFile
 	}
@@ -51,6 +62,8 @@ func fromConfig(c s3sinkconfig.Config) options {
 		o.Format = formatJSONArray
 	case s3sinkconfig.OutputFormatRaw:
 		o.Format = formatRaw
+	case s3sinkconfig.OutputFormatParquet:
+		o.Format = formatParquet
 	default:
 		o.Format = formatJSONLines
 	}

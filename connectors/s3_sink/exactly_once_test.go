@@ -678,11 +678,11 @@ func TestRotationBeforeThePutObjectLimit(t *testing.T) {
 		p.open.count = 1
 		r := rec(plugin.SchemaRaw, strings.Repeat("a", 1000))
 		p.open.size = s.maxObjectBytes() - 1000
-		if !s.rotateBefore(p, &r) {
+		if !s.rotateBefore(p, &r, 0) {
 			t.Errorf("%v: a 1000-byte record fits in the %d bytes left", comp, s.maxObjectBytes()-p.open.size)
 		}
 		p.open.size = s.maxObjectBytes() - 100_000
-		if s.rotateBefore(p, &r) {
+		if s.rotateBefore(p, &r, 0) {
 			t.Errorf("%v: rotated with 100 KB left", comp)
 		}
 	}

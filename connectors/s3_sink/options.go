@@ -15,6 +15,7 @@ const (
 	formatJSONLines format = iota
 	formatJSONArray
 	formatRaw
+	formatParquet
 )
 
 // ext returns the object key extension of the format.
@@ -24,6 +25,8 @@ func (f format) ext() string {
 		return "json"
 	case formatRaw:
 		return "bin"
+	case formatParquet:
+		return "parquet"
 	}
 	return "jsonl"
 }
@@ -68,6 +71,10 @@ type options struct {
 	// FlushInterval uploads an idle partition's open file; 0 is off.
 	FlushInterval time.Duration
 	Compression   compression
+	// Columns are the columns of a parquet file, and ParquetCodec
+	// (parquet_compression) the codec of its pages.
+	Columns      []columnSpec
+	ParquetCodec string
 }
 
 // compression is the compression of a file.
@@ -113,6 +120,7 @@ func defaultOptions() options {
 		RetryDelay:      time.Second,
 		MaxBufferSize:   256 << 20,
 		MaxInFlight:     4,
+		ParquetCodec:    "snappy",
 	}
 }
 
@@ -159,6 +167,14 @@ func (o *options) validate() error {
 	}
 	if o.RetryDelay < 0 {
 		errs = append(errs, fmt.Errorf("retry_delay (%s) must not be negative", o.RetryDelay))
+	}
+	if o.Format == formatParquet {
+		if o.Compression != compressNone {
+			errs = append(errs, errors.New("output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"))
+		}
+		if _, err := newPQLayout(o); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.Endpoint != "" && !strings.Contains(o.Endpoint, "://") {
 		errs = append(errs, fmt.Errorf("endpoint '%s' is not a URL: write it with its scheme, such as http://127.0.0.1:7070", o.Endpoint))

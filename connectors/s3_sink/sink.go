@@ -29,6 +29,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
@@ -83,6 +84,12 @@ type Sink struct {
 	bgErr    error // buffered: a file lost outside Consume, reported by the next
 
 	m sinkMetrics
+
+	// parquet output: the layout, the scratch row of Consume and free
+	// writers.
+	pq     *pqLayout
+	row    pqRow
+	pqFree []*parquet.Writer
 }
 
 type bufferKey struct {
@@ -116,6 +123,7 @@ type fileBuffer struct {
 	first     int64
 	last      int64
 	firstTime time.Time
+	pq        *pqFile // parquet output: the file's writer
 }
 
 type fileState int
@@ -211,6 +219,9 @@ func newSink(o options, env plugin.Env) *Sink {
 		m:              newMetrics(env.Metrics),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	if o.Format == formatParquet {
+		s.pq, _ = newPQLayout(&o) // Open reports its error
+	}
 	s.retry = retrier{
 		maxAttempts: o.MaxAttempts,
 		base:        o.RetryDelay,
@@ -325,6 +336,7 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 		return err
 	}
 	appended := 0
+	var rejected []plugin.Rejection
 	defer func() {
 		s.m.recordsBuffered.Add(float64(appended))
 		s.m.bufferedBytes.Set(float64(s.held))
@@ -338,6 +350,14 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 			s.last = p
 		}
 		if p.started && rec.Offset < p.next {
+			// Accepted before; a record that does not convert was
+			// rejected, and is rejected again (it may not have reached the
+			// dead-letter topic, and nothing else holds it).
+			if s.pq != nil {
+				if _, err := s.pq.row(&s.row, rec); err != nil {
+					rejected = append(rejected, plugin.Rejection{Record: *rec, Err: err})
+				}
+			}
 			continue
 		}
 		if !p.started {
@@ -345,7 +365,17 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 			p.next = rec.Offset
 			p.recovering = !s.opts.Buffered
 		}
-		if p.open.count > 0 && s.rotateBefore(p, rec) {
+		rowSize := 0
+		if s.pq != nil {
+			n, err := s.pq.row(&s.row, rec)
+			if err != nil {
+				rejected = append(rejected, plugin.Rejection{Record: *rec, Err: err})
+				p.next = rec.Offset + 1
+				continue
+			}
+			rowSize = n
+		}
+		if p.open.count > 0 && s.rotateBefore(p, rec, rowSize) {
 			if err := s.close(p, batch); err != nil {
 				return err
 			}
@@ -365,7 +395,11 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 			}
 			p.recovering = false
 		}
-		if err := s.append(p, rec); err != nil {
+		if s.pq != nil {
+			if err := s.appendParquet(p, rec, rowSize); err != nil {
+				return err
+			}
+		} else if err := s.append(p, rec); err != nil {
 			return err
 		}
 		appended++
@@ -375,6 +409,9 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 				return err
 			}
 		}
+	}
+	if len(rejected) > 0 {
+		return &plugin.Rejected{Records: rejected}
 	}
 	return nil
 }
@@ -447,9 +484,12 @@ func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, tim
 // rotateBefore reports whether rec must start a new file: it reaches the
 // first record's time plus rotate_interval, or it would take the file past
 // what one PutObject takes.
-func (s *Sink) rotateBefore(p *partition, rec *plugin.Record) bool {
+func (s *Sink) rotateBefore(p *partition, rec *plugin.Record, rowSize int) bool {
 	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.open.firstTime.Add(s.opts.RotateInterval)) {
 		return true
+	}
+	if pf := p.open.pq; pf != nil {
+		return p.open.size+pf.pending+int64(rowSize)+pqFooterBound > s.maxObjectBytes()
 	}
 	// A cheap bound first; the estimate only near the limit.
 	crude := int64(len(rec.Payload)+len(rec.Key)+len(p.topic))*8 + 4096
@@ -595,7 +635,9 @@ func (s *Sink) closeFile(p *partition) *file {
 	if fb.count == 0 {
 		return nil
 	}
-	if last := len(fb.chunks) - 1; last >= 0 {
+	if fb.pq != nil {
+		s.finishParquet(fb)
+	} else if last := len(fb.chunks) - 1; last >= 0 {
 		c := &fb.chunks[last]
 		before, capBefore := len(*c), cap(*c)
 		*c = s.fmt.finish(*c)
@@ -776,6 +818,8 @@ func (s *Sink) contentType() string {
 		return "application/x-ndjson"
 	case formatJSONArray:
 		return "application/json"
+	case formatParquet:
+		return "application/vnd.apache.parquet"
 	}
 	return "application/octet-stream"
 }
@@ -840,6 +884,7 @@ func (s *Sink) Release(ctx context.Context, partitions []plugin.TopicPartition) 
 			s.open--
 			s.m.openFiles.Set(float64(s.open))
 		}
+		s.dropParquet(&p.open)
 		s.free(p.open.chunks)
 		p.open = fileBuffer{}
 		kept := p.pending[:0]
