@@ -7,13 +7,15 @@ import (
 	"sort"
 )
 
-// Health is an optional interface of a Source: a condition the source
-// watches outside Poll, such as a resource it pins on the other system.
-// The source loop calls Health after every Poll. A non-nil error sets the
-// status Error with its message while the source keeps running (Poll is
-// still called, so a source that is behind can catch up); nil again returns
-// the status to Running. Health must be cheap: it reads what the source's
-// own monitor last saw, it does not query anything.
+// Health is an optional interface of a Source or a Sink: a condition the
+// connector watches outside Poll and Consume, such as a resource it pins on
+// the other system, or uploads that keep failing while no record arrives.
+// The source loop calls Health before every Poll, the sink loop every
+// second. A non-nil error sets the status Error with its message while the
+// connector keeps running (Poll and Consume go on, so a connector that is
+// behind can catch up); nil again returns the status to Running. Health
+// must be cheap: it reads what the connector's own monitor last saw, it
+// does not query anything.
 type Health interface {
 	Health() error
 }

@@ -131,7 +131,8 @@ type Config struct {
 	// Release on revoke. Zero means 30s.
 	CloseTimeout time.Duration
 	// CommitInterval is how often a DeferredSink's Durable offsets are
-	// committed between batches. Zero means 1s.
+	// committed between batches, and a plugin.Health sink's Health is
+	// read. Zero means 1s.
 	CommitInterval time.Duration
 	// DeliveryTimeout bounds a dead-letter produce (librdkafka's
 	// message.timeout.ms). Zero means 30s.
@@ -404,9 +405,8 @@ func (l *loop) run(ctx context.Context) {
 				}
 			}
 		}
-		if l.deferred != nil && !time.Now().Before(l.nextCommit) {
-			l.commitDurable()
-			l.commits.kick()
+		if !time.Now().Before(l.nextCommit) {
+			l.tick()
 		}
 	}
 }
@@ -580,7 +580,7 @@ func (l *loop) finish(r outcome) {
 		}
 	}
 	l.commits.kick()
-	if l.failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error && len(l.holds) == 0 {
+	if l.failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error && len(l.holds) == 0 && !l.tr.Unhealthy() {
 		l.log.Info("batch consumed after failures; status back to Running")
 		l.tr.Set(status.Running)
 	}
@@ -604,6 +604,20 @@ func lastOffsets(batch []plugin.Record) map[plugin.TopicPartition]int64 {
 		i = j
 	}
 	return out
+}
+
+// tick runs every CommitInterval: a DeferredSink's Durable offsets are
+// committed, and a plugin.Health sink's condition is applied to the status
+// (a sink whose uploads fail while no record arrives still shows Error).
+func (l *loop) tick() {
+	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
+	if h, ok := l.cfg.Sink.(plugin.Health); ok {
+		l.tr.ReportHealth(h.Health())
+	}
+	if l.deferred != nil {
+		l.commitDurable()
+		l.commits.kick()
+	}
 }
 
 // commitDurable adds, per partition, min(Durable, next consumed) to the

@@ -460,3 +460,40 @@ func TestBrokerRestartResumes(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// healthSink is a recSink with a plugin.Health condition set by the test.
+type healthSink struct {
+	recSink
+	mu  sync.Mutex
+	err error
+}
+
+func (s *healthSink) Health() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
+
+func (s *healthSink) set(err error) { s.mu.Lock(); s.err = err; s.mu.Unlock() }
+
+// TestSinkHealthSetsErrorWhileIdle: a sink's own Health condition shows as
+// status Error with its message although no record arrives, a good batch
+// does not clear it, and Running returns once it clears.
+func TestSinkHealthSetsErrorWhileIdle(t *testing.T) {
+	b := startBroker(t)
+	sink := &healthSink{}
+	tr := status.New("sink", "health", nil)
+	r := run(t, Config{Key: "health", Topics: []definition.Topics{{Topic: definition.Route{Literal: "hl"}, PollInterval: "20ms"}},
+		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond})
+	waitFor(t, "Running", func() bool { return tr.Status() == status.Running })
+	sink.set(errors.New("uploads failing: 500 Internal Server Error"))
+	waitFor(t, "Error with the sink's message", func() bool {
+		s := tr.Snapshot()
+		return s.Status == status.Error && strings.Contains(s.LastError, "500 Internal")
+	})
+	produce(t, b, "hl", jsonValues("n", 3)...)
+	waitFor(t, "3 records consumed", func() bool { return sink.okCount() == 3 })
+	time.Sleep(100 * time.Millisecond)
+	if st := tr.Status(); st != status.Error {
+		t.Fatalf("status %s after a good batch, want Error while Health reports", st)
+	}
+	sink.set(nil)
+	waitFor(t, "Running again", func() bool { return tr.Status() == status.Running })
+	r.stop(t)
+}

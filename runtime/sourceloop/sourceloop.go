@@ -133,8 +133,6 @@ type loop struct {
 
 	decodeH, transformH, produceH, saveH plugin.Histogram
 	ackedC, nackedC                      plugin.Counter
-	// unhealthy is what the source's plugin.Health last reported.
-	unhealthy error
 }
 
 // Run polls the source until ctx is cancelled or the poll task gives up,
@@ -411,7 +409,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.sleep(ctx, pollFails)
 			continue
 		}
-		if pollFails >= l.cfg.MaxPollFailures && l.tr.Status() == status.Error && l.unhealthy == nil {
+		if pollFails >= l.cfg.MaxPollFailures && l.tr.Status() == status.Error && !l.tr.Unhealthy() {
 			l.log.Info("poll succeeded after failures; status back to Running")
 			l.tr.Set(status.Running)
 		}
@@ -487,7 +485,7 @@ func (l *loop) await(stop, ctx context.Context, p *pending) (failure error, save
 	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Ack); err != nil {
 		l.log.Warn("OnBatchResult(ack) failed", "err", err)
 	}
-	if l.tr.Status() == status.Error && l.unhealthy == nil {
+	if l.tr.Status() == status.Error && !l.tr.Unhealthy() {
 		l.log.Info("batch acknowledged after failures; status back to Running")
 		l.tr.Set(status.Running)
 	}
@@ -808,21 +806,10 @@ func (l *loop) collect(stop context.Context, reports chan kafka.Event, sent int)
 	return delivered, firstErr
 }
 
-// checkHealth applies a plugin.Health source's condition before each Poll:
-// status Error with its message while it reports one (Poll goes on), and
-// Running again once it clears.
+// checkHealth applies a plugin.Health source's condition before each Poll
+// (status.Tracker.ReportHealth): Error while it reports one, Poll going on.
 func (l *loop) checkHealth() {
-	h, ok := l.cfg.Source.(plugin.Health)
-	if !ok {
-		return
+	if h, ok := l.cfg.Source.(plugin.Health); ok {
+		l.tr.ReportHealth(h.Health())
 	}
-	err := h.Health()
-	switch {
-	case err != nil && (l.unhealthy == nil || err.Error() != l.unhealthy.Error()):
-		l.tr.Fail(err)
-	case err == nil && l.unhealthy != nil && l.tr.Status() == status.Error && l.tr.Snapshot().LastError == l.unhealthy.Error():
-		l.log.Info("source healthy again; status back to Running", "was", l.unhealthy.Error())
-		l.tr.Set(status.Running)
-	}
-	l.unhealthy = err
 }

@@ -50,6 +50,7 @@ type Tracker struct {
 	status    Status
 	lastErr   string
 	lastErrAt time.Time
+	unhealthy string // what the connector's own Health last reported
 	changed   func(key string, from, to Status, err string)
 
 	Counters Counters
@@ -95,6 +96,36 @@ func (t *Tracker) set(s Status, errText string) {
 	if cb != nil && from != s {
 		cb(t.Key, from, s, errText)
 	}
+}
+
+// ReportHealth applies a condition the connector watches itself
+// (plugin.Health): with err, status Error with its message, as long as it
+// lasts; once err is nil again, Running, unless another error has set Error
+// meanwhile. The loops call it now and then, whatever their batches do.
+func (t *Tracker) ReportHealth(err error) {
+	t.mu.Lock()
+	prev := t.unhealthy
+	cur := ""
+	if err != nil {
+		cur = err.Error()
+	}
+	t.unhealthy = cur
+	clears := cur == "" && prev != "" && t.status == Error && t.lastErr == prev
+	t.mu.Unlock()
+	switch {
+	case cur != "" && cur != prev:
+		t.set(Error, cur)
+	case clears:
+		t.set(Running, "")
+	}
+}
+
+// Unhealthy reports whether the connector's own Health reports a condition:
+// a good batch must not clear that Error.
+func (t *Tracker) Unhealthy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unhealthy != ""
 }
 
 // Status returns the current status.
