@@ -612,7 +612,13 @@ func lastOffsets(batch []plugin.Record) map[plugin.TopicPartition]int64 {
 func (l *loop) tick() {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	if h, ok := l.cfg.Sink.(plugin.Health); ok {
-		l.tr.ReportHealth(h.Health())
+		err := h.Health()
+		if err == nil && l.tr.Unhealthy() && l.retry != nil {
+			// The sink can take records again: redeliver now rather
+			// than at the end of the back-off.
+			l.retryAt = time.Now()
+		}
+		l.tr.ReportHealth(err)
 	}
 	if l.deferred != nil {
 		l.commitDurable()
