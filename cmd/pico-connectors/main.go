@@ -7,6 +7,9 @@
 //	pico-connectors validate --config FILE   check the config and every definition
 //	pico-connectors config --config FILE [KEY] [--json]
 //	                                         print the effective config (secrets masked)
+//	pico-connectors admin --config FILE KEY [COMMAND [ARGS]]
+//	                                         an operator command a connector offers
+//	                                         (Postgres: slots, drop-slot [NAME])
 //
 // The runtime config names the broker, the HTTP API, the state store and
 // the folder of definition files; every key of it and of the definitions
@@ -42,6 +45,9 @@ Usage:
       Print the effective runtime config, or with KEY (or sink/KEY,
       source/KEY) a connector's effective definition, after environment
       overrides, with secrets masked.
+  pico-connectors admin --config FILE KEY [COMMAND [ARGS]]
+      Run an operator command the connector KEY offers, outside a running
+      runtime (Postgres: slots, drop-slot [NAME]); without COMMAND, list them.
 
 Every key of both files can be overridden from the environment:
   PICOMQ_CONNECTORS_{SECTION}_{FIELD}            runtime config
@@ -70,6 +76,6 @@ func Main(args []string, stdout, stderr io.Writer, environ []string) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "pico-connectors: unknown command %q; use run, validate or config\n\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "pico-connectors: unknown command %q; use run, validate, config or admin\n\n%s", cmd, usage)
 	return 2
 }
