@@ -113,7 +113,7 @@ func (b *bench) randomRow(what string, cfg broker.Config) row {
 		src, err := newSource("libpicomq_connector_random_source", srcCfg, nil)
 		b.must(err)
 		rec := &recorder{Source: src}
-		if p, ok := src.(sourceloop.Pipelined); ok && p.PollAhead() > 1 {
+		if p, ok := src.(plugin.Pipelined); ok && p.PollAhead() > 1 {
 			rec.ahead = p.PollAhead()
 			pipelined = fmt.Sprintf("up to %d batches in flight", rec.ahead)
 		}

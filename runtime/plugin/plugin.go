@@ -197,6 +197,24 @@ type Source interface {
 	Close(ctx context.Context) error
 }
 
+// Pipelined is implemented by a source that can have more than one batch in
+// flight: its Poll continues after the candidate of the batch it returned
+// last, resolved or not. The source loop then polls the next batch while the
+// deliveries of earlier ones are outstanding, and still resolves batches one
+// at a time, in poll order: it saves the state of a batch only after every
+// earlier batch was acknowledged and saved, and calls OnBatchResult once per
+// resolved batch, in order. Ack promotes the oldest outstanding candidate.
+// Nack drops every outstanding candidate: the batches polled after the failed
+// one are discarded without a result of their own (their records may be on
+// the topic already, as duplicates of what the source reads again), and the
+// next Poll reads again from the committed state. Before an empty batch or a
+// Poll error is handled, every batch in flight is resolved.
+type Pipelined interface {
+	// PollAhead is how many batches may be in flight at once; 1 or less
+	// means one at a time, as for any other source.
+	PollAhead() int
+}
+
 // Transform rewrites a decoded record between decode and routing. Value is
 // the decoded payload (for JSON, a map[string]any, []any or scalar) and may
 // be replaced.

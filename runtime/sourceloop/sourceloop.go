@@ -26,7 +26,7 @@
 //	a batch succeeds              consecutive Nacks reset; Error cleared to Running
 //	empty batch                   Ack without touching the store; any state it carries is ignored
 //
-// A source that implements Pipelined is polled again while earlier batches
+// A source that implements plugin.Pipelined is polled again while earlier batches
 // are being delivered; batches are still resolved and saved one at a time,
 // in order.
 package sourceloop
@@ -306,24 +306,6 @@ func (l *loop) close() {
 	}
 }
 
-// Pipelined is implemented by a source that can have more than one batch in
-// flight: its Poll continues after the candidate of the batch it returned
-// last, resolved or not. The loop then polls the next batch while the
-// deliveries of earlier ones are outstanding, and still resolves batches one
-// at a time, in poll order: it saves the state of a batch only after every
-// earlier batch was acknowledged and saved, and calls OnBatchResult once per
-// resolved batch, in order. Ack promotes the oldest outstanding candidate.
-// Nack drops every outstanding candidate: the batches polled after the failed
-// one are discarded without a result of their own (their records may be on
-// the topic already, as duplicates of what the source reads again), and the
-// next Poll reads again from the committed state. Before an empty batch or a
-// Poll error is handled, every batch in flight is resolved.
-type Pipelined interface {
-	// PollAhead is how many batches may be in flight at once; 1 or less
-	// means one at a time, as for any other source.
-	PollAhead() int
-}
-
 // DefaultMaxPollFailures is how many Poll errors in a row set status Error
 // when Config.MaxPollFailures is zero.
 const DefaultMaxPollFailures = 5
@@ -343,7 +325,7 @@ type pending struct {
 // run is the poll task.
 func (l *loop) run(ctx context.Context) error {
 	depth := 1
-	if p, ok := l.cfg.Source.(Pipelined); ok {
+	if p, ok := l.cfg.Source.(plugin.Pipelined); ok {
 		depth = max(1, p.PollAhead())
 	}
 	// The batches are resolved even if ctx was cancelled meanwhile.

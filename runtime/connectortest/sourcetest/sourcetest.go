@@ -24,7 +24,7 @@
 //     instance polled a further batch that was never acknowledged.
 //   - EmptyBatchNoState: a batch without records carries no state, including
 //     right after a Nack, and Poll returns when its context ends.
-//   - PollAhead, for a source that implements sourceloop.Pipelined (a
+//   - PollAhead, for a source that implements plugin.Pipelined (a
 //     PollAhead() int method above 1): a Poll before the previous batch is
 //     resolved continues after its candidate, Ack promotes the oldest
 //     outstanding candidate, Nack drops them all so the next Poll repeats
@@ -114,10 +114,6 @@ func Run(t *testing.T, factory Factory, opts ...Option) {
 	t.Run("PollAhead", s.pollAhead)
 }
 
-// pipelined is sourceloop.Pipelined, restated so that the test kit does
-// not link the source loop.
-type pipelined interface{ PollAhead() int }
-
 func (s suite) pollAhead(t *testing.T) {
 	if !*s.ahead {
 		t.Skip("the source resolves one batch at a time (no PollAhead above 1)")
@@ -199,7 +195,7 @@ func (s suite) open(t *testing.T, state []byte) *Driver {
 	}
 	d := &Driver{T: t, Source: src, PollTimeout: s.o.pollTimeout}
 	t.Cleanup(func() { d.Close() })
-	if p, ok := src.(pipelined); ok && p.PollAhead() > 1 {
+	if p, ok := src.(plugin.Pipelined); ok && p.PollAhead() > 1 {
 		*s.ahead = true
 	}
 	return d

@@ -101,7 +101,7 @@ func TestRunSetupRunsPerSubtest(t *testing.T) {
 }
 
 // aheadCounter is a counter that may have several batches in flight
-// (sourceloop.Pipelined): Poll continues after the last candidate, Ack
+// (plugin.Pipelined): Poll continues after the last candidate, Ack
 // promotes the oldest, Nack drops them all. With fake set it claims
 // PollAhead but polls from the committed state like counter.
 type aheadCounter struct {
