@@ -17,6 +17,7 @@ import (
 	pqfile "github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -475,5 +476,63 @@ func TestParquetReplay(t *testing.T) {
 	}
 	if wantRows := n - (n-5+96)/97; rows != wantRows {
 		t.Fatalf("%d rows, want %d", rows, wantRows)
+	}
+}
+
+// TestParquetConfigRules: the generated validation refuses an unknown
+// column type and a duplicate column name with the column's index, a
+// decimal without precision, parquet without columns, and file
+// compression on top of parquet's own.
+func TestParquetConfigRules(t *testing.T) {
+	cols := func(c ...map[string]any) []any {
+		out := make([]any, len(c))
+		for i := range c {
+			out[i] = c[i]
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(map[string]any)
+		want string
+	}{
+		{"unknown type", func(m map[string]any) {
+			m["columns"] = cols(map[string]any{"name": "a", "type": "int64"}, map[string]any{"name": "b", "type": "varchar"})
+		}, "columns[1].type: 'varchar' is not a column type; use string, int64"},
+		{"duplicate name", func(m map[string]any) {
+			m["columns"] = cols(map[string]any{"name": "a", "type": "int64"}, map[string]any{"name": "b", "type": "string"}, map[string]any{"name": "a", "type": "double"})
+		}, "columns[2].name: column name a is used twice"},
+		{"decimal without precision", func(m map[string]any) {
+			m["columns"] = cols(map[string]any{"name": "a", "type": "decimal"})
+		}, "columns[0].precision is required for a decimal column"},
+		{"no columns", func(m map[string]any) {}, "output_format is 'parquet' but no columns are listed"},
+		{"file compression", func(m map[string]any) {
+			m["columns"] = cols(map[string]any{"name": "a", "type": "int64"})
+			m["compression"] = "gzip"
+		}, "output_format 'parquet' compresses inside the file: remove compression"},
+	} {
+		m := map[string]any{"bucket": "picomq-archive", "region": "eu-west-1", "output_format": "parquet"}
+		c.mod(m)
+		_, err := s3sinkconfig.Load(m, envPrefix, noEnv)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	// What the schema cannot say is checked at Open, by index too.
+	for _, c := range []struct {
+		cols []columnSpec
+		meta bool
+		want string
+	}{
+		{[]columnSpec{{Name: "offset", Type: "int64"}}, true, "columns[0].name: offset is already used by a metadata column"},
+		{[]columnSpec{{Name: "a", Type: "decimal", Precision: 4, Scale: 5}}, false, "columns[0].scale (5) must be 0 to precision (4)"},
+		{[]columnSpec{{Name: "a", Type: "string", Path: "x"}, {Name: "b", Type: "string", Path: "x.y"}}, false, "columns[1].path 'x.y' is inside the path of column a"},
+		{[]columnSpec{{Name: "a", Type: "string", Path: "x..y"}}, false, "columns[0].path 'x..y' has an empty segment"},
+	} {
+		o := defaultOptions()
+		o.Bucket, o.Region, o.Format, o.Columns, o.IncludeMetadata = "picomq-archive", "eu-west-1", formatParquet, c.cols, c.meta
+		if err := o.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.cols, err, c.want)
+		}
 	}
 }
