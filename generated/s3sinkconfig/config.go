@@ -14,6 +14,8 @@
 // | Graceful stop | Every open file is uploaded, then committed | Every open file is uploaded |
 //
 // In `exactly_once` each partition uploads one file at a time, in offset order (up to `max_in_flight` partitions upload at once), and when a partition is assigned the sink lists the bucket under the key prefix of the file it is about to start (`<prefix>/<rendered path>/<partition>-<first offset>-`): an object found there was uploaded before the last commit, its records are skipped and its successor is looked up in turn. This needs `s3:ListBucket` on the prefix. A file cut by `flush_interval` or by the `max_buffer_size` bound is therefore found again after a crash. The one remaining window: a runtime that loses its partitions without a rebalance (a process frozen past the consumer group's session timeout) and then completes an upload can write records the next owner also writes, into a second object; records are then duplicated, never lost. Changing `prefix` or `path_template` while files are uncommitted has the same effect for the files around the restart.
+//
+// **Parquet.** With `output_format = "parquet"` each object is one Parquet file (`.parquet`, Content-Type `application/vnd.apache.parquet`) whose columns are listed in `columns`, one `[[plugin_config.columns]]` block each (see `columns[]` and the example below). Values are read from the JSON payload at each column's `path` (dotted for nested fields); with `include_metadata` the columns `offset` (INT64), `timestamp` (TIMESTAMP millis), `topic` (STRING), `partition` (INT32) and `key` (optional BYTE_ARRAY) come first, and `include_headers` adds an optional JSON column `headers`. Pages are compressed by `parquet_compression`; the file-level `compression` must be left out. Rows are buffered per file in row groups (counted in `max_buffer_size`); a row group is flushed when its raw size reaches what should bring the file to `max_file_size` at the compression seen so far, and the file closes once its encoded size reaches `max_file_size`, so files are close to that size and hold a few row groups each. Every choice depends only on the records and the configuration, and the writer has fixed settings and no wall-clock metadata: a replay writes the same bytes. A record that does not fit the columns (a missing or null value in a column that is not optional, a value of the wrong type, a decimal with too many digits, a payload that is not a JSON object) is rejected: with a `dead_letter_topic` on its `[[topics]]` block it goes there, with the error naming the column and the field; without one the batch fails with `record TOPIC/PARTITION@OFFSET rejected: column C (TYPE): payload field F ...` and is redelivered, nothing past the record is committed, and the sink stays on that record until the definition changes. Only JSON payloads are read: records of `avro`, `proto` and `flatbuffer` topics are rejected (columns from an Avro schema are not supported yet).
 package s3sinkconfig
 
 import (
@@ -60,7 +62,7 @@ const (
 	OutputFormatParquet   OutputFormat = "parquet"
 )
 
-// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay.
+// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. Not with output_format = parquet, which compresses its pages with parquet_compression.
 type Compression string
 
 // The values of Compression.
@@ -147,7 +149,7 @@ type Config struct {
 	// Default: size.
 	FileRotation FileRotation
 
-	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB; a record that would take a file past 5 GiB starts the next one.
+	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression; for parquet, the encoded file), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB; a record that would take a file past 5 GiB starts the next one.
 	//
 	// Default: 8MiB.
 	MaxFileSize confkit.Size
@@ -170,7 +172,7 @@ type Config struct {
 	// Default: json_lines.
 	OutputFormat OutputFormat
 
-	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay.
+	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. Not with output_format = parquet, which compresses its pages with parquet_compression.
 	//
 	// Default: none.
 	Compression Compression
