@@ -39,7 +39,9 @@ func (s *Source) heartbeat(ctx context.Context) {
 		return
 	}
 	w.lastBeat = time.Now()
-	if q := s.opt.HeartbeatQuery; q != "" && !s.snapTx {
+	// While a peek result is read across polls (a split transaction) the
+	// connection is busy: the query waits for the next heartbeat.
+	if q := s.opt.HeartbeatQuery; q != "" && !s.snapTx && s.cursor == nil {
 		err := s.exec(ctx, q)
 		w.mu.Lock()
 		if err != nil {
