@@ -191,6 +191,12 @@ func (e *Rejected) Error() string {
 // delivered, and the candidate that travels in each Batch. Only Ack promotes
 // the candidate; Nack drops it. Poll paces itself: with nothing new, it waits
 // for its own interval (or ctx) before returning an empty batch.
+//
+// A Poll error is retried with back-off, and several in a row set status
+// Error. An error that polling again cannot mend (a dropped table, an
+// invalidated replication slot) should say so with a method
+// Permanent() bool returning true, anywhere in its chain: the status then
+// shows Error at once.
 type Source interface {
 	Poll(ctx context.Context) (Batch, error)
 	OnBatchResult(ctx context.Context, result Result) error

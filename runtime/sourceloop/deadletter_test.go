@@ -162,3 +162,25 @@ func TestWeakeningPropertiesRefused(t *testing.T) {
 		t.Fatalf("Run = %v, status %s", err, tr.Status())
 	}
 }
+
+// permanentErr is a Poll error that says polling again will not help.
+type permanentErr struct{}
+
+func (permanentErr) Error() string   { return "table public.gone does not exist" }
+func (permanentErr) Permanent() bool { return true }
+
+// TestPermanentPollErrorSetsErrorAtOnce: a Poll error that reports itself
+// permanent sets status Error on the first failure, without waiting for
+// MaxPollFailures.
+func TestPermanentPollErrorSetsErrorAtOnce(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	src := &seqSource{batch: 5, limit: 10, pollErr: func(int) error { return fmt.Errorf("poll: %w", permanentErr{}) }}
+	tr := status.New("source", "seq", nil)
+	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: &memStore{}, BootstrapServers: b.Addr(),
+		Tracker: tr, RetryDelay: time.Hour, MaxRetryDelay: time.Hour, MaxPollFailures: 50})
+	waitFor(t, "status Error", func() bool { return tr.Status() == status.Error })
+	if _, polls, _, _ := src.snapshot(); polls != 1 || !strings.Contains(tr.Snapshot().LastError, "public.gone") {
+		t.Fatalf("after %d polls: %+v", polls, tr.Snapshot())
+	}
+	r.stop(t)
+}
