@@ -130,7 +130,7 @@ type Config struct {
 	// Default: never.
 	Snapshot Snapshot
 
-	// SlotCheckInterval is the slot_check_interval key: CDC: how often the slot's retained WAL (pg_current_wal_lsn() minus its restart_lsn) is read and published as a metric, whether or not the source is polling, and for as long as the runtime runs. An invalidated slot (wal_status = lost) is reported here too.
+	// SlotCheckInterval is the slot_check_interval key: CDC: how often the slot's retained WAL (pg_current_wal_lsn() minus restart_lsn) is read into postgres_source_retained_wal_bytes and checked against max_retained_wal and for wal_status = lost, from the source's start until it stops, polling or not. A disabled, deleted or Error-stopped source keeps its slot and its WAL and nothing watches it: list and drop it with pico-connectors admin --config FILE KEY slots / drop-slot.
 	//
 	// Default: 30s.
 	SlotCheckInterval time.Duration
@@ -140,7 +140,7 @@ type Config struct {
 	// Default: 1GiB.
 	MaxRetainedWal confkit.Size
 
-	// HeartbeatInterval is the heartbeat_interval key: CDC: above 0, the source confirms the slot's position at this interval even when its tables are quiet, so a busy database does not pin WAL behind a quiet table; heartbeat_query runs first when set. 0s turns heartbeats off.
+	// HeartbeatInterval is the heartbeat_interval key: CDC: above 0, once per interval heartbeat_query runs (when set) and the stream reader asks the server for a keepalive, so the slot's confirmed position moves past WAL holding nothing for this source even under a heavy write load. 0s turns heartbeats off.
 	//
 	// Default: 0s.
 	HeartbeatInterval time.Duration
