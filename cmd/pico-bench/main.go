@@ -84,6 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	step("config", b.configRows)
 	step("random", b.randomRows)
 	step("s3", b.s3Rows)
+	step("s3", b.s3ParquetRows) // Parquet against json_lines, in the s3 group
 	step("sinkloop", b.sinkLoopRows)
 	step("rss", b.rssRows)
 	step("pg", b.pgRows)

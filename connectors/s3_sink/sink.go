@@ -29,7 +29,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
@@ -85,11 +84,9 @@ type Sink struct {
 
 	m sinkMetrics
 
-	// parquet output: the layout, the scratch row of Consume and free
-	// writers.
-	pq     *pqLayout
-	row    pqRow
-	pqFree []*parquet.Writer
+	// parquet output: the layout, and the scratch row of Consume.
+	pq  *pqLayout
+	row pqRow
 }
 
 type bufferKey struct {
