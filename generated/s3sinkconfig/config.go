@@ -72,7 +72,7 @@ const (
 	CompressionZstd Compression = "zstd"
 )
 
-// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at its default level, one goroutine), so the same records give the same bytes on replay.
+// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at level SpeedBetterCompression, which still compresses pages of random identifiers, one goroutine), so the same records give the same bytes on replay.
 type ParquetCompression string
 
 // The values of ParquetCompression.
@@ -177,7 +177,7 @@ type Config struct {
 	// Default: none.
 	Compression Compression
 
-	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at its default level, one goroutine), so the same records give the same bytes on replay.
+	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at level SpeedBetterCompression, which still compresses pages of random identifiers, one goroutine), so the same records give the same bytes on replay.
 	//
 	// Default: snappy.
 	ParquetCompression ParquetCompression
