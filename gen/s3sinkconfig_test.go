@@ -59,7 +59,7 @@ func TestS3QuickStartAndDefaults(t *testing.T) {
 		FileRotation: s3sinkconfig.FileRotationSize, MaxFileSize: 64 * confkit.MiB,
 		OutputFormat: s3sinkconfig.OutputFormatJSONLines, IncludeMetadata: true, MaxAttempts: 3, RetryDelay: time.Second,
 		Compression: s3sinkconfig.CompressionNone, Delivery: s3sinkconfig.DeliveryExactlyOnce,
-		MaxBufferSize: 256 * confkit.MiB, MaxInFlight: 4,
+		MaxBufferSize: 256 * confkit.MiB, MaxInFlight: 4, ParquetCompression: s3sinkconfig.ParquetCompressionSnappy,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -176,7 +176,7 @@ func TestS3ConfigurationTable(t *testing.T) {
 		{name: "output_format raw", raw: s3base("output_format", "raw"), check: formatIs(s3sinkconfig.OutputFormatRaw)},
 		{name: "output_format alias jsonl", raw: s3base("output_format", "jsonl"), check: formatIs(s3sinkconfig.OutputFormatJSONLines)},
 		{name: "output_format alias jsonlines", raw: s3base("output_format", "jsonlines"), check: formatIs(s3sinkconfig.OutputFormatJSONLines)},
-		{name: "output_format bad", raw: s3base("output_format", "parquet"), key: "output_format", rule: "enum", msg: `must be one of "json_lines", "json_array", "raw", got "parquet"`},
+		{name: "output_format bad", raw: s3base("output_format", "orc"), key: "output_format", rule: "enum", msg: `must be one of "json_lines", "json_array", "raw", "parquet", got "orc"`},
 		{name: "include_metadata off, headers on", raw: s3base("include_metadata", false, "include_headers", true), check: func(t *testing.T, c s3sinkconfig.Config) {
 			if c.IncludeMetadata || !c.IncludeHeaders {
 				t.Fatalf("%+v", c)
