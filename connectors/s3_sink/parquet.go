@@ -562,18 +562,21 @@ func (d *jsonWalker) skipString() error {
 		return fmt.Errorf("expected a string at byte %d", d.i)
 	}
 	d.i++
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case '\\':
-			d.i += 2
-			continue
-		case '"':
-			d.i++
+	for {
+		j := bytes.IndexByte(d.b[d.i:], '"')
+		if j < 0 {
+			return fmt.Errorf("unterminated string")
+		}
+		end := d.i + j
+		k := end // an odd run of backslashes escapes the quote
+		for k > d.i && d.b[k-1] == '\\' {
+			k--
+		}
+		d.i = end + 1
+		if (end-k)%2 == 0 {
 			return nil
 		}
-		d.i++
 	}
-	return fmt.Errorf("unterminated string")
 }
 
 func (d *jsonWalker) skipValue(depth int) error {

@@ -536,3 +536,35 @@ func TestParquetConfigRules(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParquetEncode converts and writes 1 KiB JSON records into a
+// parquet file with zstd pages, as the sink does, without S3.
+func BenchmarkParquetEncode(b *testing.B) {
+	recs := benchRecords(benchN, 1024)
+	o := defaultOptions()
+	o.Format, o.ParquetCodec = formatParquet, "zstd"
+	o.Columns = []columnSpec{{Name: "id", Type: "int64"}, {Name: "customer", Type: "string"}, {Name: "total", Type: "double"},
+		{Name: "currency", Type: "string"}, {Name: "items", Type: "json"}, {Name: "note", Type: "string"}}
+	s := newSink(o, plugin.Env{})
+	p := &partition{bufferKey: bufferKey{"orders.eu", 0}}
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := &recs[i%benchN]
+		n, err := s.pq.row(&s.row, rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.mu.Lock()
+		if err := s.appendParquet(p, rec, n); err != nil {
+			b.Fatal(err)
+		}
+		if s.full(p) {
+			s.closeFile(p)
+			f := p.pending[0]
+			s.finish(f)
+		}
+		s.mu.Unlock()
+	}
+}
