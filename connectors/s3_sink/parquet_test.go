@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -567,4 +568,31 @@ func BenchmarkParquetEncode(b *testing.B) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// FuzzParquetRow: any payload converts or is refused with an error, never
+// a panic; one that converts is valid JSON when the columns are json.
+func FuzzParquetRow(f *testing.F) {
+	for _, s := range []string{`{"a": {"b": 1}, "c": "x"}`, `{"a": "\"\\"}`, `{"c": [1, {"a": 2}]}`, `{`, `{"a"`, `{"a": }`, `[]`, `{"a": {"b": {"c": 1}}}`} {
+		f.Add([]byte(s))
+	}
+	o := defaultOptions()
+	o.Format, o.IncludeMetadata = formatParquet, false
+	o.Columns = []columnSpec{{Name: "b", Type: "json", Path: "a.b", Optional: true}, {Name: "c", Type: "json", Optional: true}}
+	l, err := newPQLayout(&o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		var r pqRow
+		rec := plugin.Record{Topic: "t", Payload: payload, Schema: plugin.SchemaRaw}
+		if _, err := l.row(&r, &rec); err != nil {
+			return
+		}
+		for i, raw := range r.raw {
+			if raw != nil && !json.Valid(raw) {
+				t.Fatalf("column %d took %q from %q", i, raw, payload)
+			}
+		}
+	})
 }
