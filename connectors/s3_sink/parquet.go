@@ -890,12 +890,19 @@ func (s *Sink) rowGroupTarget(enc, flushed int64) int64 {
 // into p's open file, starting the file when it has none. The row waits
 // for room under max_buffer_size.
 func (s *Sink) appendParquet(p *partition, rec *plugin.Record, size int) error {
-	need := size
-	if p.open.count == 0 {
-		need += s.writerBytes()
-	}
-	if err := s.room(p, need); err != nil {
-		return err
+	for {
+		opening := p.open.count == 0
+		need := size
+		if opening {
+			need += s.writerBytes()
+		}
+		if err := s.room(p, need); err != nil {
+			return err
+		}
+		if opening || p.open.count > 0 {
+			break
+		}
+		// room closed p's file early: its next file needs a writer too.
 	}
 	fb := &p.open
 	if fb.count == 0 {
@@ -920,26 +927,37 @@ func (s *Sink) appendParquet(p *partition, rec *plugin.Record, size int) error {
 	fb.last = rec.Offset
 	p.next = rec.Offset + 1
 	if pf.pending >= pf.target {
-		if err := pf.w.Flush(); err != nil {
-			return fmt.Errorf("s3 sink: flushing a parquet row group of %s/%d: %w", p.topic, p.partition, err)
+		// The row group's reservation passes to its encoded bytes, which
+		// the flush writes into chunks (and counts); room for one more
+		// chunk first, which they may start. The wait may close the file
+		// (the largest at the bound), the row group with it.
+		if err := s.room(p, s.pool.capFor(len(fb.chunks), 1)); err != nil {
+			return err
+		}
+		if fb.pq != pf {
+			return nil
 		}
 		s.grow(-int(pf.pending))
 		pf.flushed += pf.pending
 		pf.pending = 0
+		if err := pf.w.Flush(); err != nil {
+			return fmt.Errorf("s3 sink: flushing a parquet row group of %s/%d: %w", p.topic, p.partition, err)
+		}
 		pf.target = s.rowGroupTarget(fb.size, pf.flushed)
 	}
 	return nil
 }
 
-// finishParquet writes the last row group and the footer of fb.
+// finishParquet writes the last row group and the footer of fb. The
+// reservations of its rows and its writer pass to the encoded bytes first.
 func (s *Sink) finishParquet(fb *fileBuffer) {
 	pf := fb.pq
+	s.dropParquet(fb)
 	if err := pf.w.Close(); err != nil {
 		// Writes into chunks never fail; the writer itself has no other
 		// reason to.
 		s.log.Error("S3 sink could not finish a parquet file", "error", err)
 	}
-	s.dropParquet(fb)
 }
 
 // dropParquet lets go of fb's writer and its held row group.
@@ -948,8 +966,7 @@ func (s *Sink) dropParquet(fb *fileBuffer) {
 	if pf == nil {
 		return
 	}
-	s.grow(-int(pf.pending))
-	pf.out.fb = nil
-	s.grow(-s.writerBytes())
+	s.grow(-int(pf.pending) - s.writerBytes())
+	pf.pending = 0
 	fb.pq = nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
@@ -595,4 +596,65 @@ func FuzzParquetRow(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParquetMemoryBound: 16 partitions of 1 KiB records under a 1 MiB
+// max_buffer_size, with slow uploads. The row groups, the writers and the
+// encoded files together stay within the bound (the largest open file is
+// uploaded early), and every record is in the bucket once, in order.
+func TestParquetMemoryBound(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	proxy.SetLatency(5 * time.Millisecond)
+	const bound = 1 << 20
+	s := openAt(t, srv, proxy.URL, "m", func(o *options) {
+		parquetOpts([]columnSpec{{Name: "id", Type: "int64"}, {Name: "customer", Type: "string"}, {Name: "note", Type: "string"}}, "zstd")(o)
+		o.MaxFileSize = 256 << 10
+		o.MaxBufferSize = bound
+		o.MaxInFlight = 2
+	})
+	base := benchRecords(1, 1000)[0]
+	const parts, per = 16, 600
+	var batch []plugin.Record
+	for i := 0; i < per; i += 50 {
+		batch = batch[:0]
+		for p := int32(0); p < parts; p++ {
+			for j := i; j < i+50; j++ {
+				r := base
+				r.Topic, r.Partition, r.Offset = "m", p, int64(j)
+				r.Payload = []byte(fmt.Sprintf(`{"id":%d,"customer":"c%d","note":"%s"}`, j, p, pad(j*int(p+1), 900)))
+				batch = append(batch, r)
+			}
+		}
+		if err := s.Consume(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		if s.peakHeld > bound {
+			t.Fatalf("held %d bytes, above max_buffer_size %d", s.peakHeld, bound)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s.peakHeld > bound || s.peakHeld < bound/2 {
+		t.Fatalf("peak held %d bytes, bound %d", s.peakHeld, bound)
+	}
+	next := map[string]int{}
+	for _, tb := range parquetObjects(t, srv, "m/") {
+		part := tb.key[strings.LastIndexByte(tb.key, '/')+1:][:5]
+		for _, r := range tb.rows {
+			if r[0] != fmt.Sprint(next[part]) {
+				t.Fatalf("%s: offset %s after %d", tb.key, r[0], next[part]-1)
+			}
+			next[part]++
+		}
+	}
+	if len(next) != parts {
+		t.Fatalf("%d partitions in the bucket", len(next))
+	}
+	for part, n := range next {
+		if n != per {
+			t.Fatalf("partition %s: %d records", part, n)
+		}
+	}
 }
