@@ -307,8 +307,11 @@ func (l *loop) close() {
 }
 
 // DefaultMaxPollFailures is how many Poll errors in a row set status Error
-// when Config.MaxPollFailures is zero.
-const DefaultMaxPollFailures = 5
+// when Config.MaxPollFailures is zero: with the default back-off, about 40 s
+// of failures, so a database restart of a few seconds does not flip the
+// status while one that stays down does. A Permanent() error sets Error at
+// once.
+const DefaultMaxPollFailures = 10
 
 // pending is a batch whose records are produced and whose delivery reports
 // are outstanding.
