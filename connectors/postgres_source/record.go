@@ -1,6 +1,7 @@
 package postgressource
 
 import (
+	"bytes"
 	"strconv"
 	"time"
 
@@ -50,21 +51,45 @@ func newColumn(name string, typ *pgType) column {
 // never reused: it lives as long as a record in it is referenced (by the
 // runtime, until the batch is resolved), so what the arena keeps alive is
 // bounded by the batch in flight plus one block.
-type arena struct{ buf []byte }
+//
+// A record is appended to buf between begin and end. Blocks never grow: a
+// record that does not fit makes append move the block, with a copy of
+// every record before it, to an array 1.25x bigger; kept as the next
+// block, that array grew again at the next record that did not fit, to
+// tens or hundreds of MB. end gives such a record an allocation of its own
+// instead, and begin starts a fresh block when less than arenaSlack is
+// left, so that happens only for records larger than arenaSlack.
+type arena struct {
+	buf  []byte
+	size int // cap of the block buf was made with; append changes it when it moves buf
+}
 
-// arenaBlock is the size of a fresh block. Blocks do not grow: a block
-// that doubled each time held about half of everything ever produced.
+// arenaBlock is the size of a fresh block.
 const arenaBlock = 256 << 10
 
-func (a *arena) begin() int { return len(a.buf) }
+// arenaSlack is the room a block must have left for a record to start in
+// it: more than most records, little enough to waste at a block's end.
+const arenaSlack = 4 << 10
 
-func (a *arena) end(start int) []byte {
-	b := a.buf[start:len(a.buf):len(a.buf)]
-	if cap(a.buf)-len(a.buf) < 256 {
-		// Start a fresh block; the old one stays referenced by its records.
+// begin starts a record at the end of buf and returns where it starts.
+func (a *arena) begin() int {
+	if a.size-len(a.buf) < arenaSlack {
 		a.buf = make([]byte, 0, arenaBlock)
+		a.size = cap(a.buf)
 	}
-	return b
+	return len(a.buf)
+}
+
+// end returns the record appended to buf since begin returned start.
+func (a *arena) end(start int) []byte {
+	if cap(a.buf) == a.size {
+		return a.buf[start:len(a.buf):len(a.buf)]
+	}
+	// It did not fit and buf moved: the record gets its own copy, the
+	// moved array goes to the collector, and the next record a new block.
+	rec := bytes.Clone(a.buf[start:])
+	a.buf, a.size = nil, 0
+	return rec[:len(rec):len(rec)]
 }
 
 // appendTuple appends the columns of a pgoutput tuple to an open JSON
