@@ -768,7 +768,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	if c.FileRotation == FileRotationMessages && !confkit.Has(m, "max_messages_per_file") && !ps.Has("max_messages_per_file") {
 		*ps = append(*ps, confkit.NewProblem("max_messages_per_file", nil, false, "x-required-if", "file_rotation is 'messages' but max_messages_per_file is not configured"))
 	}
-	if !!confkit.Has(m, "compression") && confkit.Has(m, "output_format") && !ps.Has("output_format") && !patternOutputFormat.MatchString(string(c.OutputFormat)) {
+	if confkit.Has(m, "compression") && confkit.Has(m, "output_format") && !ps.Has("output_format") && !patternOutputFormat.MatchString(string(c.OutputFormat)) {
 		*ps = append(*ps, confkit.NewProblem("output_format", m["output_format"], false, "x-pattern-unless", "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"))
 	}
 	if c.OutputFormat == OutputFormatParquet && !confkit.Has(m, "columns") && !ps.Has("columns") {

@@ -830,34 +830,55 @@ func condExpr(c model.Cond) *jen.Statement {
 		}
 		return jen.Op("!").Add(has)
 	}
+	field := jen.Id("c").Dot(c.Prop.GoName)
+	if c.Prop.Optional {
+		return jen.Parens(field.Clone().Op("!=").Nil().Op("&&").Op("*").Add(field).Op("==").Add(condLit(c)))
+	}
+	return field.Op("==").Add(condLit(c))
+}
+
+// condLit is the value an equals condition compares with: an enum's
+// constant, or a literal.
+func condLit(c model.Cond) jen.Code {
 	sib := c.Prop
-	field := jen.Id("c").Dot(sib.GoName)
-	var lit jen.Code
 	switch v := c.Equals.(type) {
 	case string:
-		lit = jen.Lit(v)
 		if sib.Kind == model.Enum {
 			for _, e := range sib.Enum {
 				if e.Value == v {
-					lit = jen.Id(e.Const)
+					return jen.Id(e.Const)
 				}
 			}
 		}
+		return jen.Lit(v)
 	case bool:
-		lit = jen.Lit(v)
+		return jen.Lit(v)
 	case json.Number:
 		if sib.Kind == model.Int {
 			n, _ := v.Int64()
-			lit = jen.Lit(int(n))
-		} else {
-			x, _ := v.Float64()
-			lit = jen.Lit(x)
+			return jen.Lit(int(n))
 		}
+		x, _ := v.Float64()
+		return jen.Lit(x)
 	}
-	if sib.Optional {
-		return jen.Parens(field.Clone().Op("!=").Nil().Op("&&").Op("*").Add(field).Op("==").Add(lit))
+	return jen.Nil()
+}
+
+// notCondExpr is the negation of condExpr, written as a person would:
+// !Has for present, Has for absent, != for equals, !( ... ) around an
+// optional's nil check.
+func notCondExpr(c model.Cond) *jen.Statement {
+	if c.Present != nil {
+		has := jen.Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(c.Key))
+		if *c.Present {
+			return jen.Op("!").Add(has)
+		}
+		return has
 	}
-	return field.Op("==").Add(lit)
+	if c.Prop.Optional {
+		return jen.Op("!").Add(condExpr(c))
+	}
+	return jen.Id("c").Dot(c.Prop.GoName).Op("!=").Add(condLit(c))
 }
 
 func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
@@ -901,7 +922,7 @@ func (g *generator) rules(gr *jen.Group, pr *model.Property, o *model.Object) {
 		case model.Secret:
 			val = jen.Id("c").Dot(pr.GoName).Dot("Reveal").Call()
 		}
-		gr.If(jen.Op("!").Add(condExpr(pr.PatternUnless.Unless)).Op("&&").Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(pr.Key)).Op("&&").Add(notBad(pr)).Op("&&").Op("!").Id("pattern" + varSuffix(pr)).Dot("MatchString").Call(val)).Block(
+		gr.If(notCondExpr(pr.PatternUnless.Unless).Op("&&").Qual(confkitPath, "Has").Call(jen.Id("m"), jen.Lit(pr.Key)).Op("&&").Add(notBad(pr)).Op("&&").Op("!").Id("pattern" + varSuffix(pr)).Dot("MatchString").Call(val)).Block(
 			appendProblem(jen.Qual(confkitPath, "NewProblem").Call(key(pr), jen.Id("m").Index(jen.Lit(pr.Key)), jen.Lit(pr.Secret), jen.Lit("x-pattern-unless"),
 				msg(pr, "x-pattern-unless", fmt.Sprintf("{value} does not match %s (required unless %s)", pr.PatternUnless.Pattern, CondWords(pr.PatternUnless.Unless))))),
 		)
