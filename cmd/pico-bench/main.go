@@ -64,8 +64,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	b := &bench{h: standalone.New("pico-bench"), start: time.Now(), progress: stderr}
+	b := &bench{h: standalone.New("pico-bench"), start: time.Now(), progress: stderr, load: loadAverage()}
 	defer b.h.Close()
+	b.logf("load average at start: %s (ratios are honest only on an idle machine: a loaded one slows the baseline too)", b.load)
 	var rows []row
 	var failures []string
 	step := func(name string, f func() []row) {
@@ -92,8 +93,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	table := formatTable(rows)
 	fmt.Fprint(stdout, table)
+	fmt.Fprintf(stdout, "\nload average at start: %s\n", b.load)
 	if *mdPath != "" {
-		if err := os.WriteFile(*mdPath, []byte(formatMarkdown(rows, time.Since(b.start))), 0o644); err != nil {
+		if err := os.WriteFile(*mdPath, []byte(formatMarkdown(rows, time.Since(b.start), b.load)), 0o644); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
@@ -121,6 +123,16 @@ type bench struct {
 	h        *standalone.TB
 	start    time.Time
 	progress io.Writer
+	load     string // /proc/loadavg's 1, 5 and 15 minute figures when the run began
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func (b *bench) logf(format string, args ...any) {

@@ -70,7 +70,7 @@ func formatTable(rows []row) string {
 
 // formatMarkdown renders the rows as a Markdown table with a line saying
 // where and how long it ran.
-func formatMarkdown(rows []row, took time.Duration) string {
+func formatMarkdown(rows []row, took time.Duration, load string) string {
 	var b strings.Builder
 	b.WriteString("| " + strings.Join(header, " | ") + " |\n")
 	b.WriteString("|---|---:|---|---:|---:|---|\n")
@@ -81,7 +81,7 @@ func formatMarkdown(rows []row, took time.Duration) string {
 		}
 		b.WriteString("| " + strings.Join(c, " | ") + " |\n")
 	}
-	fmt.Fprintf(&b, "\n`make bench` on %d CPUs (%s/%s, %s), %s in total. Ratio = figure / baseline; for RSS rows, peak RSS / the memory bound in the baseline column (lower is better).\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second))
+	fmt.Fprintf(&b, "\n`make bench` on %d CPUs (%s/%s, %s), %s in total, started at load average %s. Ratio = figure / baseline; for RSS rows, peak RSS / the memory bound in the baseline column (lower is better).\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second), load)
 	return b.String()
 }
