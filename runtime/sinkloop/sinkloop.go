@@ -580,7 +580,7 @@ func (l *loop) finish(r outcome) {
 		}
 	}
 	l.commits.kick()
-	if l.failures >= l.cfg.ErrorAfter && l.tr.Status() == status.Error && len(l.holds) == 0 && !l.tr.Unhealthy() {
+	if l.tr.Status() == status.Error && len(l.holds) == 0 && !l.tr.Unhealthy() {
 		l.log.Info("batch consumed after failures; status back to Running")
 		l.tr.Set(status.Running)
 	}
@@ -613,12 +613,19 @@ func (l *loop) tick() {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	if h, ok := l.cfg.Sink.(plugin.Health); ok {
 		err := h.Health()
-		if err == nil && l.tr.Unhealthy() && l.retry != nil {
+		cleared := err == nil && l.tr.Unhealthy()
+		if cleared && l.retry != nil {
 			// The sink can take records again: redeliver now rather
 			// than at the end of the back-off.
 			l.retryAt = time.Now()
 		}
 		l.tr.ReportHealth(err)
+		if cleared && l.retry == nil && len(l.holds) == 0 && l.tr.Status() == status.Error {
+			// The Error came from batches refused while the condition
+			// lasted, and none is failing now.
+			l.log.Info("sink healthy again; status back to Running")
+			l.tr.Set(status.Running)
+		}
 	}
 	if l.deferred != nil {
 		l.commitDurable()
