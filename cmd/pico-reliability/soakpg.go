@@ -22,9 +22,10 @@ import (
 // writers insert 1 KiB rows continuously (up to 8 MB/s each), and samples the runtime's RSS
 // and goroutine count. RSS after the warm-up (the first minute; the first
 // third with --quick) must stay within 1.5x of the warm-up's highest
-// sample, the goroutine count flat, both sources must deliver in every
-// interval, and once the writers stop every row must be on its topic
-// exactly once.
+// sample, the heap live after every collection (gctrace) under
+// liveLimitMB for the whole run, the goroutine count flat, both sources
+// must deliver in every interval, and once the writers stop every row must
+// be on its topic exactly once.
 func (s *suite) soakPG() {
 	srv, err := pgtest.Launch()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
