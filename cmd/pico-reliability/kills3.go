@@ -260,11 +260,14 @@ func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 			continue
 		}
 		l := maxUploaded(keys)
-		buffered := c - 1 - l
+		// The upload of a rotated file runs beside the commit, so the
+		// bucket may be ahead of the commit by a batch: those records
+		// are read again (a duplicate, not a loss).
+		buffered := max(c-1-l, 0)
 		windows = append(windows, window{l, c})
 		s.inject("SIGKILL %d/%d: committed up to %d, last uploaded offset %d, %d records buffered and lost",
-			i+1, kills, c-1, l, max(buffered, 0))
-		s.check(buffered >= 0 && buffered < int64(perFile), "buffered records at the kill (%d) are fewer than one file (%d)", buffered, perFile)
+			i+1, kills, c-1, l, buffered)
+		s.check(buffered < int64(perFile), "buffered records at the kill (%d) are fewer than one file (%d)", buffered, perFile)
 	}
 
 	n := f.halt()
