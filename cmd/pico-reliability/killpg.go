@@ -32,9 +32,21 @@ func (s *suite) startPG(db string) *pgEnv {
 	s.h.Cleanup(srv.Close)
 	must(pgExec(srv.DSN(), "CREATE DATABASE "+db))
 	dsn := srv.DSNFor("postgres", db)
-	must(pgExec(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text); CREATE PUBLICATION rel_pub FOR TABLE t`))
+	must(pgExec(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text, done boolean NOT NULL DEFAULT false); CREATE PUBLICATION rel_pub FOR TABLE t`))
 	must(pgExec(dsn, `SELECT pg_create_logical_replication_slot('rel_slot', 'pgoutput')`))
 	return &pgEnv{srv: srv, dsn: dsn}
+}
+
+// pgQueryRow scans the one row of sql into dest.
+func pgQueryRow(dsn, sql string, dest ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx, sql).Scan(dest...)
 }
 
 func pgExec(dsn, sql string) error {
@@ -128,7 +140,11 @@ func pgDef(key, topic, dsn, mode string, batch int) string {
 	extra := `replication_slot = "rel_slot"
 publication = "rel_pub"`
 	if mode == "polling" {
-		extra = `tracking_column = "id"`
+		// processed_column: each delivered row is marked on Ack; the
+		// checkpoint carries the marks still owed, so a kill between
+		// the checkpoint and the Ack loses none.
+		extra = `tracking_column = "id"
+processed_column = "done"`
 	}
 	return fmt.Sprintf(`type = "source"
 key = %q
@@ -235,6 +251,18 @@ func (s *suite) killPostgres(mode string) {
 		return
 	}
 	s.idCheck(b.Addr(), topic, n, kills, batch+txnRows)
+	if mode == "polling" {
+		var unmarked int64
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			must(pgQueryRow(pg.dsn, `SELECT count(*) FROM t WHERE NOT done`, &unmarked))
+			if unmarked == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		s.check(unmarked == 0, "processed_column: every delivered row is marked done after %d kills (%d of %d unmarked)", kills, unmarked, n)
+	}
 	err = r.term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }
