@@ -423,29 +423,11 @@ func TestMemoryBound(t *testing.T) {
 	})
 	recs := benchRecords(1, 1000)[0]
 	const parts, per = 16, 600
-	var batch []plugin.Record
-	for i := 0; i < per; i += 50 {
-		batch = batch[:0]
-		for p := int32(0); p < parts; p++ {
-			for j := i; j < i+50; j++ {
-				r := recs
-				r.Topic, r.Partition, r.Offset = "m", p, int64(j)
-				batch = append(batch, r)
-			}
-		}
-		if err := s.Consume(context.Background(), batch); err != nil {
-			t.Fatal(err)
-		}
-		if s.peakHeld > bound {
-			t.Fatalf("held %d bytes, above max_buffer_size %d", s.peakHeld, bound)
-		}
-	}
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if s.peakHeld > bound || s.peakHeld < bound/2 {
-		t.Fatalf("peak held %d bytes, bound %d", s.peakHeld, bound)
-	}
+	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) plugin.Record {
+		r := recs
+		r.Topic, r.Partition, r.Offset = "m", p, int64(j)
+		return r
+	})
 	objs, err := srv.List(context.Background(), "m/")
 	if err != nil {
 		t.Fatal(err)
@@ -699,5 +681,33 @@ func TestLargeTextRecordReservesItsSize(t *testing.T) {
 		if n := len(f.appendRecord(nil, &r, true, metaTail("t", 0))); got < n || got > n+256 {
 			t.Fatalf("%s: estimate %d for %d bytes", schema, got, n)
 		}
+	}
+}
+
+// consumeWithinBound hands the sink parts partitions of per records each,
+// 50 per partition and batch, built by rec, closes it, and fails when the
+// bytes it held ever passed bound, or never came near it.
+func consumeWithinBound(t *testing.T, s *Sink, bound int64, parts int32, per int, rec func(p int32, j int) plugin.Record) {
+	t.Helper()
+	var batch []plugin.Record
+	for i := 0; i < per; i += 50 {
+		batch = batch[:0]
+		for p := int32(0); p < parts; p++ {
+			for j := i; j < i+50; j++ {
+				batch = append(batch, rec(p, j))
+			}
+		}
+		if err := s.Consume(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		if s.peakHeld > bound {
+			t.Fatalf("held %d bytes, above max_buffer_size %d", s.peakHeld, bound)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s.peakHeld > bound || s.peakHeld < bound/2 {
+		t.Fatalf("peak held %d bytes, bound %d", s.peakHeld, bound)
 	}
 }

@@ -615,30 +615,12 @@ func TestParquetMemoryBound(t *testing.T) {
 	})
 	base := benchRecords(1, 1000)[0]
 	const parts, per = 16, 600
-	var batch []plugin.Record
-	for i := 0; i < per; i += 50 {
-		batch = batch[:0]
-		for p := int32(0); p < parts; p++ {
-			for j := i; j < i+50; j++ {
-				r := base
-				r.Topic, r.Partition, r.Offset = "m", p, int64(j)
-				r.Payload = []byte(fmt.Sprintf(`{"id":%d,"customer":"c%d","note":"%s"}`, j, p, pad(j*int(p+1), 900)))
-				batch = append(batch, r)
-			}
-		}
-		if err := s.Consume(context.Background(), batch); err != nil {
-			t.Fatal(err)
-		}
-		if s.peakHeld > bound {
-			t.Fatalf("held %d bytes, above max_buffer_size %d", s.peakHeld, bound)
-		}
-	}
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if s.peakHeld > bound || s.peakHeld < bound/2 {
-		t.Fatalf("peak held %d bytes, bound %d", s.peakHeld, bound)
-	}
+	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) plugin.Record {
+		r := base
+		r.Topic, r.Partition, r.Offset = "m", p, int64(j)
+		r.Payload = []byte(fmt.Sprintf(`{"id":%d,"customer":"c%d","note":"%s"}`, j, p, pad(j*int(p+1), 900)))
+		return r
+	})
 	next := map[string]int{}
 	for _, tb := range parquetObjects(t, srv, "m/") {
 		part := tb.key[strings.LastIndexByte(tb.key, '/')+1:][:5]
