@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
@@ -312,7 +312,7 @@ include_metadata = false
 			<-done
 		}
 	}()
-	pid := strconv.Itoa(cmd.Process.Pid)
+	pid := cmd.Process.Pid
 	wait := func(what string, limit time.Duration, cond func() bool) {
 		deadline := time.Now().Add(limit)
 		for !cond() {
@@ -331,7 +331,7 @@ include_metadata = false
 		return pgExec(dsn, `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'rss_slot') THEN RAISE 'no slot'; END IF; END $$`) == nil
 	})
 	time.Sleep(time.Second)
-	idle, err := procStatus(pid, "VmRSS")
+	idle, err := procstat.KiB(pid, "VmRSS")
 	b.must(err)
 	b.logf("pg rss: runtime idle at %.1f MiB; inserting %d rows", float64(idle)/1024, pgRSSRows)
 	t0 := time.Now()
@@ -341,7 +341,7 @@ include_metadata = false
 	}
 	wait("every row on the topic", 5*time.Minute, func() bool { return br.HighWatermark(topic) >= pgRSSRows })
 	took := time.Since(t0)
-	peak, err := procStatus(pid, "VmHWM")
+	peak, err := procstat.KiB(pid, "VmHWM")
 	b.must(err)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	<-done

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
 
 // rssChildFlag makes the binary run one sink and report its peak RSS;
@@ -34,22 +32,6 @@ type rssReport struct {
 	StartKiB int64 // VmRSS once the sink is built, before consuming
 	PeakKiB  int64 // VmHWM after the sink stopped
 	Err      string
-}
-
-// procStatus reads one "Name:  N kB" field of /proc/<pid>/status in KiB.
-func procStatus(pid, field string) (int64, error) {
-	f, err := os.Open("/proc/" + pid + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%s/status", field, pid)
 }
 
 // rssChild runs in the re-executed binary: one S3 sink consuming every
@@ -77,13 +59,13 @@ func rssChild(args []string) int {
 			return out()
 		}
 	}
-	rep.StartKiB, _ = procStatus("self", "VmRSS")
+	rep.StartKiB, _ = procstat.KiB(0, "VmRSS")
 	if _, err := sinkRun(p.Broker, sink, fmt.Sprintf(`rss%d\..*`, p.Partitions), p.Records, 1000); err != nil {
 		rep.Err = err.Error()
 		return out()
 	}
 	var err error
-	rep.PeakKiB, err = procStatus("self", "VmHWM")
+	rep.PeakKiB, err = procstat.KiB(0, "VmHWM")
 	if err != nil {
 		rep.Err = err.Error()
 	}

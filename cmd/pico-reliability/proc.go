@@ -207,20 +207,6 @@ func (r *rt) goroutines() (int64, error) {
 	return 0, fmt.Errorf("no go_goroutines in /metrics")
 }
 
-// procStatus reads one "Name:  N kB" field of /proc/<pid>/status in KiB.
-func procStatus(pid int, field string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
 // record is one record read back from a topic.
 type record struct {
 	Offset int64

@@ -7,6 +7,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
 
 // soak runs the random source into the broker and the S3 sink out of it
@@ -40,7 +41,7 @@ func (s *suite) soak() {
 	t0 := time.Now()
 	for time.Since(t0) < dur {
 		time.Sleep(every)
-		rss, err := procStatus(pid, "VmRSS")
+		rss, err := procstat.KiB(pid, "VmRSS")
 		must(err)
 		g, err := r.goroutines()
 		must(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
 
 // soakPG runs the Postgres source in CDC mode (default reader) and in
@@ -107,7 +108,7 @@ poll_interval = "20ms"
 	t0 := time.Now()
 	for time.Since(t0) < dur {
 		time.Sleep(every)
-		rss, err := procStatus(pid, "VmRSS")
+		rss, err := procstat.KiB(pid, "VmRSS")
 		must(err)
 		g, err := r.goroutines()
 		must(err)

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
@@ -141,7 +141,7 @@ publication = "bigtx_%s"
 	}
 	kib := func(p *proc, field string) int64 {
 		t.Helper()
-		v, err := bigTxProcKiB(p.cmd.Process.Pid, field)
+		v, err := procstat.KiB(p.cmd.Process.Pid, field)
 		if err != nil {
 			t.Fatalf("%v; output:\n%s", err, bigTxTail(p.out.String()))
 		}
@@ -336,20 +336,6 @@ func bigTxStatus(api string) (struct {
 	}
 	err = json.NewDecoder(resp.Body).Decode(&e)
 	return e.Counters, err
-}
-
-// bigTxProcKiB reads one "Name:  N kB" field of /proc/<pid>/status.
-func bigTxProcKiB(pid int, field string) (int64, error) {
-	blob, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(blob), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 func bigTxFreeAddr(t *testing.T) string {

@@ -41,6 +41,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -292,21 +293,11 @@ func (r *runtimeProc) sink(key string) (sinkEntry, error) {
 
 // rss reads a field of /proc/<pid>/status (VmRSS, VmHWM) in bytes.
 func (r *runtimeProc) rss(field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	kib, err := procstat.KiB(r.cmd.Process.Pid, field)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				r.t.Fatal(err)
-			}
-			return kib << 10
-		}
-	}
-	r.t.Fatalf("no %s in /proc/%d/status", field, r.cmd.Process.Pid)
-	return 0
+	return kib << 10
 }
 
 // producer is a kcat process writing one JSON line per record to a topic
