@@ -64,11 +64,12 @@ bench: tools
 reliability: tools
 	$(GO) run ./cmd/pico-reliability $(RELIABILITY_FLAGS)
 
-## fuzz: every go test -fuzz target in the repo, FUZZTIME each (CI: 5s).
-## Minimising each new input is capped (FUZZMINIMIZE runs): with the default
-## 60 s a minimisation still running at the deadline fails the target with
-## "context deadline exceeded".
-FUZZTIME ?= 5s
+## fuzz: every go test -fuzz target in the repo, FUZZTIME each (CI: 10000x).
+## Budgets are counts of runs, not durations: with a duration, Go 1.26's fuzz
+## coordinator can fail a target with a bare "context deadline exceeded" at the
+## deadline (golang/go#75804, fixed in Go 1.27), and a count has no deadline.
+## Minimising each new input is capped the same way (FUZZMINIMIZE runs).
+FUZZTIME ?= 10000x
 FUZZMINIMIZE ?= 100x
 fuzz:
 	@git grep -h -n -E '^func Fuzz[A-Za-z0-9_]+\(' -- '*_test.go' >/dev/null || { echo "no fuzz targets" >&2; exit 1; }
