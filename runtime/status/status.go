@@ -20,7 +20,24 @@ const (
 	Stopped  Status = "Stopped"
 	Error    Status = "Error"
 	Disabled Status = "Disabled"
+	// Standby: in a fleet of runtimes, another runtime owns this source;
+	// this one waits to take it over.
+	Standby Status = "Standby"
 )
+
+// Placement says where a connector's work sits in a fleet of runtimes that
+// share it through the broker's group protocol.
+type Placement struct {
+	// Owner is the id of the runtime that runs a source, this one or
+	// another; empty when no runtime holds it.
+	Owner string `json:"owner,omitempty"`
+	// Partitions are the topic partitions this runtime's sink holds, as
+	// "topic/partition", sorted.
+	Partitions []string `json:"partitions,omitempty"`
+	// Generation counts the rebalances (sinks) or ownership changes
+	// (sources) this runtime has seen for the connector.
+	Generation int64 `json:"generation,omitempty"`
+}
 
 // Counters are the numbers a connector's entry shows. Fields are updated
 // atomically by the loops.
@@ -51,6 +68,7 @@ type Tracker struct {
 	lastErr   string
 	lastErrAt time.Time
 	unhealthy string // what the connector's own Health last reported
+	placement Placement
 	changed   func(key string, from, to Status, err string)
 
 	Counters Counters
@@ -128,6 +146,24 @@ func (t *Tracker) Unhealthy() bool {
 	return t.unhealthy != ""
 }
 
+// SetPlacement records where the connector's work sits (see Placement).
+// The tracker keeps its own copy of p.Partitions.
+func (t *Tracker) SetPlacement(p Placement) {
+	p.Partitions = append([]string(nil), p.Partitions...)
+	t.mu.Lock()
+	t.placement = p
+	t.mu.Unlock()
+}
+
+// Placement returns what SetPlacement last recorded.
+func (t *Tracker) Placement() Placement {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.placement
+	p.Partitions = append([]string(nil), p.Partitions...)
+	return p
+}
+
 // Status returns the current status.
 func (t *Tracker) Status() Status {
 	t.mu.Lock()
@@ -143,6 +179,8 @@ type Snapshot struct {
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	Counters    Figures   `json:"counters"`
+	// Placement is set in a fleet of runtimes (see Placement).
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // Figures is the counters part of a Snapshot.
@@ -165,6 +203,10 @@ type Figures struct {
 func (t *Tracker) Snapshot() Snapshot {
 	t.mu.Lock()
 	s := Snapshot{Key: t.Key, Kind: t.Kind, Status: t.status, LastError: t.lastErr, LastErrorAt: t.lastErrAt}
+	if p := t.placement; p.Owner != "" || len(p.Partitions) > 0 || p.Generation != 0 {
+		p.Partitions = append([]string(nil), p.Partitions...)
+		s.Placement = &p
+	}
 	t.mu.Unlock()
 	c := &t.Counters
 	s.Counters = Figures{
