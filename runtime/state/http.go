@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/backoff"
 )
 
 // HTTPConfig configures an HTTPStore.
@@ -49,6 +50,8 @@ type HTTPStore struct {
 	base *url.URL
 	// shown is the base URL without any password, for messages.
 	shown string
+	// wait is the back-off before the next attempt after n failures.
+	wait func(n int) time.Duration
 }
 
 // NewHTTPStore checks cfg and returns a store.
@@ -72,7 +75,7 @@ func NewHTTPStore(cfg HTTPConfig) (*HTTPStore, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
 	}
-	return &HTTPStore{cfg: cfg, base: u, shown: u.Redacted()}, nil
+	return &HTTPStore{cfg: cfg, base: u, shown: u.Redacted(), wait: backoff.Exponential(cfg.RetryDelay, cfg.MaxDelay)}, nil
 }
 
 func (s *HTTPStore) keyURL(key string) string {
@@ -183,33 +186,15 @@ func (s *HTTPStore) do(ctx context.Context, op, key string, attempt func(context
 		if !retry || n == s.cfg.MaxAttempts {
 			break
 		}
-		delay := Backoff(s.cfg.RetryDelay, s.cfg.MaxDelay, n)
+		delay := s.wait(n)
 		if s.cfg.Logger != nil {
 			s.cfg.Logger.Warn("state store request failed; retrying", "op", op, "key", key, "attempt", n, "of", s.cfg.MaxAttempts, "retry_in", delay, "error", err.Error())
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s state of %s at %s: %w (after %d attempts; last error: %v)", op, key, s.shownURL(key), ctx.Err(), n, last)
-		case <-t.C:
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return fmt.Errorf("%s state of %s at %s: %w (after %d attempts; last error: %v)", op, key, s.shownURL(key), err, n, last)
 		}
 	}
 	return fmt.Errorf("%s state of %s at %s: %w", op, key, s.shownURL(key), last)
-}
-
-// Backoff returns the delay before attempt n+1: base doubled n-1 times,
-// with ±20 percent jitter, at most max.
-func Backoff(base, max time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
 }
 
 func retryable(code int) bool {

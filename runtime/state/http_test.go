@@ -179,15 +179,3 @@ func TestHTTPStoreDownAndCancelled(t *testing.T) {
 		t.Fatal("ftp URL accepted")
 	}
 }
-
-func TestBackoff(t *testing.T) {
-	base, max := 100*time.Millisecond, time.Second
-	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
-		for i := 0; i < 50; i++ {
-			d := Backoff(base, max, n)
-			if d < want*8/10 || d > want*12/10 {
-				t.Fatalf("Backoff(n=%d) = %v, want %v ±20%%", n, d, want)
-			}
-		}
-	}
-}
