@@ -1,0 +1,367 @@
+// Package lease decides which runtime of a fleet runs a source, through the
+// broker's own consumer-group protocol: each source key is a consumer group,
+// pico-connectors.source.KEY, subscribed to one one-partition topic
+// (pico-connectors.leases). The member the group assigns partition 0 to
+// holds the lease and runs the source; the others stand by.
+//
+// Each runtime joins with group.instance.id = its runtime id (static
+// membership), so a runtime restarted within the session timeout gets its
+// leases back at once, without a rebalance; a runtime that dies loses them
+// after the session timeout, when another member is assigned partition 0.
+// The assignor is cooperative-sticky, so a runtime that joins does not move
+// a lease from its holder.
+//
+// A lease says who should run a source; it does not stop a stale holder on
+// its own (a paused process still believes it holds it until it heartbeats
+// again). The source loop's transactional producer does that: see
+// sourceloop.Config.TransactionalID.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
+)
+
+// DefaultTopic is the lease topic: one partition, no records.
+const DefaultTopic = "pico-connectors.leases"
+
+// DefaultSessionTimeout is how long the broker waits for a silent holder
+// before it assigns the lease to another member.
+const DefaultSessionTimeout = 10 * time.Second
+
+// GroupPrefix starts the consumer group of each source key.
+const GroupPrefix = "pico-connectors.source."
+
+// Config configures one lease.
+type Config struct {
+	// Key is the source key; the group is GroupPrefix + Key.
+	Key string
+	// RuntimeID is this runtime's id: group.instance.id and client.id.
+	RuntimeID string
+	// BootstrapServers is the comma-separated broker list.
+	BootstrapServers string
+	// Properties are librdkafka settings applied to the lease's clients
+	// (the runtime's [broker.properties]).
+	Properties map[string]string
+	// Topic is the lease topic, created when missing. Empty means
+	// DefaultTopic.
+	Topic string
+	// SessionTimeout is session.timeout.ms. Zero means
+	// DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// Logger receives the lease's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// OnChange, when not nil, is called from the lease's goroutine with
+	// the new view each time whether this runtime holds the lease, the
+	// owner or the members change.
+	OnChange func(View)
+}
+
+// View is what a lease knows of its group.
+type View struct {
+	// Held is true while this runtime holds the lease.
+	Held bool
+	// Owner is the runtime id of the holder, this one or another; empty
+	// when none is known.
+	Owner string
+	// Members are the runtime ids in the group, sorted.
+	Members []string
+	// Changes counts the owner changes this runtime has seen.
+	Changes int64
+}
+
+// Lease is one source key's membership in its group. Its goroutine polls
+// the consumer (heartbeats, rebalances) until Close.
+type Lease struct {
+	cfg   Config
+	log   *slog.Logger
+	c     *kafka.Consumer
+	admin *kafka.AdminClient
+
+	mu       sync.Mutex
+	view     View
+	acquired chan struct{} // closed when Held turns true; replaced on loss
+	lost     chan struct{} // closed when Held turns false; replaced on gain
+	closed   bool
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopLogs context.CancelFunc
+}
+
+// Start creates the lease topic when it is missing, joins the key's group
+// and keeps polling in a goroutine until Close.
+func Start(ctx context.Context, cfg Config) (*Lease, error) {
+	if cfg.Key == "" || cfg.RuntimeID == "" {
+		return nil, errors.New("lease: a source key and a runtime id are needed")
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = DefaultTopic
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	session := int(cfg.SessionTimeout.Milliseconds())
+	cm, err := clientconf.ConfigMap(cfg.BootstrapServers, kafka.ConfigMap{
+		"group.id":                      GroupPrefix + cfg.Key,
+		"group.instance.id":             cfg.RuntimeID,
+		"client.id":                     cfg.RuntimeID,
+		"session.timeout.ms":            session,
+		"heartbeat.interval.ms":         max(100, session/5),
+		"partition.assignment.strategy": "cooperative-sticky",
+		"enable.auto.commit":            false,
+		"auto.offset.reset":             "latest",
+		"allow.auto.create.topics":      false,
+	}, []string{"group.id", "group.instance.id", "session.timeout.ms", "partition.assignment.strategy", "group.protocol"}, cfg.Properties)
+	if err != nil {
+		return nil, fmt.Errorf("lease of %s: %w", cfg.Key, err)
+	}
+	c, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("lease of %s: consumer: %w", cfg.Key, err)
+	}
+	logCtx, stopLogs := context.WithCancel(context.Background())
+	clientconf.ForwardLogs(logCtx, c.Logs(), cfg.Logger)
+	l := &Lease{
+		cfg: cfg, log: cfg.Logger, c: c,
+		acquired: make(chan struct{}), lost: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), stopLogs: stopLogs,
+	}
+	close(l.lost)
+	fail := func(err error) (*Lease, error) {
+		if l.admin != nil {
+			l.admin.Close()
+		}
+		c.Close()
+		stopLogs()
+		return nil, fmt.Errorf("lease of %s: %w", cfg.Key, err)
+	}
+	l.admin, err = kafka.NewAdminClientFromConsumer(c)
+	if err != nil {
+		return fail(fmt.Errorf("admin client: %w", err))
+	}
+	if err := EnsureTopic(ctx, l.admin, cfg.Topic, nil); err != nil {
+		return fail(err)
+	}
+	if err := c.SubscribeTopics([]string{cfg.Topic}, l.rebalanced); err != nil {
+		return fail(fmt.Errorf("subscribe to %s: %w", cfg.Topic, err))
+	}
+	go l.poll()
+	return l, nil
+}
+
+// EnsureTopic creates a one-partition topic with configs unless it exists.
+func EnsureTopic(ctx context.Context, admin *kafka.AdminClient, topic string, configs map[string]string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := admin.CreateTopics(cctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1, Config: configs}},
+		kafka.SetAdminOperationTimeout(10*time.Second))
+	if err != nil {
+		return fmt.Errorf("create topic %q: %w", topic, err)
+	}
+	for _, r := range res {
+		if code := r.Error.Code(); code != kafka.ErrNoError && code != kafka.ErrTopicAlreadyExists {
+			return fmt.Errorf("create topic %q: %v", topic, r.Error)
+		}
+	}
+	return nil
+}
+
+// rebalanced follows the assignment; librdkafka applies it after the
+// callback returns.
+func (l *Lease) rebalanced(_ *kafka.Consumer, e kafka.Event) error {
+	switch ev := e.(type) {
+	case kafka.AssignedPartitions:
+		if holds(ev.Partitions) {
+			l.setHeld(true, l.cfg.RuntimeID)
+		}
+	case kafka.RevokedPartitions:
+		if holds(ev.Partitions) {
+			l.setHeld(false, "")
+		}
+	}
+	return nil
+}
+
+func holds(tps []kafka.TopicPartition) bool {
+	for _, tp := range tps {
+		if tp.Partition == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Lease) setHeld(held bool, owner string) {
+	l.mu.Lock()
+	if l.view.Held == held {
+		l.mu.Unlock()
+		return
+	}
+	l.view.Held = held
+	if held {
+		close(l.acquired)
+		l.lost = make(chan struct{})
+		l.log.Info("source lease acquired", "runtime_id", l.cfg.RuntimeID)
+	} else {
+		close(l.lost)
+		l.acquired = make(chan struct{})
+		l.log.Info("source lease lost", "runtime_id", l.cfg.RuntimeID)
+	}
+	l.setOwnerLocked(owner)
+	v := l.viewLocked()
+	l.mu.Unlock()
+	l.notify(v)
+}
+
+func (l *Lease) setOwnerLocked(owner string) {
+	if owner != l.view.Owner {
+		if owner != "" {
+			l.view.Changes++
+		}
+		l.view.Owner = owner
+	}
+}
+
+func (l *Lease) viewLocked() View {
+	v := l.view
+	v.Members = slices.Clone(v.Members)
+	return v
+}
+
+func (l *Lease) notify(v View) {
+	if l.cfg.OnChange != nil {
+		l.cfg.OnChange(v)
+	}
+}
+
+// poll serves the consumer (heartbeats, rebalances) and refreshes the
+// owner and members from the group's description every few seconds.
+func (l *Lease) poll() {
+	defer close(l.done)
+	describeEvery := min(2*time.Second, l.cfg.SessionTimeout/3)
+	var next time.Time
+	for {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		switch e := l.c.Poll(100).(type) {
+		case kafka.Error:
+			l.log.Debug("lease consumer error", "err", e)
+		case *kafka.Message:
+			// The lease topic carries no records; nothing to do.
+		}
+		if now := time.Now(); now.After(next) {
+			next = now.Add(describeEvery)
+			l.describe()
+		}
+	}
+}
+
+// describe reads the group's members and the holder of partition 0.
+func (l *Lease) describe() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := l.admin.DescribeConsumerGroups(ctx, []string{GroupPrefix + l.cfg.Key})
+	if err != nil || len(res.ConsumerGroupDescriptions) == 0 {
+		l.log.Debug("describe the lease group failed", "err", err)
+		return
+	}
+	d := res.ConsumerGroupDescriptions[0]
+	if d.Error.Code() != kafka.ErrNoError {
+		l.log.Debug("describe the lease group failed", "err", d.Error)
+		return
+	}
+	var members []string
+	owner := ""
+	for _, m := range d.Members {
+		id := m.GroupInstanceID
+		if id == "" {
+			id = m.ClientID
+		}
+		members = append(members, id)
+		if holds(m.Assignment.TopicPartitions) {
+			owner = id
+		}
+	}
+	slices.Sort(members)
+	l.mu.Lock()
+	if l.view.Held {
+		// Our own assignment is the truth for us; the description may lag.
+		owner = l.cfg.RuntimeID
+	}
+	if owner == l.view.Owner && slices.Equal(members, l.view.Members) {
+		l.mu.Unlock()
+		return
+	}
+	l.setOwnerLocked(owner)
+	l.view.Members = members
+	v := l.viewLocked()
+	l.mu.Unlock()
+	l.notify(v)
+}
+
+// View returns what the lease knows now.
+func (l *Lease) View() View {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.viewLocked()
+}
+
+// Wait blocks until this runtime holds the lease, then returns a channel
+// closed when it loses it (or Close is called). It returns ctx's error
+// when ctx ends first, and an error when the lease is closed.
+func (l *Lease) Wait(ctx context.Context) (lost <-chan struct{}, err error) {
+	for {
+		l.mu.Lock()
+		acq, lst, held, closed := l.acquired, l.lost, l.view.Held, l.closed
+		l.mu.Unlock()
+		if closed {
+			return nil, errors.New("lease closed")
+		}
+		if held {
+			return lst, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.done:
+			return nil, errors.New("lease closed")
+		case <-acq:
+		}
+	}
+}
+
+// Close leaves the group. A static member's departure is noticed by the
+// broker only after the session timeout, so another runtime takes the
+// source over then (a restart of this one within it takes it back at
+// once).
+func (l *Lease) Close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.setHeld(false, "")
+	l.admin.Close()
+	_ = l.c.Close()
+	l.stopLogs()
+}

@@ -1,0 +1,105 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/connectortest"
+)
+
+// session is the shortest session timeout the embedded broker accepts.
+const session = 6 * time.Second
+
+func start(t *testing.T, addr, id string) *Lease {
+	t.Helper()
+	l, err := Start(context.Background(), Config{Key: "src", RuntimeID: id, BootstrapServers: addr, SessionTimeout: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func held(ls ...*Lease) (n int, by string) {
+	for _, l := range ls {
+		if v := l.View(); v.Held {
+			n++
+			by = l.cfg.RuntimeID
+		}
+	}
+	return n, by
+}
+
+// TestOneOwnerThenTakeover: of two members exactly one holds the lease and
+// both see it as the owner; once the holder closes, the other acquires it
+// within the session timeout plus a margin.
+func TestOneOwnerThenTakeover(t *testing.T) {
+	b := connectortest.Broker(t)
+	a := start(t, b.Addr(), "rt-a")
+	if _, err := a.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, b.Addr(), "rt-b")
+	connectortest.Eventually(t, 30*time.Second, func() error {
+		if v := c.View(); v.Owner != "rt-a" || len(v.Members) != 2 {
+			return fmt.Errorf("rt-b sees %+v, want owner rt-a and two members", v)
+		}
+		return nil
+	})
+	// The holder keeps it while the other joins (sticky assignment).
+	if n, by := held(a, c); n != 1 || by != "rt-a" {
+		t.Fatalf("%d holders (%s), want rt-a alone", n, by)
+	}
+	lost, err := a.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	select {
+	case <-lost:
+	default:
+		t.Fatal("Close did not close the lost channel")
+	}
+	closedAt := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), session+15*time.Second)
+	defer cancel()
+	if _, err := c.Wait(ctx); err != nil {
+		t.Fatalf("rt-b did not take the lease over within session + 15s: %v", err)
+	}
+	t.Logf("takeover after close: %v (session timeout %v)", time.Since(closedAt).Round(100*time.Millisecond), session)
+	connectortest.Eventually(t, 10*time.Second, func() error {
+		if v := c.View(); v.Owner != "rt-b" || v.Changes < 2 {
+			return fmt.Errorf("rt-b sees %+v, want owner rt-b after a change", v)
+		}
+		return nil
+	})
+}
+
+// TestRestartKeepsLease: a runtime restarted under the same id gets its
+// lease back without waiting out its dead self's session.
+func TestRestartKeepsLease(t *testing.T) {
+	b := connectortest.Broker(t)
+	a := start(t, b.Addr(), "rt-a")
+	if _, err := a.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, b.Addr(), "rt-b")
+	connectortest.Eventually(t, 30*time.Second, func() error {
+		if v := c.View(); len(v.Members) != 2 {
+			return fmt.Errorf("rt-b sees %+v, want two members", v)
+		}
+		return nil
+	})
+	a.Close()
+	again := start(t, b.Addr(), "rt-a")
+	ctx, cancel := context.WithTimeout(context.Background(), session/2)
+	defer cancel()
+	if _, err := again.Wait(ctx); err != nil {
+		t.Fatalf("restarted rt-a did not get its lease back within half the session timeout: %v", err)
+	}
+	if n, _ := held(again, c); n != 1 {
+		t.Fatalf("%d holders", n)
+	}
+}
