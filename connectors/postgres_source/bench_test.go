@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 )
 
 const benchRows = 100_000
@@ -63,7 +65,7 @@ func BenchmarkCDC(b *testing.B) {
 		slot = fmt.Sprintf("rawstream_%s_%d", db.tag, i)
 		copySlot(b, db, pristine, slot)
 		rawStreamT += rawStreamPass(b, db, slot, opt)
-		eventually(b, func() bool {
+		connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
 			return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+slot+`' AND active`) == "0"
 		})
 		db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
@@ -81,7 +83,7 @@ func BenchmarkCDC(b *testing.B) {
 				streamT += d
 			}
 			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.Slot + `' AND active_pid IS NOT NULL`)
-			eventually(b, func() bool {
+			connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
 				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.Slot+`' AND active`) == "0"
 			})
 			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 )
 
 func TestCDCOperations(t *testing.T) { forReaders(t, testCDCOperations) }
@@ -132,7 +134,7 @@ func testCDCNackAckResume(t *testing.T, reader string) {
 	if reader == readerStream {
 		next(t, s) // the stream confirms asynchronously
 		nack(t, s)
-		eventually(t, func() bool { return slotPos(t, db, opt.Slot).String() == mustState(t, b2.State) })
+		connectortest.WaitFor(t, 15*time.Second, "the slot at the committed state", func() bool { return slotPos(t, db, opt.Slot).String() == mustState(t, b2.State) })
 	} else if pos := slotPos(t, db, opt.Slot); pos.String() != mustState(t, b2.State) {
 		t.Errorf("slot at %s, state %s", pos, b2.State)
 	}
@@ -168,7 +170,7 @@ func testQuietDatabaseAdvances(t *testing.T, reader string) {
 	s := open(t, opt, nil)
 	start := slotPos(t, db, opt.Slot)
 	db.exec(`INSERT INTO noise (v) SELECT 'x' FROM generate_series(1, 1000)`)
-	eventually(t, func() bool {
+	connectortest.WaitFor(t, 15*time.Second, "the slot to advance", func() bool {
 		empty(t, s)
 		ack(t, s) // the runtime acknowledges the empty batch
 		return slotPos(t, db, opt.Slot) > start
@@ -202,16 +204,5 @@ func mustState(t testing.TB, blob []byte) string {
 func forReaders(t *testing.T, test func(t *testing.T, reader string)) {
 	for _, r := range []string{readerPeek, readerStream} {
 		t.Run(r, func(t *testing.T) { test(t, r) })
-	}
-}
-
-func eventually(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 15s")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -131,7 +131,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 			}
 			run.Stop()
 			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.Slot + `' AND active_pid IS NOT NULL`)
-			eventually(b, func() bool {
+			connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
 				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.Slot+`' AND active`) == "0"
 			})
 			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
 
@@ -78,7 +79,7 @@ func TestCDCErrors(t *testing.T) {
 			next(t, s)
 			ack(t, s)
 			// The stream reader holds the slot: end its walsender first.
-			eventually(t, func() bool {
+			connectortest.WaitFor(t, 15*time.Second, "the walsender to end", func() bool {
 				db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + opt.Slot + `' AND active_pid IS NOT NULL`)
 				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+opt.Slot+`' AND active`) == "0"
 			})

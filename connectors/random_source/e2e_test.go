@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
@@ -81,17 +82,6 @@ func (r *runner) stop(t *testing.T) error {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func startBroker(t testing.TB) *broker.Broker {
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0"})
 	if err != nil {
@@ -139,13 +129,13 @@ func TestEndToEnd(t *testing.T) {
 		return st.NextSeq
 	}
 	r1, _ := runSource(3000)
-	waitFor(t, "state 3000", func() bool { return stored() == 3000 })
+	connectortest.WaitFor(t, 90*time.Second, "state 3000", func() bool { return stored() == 3000 })
 	if err := r1.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	r2, tr := runSource(6000)
-	waitFor(t, "state 6000", func() bool { return stored() == 6000 })
-	waitFor(t, "6000 records at the sink", func() bool { return sink.count() >= 6000 })
+	connectortest.WaitFor(t, 90*time.Second, "state 6000", func() bool { return stored() == 6000 })
+	connectortest.WaitFor(t, 90*time.Second, "6000 records at the sink", func() bool { return sink.count() >= 6000 })
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +194,7 @@ func TestHTTPStateStoreFailsThenRecovers(t *testing.T) {
 		return sourceloop.Run(ctx, sourceloop.Config{Key: "random", Topics: sourceTopics(), Source: src, Store: store,
 			BootstrapServers: b.Addr(), Logger: logger(), Tracker: tr, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond})
 	})
-	waitFor(t, "status Error", func() bool { return tr.Status() == status.Error })
+	connectortest.WaitFor(t, 90*time.Second, "status Error", func() bool { return tr.Status() == status.Error })
 	if src.Committed() != 0 {
 		t.Fatal("the source committed while the store failed")
 	}
@@ -213,7 +203,7 @@ func TestHTTPStateStoreFailsThenRecovers(t *testing.T) {
 		t.Fatalf("while failing: %+v", snap)
 	}
 	failing.Store(false)
-	waitFor(t, "all 500 acknowledged", func() bool { return src.Committed() == 500 })
+	connectortest.WaitFor(t, 90*time.Second, "all 500 acknowledged", func() bool { return src.Committed() == 500 })
 	if tr.Status() != status.Running {
 		t.Fatalf("status %s after recovery", tr.Status())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -165,17 +166,6 @@ func runLoop(t *testing.T, b *broker.Broker, topics []definition.Topics, sink pl
 	return stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // watchSink records the highest offset per topic of successful Consume
 // calls.
 type watchSink struct {
@@ -237,7 +227,7 @@ func TestEndToEnd(t *testing.T) {
 	proxy.InjectMatching(dataPut, 2, xmlFault(500, "InternalError", "boom"))
 	w := &watchSink{Sink: sink, upTo: map[string]int64{}}
 	stop := runLoop(t, b, topics, w, tr)
-	waitFor(t, "every record consumed", func() bool { return w.done("orders.eu", 24) && w.done("orders.us", 2) })
+	connectortest.WaitFor(t, time.Minute, "every record consumed", func() bool { return w.done("orders.eu", 24) && w.done("orders.us", 2) })
 	if err := stop(); err != nil { // graceful stop: Close flushes
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -68,7 +69,7 @@ func TestParquetDeadLetters(t *testing.T) {
 	// 1. No dead-letter topic.
 	tr := status.New(string(plugin.KindSink), "orders_s3", nil)
 	stop := runLoop(t, b, []definition.Topics{block}, newParquetSink(), tr)
-	waitFor(t, "the batch to fail", func() bool { return strings.Contains(tr.Snapshot().LastError, "no dead_letter_topic") })
+	connectortest.WaitFor(t, time.Minute, "the batch to fail", func() bool { return strings.Contains(tr.Snapshot().LastError, "no dead_letter_topic") })
 	msg := tr.Snapshot().LastError
 	for _, want := range []string{"orders/0@3", "column id (int64)", "payload field id is missing"} {
 		if !strings.Contains(msg, want) {
@@ -86,7 +87,7 @@ func TestParquetDeadLetters(t *testing.T) {
 	block.DeadLetterTopic = "orders.dlq"
 	tr = status.New(string(plugin.KindSink), "orders_s3", nil)
 	stop = runLoop(t, b, []definition.Topics{block}, newParquetSink(), tr)
-	waitFor(t, "two dead letters", func() bool { return tr.Snapshot().Counters.DeadLetters >= 2 })
+	connectortest.WaitFor(t, time.Minute, "two dead letters", func() bool { return tr.Snapshot().Counters.DeadLetters >= 2 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -122,6 +122,19 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	}
 }
 
+// WaitFor is Eventually for a condition that has no error of its own: it
+// fails the test with "waiting for what" when cond is not true after
+// timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, timeout, func() error {
+		if cond() {
+			return nil
+		}
+		return errors.New("waiting for " + what)
+	})
+}
+
 // SinkTopics returns one sink [[topics]] block per topic name, consuming
 // JSON records in small batches with a short poll interval.
 func SinkTopics(topics ...string) []definition.Topics {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/api"
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
@@ -91,17 +92,6 @@ func sourceDef(key string, enabled bool) string {
 	return fmt.Sprintf("type = \"source\"\nkey = %q\nenabled = %v\npath = \"libpicomq_connector_sup_test_source\"\n[[topics]]\ntopic = \"seq_%s\"\ncreate_topics = true\n", key, enabled, key)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestSupervisorRunRestartStop(t *testing.T) {
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	if err != nil {
@@ -119,7 +109,7 @@ func TestSupervisorRunRestartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, _ := sup.Tracker("source", "gen")
-	waitFor(t, "100 records produced", func() bool { return tr.Counters.Produced.Load() >= 100 })
+	connectortest.WaitFor(t, 30*time.Second, "100 records produced", func() bool { return tr.Counters.Produced.Load() >= 100 })
 	if e, ok := sup.Get("source", "off"); !ok || e.Status != status.Disabled {
 		t.Fatalf("disabled connector: %+v", e)
 	}
@@ -142,7 +132,7 @@ func TestSupervisorRunRestartStop(t *testing.T) {
 	if err := sup.Restart(ctx, "source", "gen"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "records after restart", func() bool { return tr.Counters.Produced.Load() >= before+100 && tr.Status() == status.Running })
+	connectortest.WaitFor(t, 30*time.Second, "records after restart", func() bool { return tr.Counters.Produced.Load() >= before+100 && tr.Status() == status.Running })
 	if err := sup.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +183,7 @@ func TestSupervisorEmbeddedBrokerKeepsData(t *testing.T) {
 			t.Fatal("no embedded broker address")
 		}
 		tr, _ := sup.Tracker("source", "gen")
-		waitFor(t, "records on the embedded broker", func() bool { return tr.Counters.Produced.Load() >= minProduced })
+		connectortest.WaitFor(t, 30*time.Second, "records on the embedded broker", func() bool { return tr.Counters.Produced.Load() >= minProduced })
 		return sup, func() {
 			if err := sup.Stop(context.Background()); err != nil {
 				t.Fatal(err)
@@ -314,7 +304,7 @@ func TestSupervisorSourceToSink(t *testing.T) {
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "200 records in the sink", func() bool {
+	connectortest.WaitFor(t, 30*time.Second, "200 records in the sink", func() bool {
 		sinkMu.Lock()
 		defer sinkMu.Unlock()
 		return len(sinkSeqs) >= 200
