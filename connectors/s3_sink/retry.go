@@ -7,6 +7,8 @@ import (
 	"time"
 
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	rtbackoff "github.com/picomq/pico-connectors/runtime/backoff"
 )
 
 // backoff returns the delay before attempt n, as the spec words it:
@@ -14,21 +16,10 @@ import (
 // attempt, four times before the third, ...), with ±20% jitter from r in
 // [0, 1), capped at 60 seconds. The first attempt is not delayed.
 func backoff(base time.Duration, attempt int, r float64) time.Duration {
-	if attempt < 2 || base <= 0 {
+	if attempt < 2 {
 		return 0
 	}
-	d := base
-	for i := 1; i < attempt && d < maxRetryDelay; i++ {
-		d *= 2
-	}
-	if d > maxRetryDelay {
-		d = maxRetryDelay
-	}
-	j := time.Duration(float64(d) * (0.8 + 0.4*r))
-	if j > maxRetryDelay {
-		j = maxRetryDelay
-	}
-	return j
+	return rtbackoff.Delay(base, maxRetryDelay, attempt, r)
 }
 
 // attemptTimeout bounds one PutObject of size bytes, so a server that
@@ -74,19 +65,7 @@ func (e *nonRetriableError) Error() string {
 func (e *nonRetriableError) Unwrap() error { return e.err }
 
 // sleepCtx waits for d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+var sleepCtx = rtbackoff.Sleep
 
 // retrier runs one operation under the spec's policy. now, sleep and rand
 // are injected so tests run without waiting.
