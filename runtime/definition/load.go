@@ -331,7 +331,7 @@ func (r *Runtime) validate(d *decoder) {
 	if (r.HTTP.TLSCert == "") != (r.HTTP.TLSKey == "") {
 		d.add("http", "set both tls_cert and tls_key to serve HTTPS, or neither")
 	}
-	d.oneOf("state.storage", r.State.Storage, "file", "http")
+	r.validateFleet(d) // state.storage, mode, id, [fleet] (fleet.go)
 	if r.State.Storage == "http" {
 		if r.State.HTTP.URL == "" {
 			d.add("state.http.url", "missing: state.storage = \"http\" needs [state.http] url = \"https://...\"")

@@ -18,6 +18,19 @@ type Runtime struct {
 	Log Log `toml:"log" json:"log,omitempty" jsonschema:"description=Logging."`
 	// ShutdownGrace bounds a graceful stop.
 	ShutdownGrace string `toml:"shutdown_grace" json:"shutdown_grace,omitempty" jsonschema:"description=How long a graceful stop may take before the runtime exits anyway.,default=30s"`
+	// Mode says whether this runtime shares its connectors with others
+	// (see fleet.go).
+	Mode string `toml:"mode" json:"mode,omitempty" jsonschema:"enum=standalone,enum=distributed,default=standalone,description=standalone: this runtime runs every source it is given. distributed: runtimes with the same sources share them through the broker's group protocol and each source runs on exactly one of them (needs state.storage = \"broker\")."`
+	// ID is this runtime's id, stable across restarts.
+	ID string `toml:"id" json:"id,omitempty" jsonschema:"description=This runtime's id in a fleet: the group.instance.id of its sinks and source leases (static membership: a runtime restarted under the same id gets its work back at once). Keep it stable across restarts and unique in the fleet. Default: HOSTNAME-PORT with the port of http.address (two runtimes on one host listen on two ports)."`
+	// Fleet tunes how runtimes share sources in distributed mode.
+	Fleet Fleet `toml:"fleet" json:"fleet,omitempty" jsonschema:"description=How runtimes in distributed mode share the sources."`
+}
+
+// Fleet tunes how runtimes in distributed mode share the sources.
+type Fleet struct {
+	SessionTimeout string `toml:"session_timeout" json:"session_timeout,omitempty" jsonschema:"description=How long the broker waits for a silent runtime before another one takes its sources over; a takeover takes this plus the source's start-up. The broker bounds it (6s at least on the embedded broker).,default=10s"`
+	LeaseTopic     string `toml:"lease_topic" json:"lease_topic,omitempty" jsonschema:"description=One-partition topic each source's lease group subscribes to; created when missing. It holds no records.,default=pico-connectors.leases"`
 }
 
 // Broker says where PicoMQ is.
@@ -38,7 +51,8 @@ type HTTP struct {
 
 // State is where sources keep their checkpoints.
 type State struct {
-	Storage string    `toml:"storage" json:"storage,omitempty" jsonschema:"enum=file,enum=http,default=file,description=file or http."`
+	Storage string    `toml:"storage" json:"storage,omitempty" jsonschema:"enum=file,enum=http,enum=broker,default=file,description=file: one file per source. http: a state service. broker: a compacted topic per source in the broker (needed by mode = \"distributed\")."`
+	Topic   string    `toml:"topic" json:"topic,omitempty" jsonschema:"description=The broker store: prefix of the state topics; source KEY keeps its checkpoints in TOPIC.KEY (compacted, one partition, created when missing).,default=pico-connectors.state"`
 	Path    string    `toml:"path" json:"path,omitempty" jsonschema:"description=Folder for the file store, one file per source. Relative to the runtime config file.,default=state"`
 	HTTP    StateHTTP `toml:"http" json:"http,omitempty" jsonschema:"description=The http store."`
 }
