@@ -222,7 +222,7 @@ func (b *bench) pgRows() []row {
 			"connection_string": dsn, "mode": "cdc", "tables": []any{"public.ev"}, "batch_size": int64(pgBatch),
 			"replication_slot": slot, "publication": pgPub, "create_slot": false, "create_publication": false,
 			"include_metadata": false, "poll_interval": "10ms",
-		}, nil)
+		})
 		b.must(err)
 		rec := &recorder{Source: src}
 		ct := b.runLoop(br, rec, fmt.Sprintf("pg.cdc.%d", i), pgBatch, pgRows)
@@ -240,7 +240,7 @@ func (b *bench) pgRows() []row {
 		src, err = newSource("libpicomq_connector_postgres_source", map[string]any{
 			"connection_string": dsn, "mode": "polling", "tables": []any{"public.ev"}, "batch_size": int64(pgBatch),
 			"tracking_column": "id", "include_metadata": false, "poll_interval": "10ms",
-		}, nil)
+		})
 		b.must(err)
 		rec = &recorder{Source: src}
 		pt := b.runLoop(br, rec, fmt.Sprintf("pg.poll.%d", i), pgBatch, pgRows)

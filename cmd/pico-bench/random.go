@@ -26,8 +26,9 @@ func (m *memStore) Save(_ context.Context, _ string, b []byte) error {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// newSource builds a registered source from a plugin_config table.
-func newSource(path string, cfg map[string]any, state []byte) (plugin.Source, error) {
+// newSource builds a registered source from a plugin_config table; the
+// source loop opens it.
+func newSource(path string, cfg map[string]any) (plugin.Source, error) {
 	reg, ok := plugin.Lookup(path)
 	if !ok {
 		return nil, fmt.Errorf("%s is not linked", path)
@@ -36,7 +37,7 @@ func newSource(path string, cfg map[string]any, state []byte) (plugin.Source, er
 	if err != nil {
 		return nil, err
 	}
-	return reg.NewSource(c, plugin.Env{Key: "bench", Logger: quiet(), Metrics: plugin.DiscardMetrics, State: state})
+	return reg.NewSource(c, plugin.Env{Key: "bench", Logger: quiet(), Metrics: plugin.DiscardMetrics})
 }
 
 // recorder keeps every batch a source returns. It passes on the source's
@@ -110,7 +111,7 @@ func (b *bench) randomRow(what string, cfg broker.Config) row {
 	var msgs []plugin.Message
 	pipelined := "one batch at a time"
 	for i := 0; i < 3; i++ {
-		src, err := newSource("libpicomq_connector_random_source", srcCfg, nil)
+		src, err := newSource("libpicomq_connector_random_source", srcCfg)
 		b.must(err)
 		rec := &recorder{Source: src}
 		if p, ok := src.(plugin.Pipelined); ok && p.PollAhead() > 1 {

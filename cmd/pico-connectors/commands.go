@@ -91,7 +91,7 @@ func printProblems(w io.Writer, err error) {
 	var ps definition.Problems
 	if errors.As(err, &ps) {
 		for _, p := range ps {
-			fmt.Fprintln(w, p.String())
+			fmt.Fprintln(w, p.Error())
 		}
 		noun := "problems"
 		if len(ps) == 1 {
@@ -195,8 +195,8 @@ func findDefinition(cfg *definition.Config, arg string) (*definition.Definition,
 		for _, d := range cfg.Connectors {
 			keys = append(keys, d.Key)
 		}
-		if s := confkit.Suggest(key, keys); s != "" {
-			msg += fmt.Sprintf("; did you mean %q?", s)
+		if s := confkit.DidYouMean(key, keys); s != "" {
+			msg += s
 		} else if len(all) > 0 {
 			msg += "; there are " + strings.Join(all, ", ")
 		}

@@ -31,7 +31,7 @@ func benchTable(b *testing.B) (*testDB, options) {
 		opt.BatchSize = v
 	}
 	opt.Slot = "pristine_" + db.tag
-	s, err := newSource(opt, testEnv(nil))
+	s, err := openSource(opt, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func rawStreamPass(b testing.TB, db *testDB, slot string, opt options) time.Dura
 
 // sourcePass polls and acknowledges benchRows records, timed.
 func sourcePass(b *testing.B, o options) time.Duration {
-	s, err := newSource(o, testEnv(nil))
+	s, err := openSource(o, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func BenchmarkPolling(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		s, err := newSource(opt, testEnv(nil))
+		s, err := openSource(opt, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -265,7 +265,7 @@ func BenchmarkCDCSustained(b *testing.B) {
 			opt := db.cdcOptions("ev")
 			opt.Reader = reader
 			opt.BatchSize = 10_000
-			s, err := newSource(opt, testEnv(nil))
+			s, err := openSource(opt, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

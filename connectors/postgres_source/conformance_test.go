@@ -11,13 +11,26 @@ import (
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
-// load builds a source the way the runtime does: generated Load, then New.
-func load(t testing.TB, raw map[string]any, st []byte) (plugin.Source, error) {
+// build builds a source the way the runtime does: generated Load, then New.
+func build(raw map[string]any) (plugin.Source, error) {
 	cfg, err := postgressourceconfig.Load(raw, "PICOMQ_CONNECTORS_SOURCE_PG_PLUGIN_CONFIG_", func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, err
 	}
-	return New(cfg, testEnv(st))
+	return New(cfg, testEnv())
+}
+
+// load builds a source and opens it without a state.
+func load(raw map[string]any) (plugin.Source, error) {
+	s, err := build(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Open(context.Background(), nil); err != nil {
+		s.Close(context.Background())
+		return nil, err
+	}
+	return s, nil
 }
 
 func TestConformance(t *testing.T) {
@@ -35,7 +48,7 @@ func TestConformance(t *testing.T) {
 					raw["cdc_reader"] = "stream"
 				}
 				if mode != "polling" {
-					s, err := load(t, raw, nil) // creates the slot and publication
+					s, err := load(raw) // creates the slot and publication
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -45,8 +58,8 @@ func TestConformance(t *testing.T) {
 					db.exec(fmt.Sprintf(`INSERT INTO ev VALUES (%d, 'v')`, i))
 				}
 			}
-			sourcetest.Run(t, func(t *testing.T, st []byte) (plugin.Source, error) {
-				return load(t, raw, st)
+			sourcetest.Run(t, func(t *testing.T) (plugin.Source, error) {
+				return build(raw)
 			}, sourcetest.WithSetup(setup))
 		})
 	}
@@ -55,15 +68,15 @@ func TestConformance(t *testing.T) {
 func TestLoadAndNew(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE ev (id int PRIMARY KEY)`)
-	_, err := load(t, map[string]any{"connection_string": db.dsn, "tables": []any{"ev"}, "mode": "polling", "delete_after_read": true, "processed_column": "x"}, nil)
+	_, err := load(map[string]any{"connection_string": db.dsn, "tables": []any{"ev"}, "mode": "polling", "delete_after_read": true, "processed_column": "x"})
 	if err == nil || !strings.Contains(err.Error(), "delete_after_read and processed_column") {
 		t.Errorf("got %v", err)
 	}
-	_, err = load(t, map[string]any{"tables": []any{"ev"}}, nil)
+	_, err = load(map[string]any{"tables": []any{"ev"}})
 	if err == nil || !strings.Contains(err.Error(), "connection_string is required") {
 		t.Errorf("got %v", err)
 	}
-	s, err := load(t, map[string]any{"connection_string": db.dsn, "tables": []any{"ev"}}, nil)
+	s, err := load(map[string]any{"connection_string": db.dsn, "tables": []any{"ev"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,8 @@ import (
 
 func init() { postgressourceconfig.RegisterSource(New) }
 
-// New builds the source from its generated configuration and the committed
-// state in env.State. It connects and checks the database (wal_level,
-// privileges, slot, publication, tables); configuration and permission
-// problems are errors here, while a database that cannot be reached yet is
-// retried by Poll.
+// New builds the source from its generated configuration; Open connects
+// and loads the committed state.
 func New(cfg postgressourceconfig.Config, env plugin.Env) (plugin.Source, error) {
 	return newSource(optionsFrom(cfg, env.Key), env)
 }

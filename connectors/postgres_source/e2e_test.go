@@ -79,6 +79,8 @@ func (m *memSource) Poll(ctx context.Context) (plugin.Batch, error) {
 	return m.batches[m.i], nil
 }
 
+func (m *memSource) Open(context.Context, []byte) error { return nil }
+
 func (m *memSource) OnBatchResult(_ context.Context, r plugin.Result) error {
 	if r == plugin.Ack {
 		m.i++
@@ -112,7 +114,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 			o.Slot = fmt.Sprintf("e2e_%s_%s_%d", reader, db.tag, i)
 			o.CreateSlot = false
 			copySlot(b, db, pristine, o.Slot)
-			s, err := newSource(o, testEnv(nil))
+			s, err := newSource(o, testEnv())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func TestCDCErrors(t *testing.T) {
 		opt := db.cdcOptions("t")
 		opt.Slot = "other_" + db.tag
 		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.Slot + `', 'test_decoding')`)
-		_, err := newSource(opt, testEnv(nil))
+		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), `uses output plugin "test_decoding"; this source needs pgoutput`) {
 			t.Fatalf("got %v", err)
 		}
@@ -34,7 +34,7 @@ func TestCDCErrors(t *testing.T) {
 	t.Run("no replication privilege", func(t *testing.T) {
 		opt := db.cdcOptions("t")
 		opt.ConnString = db.srv.DSNFor(bob, db.tag)
-		_, err := newSource(opt, testEnv(nil))
+		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), `user "`+bob+`" lacks the REPLICATION privilege`) {
 			t.Fatalf("got %v", err)
 		}
@@ -43,7 +43,7 @@ func TestCDCErrors(t *testing.T) {
 		opt := db.cdcOptions("t")
 		opt.Slot = "absent_" + db.tag
 		opt.CreateSlot = false
-		_, err := newSource(opt, testEnv(nil))
+		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), "does not exist and create_slot is false") {
 			t.Fatalf("got %v", err)
 		}
@@ -93,7 +93,7 @@ func TestCDCErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "does not exist any more") && !strings.Contains(err.Error(), "was dropped") {
 				t.Fatalf("poll after drop: %v", err)
 			}
-			_, err = newSource(opt, testEnv([]byte(`{"v":1,"mode":"cdc","lsn":"0/1000000"}`)))
+			_, err = openSource(opt, []byte(`{"v":1,"mode":"cdc","lsn":"0/1000000"}`))
 			if err == nil || !strings.Contains(err.Error(), "was dropped after this source had delivered changes") {
 				t.Fatalf("start after drop: %v", err)
 			}
@@ -110,7 +110,7 @@ func TestWalLevelNotLogical(t *testing.T) {
 	srv.Restart(t)
 	db := newDBOn(t, srv)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
-	_, err := newSource(db.cdcOptions("t"), testEnv(nil))
+	_, err := openSource(db.cdcOptions("t"), nil)
 	if err == nil || !strings.Contains(err.Error(), "wal_level = replica; CDC needs wal_level = logical") {
 		t.Fatalf("got %v", err)
 	}

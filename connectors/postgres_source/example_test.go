@@ -33,8 +33,11 @@ func TestExampleDefinition(t *testing.T) {
 	if got := cfg.Redacted()["connection_string"]; got != "****" {
 		t.Errorf("redacted connection_string = %v", got)
 	}
-	src, err := New(cfg, testEnv(nil))
+	src, err := New(cfg, testEnv())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Open(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close(context.Background())

@@ -115,7 +115,7 @@ func FuzzPgoutputDecode(f *testing.F) {
 
 		s, err := newSource(options{ConnString: "postgres://u@127.0.0.1:1/db", Mode: "cdc", Tables: []string{"public.t"},
 			BatchSize: 10, Slot: "s", Publication: "p", Snapshot: "never", IncludeMetadata: true},
-			plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: plugin.DiscardMetrics})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func FuzzPgoutputDecode(f *testing.F) {
 func TestFuzzSeedsDecode(t *testing.T) {
 	s, err := newSource(options{ConnString: "postgres://u@127.0.0.1:1/db", Mode: "cdc", Tables: []string{"public.t"},
 		BatchSize: 10, Slot: "s", Publication: "p", Snapshot: "never"},
-		plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: plugin.DiscardMetrics})
 	if err != nil {
 		t.Fatal(err)
 	}

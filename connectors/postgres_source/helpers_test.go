@@ -120,7 +120,7 @@ func (d *testDB) pollOptions(tables ...string) options {
 
 func open(t testing.TB, opt options, st []byte) *Source {
 	t.Helper()
-	s, err := newSource(opt, plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: plugin.DiscardMetrics, State: st})
+	s, err := openSource(opt, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +198,20 @@ func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-func testEnv(st []byte) plugin.Env {
-	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: plugin.DiscardMetrics, State: st}
+func testEnv() plugin.Env {
+	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: plugin.DiscardMetrics}
+}
+
+// openSource builds a source from opt and opens it with the state st, as
+// the runtime does.
+func openSource(opt options, st []byte) (*Source, error) {
+	s, err := newSource(opt, testEnv())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Open(context.Background(), st); err != nil {
+		s.Close(context.Background())
+		return nil, err
+	}
+	return s, nil
 }

@@ -191,7 +191,7 @@ func TestPollingConfigErrors(t *testing.T) {
 	for _, c := range cases {
 		opt := db.pollOptions("k")
 		c.opt(&opt)
-		_, err := newSource(opt, testEnv(nil))
+		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}

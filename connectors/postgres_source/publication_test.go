@@ -23,7 +23,7 @@ INSERT INTO nokey VALUES (1); INSERT INTO nothing VALUES (1, 1); INSERT INTO ful
 		opt := db.cdcOptions(table)
 		opt.Publication = "pub_" + table + "_" + db.tag
 		opt.Slot = "slot_" + table + "_" + db.tag
-		_, err := newSource(opt, testEnv(nil))
+		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), "ALTER TABLE \"public\".\""+table+"\" REPLICA IDENTITY FULL") ||
 			!strings.Contains(err.Error(), `capture_operations = ["insert"]`) {
 			t.Fatalf("%s: got %v", table, err)
@@ -47,7 +47,7 @@ INSERT INTO nokey VALUES (1); INSERT INTO nothing VALUES (1, 1); INSERT INTO ful
 	opt2.Publication = "pub2_" + db.tag
 	opt2.Slot = "slot2_" + db.tag
 	db.exec(`CREATE PUBLICATION ` + opt2.Publication + ` FOR TABLE full_nokey`)
-	if _, err := newSource(opt2, testEnv(nil)); err == nil || !strings.Contains(err.Error(), "REPLICA IDENTITY NOTHING") {
+	if _, err := openSource(opt2, nil); err == nil || !strings.Contains(err.Error(), "REPLICA IDENTITY NOTHING") {
 		t.Fatalf("adding a table: got %v", err)
 	}
 	writes("nothing")

@@ -99,6 +99,9 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := src.Open(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
 	defer src.Close(context.Background())
 	if err := src.Health(); err != nil {
 		t.Fatalf("a new slot is healthy, got %v", err)
@@ -140,7 +143,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- sourceloop.Run(ctx, sourceloop.Config{
-			Key: "slots", Source: src, Store: store, Tracker: tr, BootstrapServers: b.Addr(),
+			Key: "slots", Source: alreadyOpen{src}, Store: store, Tracker: tr, BootstrapServers: b.Addr(),
 			Topics: []definition.Topics{{Topic: definition.Route{Literal: "pg.slots"}, Schema: "json", CreateTopics: true, LingerTime: "1ms"}},
 		})
 	}()
@@ -360,3 +363,9 @@ tables = ["public.t"]
 		t.Errorf("slots after the drop:\n%s", out)
 	}
 }
+
+// alreadyOpen hands the loop a source the test opened before: Open does
+// nothing.
+type alreadyOpen struct{ *Source }
+
+func (alreadyOpen) Open(context.Context, []byte) error { return nil }

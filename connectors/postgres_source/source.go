@@ -170,14 +170,14 @@ type Source struct {
 	arena arena
 	// lag is how far the committed position trails the server's WAL
 	// (CDC), in bytes.
-	lag plugin.Gauge
+	lag     plugin.Gauge
+	metrics plugin.Metrics
 
 	slots slotWatch // slots.go, heartbeat.go
 }
 
-// newSource builds a source from options and a committed state blob. It
-// connects and checks the database; a database that cannot be reached is
-// not an error here (Poll retries), anything else is.
+// newSource builds a source from options; it checks them but connects to
+// nothing until Open.
 func newSource(opt options, env plugin.Env) (*Source, error) {
 	if p := opt.check(); len(p) > 0 {
 		return nil, errors.New(joinLines(p))
@@ -185,16 +185,8 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 	if opt.Reader == "" {
 		opt.Reader = readerStream // the schema's default
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	s := &Source{opt: opt, log: log, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
-	metrics := env.Metrics
-	if metrics == nil {
-		metrics = plugin.DiscardMetrics
-	}
-	s.lag = metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
+	s := &Source{opt: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
+	s.lag = env.Metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
 	s.enc.numericAsString = opt.NumericAsString
 	for _, t := range opt.Tables {
 		tn, _ := parseTable(t)
@@ -232,46 +224,54 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
 	s.cfg = cfg
+	return s, nil
+}
 
+// Open loads the committed state blob (nil on the first start), then
+// connects and checks the database (wal_level, privileges, slot,
+// publication, tables). Configuration, permission and state problems are
+// errors; a database that cannot be reached yet is not (Poll retries).
+func (s *Source) Open(ctx context.Context, blob []byte) error {
+	opt := s.opt
 	s.committed = &state{V: 1, Mode: opt.Mode}
-	if len(env.State) > 0 {
+	if len(blob) > 0 {
 		var st state
-		if err := json.Unmarshal(env.State, &st); err != nil {
-			return nil, fmt.Errorf("state: the stored checkpoint is not this source's (%v); delete it to start over", err)
+		if err := json.Unmarshal(blob, &st); err != nil {
+			return fmt.Errorf("state: the stored checkpoint is not this source's (%v); delete it to start over", err)
 		}
 		if st.Mode != opt.Mode {
-			return nil, fmt.Errorf("state: the stored checkpoint was written in %s mode but mode is %s; delete the checkpoint to start over", st.Mode, opt.Mode)
+			return fmt.Errorf("state: the stored checkpoint was written in %s mode but mode is %s; delete the checkpoint to start over", st.Mode, opt.Mode)
 		}
 		s.committed = &st
 	}
 	if s.committed.LSN != "" {
 		lsn, err := pglogrepl.ParseLSN(s.committed.LSN)
 		if err != nil {
-			return nil, fmt.Errorf("state: bad LSN %q in the stored checkpoint", s.committed.LSN)
+			return fmt.Errorf("state: bad LSN %q in the stored checkpoint", s.committed.LSN)
 		}
 		s.committedLSN = lsn
 	}
 	if s.committed.TxLSN != "" {
 		if _, err := pglogrepl.ParseLSN(s.committed.TxLSN); err != nil || s.committed.TxRows < 0 {
-			return nil, fmt.Errorf("state: bad tx_lsn %q or tx_rows %d in the stored checkpoint; delete it to start over", s.committed.TxLSN, s.committed.TxRows)
+			return fmt.Errorf("state: bad tx_lsn %q or tx_rows %d in the stored checkpoint; delete it to start over", s.committed.TxLSN, s.committed.TxRows)
 		}
 	}
-	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(env.State) == 0 {
+	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(blob) == 0 {
 		s.committed.Snapshot = &snapState{Tables: map[string]*snapTable{}}
 	}
-	s.setupIncremental(len(env.State) > 0)
+	s.setupIncremental(len(blob) > 0)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := s.connect(ctx); err != nil {
 		if isPermanent(err) {
 			s.close()
-			return nil, err
+			return err
 		}
 		s.log.Warn("postgres setup failed; retrying on poll", "error", err)
 	}
-	s.startSlotWatch(metrics) // slots.go
-	return s, nil
+	s.startSlotWatch(s.metrics) // slots.go
+	return nil
 }
 
 func joinLines(p []string) string {

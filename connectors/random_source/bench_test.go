@@ -35,7 +35,7 @@ func BenchmarkSourceLoopVsBareProducer(b *testing.B) {
 	br := startBroker(b)
 	opt := options{RecordsPerBatch: 1000, PayloadSize: 256, KeyShape: keySequence, PayloadShape: payloadJSON, Seed: 1, MaxRecords: benchRecords}
 	// The bare producer sends records the source generated beforehand.
-	gen, _ := newSource(opt, nil)
+	gen := newSource(opt)
 	var msgs []plugin.Message
 	for int64(len(msgs)) < benchRecords {
 		batch, _ := gen.Poll(context.Background())
@@ -54,7 +54,7 @@ func BenchmarkSourceLoopVsBareProducer(b *testing.B) {
 		}
 		bare += time.Since(start)
 
-		src, _ := newSource(opt, nil)
+		src := newSource(opt)
 		store := &memStore{}
 		topics := []definition.Topics{{Topic: definition.Route{Literal: fmt.Sprintf("loop-%d", i)}, Schema: "json", CreateTopics: true, BatchLength: 1000, LingerTime: "5ms"}}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -7,10 +7,10 @@ import (
 
 func init() { randomsourceconfig.RegisterSource(New) }
 
-// New builds the random source from its generated config. env.State is the
+// New builds the random source from its generated config. Open reads the
 // last committed state ({"next_seq":N}); the source continues from there.
 func New(cfg randomsourceconfig.Config, env plugin.Env) (plugin.Source, error) {
-	return newSource(optionsFrom(cfg), env.State)
+	return newSource(optionsFrom(cfg)), nil
 }
 
 // optionsFrom turns the generated Config (already validated against the

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
+	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -22,8 +23,11 @@ func TestRegisteredAndLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reg.NewSource(cfg, plugin.Env{Key: "r", State: []byte(`{"next_seq":5}`)})
+	src, err := reg.NewSource(cfg, sourcetest.Env(t))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Open(context.Background(), []byte(`{"next_seq":5}`)); err != nil {
 		t.Fatal(err)
 	}
 	b, err := src.Poll(context.Background())
@@ -34,7 +38,7 @@ func TestRegisteredAndLoads(t *testing.T) {
 		!strings.Contains(err.Error(), "records_per_batch") || !strings.Contains(err.Error(), "payload_shape") {
 		t.Fatalf("bad config error = %v", err)
 	}
-	if _, err := reg.NewSource(cfg, plugin.Env{State: []byte("junk")}); err == nil {
+	if err := src.Open(context.Background(), []byte("junk")); err == nil {
 		t.Fatal("junk state accepted")
 	}
 }

@@ -11,12 +11,12 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	sourcetest.Run(t, func(t *testing.T, state []byte) (plugin.Source, error) {
+	sourcetest.Run(t, func(t *testing.T) (plugin.Source, error) {
 		cfg, err := randomsourceconfig.Load(map[string]any{"interval": "10ms", "records_per_batch": int64(5), "max_records": int64(12)}, "", nil)
 		if err != nil {
 			return nil, err
 		}
-		return New(cfg, sourcetest.Env(t, state))
+		return New(cfg, sourcetest.Env(t))
 	}, sourcetest.WithEqual(sameRecordButTime))
 }
 

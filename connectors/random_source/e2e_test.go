@@ -116,10 +116,10 @@ func TestEndToEnd(t *testing.T) {
 		}
 		opt := testOptions()
 		opt.RecordsPerBatch, opt.MaxRecords = 250, limit
-		src := mustSource(t, opt, blob)
+		src := newSource(opt)
 		tr := status.New("source", "random", nil)
 		return goRun(t, func(ctx context.Context) error {
-			return sourceloop.Run(ctx, sourceloop.Config{Key: "random", Topics: sourceTopics(), Source: src, Store: store,
+			return sourceloop.Run(ctx, sourceloop.Config{Key: "random", Topics: sourceTopics(), Source: src, State: blob, Store: store,
 				BootstrapServers: b.Addr(), Logger: logger(), Tracker: tr})
 		}), tr
 	}

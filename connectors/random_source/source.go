@@ -93,12 +93,21 @@ type Source struct {
 	batchStart int64
 }
 
-func newSource(opt options, state []byte) (*Source, error) {
+func newSource(opt options) *Source {
+	return &Source{opt: opt, now: time.Now}
+}
+
+// Open continues from the committed state ({"next_seq":N}), or from 0
+// without one.
+func (s *Source) Open(_ context.Context, state []byte) error {
 	st, err := ParseState(state)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &Source{opt: opt, committed: st.NextSeq, candidate: st.NextSeq, now: time.Now}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed, s.candidate = st.NextSeq, st.NextSeq
+	return nil
 }
 
 // Committed returns the next sequence number the source has been told is

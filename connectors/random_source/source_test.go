@@ -17,8 +17,8 @@ func testOptions() options {
 
 func mustSource(t testing.TB, opt options, state []byte) *Source {
 	t.Helper()
-	s, err := newSource(opt, state)
-	if err != nil {
+	s := newSource(opt)
+	if err := s.Open(context.Background(), state); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -74,7 +74,7 @@ func TestResumeFromState(t *testing.T) {
 		t.Fatal("did not resume")
 	}
 	for _, bad := range []string{`garbage`, `{"next_seq":-1}`} {
-		if _, err := newSource(testOptions(), []byte(bad)); err == nil || !strings.Contains(err.Error(), "random_source") {
+		if err := newSource(testOptions()).Open(context.Background(), []byte(bad)); err == nil || !strings.Contains(err.Error(), "random_source") {
 			t.Errorf("state %s: %v", bad, err)
 		}
 	}

@@ -110,9 +110,8 @@ func Compare(old, new []byte) ([]Change, error) {
 func read(b []byte) (*model.Schema, error) {
 	s, err := model.Parse("schema", "", b)
 	if s == nil || s.Root == nil {
-		var me *model.Error
-		if errors.As(err, &me) {
-			return nil, errors.New(me.Msg)
+		if ps, ok := confkit.AsProblems(err); ok && len(ps) == 1 {
+			return nil, errors.New(ps[0].Message)
 		}
 		return nil, err
 	}

@@ -11,7 +11,6 @@ package lint
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,13 +118,14 @@ func Schema(file string, doc []byte) Findings {
 	name := strings.TrimSuffix(filepath.Base(file), ".json")
 	s, err := model.Parse(file, name, doc)
 	l := linter{file: file, keys: map[string]string{}}
-	for _, e := range modelErrors(err) {
-		l.modelErr = append(l.modelErr, e.Pointer)
+	ps, _ := confkit.AsProblems(err)
+	for _, e := range ps {
+		l.modelErr = append(l.modelErr, e.Key)
 		rule := Invalid
-		if strings.HasSuffix(e.Pointer, "/default") {
+		if strings.HasSuffix(e.Key, "/default") {
 			rule = BadDefault
 		}
-		l.out = append(l.out, Finding{File: file, Pointer: e.Pointer, Rule: rule, Message: e.Msg})
+		l.out = append(l.out, Finding{File: file, Pointer: e.Key, Rule: rule, Message: e.Message})
 	}
 	if s == nil {
 		return l.out
@@ -141,9 +141,7 @@ func Schema(file string, doc []byte) Findings {
 	}
 	for _, u := range s.Unknown {
 		msg := fmt.Sprintf("%s is not a keyword of the dialect, so the generator ignores it", u.Keyword)
-		if u.Suggestion != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", u.Suggestion)
-		}
+		msg += confkit.DidYouMean(u.Keyword, u.Known)
 		l.add(u.Pointer, UnknownKeyword, "%s; see schemas/README.md", msg)
 	}
 	if s.Root != nil {
@@ -151,26 +149,6 @@ func Schema(file string, doc []byte) Findings {
 	}
 	sort.SliceStable(l.out, func(i, j int) bool { return l.out[i].Pointer < l.out[j].Pointer })
 	return l.out
-}
-
-// modelErrors lists the schema errors in err.
-func modelErrors(err error) []*model.Error {
-	var out []*model.Error
-	var es model.Errors
-	if errors.As(err, &es) {
-		for _, e := range es {
-			var me *model.Error
-			if errors.As(e, &me) {
-				out = append(out, me)
-			}
-		}
-		return out
-	}
-	var me *model.Error
-	if errors.As(err, &me) {
-		out = append(out, me)
-	}
-	return out
 }
 
 type linter struct {

@@ -5,9 +5,19 @@ import (
 	"strings"
 )
 
-// Problem is one thing wrong with a configuration.
+// Problem is one thing wrong with a configuration: the runtime config, a
+// definition file, the plugin_config of a connector or a schema. It is the
+// one problem type of the module; the runtime's loader (runtime/definition),
+// the generated packages and picogen all report Problems.
 type Problem struct {
-	// Key is the key path, nested keys joined by ".", such as "max_file_size".
+	// File is the file the configuration came from, as the user named it
+	// ("connectors/orders_s3.toml"), or empty when there is no file, as for
+	// a Config built in code.
+	File string
+	// Key is the key path, nested keys joined by "." and array elements as
+	// [i], such as "max_file_size" or "topics[0].pattern"; for a schema it
+	// is the JSON pointer, such as "/properties/bucket/default". Empty when
+	// the problem is about the whole file.
 	Key string
 	// Value is the offending value as written, masked for secrets; empty
 	// when the problem is a missing key.
@@ -20,12 +30,23 @@ type Problem struct {
 	Message string
 }
 
-// Error returns "key: message".
+// Error returns "file: key: message", leaving out an empty file or key. A
+// key that is a JSON pointer (a schema's problem) reads "at /pointer".
 func (p Problem) Error() string {
-	if p.Key == "" {
-		return p.Message
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		b.WriteString(": ")
 	}
-	return p.Key + ": " + p.Message
+	if strings.HasPrefix(p.Key, "/") {
+		b.WriteString("at ")
+	}
+	if p.Key != "" {
+		b.WriteString(p.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
 }
 
 // Problems is every problem found in one configuration. It is an error.

@@ -30,6 +30,23 @@ func TestProblems(t *testing.T) {
 	}
 }
 
+func TestProblemNamesFileAndKey(t *testing.T) {
+	for _, c := range []struct {
+		p    Problem
+		want string
+	}{
+		{Problem{File: "connectors/a.toml", Key: "topics[0].pattern", Message: "missing"}, "connectors/a.toml: topics[0].pattern: missing"},
+		{Problem{File: "runtime.toml", Message: "not TOML"}, "runtime.toml: not TOML"},
+		{Problem{Key: "bucket", Message: "is required"}, "bucket: is required"},
+		{Problem{Message: "alone"}, "alone"},
+		{Problem{File: "schemas/s3_sink.json", Key: "/properties/a/type", Message: "type is required"}, "schemas/s3_sink.json: at /properties/a/type: type is required"},
+	} {
+		if got := c.p.Error(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
 func TestSortProblems(t *testing.T) {
 	ps := Problems{{Key: "zz"}, {Key: "b.c"}, {Key: "a"}, {Key: "b"}}
 	SortProblems(ps, []string{"b", "a"})
@@ -62,5 +79,18 @@ func TestSuggest(t *testing.T) {
 	}
 	if got := DidYouMean("buckt", cands); got != ` (did you mean "bucket"?)` {
 		t.Fatal(got)
+	}
+	if got := DidYouMeanOrAllowed("buckt", cands); got != ` (did you mean "bucket"?)` {
+		t.Fatal(got)
+	}
+	if got := DidYouMeanOrAllowed("zzz", []string{"region", "bucket"}); got != "; allowed: bucket, region" {
+		t.Fatalf("nothing close: %q, want the sorted list", got)
+	}
+	many := []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b1", "b2", "b3", "b4"}
+	if got := DidYouMeanOrAllowed("zzzzzz", many); got != "; allowed: a1, a2, a3, a4, a5, a6, a7, a8, a9, b1, b2, b3, ..." {
+		t.Fatalf("more than twelve: %q", got)
+	}
+	if got := DidYouMeanOrAllowed("zzz", nil); got != "" {
+		t.Fatalf("no candidates: %q", got)
 	}
 }

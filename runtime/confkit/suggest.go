@@ -1,6 +1,9 @@
 package confkit
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Suggest returns the candidate closest to name by edit distance (case
 // folded), or "" when none is close enough to be a likely typo: the distance
@@ -25,12 +28,32 @@ func Suggest(name string, candidates []string) string {
 	return best
 }
 
-// DidYouMean returns ` (did you mean "x"?)` for the Suggest result, or "".
+// DidYouMean returns ` (did you mean "x"?)` for the Suggest result, or ""
+// when no candidate is close. It is the one wording of a suggestion in the
+// module: the runtime's loader, the generated packages, picogen lint and
+// the command line all use it.
 func DidYouMean(name string, candidates []string) string {
 	if s := Suggest(name, candidates); s != "" {
 		return ` (did you mean "` + s + `"?)`
 	}
 	return ""
+}
+
+// DidYouMeanOrAllowed is DidYouMean, or, when no candidate is close,
+// "; allowed: a, b, ..." listing the candidates sorted (the first twelve),
+// or "" when there are none.
+func DidYouMeanOrAllowed(name string, candidates []string) string {
+	if s := DidYouMean(name, candidates); s != "" {
+		return s
+	}
+	if len(candidates) == 0 {
+		return ""
+	}
+	sorted := slices.Sorted(slices.Values(candidates))
+	if len(sorted) > 12 {
+		sorted = append(sorted[:12], "...")
+	}
+	return "; allowed: " + strings.Join(sorted, ", ")
 }
 
 // levenshtein is the optimal-string-alignment distance of a and b: edits

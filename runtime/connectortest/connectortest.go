@@ -220,8 +220,9 @@ func RunSink(t testing.TB, b *broker.Broker, sink plugin.Sink, topics []definiti
 }
 
 // RunSource runs src through the runtime's source loop (runtime/sourceloop)
-// against b until Stop is called or the test ends, saving state in
-// Run.Store. store may be nil for a new, empty one.
+// against b until Stop is called or the test ends: the loop opens src with
+// the state store holds under Run.Key and saves new state there. store may
+// be nil for a new, empty one.
 func RunSource(t testing.TB, b *broker.Broker, src plugin.Source, topics []definition.Topics, store *MemStore) *Run {
 	t.Helper()
 	if store == nil {
@@ -230,7 +231,7 @@ func RunSource(t testing.TB, b *broker.Broker, src plugin.Source, topics []defin
 	logger := sinktest.Env(t).Logger
 	r := start(t, "source", func(ctx context.Context, tr *status.Tracker) error {
 		return sourceloop.Run(ctx, sourceloop.Config{
-			Key: "test", Topics: topics, Source: src, Store: store, BootstrapServers: b.Addr(),
+			Key: "test", Topics: topics, Source: src, State: store.Get("test"), Store: store, BootstrapServers: b.Addr(),
 			Logger: logger, Tracker: tr, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second,
 		})
 	})

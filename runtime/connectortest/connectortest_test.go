@@ -79,6 +79,8 @@ func (s *seq) Poll(ctx context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
+func (s *seq) Open(context.Context, []byte) error { return nil }
+
 func (s *seq) OnBatchResult(_ context.Context, r plugin.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

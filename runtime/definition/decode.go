@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // decoder fills the definition structs from a parsed TOML table, applying
@@ -19,7 +21,7 @@ type decoder struct {
 	env      map[string]string
 	used     map[string]bool // env variables that were applied
 	known    []string        // every variable name that would be applied
-	problems Problems
+	problems confkit.Problems
 	defined  map[string]bool   // key paths set by the file or the environment
 	fromEnv  map[string]string // key path -> variable that set it
 	skipEnv  map[string]bool   // key paths with no env override (type, key)
@@ -37,7 +39,7 @@ func newDecoder(file string, env map[string]string, used map[string]bool) *decod
 }
 
 func (d *decoder) add(key, format string, args ...any) {
-	d.problems = append(d.problems, Problem{File: d.file, Key: key, Message: fmt.Sprintf(format, args...)})
+	d.problems = append(d.problems, confkit.Problem{File: d.file, Key: key, Message: fmt.Sprintf(format, args...)})
 }
 
 // lookup returns the override for key path key from variable name.
@@ -109,7 +111,7 @@ func (d *decoder) decodeStruct(rv reflect.Value, raw map[string]any, path, prefi
 			if path == "" {
 				where = "top-level key"
 			}
-			d.add(joinKey(path, k), "unknown %s %q%s", where, k, didYouMean(k, known))
+			d.add(joinKey(path, k), "unknown %s %q%s", where, k, confkit.DidYouMeanOrAllowed(k, known))
 		}
 	}
 }
@@ -237,7 +239,7 @@ func (d *decoder) route(fv reflect.Value, val any, inFile bool, key, envName str
 			for _, k := range sortedKeys(t) {
 				s, ok := t[k].(string)
 				if !contains(routeKeys, k) {
-					d.add(key+"."+k, "unknown key %q in a routing rule%s", k, didYouMean(k, routeKeys))
+					d.add(key+"."+k, "unknown key %q in a routing rule%s", k, confkit.DidYouMeanOrAllowed(k, routeKeys))
 					continue
 				}
 				if !ok {

@@ -128,18 +128,18 @@ func Environ(pairs []string) map[string]string {
 // in its connectors_dir, applies overrides from env (variable name to
 // value, such as Environ(os.Environ())), fills in defaults and validates
 // everything, plugin configs included. It returns the config and, when
-// anything is wrong, a Problems error listing every problem; the config is
+// anything is wrong, a confkit.Problems error listing every problem; the config is
 // then only good for display.
 func Load(path string, env map[string]string) (*Config, error) {
 	cfg := &Config{File: path}
 	used := map[string]bool{}
-	var problems Problems
+	var problems confkit.Problems
 	var known []string
 
 	d := newDecoder(path, env, used)
 	raw, md, err := parseFile(path)
 	if err != nil {
-		return cfg, Problems{{File: path, Message: err.Error()}}
+		return cfg, confkit.Problems{{File: path, Message: err.Error()}}
 	}
 	d.order = keyOrder(md)
 	d.decodeStruct(reflect.ValueOf(&cfg.Runtime).Elem(), raw, "", EnvPrefix)
@@ -155,7 +155,7 @@ func Load(path string, env map[string]string) (*Config, error) {
 	files, err := filepath.Glob(filepath.Join(cfg.Dir, "*.toml"))
 	if err == nil && len(files) == 0 {
 		if _, statErr := os.Stat(cfg.Dir); statErr != nil {
-			problems = append(problems, Problem{File: path, Key: "connectors_dir", Message: fmt.Sprintf("folder %s does not exist; create it with one definition file (*.toml) per connector, or point connectors_dir at one", cfg.Dir)})
+			problems = append(problems, confkit.Problem{File: path, Key: "connectors_dir", Message: fmt.Sprintf("folder %s does not exist; create it with one definition file (*.toml) per connector, or point connectors_dir at one", cfg.Dir)})
 		}
 	}
 	sort.Strings(files)
@@ -173,7 +173,7 @@ func Load(path string, env map[string]string) (*Config, error) {
 		if def.Type != "" && def.Key != "" {
 			id := def.Type + "/" + def.Key
 			if other, dup := seen[id]; dup {
-				problems = append(problems, Problem{File: file, Key: "key", Message: fmt.Sprintf("%s key %q is already used by %s; every %s needs its own key", def.Type, def.Key, other, def.Type)})
+				problems = append(problems, confkit.Problem{File: file, Key: "key", Message: fmt.Sprintf("%s key %q is already used by %s; every %s needs its own key", def.Type, def.Key, other, def.Type)})
 			} else {
 				seen[id] = file
 			}
@@ -213,10 +213,10 @@ func keyOrder(md toml.MetaData) map[string]int {
 	return order
 }
 
-func loadDefinition(file string, env map[string]string, used map[string]bool) (*Definition, Problems, []string) {
+func loadDefinition(file string, env map[string]string, used map[string]bool) (*Definition, confkit.Problems, []string) {
 	raw, md, err := parseFile(file)
 	if err != nil {
-		return nil, Problems{{File: file, Message: err.Error()}}, nil
+		return nil, confkit.Problems{{File: file, Message: err.Error()}}, nil
 	}
 	def := &Definition{File: file}
 	d := newDecoder(file, env, used)
@@ -289,15 +289,8 @@ func (d *decoder) duration(key, value string) {
 
 func (d *decoder) oneOf(key, value string, allowed ...string) {
 	if !contains(allowed, value) {
-		d.add(key, "%q%s is not allowed; use %s%s", value, d.origin(key), strings.Join(quoteAll(allowed), " or "), suggestSuffix(value, allowed))
+		d.add(key, "%q%s is not allowed; use %s%s", value, d.origin(key), strings.Join(quoteAll(allowed), " or "), confkit.DidYouMean(value, allowed))
 	}
-}
-
-func suggestSuffix(value string, allowed []string) string {
-	if s := confkit.Suggest(value, allowed); s != "" {
-		return fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return ""
 }
 
 func quoteAll(list []string) []string {
@@ -397,8 +390,8 @@ func (c *Definition) validate(d *decoder) {
 			options = append(plugin.Paths(plugin.KindSink), plugin.Paths(plugin.KindSource)...)
 		}
 		msg := fmt.Sprintf("unknown plugin %q%s", c.Path, d.origin("path"))
-		if s := confkit.Suggest(c.Path, options); s != "" {
-			msg += fmt.Sprintf("; did you mean %q?", s)
+		if s := confkit.DidYouMean(c.Path, options); s != "" {
+			msg += s
 		} else if len(options) > 0 {
 			msg += "; this binary has " + strings.Join(options, ", ")
 		} else {

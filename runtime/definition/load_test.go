@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -185,23 +186,23 @@ topic = "t"
 		"PICOMQ_CONNECTORS_SINK_ZZZ_ENABLED":               "true",
 	}
 	_, err := Load(path, env)
-	var ps Problems
+	var ps confkit.Problems
 	if !errors.As(err, &ps) {
 		t.Fatalf("err = %v", err)
 	}
 	text := err.Error()
 	t.Log("\n" + text)
 	for _, want := range []string{
-		`runtime.toml: shutdown_grce: unknown top-level key "shutdown_grce"; did you mean "shutdown_grace"?`,
+		`runtime.toml: shutdown_grce: unknown top-level key "shutdown_grce" (did you mean "shutdown_grace"?)`,
 		`runtime.toml: log.format: "xml" is not allowed; use "text" or "json"`,
 		`a.toml: enabled: expected a boolean (true or false), got a string ("yes")`,
-		`a.toml: path: unknown plugin "libpicomq_connector_test_snk"; did you mean "libpicomq_connector_test_sink"?`,
+		`a.toml: path: unknown plugin "libpicomq_connector_test_snk" (did you mean "libpicomq_connector_test_sink"?)`,
 		`a.toml: topics[0].pattern: "orders((" is not a valid regular expression`,
 		`a.toml: topics[0].poll_interval: "soon" is not a duration`,
 		`b.toml: topics[0].partitions: partitions = 3 is not supported: PicoMQ topics have one partition; set partitions = 1 or remove it`,
 		`b.toml: topics[0].batch_length: environment variable PICOMQ_CONNECTORS_SOURCE_B_TOPICS_0_BATCH_LENGTH = "many" is not an integer`,
 		`b.toml: plugin_config: nope: unknown key`,
-		`b.toml: environment variable PICOMQ_CONNECTORS_SOURCE_B_ENABLD matches no key of this definition; did you mean PICOMQ_CONNECTORS_SOURCE_B_ENABLED?`,
+		`b.toml: environment variable PICOMQ_CONNECTORS_SOURCE_B_ENABLD matches no key of this definition (did you mean "PICOMQ_CONNECTORS_SOURCE_B_ENABLED"?)`,
 		`c.toml: path: missing`,
 		`c.toml: key: source key "b" is already used by`,
 		`bad.toml: line 1:`,
@@ -284,7 +285,7 @@ linger_time = "5ms"
 	text := fmt.Sprint(err)
 	t.Log("\n" + text)
 	for _, want := range []string{
-		`a.toml: transforms[1].type: unknown transform "add_feilds"; did you mean "add_fields"?`,
+		`a.toml: transforms[1].type: unknown transform "add_feilds" (did you mean "add_fields"?)`,
 		`b.toml: path: "libpicomq_connector_test_sink" is a sink plugin, but type = "source"`,
 		`b.toml: topics[0].topic.colour: unknown key "colour" in a routing rule`,
 		`b.toml: topics[0].topic.path: missing: strategy = "header" needs the header to route by`,

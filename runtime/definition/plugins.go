@@ -64,7 +64,7 @@ func (def *Definition) loadPlugin(d *decoder, env map[string]string, used map[st
 		if t.Type != "" {
 			reg, ok := plugin.Lookup(t.Type)
 			if !ok || reg.Kind != plugin.KindTransform {
-				d.add(key+".type", "unknown transform %q%s", t.Type, didYouMean(t.Type, plugin.Paths(plugin.KindTransform)))
+				d.add(key+".type", "unknown transform %q%s", t.Type, confkit.DidYouMeanOrAllowed(t.Type, plugin.Paths(plugin.KindTransform)))
 			} else if reg.Load != nil {
 				t.Registration = reg
 				cfg, err := safeLoad(reg.Load, body, t.EnvPrefix, lookup)
@@ -89,28 +89,32 @@ func safeLoad(load func(map[string]any, string, plugin.LookupEnv) (plugin.Config
 	return load(raw, prefix, env)
 }
 
-// convertProblems splits a Load error into problems under key: each
-// confkit.Problem keeps its own key path; anything else becomes one problem
-// per line.
-func convertProblems(file, key string, err error) Problems {
-	var out Problems
-	addOne := func(sub, msg string) {
-		k := key
-		if sub != "" {
-			k = key + "." + sub
+// convertProblems splits a Load error into problems of file under key:
+// each confkit.Problem keeps its own key path below key, its value and its
+// rule; anything else becomes one problem per line.
+func convertProblems(file, key string, err error) confkit.Problems {
+	var out confkit.Problems
+	addOne := func(p confkit.Problem) {
+		if p.File == "" {
+			p.File = file
 		}
-		out = append(out, Problem{File: file, Key: k, Message: msg})
+		if p.Key != "" {
+			p.Key = key + "." + p.Key
+		} else {
+			p.Key = key
+		}
+		out = append(out, p)
 	}
 	var cps confkit.Problems
 	var cp confkit.Problem
 	switch {
 	case errors.As(err, &cps):
 		for _, p := range cps {
-			addOne(p.Key, p.Message)
+			addOne(p)
 		}
 		return out
 	case errors.As(err, &cp):
-		addOne(cp.Key, cp.Message)
+		addOne(cp)
 		return out
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -123,7 +127,7 @@ func convertProblems(file, key string, err error) Problems {
 	}
 	for _, line := range strings.Split(err.Error(), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			addOne("", line)
+			addOne(confkit.Problem{Message: line})
 		}
 	}
 	return out
@@ -131,8 +135,8 @@ func convertProblems(file, key string, err error) Problems {
 
 // unknownVariables reports PICOMQ_CONNECTORS_ variables that changed
 // nothing: a misspelt name would otherwise be ignored silently.
-func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, known []string) Problems {
-	var out Problems
+func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, known []string) confkit.Problems {
+	var out confkit.Problems
 	names := sortedKeys(env)
 	for _, name := range names {
 		if !strings.HasPrefix(name, EnvPrefix) || used[name] {
@@ -148,10 +152,8 @@ func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, 
 		}
 		if kind == "" {
 			msg := fmt.Sprintf("environment variable %s matches no key of the runtime config", name)
-			if s := confkit.Suggest(name, known); s != "" {
-				msg += fmt.Sprintf("; did you mean %s?", s)
-			}
-			out = append(out, Problem{File: cfg.File, Message: msg})
+			msg += confkit.DidYouMean(name, known)
+			out = append(out, confkit.Problem{File: cfg.File, Message: msg})
 			continue
 		}
 		var owner *Definition
@@ -172,16 +174,16 @@ func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, 
 			if len(keys) > 0 {
 				msg += fmt.Sprintf(" (%ss: %s)", kind, strings.Join(keys, ", "))
 			}
-			out = append(out, Problem{File: cfg.File, Message: msg})
+			out = append(out, confkit.Problem{File: cfg.File, Message: msg})
 			continue
 		}
 		msg := fmt.Sprintf("environment variable %s matches no key of this definition", name)
 		if strings.HasPrefix(name, owner.EnvPrefix+"PLUGIN_CONFIG_") {
 			msg = fmt.Sprintf("environment variable %s matches no plugin_config key of %s", name, owner.Path)
-		} else if s := confkit.Suggest(name, known); s != "" {
-			msg += fmt.Sprintf("; did you mean %s?", s)
+		} else {
+			msg += confkit.DidYouMean(name, known)
 		}
-		out = append(out, Problem{File: owner.File, Message: msg})
+		out = append(out, confkit.Problem{File: owner.File, Message: msg})
 	}
 	return out
 }

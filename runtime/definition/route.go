@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // routeKeys are the keys of a routing rule table.
@@ -56,7 +58,7 @@ func (r *Route) UnmarshalTOML(v any) error {
 		}
 		if len(unknown) > 0 {
 			sort.Strings(unknown)
-			return fmt.Errorf("topic: unknown key %q%s", unknown[0], didYouMean(unknown[0], routeKeys))
+			return fmt.Errorf("topic: unknown key %q%s", unknown[0], confkit.DidYouMeanOrAllowed(unknown[0], routeKeys))
 		}
 		*r = out
 		return nil

@@ -76,8 +76,8 @@ type Message struct {
 // like remembered once every one of them is acknowledged by the broker.
 //
 // State is the candidate state. The runtime stores it only after the whole
-// batch is produced, and hands it back unchanged to the source's constructor
-// on the next start. A batch with no records must carry no state.
+// batch is produced, and hands it back unchanged to the source's Open on the
+// next start. A batch with no records must carry no state.
 type Batch struct {
 	Messages []Message
 	State    []byte
@@ -187,7 +187,8 @@ func (e *Rejected) Error() string {
 
 // Source reads some other system and returns what it read in batches.
 //
-// A source keeps two states: the committed one, what it has been told was
+// The constructor only keeps the configuration; Open connects and loads the
+// state. A source keeps two states: the committed one, what it has been told was
 // delivered, and the candidate that travels in each Batch. Only Ack promotes
 // the candidate; Nack drops it. Poll paces itself: with nothing new, it waits
 // for its own interval (or ctx) before returning an empty batch.
@@ -198,6 +199,10 @@ func (e *Rejected) Error() string {
 // Permanent() bool returning true, anywhere in its chain: the status then
 // shows Error at once.
 type Source interface {
+	// Open is called once, before the first Poll, with the last committed
+	// state (nil when there is none). An error stops the source; an
+	// unreachable system that Poll can retry should not be one.
+	Open(ctx context.Context, state []byte) error
 	Poll(ctx context.Context) (Batch, error)
 	OnBatchResult(ctx context.Context, result Result) error
 	Close(ctx context.Context) error
@@ -242,7 +247,9 @@ type Config interface {
 	Redacted() map[string]any
 }
 
-// Env is what the runtime hands a connector when it builds one.
+// Env is what the runtime hands a connector when it builds one. Logger and
+// Metrics are never nil: the runtime and the test kits (sinktest.Env,
+// sourcetest.Env) always set both.
 type Env struct {
 	// Key is the connector's key from its definition file.
 	Key string
@@ -250,9 +257,6 @@ type Env struct {
 	Logger *slog.Logger
 	// Metrics registers connector-specific metrics.
 	Metrics Metrics
-	// State is the last committed state blob of a source, or nil when
-	// there is none. Always nil for sinks.
-	State []byte
 }
 
 // Metrics registers connector-specific metrics. The runtime labels each by

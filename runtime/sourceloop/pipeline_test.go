@@ -66,6 +66,8 @@ func (s *pipeSource) Poll(ctx context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
+func (s *pipeSource) Open(context.Context, []byte) error { return nil }
+
 func (s *pipeSource) OnBatchResult(_ context.Context, r plugin.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -66,9 +66,12 @@ type Config struct {
 	// BaseDir resolves a relative avro_schema_path; normally the folder of
 	// the definition file. Empty means the working directory.
 	BaseDir string
-	// Source is the plugin, already built by its registration's NewSource
-	// with the state loaded from Store. Run calls Close when it returns.
+	// Source is the plugin, already built by its registration's NewSource.
+	// Run opens it with State and calls Close when it returns.
 	Source plugin.Source
+	// State is the last committed state blob loaded from Store, nil when
+	// there is none; Run hands it to Source.Open.
+	State []byte
 	// Store saves the candidate state of each acknowledged batch under Key.
 	Store state.Store
 	// Transforms run in order on each decoded record, before routing.
@@ -167,6 +170,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.tr.Set(status.Stopped)
 		}
 	}()
+	if err := cfg.Source.Open(ctx, cfg.State); err != nil {
+		err = fmt.Errorf("open source: %w", err)
+		l.tr.Fail(err)
+		return err
+	}
 	if err := l.open(logCtx); err != nil {
 		l.tr.Fail(err)
 		return err

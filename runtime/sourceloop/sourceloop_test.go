@@ -85,6 +85,8 @@ func (s *seqSource) Poll(ctx context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
+func (s *seqSource) Open(context.Context, []byte) error { return nil }
+
 func (s *seqSource) OnBatchResult(_ context.Context, r plugin.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

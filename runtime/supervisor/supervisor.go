@@ -218,7 +218,6 @@ func (s *Supervisor) start(c *conn) {
 			s.failed(c, fmt.Errorf("load state: %w", err))
 			return
 		}
-		env.State = blob
 		if def.Registration.NewSource == nil {
 			cancel()
 			s.failed(c, fmt.Errorf("plugin %q cannot build a source", def.Path))
@@ -242,6 +241,7 @@ func (s *Supervisor) start(c *conn) {
 			Topics:           def.Topics,
 			BaseDir:          filepath.Dir(def.File),
 			Source:           src,
+			State:            blob,
 			Store:            s.store,
 			Transforms:       transforms,
 			BootstrapServers: s.bootstrap,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,23 +54,24 @@ func (s *seqSource) OnBatchResult(_ context.Context, r plugin.Result) error {
 	return nil
 }
 
+func (s *seqSource) Open(_ context.Context, state []byte) error {
+	if state != nil {
+		n, err := strconv.Atoi(string(state))
+		if err != nil {
+			return fmt.Errorf("bad state %q", state)
+		}
+		s.committed = n
+	}
+	return nil
+}
+
 func (s *seqSource) Close(context.Context) error { return nil }
 
 func init() {
 	plugin.Register(plugin.Registration{
 		Name: "sup_test_source", Path: "libpicomq_connector_sup_test_source", Kind: plugin.KindSource,
-		Load: func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSource: func(_ plugin.Config, env plugin.Env) (plugin.Source, error) {
-			s := &seqSource{}
-			if env.State != nil {
-				n, err := strconv.Atoi(string(env.State))
-				if err != nil {
-					return nil, fmt.Errorf("bad state %q", env.State)
-				}
-				s.committed = n
-			}
-			return s, nil
-		},
+		Load:      func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
+		NewSource: func(plugin.Config, plugin.Env) (plugin.Source, error) { return &seqSource{}, nil },
 	})
 }
 
@@ -216,13 +218,11 @@ func TestSupervisorEmbeddedBrokerKeepsData(t *testing.T) {
 	}
 }
 
-func TestSupervisorBuildFailureIsError(t *testing.T) {
-	dir := t.TempDir()
+func TestSupervisorOpenFailureIsError(t *testing.T) {
 	cfg := writeConfig(t, "[broker]\nbootstrap_servers = \"127.0.0.1:1\"\n[state]\npath = \"st\"\n", map[string]string{"gen.toml": sourceDef("gen", true)})
-	// A state blob the plugin rejects makes NewSource fail.
+	// A state blob the plugin rejects makes the source's Open fail.
 	os.MkdirAll(filepath.Join(filepath.Dir(cfg.File), "st"), 0o755)
 	os.WriteFile(filepath.Join(filepath.Dir(cfg.File), "st", "gen.state"), []byte("garbage"), 0o644)
-	_ = dir
 	sup, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -230,13 +230,15 @@ func TestSupervisorBuildFailureIsError(t *testing.T) {
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e, _ := sup.Get("source", "gen")
-	if e.Status != status.Error || e.LastError == "" {
-		t.Fatalf("entry = %+v", e)
+	isError := func() bool {
+		e, _ := sup.Get("source", "gen")
+		return e.Status == status.Error && strings.Contains(e.LastError, `open source: bad state "garbage"`)
 	}
-	if err := sup.Restart(context.Background(), "source", "gen"); err == nil {
-		t.Fatal("restart of a broken source succeeded")
+	connectortest.WaitFor(t, 30*time.Second, "status Error naming the bad state", isError)
+	if err := sup.Restart(context.Background(), "source", "gen"); err != nil {
+		t.Fatal(err)
 	}
+	connectortest.WaitFor(t, 30*time.Second, "status Error again after a restart", isError)
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -181,32 +181,23 @@ type PatternUnless struct {
 // AnyElem marks a map of any values.
 const AnyElem Kind = -1
 
-// Error is a schema problem at a JSON pointer.
-type Error struct {
-	File    string
-	Pointer string
-	Msg     string
-}
-
-func (e *Error) Error() string {
-	p := e.Pointer
-	if p == "" {
-		p = "/"
-	}
-	return fmt.Sprintf("%s: at %s: %s", e.File, p, e.Msg)
-}
-
 type parser struct {
 	file  string
 	types *naming.Scope
-	errs  []error
+	errs  confkit.Problems
 	// inElement counts the arrays of tables being parsed.
 	inElement int
 	unknown   []Unknown
 }
 
 func (p *parser) fail(ptr, format string, a ...any) {
-	p.errs = append(p.errs, &Error{File: p.file, Pointer: ptr, Msg: fmt.Sprintf(format, a...)})
+	p.errs = append(p.errs, schemaProblem(p.file, ptr, fmt.Sprintf(format, a...)))
+}
+
+// schemaProblem is a problem of the schema file at JSON pointer ptr ("" for
+// the whole document).
+func schemaProblem(file, ptr, msg string) confkit.Problem {
+	return confkit.Problem{File: file, Key: ptr, Rule: "schema", Message: msg}
 }
 
 // Reserved package-level names of a generated package.
@@ -216,16 +207,17 @@ var reserved = []string{
 }
 
 // Parse reads one schema. name is the file name without .json. On schema
-// errors it returns them with what could be read (nil when the file is not
-// a JSON object), for picogen lint and compat to go on with.
+// errors it returns them as confkit.Problems, each keyed by its JSON
+// pointer, with what could be read (nil when the file is not a JSON
+// object), for picogen lint and compat to go on with.
 func Parse(file, name string, data []byte) (*Schema, error) {
 	root, err := jsonx.Parse(data)
 	if err != nil {
-		return nil, &Error{File: file, Msg: "not valid JSON: " + err.Error()}
+		return nil, confkit.Problems{schemaProblem(file, "", "not valid JSON: "+err.Error())}
 	}
 	p := &parser{file: file, types: naming.NewScope(reserved...)}
 	if !root.IsObject() {
-		return nil, &Error{File: file, Msg: "a schema must be a JSON object"}
+		return nil, confkit.Problems{schemaProblem(file, "", "a schema must be a JSON object")}
 	}
 	s := &Schema{File: file, Name: name, Package: naming.Package(name)}
 	s.Title, _ = root.Get("title").String()
@@ -263,27 +255,9 @@ func Parse(file, name string, data []byte) (*Schema, error) {
 	}
 	s.Unknown = p.unknown
 	if len(p.errs) > 0 {
-		return s, joinErrors(p.errs)
+		return s, p.errs
 	}
 	return s, nil
-}
-
-// Errors is several schema errors.
-type Errors []error
-
-func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
-func joinErrors(errs []error) error {
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return Errors(errs)
 }
 
 // injectFormats adds "format" to each x-type property, and
@@ -647,15 +621,16 @@ func propertyKeyword(name string) *keyword {
 type Unknown struct {
 	Pointer string
 	Keyword string
-	// Suggestion is the known keyword closest to it, or "".
-	Suggestion string
+	// Known is the keywords the dialect has at Pointer, for a suggestion
+	// (confkit.DidYouMean).
+	Known []string
 }
 
 // unknownKeywords records the x- keywords of n that are not in known.
 func (p *parser) unknownKeywords(n *jsonx.Node, ptr string, known []string) {
 	for _, k := range n.Keys {
 		if strings.HasPrefix(k, "x-") && !slices.Contains(known, k) {
-			p.unknown = append(p.unknown, Unknown{Pointer: ptr + "/" + jsonx.Escape(k), Keyword: k, Suggestion: confkit.Suggest(k, known)})
+			p.unknown = append(p.unknown, Unknown{Pointer: ptr + "/" + jsonx.Escape(k), Keyword: k, Known: known})
 		}
 	}
 }

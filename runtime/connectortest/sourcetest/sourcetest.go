@@ -1,17 +1,16 @@
 // Package sourcetest checks that a plugin.Source keeps the stage-and-apply
 // contract of the sources spec, in the spirit of testing/fstest.
 //
-// A connector's test calls Run once with a Factory that builds the source
-// from a committed state blob:
+// A connector's test calls Run once with a Factory that builds the source;
+// Run opens each instance with a committed state blob, as the runtime does:
 //
 //	func TestConformance(t *testing.T) {
-//		sourcetest.Run(t, func(t *testing.T, state []byte) (plugin.Source, error) {
+//		sourcetest.Run(t, func(t *testing.T) (plugin.Source, error) {
 //			cfg, err := mysourceconfig.Load(map[string]any{"interval": "10ms"}, "", nil)
 //			if err != nil {
 //				return nil, err
 //			}
-//			return mysource.New(cfg, plugin.Env{Key: "test", Logger: slog.Default(),
-//				Metrics: plugin.DiscardMetrics, State: state})
+//			return mysource.New(cfg, sourcetest.Env(t))
 //		})
 //	}
 //
@@ -19,7 +18,7 @@
 //
 //   - NackRepeats: after Nack, the next Poll returns the same records again.
 //   - AckMovesOn: after Ack, the next Poll returns new records.
-//   - ResumeFromCommitted: a new instance built from the state of the last
+//   - ResumeFromCommitted: a new instance opened with the state of the last
 //     acknowledged batch continues exactly after it, even when the old
 //     instance polled a further batch that was never acknowledged.
 //   - EmptyBatchNoState: a batch without records carries no state, including
@@ -28,7 +27,7 @@
 //     PollAhead() int method above 1): a Poll before the previous batch is
 //     resolved continues after its candidate, Ack promotes the oldest
 //     outstanding candidate, Nack drops them all so the next Poll repeats
-//     the first unacknowledged batch, and a new instance built from the
+//     the first unacknowledged batch, and a new instance opened with the
 //     last acknowledged state continues after it.
 //
 // Every batch the suite sees is also checked: an empty batch carries no
@@ -50,10 +49,11 @@ import (
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
-// Factory builds a new source instance from a committed state blob; state is
-// nil for a source that has never been acknowledged. The factory may use
-// t.Cleanup for resources; Run closes every source it builds.
-type Factory func(t *testing.T, state []byte) (plugin.Source, error)
+// Factory builds a new source instance, not yet opened: Run calls its Open
+// with the committed state blob (nil for a source that has never been
+// acknowledged). The factory may use t.Cleanup for resources; Run closes
+// every source it builds.
+type Factory func(t *testing.T) (plugin.Source, error)
 
 // Option changes how Run drives the source.
 type Option func(*options)
@@ -163,7 +163,7 @@ func (s suite) pollAhead(t *testing.T) {
 	d2 := s.open(t, again.State)
 	resumed := poll("a new instance from the last acknowledged state")
 	if s.isPrefix(again.Messages, resumed.Messages) || s.isPrefix(a.Messages, resumed.Messages) {
-		t.Fatalf("a new instance built from the state %q repeats acknowledged records: %s", again.State, Describe(resumed.Messages))
+		t.Fatalf("a new instance opened with the state %q repeats acknowledged records: %s", again.State, Describe(resumed.Messages))
 	}
 	_ = d2
 }
@@ -182,19 +182,19 @@ func (s suite) begin(t *testing.T) {
 	}
 }
 
-// open builds a source and arranges for it to be closed at the end of the
-// test unless the test closes it first.
+// open builds a source, opens it with state and arranges for it to be
+// closed at the end of the test unless the test closes it first.
 func (s suite) open(t *testing.T, state []byte) *Driver {
 	t.Helper()
-	src, err := s.factory(t, cloneBytes(state))
+	src, err := s.factory(t)
 	if err != nil {
-		t.Fatalf("factory(state=%q): %v", state, err)
+		t.Fatalf("factory: %v", err)
 	}
 	if src == nil {
-		t.Fatalf("factory(state=%q) returned a nil source and no error", state)
+		t.Fatalf("factory returned a nil source and no error")
 	}
-	d := &Driver{T: t, Source: src, PollTimeout: s.o.pollTimeout}
-	t.Cleanup(func() { d.Close() })
+	d := NewDriver(t, src, state)
+	d.PollTimeout = s.o.pollTimeout
 	if p, ok := src.(plugin.Pipelined); ok && p.PollAhead() > 1 {
 		*s.ahead = true
 	}
@@ -255,7 +255,7 @@ func (s suite) resume(t *testing.T) {
 	resumed := d2.PollNonEmpty()
 	n := min(len(pending.Messages), len(resumed.Messages))
 	if !s.isPrefix(pending.Messages[:n], resumed.Messages) {
-		t.Fatalf("a new instance built from the committed state %q does not continue after the acknowledged batch:\n"+
+		t.Fatalf("a new instance opened with the committed state %q does not continue after the acknowledged batch:\n"+
 			"acknowledged:            %s\nnext (never acknowledged): %s\nnew instance returned:     %s",
 			committed, Describe(first.Messages), Describe(pending.Messages), Describe(resumed.Messages))
 	}
@@ -348,14 +348,13 @@ func cloneBytes(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-// Env returns a plugin.Env for a source built in a test from state: key
-// "test", a logger writing to t.Log, and metrics that record nothing.
-func Env(t testing.TB, state []byte) plugin.Env {
+// Env returns a plugin.Env for a source built in a test: key "test", a
+// logger writing to t.Log, and metrics that record nothing.
+func Env(t testing.TB) plugin.Env {
 	return plugin.Env{
 		Key:     "test",
 		Logger:  slog.New(slog.NewTextHandler(tlog.New(t), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: plugin.DiscardMetrics,
-		State:   state,
 	}
 }
 
@@ -373,10 +372,18 @@ type Driver struct {
 	closed  bool
 }
 
-// NewDriver returns a Driver for src that closes it when the test ends.
-func NewDriver(t testing.TB, src plugin.Source) *Driver {
+// NewDriver opens src with state, as the runtime does before the first
+// Poll, and returns a Driver that closes it when the test ends. An Open
+// error fails the test; call Open directly to test one.
+func NewDriver(t testing.TB, src plugin.Source, state []byte) *Driver {
+	t.Helper()
 	d := &Driver{T: t, Source: src}
 	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := src.Open(ctx, cloneBytes(state)); err != nil {
+		t.Fatalf("Open(state=%q): %v", state, err)
+	}
 	return d
 }
 

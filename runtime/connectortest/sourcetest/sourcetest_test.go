@@ -28,16 +28,15 @@ type flaws struct {
 	stateWhenEmpty bool // empty batches carry the committed state
 }
 
-func newCounter(state []byte, limit int, f flaws) (*counter, error) {
-	c := &counter{limit: limit, flaws: f}
-	if state != nil && !f.ignoreState {
+func (c *counter) Open(_ context.Context, state []byte) error {
+	if state != nil && !c.flaws.ignoreState {
 		n, err := strconv.Atoi(string(state))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.committed = n
+		c.committed, c.candidate = n, n
 	}
-	return c, nil
+	return nil
 }
 
 func (c *counter) Poll(ctx context.Context) (plugin.Batch, error) {
@@ -79,8 +78,8 @@ func (c *counter) OnBatchResult(_ context.Context, r plugin.Result) error {
 func (c *counter) Close(context.Context) error { return nil }
 
 func factory(limit int, f flaws) sourcetest.Factory {
-	return func(t *testing.T, state []byte) (plugin.Source, error) {
-		return newCounter(state, limit, f)
+	return func(t *testing.T) (plugin.Source, error) {
+		return &counter{limit: limit, flaws: f}, nil
 	}
 }
 
@@ -113,6 +112,12 @@ type aheadCounter struct {
 
 func (c *aheadCounter) PollAhead() int { return 4 }
 
+func (c *aheadCounter) Open(ctx context.Context, state []byte) error {
+	err := c.counter.Open(ctx, state)
+	c.next = c.committed
+	return err
+}
+
 func (c *aheadCounter) Poll(ctx context.Context) (plugin.Batch, error) {
 	if c.fake {
 		return c.counter.Poll(ctx)
@@ -142,12 +147,8 @@ func (c *aheadCounter) OnBatchResult(ctx context.Context, r plugin.Result) error
 }
 
 func aheadFactory(fake bool) sourcetest.Factory {
-	return func(t *testing.T, state []byte) (plugin.Source, error) {
-		c, err := newCounter(state, 0, flaws{})
-		if err != nil {
-			return nil, err
-		}
-		return &aheadCounter{counter: *c, next: c.committed, fake: fake}, nil
+	return func(t *testing.T) (plugin.Source, error) {
+		return &aheadCounter{fake: fake}, nil
 	}
 }
 
