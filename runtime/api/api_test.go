@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -207,7 +208,7 @@ func TestEndpoints(t *testing.T) {
 		var h Health
 		a.decode(t, &h)
 		want := Health{Status: "ok", Sources: Count{Total: 2, Running: 1}, Sinks: Count{Total: 1, Running: 1}}
-		if a.code != 200 || h != want {
+		if a.code != 200 || !reflect.DeepEqual(h, want) {
 			t.Fatalf("GET /health = %d %+v, want 200 %+v", a.code, h, want)
 		}
 	})
@@ -580,4 +581,33 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
+}
+
+// fleetTable is a table in a fleet of runtimes.
+type fleetTable struct{ *table }
+
+func (fleetTable) Membership() Membership {
+	return Membership{RuntimeID: "rt-a", Mode: "distributed", Members: []string{"rt-a", "rt-b"}}
+}
+
+// TestFleetHealthAndPlacement: /health shows the runtime id, mode, members
+// and the sources on standby; an entry carries its placement.
+func TestFleetHealthAndPlacement(t *testing.T) {
+	tab := newTable()
+	tr := tab.trackers[[2]string{KindSource, "orders_cdc"}]
+	tr.Set(status.Standby)
+	tr.SetPlacement(status.Placement{Owner: "rt-b", Generation: 2})
+	ts := newServer(t, fleetTable{tab}, Options{})
+	var h Health
+	do(t, nil, "GET", ts.URL+"/health", nil).decode(t, &h)
+	want := Health{Status: "ok", Sources: Count{Total: 2, Standby: 1}, Sinks: Count{Total: 1, Running: 1},
+		RuntimeID: "rt-a", Mode: "distributed", Members: []string{"rt-a", "rt-b"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("GET /health = %+v, want %+v", h, want)
+	}
+	var e Entry
+	do(t, nil, "GET", ts.URL+"/sources/orders_cdc", nil).decode(t, &e)
+	if e.Status != status.Standby || e.Placement == nil || e.Placement.Owner != "rt-b" || e.Placement.Generation != 2 {
+		t.Fatalf("entry = %+v (placement %+v)", e, e.Placement)
+	}
 }

@@ -57,7 +57,8 @@ type Entry struct {
 	Version int `json:"version"`
 	// Enabled is the definition's enabled flag.
 	Enabled bool `json:"enabled"`
-	// Status is Starting, Running, Stopping, Stopped, Error or Disabled.
+	// Status is Starting, Running, Stopping, Stopped, Error, Disabled or
+	// Standby (another runtime of the fleet runs the source).
 	Status status.Status `json:"status"`
 	// LastError is the text of the last failure, kept after recovery.
 	LastError string `json:"last_error,omitempty"`
@@ -68,4 +69,25 @@ type Entry struct {
 	Topics []string `json:"topics"`
 	// Counters are the connector's live counters.
 	Counters status.Figures `json:"counters"`
+	// Placement says, in a fleet of runtimes, which runtime runs a source
+	// and which partitions this runtime's sink holds; omitted otherwise.
+	Placement *status.Placement `json:"placement,omitempty"`
+}
+
+// Fleet is implemented by a Connectors that runs in a fleet of runtimes;
+// GET /health then shows its id, mode and the members it knows of.
+type Fleet interface {
+	// Membership returns this runtime's view of the fleet.
+	Membership() Membership
+}
+
+// Membership is a runtime's view of its fleet.
+type Membership struct {
+	// RuntimeID is this runtime's id (runtime config id).
+	RuntimeID string
+	// Mode is "standalone" or "distributed".
+	Mode string
+	// Members are the runtime ids this runtime has seen in its connectors'
+	// groups, itself included, sorted.
+	Members []string
 }

@@ -25,6 +25,7 @@ func NewEntry(def definition.Connector, snap status.Snapshot) Entry {
 		LastErrorAt: snap.LastErrorAt,
 		Topics:      TopicNames(def),
 		Counters:    snap.Counters,
+		Placement:   snap.Placement,
 	}
 	if e.Key == "" {
 		e.Key = snap.Key

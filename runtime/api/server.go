@@ -31,6 +31,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/status"
 )
 
 // DefaultAddress is where the API listens when the runtime config names
@@ -244,6 +246,11 @@ type Health struct {
 	Status  string `json:"status"`
 	Sources Count  `json:"sources"`
 	Sinks   Count  `json:"sinks"`
+	// RuntimeID, Mode and Members come from a Connectors that implements
+	// Fleet.
+	RuntimeID string   `json:"runtime_id,omitempty"`
+	Mode      string   `json:"mode,omitempty"`
+	Members   []string `json:"members,omitempty"`
 }
 
 // Count summarises the connectors of one kind.
@@ -251,12 +258,18 @@ type Count struct {
 	Total   int `json:"total"`
 	Running int `json:"running"`
 	Error   int `json:"error"`
+	// Standby counts sources another runtime of the fleet runs.
+	Standby int `json:"standby,omitempty"`
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h := Health{Status: "ok", Sources: count(s.conns.List(KindSource)), Sinks: count(s.conns.List(KindSink))}
 	if h.Sources.Error+h.Sinks.Error > 0 {
 		h.Status = "degraded"
+	}
+	if f, ok := s.conns.(Fleet); ok {
+		m := f.Membership()
+		h.RuntimeID, h.Mode, h.Members = m.RuntimeID, m.Mode, m.Members
 	}
 	writeJSON(w, http.StatusOK, h)
 }
@@ -269,6 +282,8 @@ func count(es []Entry) Count {
 			c.Running++
 		case "Error":
 			c.Error++
+		case status.Standby:
+			c.Standby++
 		}
 	}
 	return c
