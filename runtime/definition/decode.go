@@ -236,17 +236,10 @@ func (d *decoder) route(fv reflect.Value, val any, inFile bool, key, envName str
 			d.defined[key] = true
 		case map[string]any:
 			d.defined[key] = true
-			for _, k := range sortedKeys(t) {
-				s, ok := t[k].(string)
-				if !contains(routeKeys, k) {
-					d.add(key+"."+k, "unknown key %q in a routing rule%s", k, confkit.DidYouMeanOrAllowed(k, routeKeys))
-					continue
-				}
-				if !ok {
-					d.add(key+"."+k, "expected a string, got %s", describe(t[k], false))
-					continue
-				}
-				r.setRuleKey(k, s)
+			var ps confkit.Problems
+			r, ps = decodeRule(t)
+			for _, p := range ps {
+				d.add(key+"."+p.Key, "%s", p.Message)
 			}
 		default:
 			d.add(key, "expected a topic name or a routing rule such as { strategy = \"field\", path = \"tenant\", template = \"orders.{value}\" }, got %s", describe(val, false))
@@ -279,19 +272,6 @@ func (d *decoder) route(fv reflect.Value, val any, inFile bool, key, envName str
 		}
 	}
 	fv.Set(reflect.ValueOf(r))
-}
-
-func (r *Route) setRuleKey(k, s string) {
-	switch k {
-	case "strategy":
-		r.Strategy = s
-	case "path":
-		r.Path = s
-	case "template":
-		r.Template = s
-	case "fallback":
-		r.Fallback = s
-	}
 }
 
 // tables accepts an array of tables, or an inline array of inline tables.

@@ -420,6 +420,44 @@ func examplePath(typ string) string {
 	return "libpicomq_connector_s3_sink"
 }
 
+// CheckSinkTarget checks what a sink's [[topics]] block consumes: exactly
+// one of pattern (a regular expression that compiles) and topic (a valid
+// literal name; routing rules are for sources). It returns a
+// confkit.Problem whose key starts with block (such as "topics[0]"), or
+// nil. Load reports it for every block it reads; the sink loop asks again
+// for blocks built in code, so the rule is written once, here.
+func (t Topics) CheckSinkTarget(block string) error {
+	if p := t.sinkTarget(block, func(string) string { return "" }); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// sinkTarget is CheckSinkTarget; origin says where a key's value came from
+// (" (from environment variable X)"), or "".
+func (t Topics) sinkTarget(block string, origin func(key string) string) *confkit.Problem {
+	k := func(name string) string { return block + "." + name }
+	switch {
+	case t.Pattern == "" && t.Topic.IsZero():
+		return &confkit.Problem{Key: block, Message: "missing: set pattern = 'orders\\..*' (a regular expression) or topic = \"orders\""}
+	case t.Pattern != "" && !t.Topic.IsZero():
+		return &confkit.Problem{Key: block, Message: "set either pattern or topic, not both"}
+	case t.Topic.IsRule():
+		return &confkit.Problem{Key: k("topic"), Message: "a sink consumes a literal topic or a pattern; routing rules are for sources"}
+	case t.Pattern != "":
+		if _, err := regexp.Compile(t.Pattern); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+			return &confkit.Problem{Key: k("pattern"), Value: t.Pattern,
+				Message: fmt.Sprintf("%q%s is not a valid regular expression: %s", t.Pattern, origin(k("pattern")), msg)}
+		}
+	default:
+		if msg := validTopicName(t.Topic.Literal); msg != "" {
+			return &confkit.Problem{Key: k("topic"), Value: t.Topic.Literal, Message: fmt.Sprintf("%q %s", t.Topic.Literal, msg)}
+		}
+	}
+	return nil
+}
+
 func (t *Topics) validate(d *decoder, key, typ string) {
 	k := func(name string) string { return key + "." + name }
 	switch typ {
@@ -429,23 +467,8 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 				d.add(k(name), "%s is a source setting; remove it from this sink", name)
 			}
 		}
-		switch {
-		case t.Pattern == "" && t.Topic.IsZero():
-			d.add(key, "missing: set pattern = 'orders\\..*' (a regular expression) or topic = \"orders\"")
-		case t.Pattern != "" && !t.Topic.IsZero():
-			d.add(key, "set either pattern or topic, not both")
-		case t.Topic.IsRule():
-			d.add(k("topic"), "a sink consumes a literal topic or a pattern; routing rules are for sources")
-		case t.Pattern != "":
-			if _, err := regexp.Compile(t.Pattern); err != nil {
-				msg := err.Error()
-				msg = strings.TrimPrefix(msg, "error parsing regexp: ")
-				d.add(k("pattern"), "%q%s is not a valid regular expression: %s", t.Pattern, d.origin(k("pattern")), msg)
-			}
-		default:
-			if msg := validTopicName(t.Topic.Literal); msg != "" {
-				d.add(k("topic"), "%q %s", t.Topic.Literal, msg)
-			}
+		if p := t.sinkTarget(key, d.origin); p != nil {
+			d.add(p.Key, "%s", p.Message)
 		}
 		d.duration(k("poll_interval"), t.PollInterval)
 	case "source":

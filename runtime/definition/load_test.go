@@ -439,3 +439,33 @@ dead_letter_topic = "bad name"
 		}
 	}
 }
+
+// CheckSinkTarget is the one statement of a sink block's pattern-or-topic
+// rule, for blocks Load reads and for blocks built in code.
+func TestCheckSinkTarget(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		t    Topics
+		want string // "" for no problem
+	}{
+		{"pattern", Topics{Pattern: `orders\..*`}, ""},
+		{"topic", Topics{Topic: Route{Literal: "orders"}}, ""},
+		{"neither", Topics{}, "topics[2]: missing: set pattern"},
+		{"both", Topics{Pattern: "a.*", Topic: Route{Literal: "a"}}, "topics[2]: set either pattern or topic, not both"},
+		{"rule", Topics{Topic: Route{Strategy: "key", Template: "t.{value}"}}, "topics[2].topic: a sink consumes a literal topic or a pattern"},
+		{"bad pattern", Topics{Pattern: "orders(("}, `topics[2].pattern: "orders((" is not a valid regular expression: missing closing )`},
+		{"bad topic name", Topics{Topic: Route{Literal: "a b"}}, `topics[2].topic: "a b" contains ' '`},
+	} {
+		err := c.t.CheckSinkTarget("topics[2]")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q...", c.name, err, c.want)
+		}
+		var p confkit.Problem
+		if err != nil && !errors.As(err, &p) {
+			t.Errorf("%s: %T is not a confkit.Problem", c.name, err)
+		}
+	}
+}

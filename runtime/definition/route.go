@@ -3,7 +3,6 @@ package definition
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -36,34 +35,46 @@ func (r *Route) UnmarshalTOML(v any) error {
 		*r = Route{Literal: t}
 		return nil
 	case map[string]any:
-		var out Route
-		var unknown []string
-		for k, val := range t {
-			s, ok := val.(string)
-			if !ok {
-				return fmt.Errorf("topic.%s: expected a string, got %s", k, describe(val, false))
-			}
-			switch k {
-			case "strategy":
-				out.Strategy = s
-			case "path":
-				out.Path = s
-			case "template":
-				out.Template = s
-			case "fallback":
-				out.Fallback = s
-			default:
-				unknown = append(unknown, k)
-			}
-		}
-		if len(unknown) > 0 {
-			sort.Strings(unknown)
-			return fmt.Errorf("topic: unknown key %q%s", unknown[0], confkit.DidYouMeanOrAllowed(unknown[0], routeKeys))
+		out, ps := decodeRule(t)
+		if len(ps) > 0 {
+			return fmt.Errorf("topic.%s: %s", ps[0].Key, ps[0].Message)
 		}
 		*r = out
 		return nil
 	}
 	return fmt.Errorf("topic: expected a topic name or a routing rule table, got %s", describe(v, false))
+}
+
+// decodeRule reads a routing-rule table: each key is one of routeKeys and
+// holds a string. The problems are keyed by the rule's own key.
+func decodeRule(t map[string]any) (Route, confkit.Problems) {
+	var r Route
+	var ps confkit.Problems
+	for _, k := range sortedKeys(t) {
+		s, ok := t[k].(string)
+		switch {
+		case !contains(routeKeys, k):
+			ps = append(ps, confkit.Problem{Key: k, Message: fmt.Sprintf("unknown key %q in a routing rule%s", k, confkit.DidYouMeanOrAllowed(k, routeKeys))})
+		case !ok:
+			ps = append(ps, confkit.Problem{Key: k, Message: "expected a string, got " + describe(t[k], false)})
+		default:
+			r.setRuleKey(k, s)
+		}
+	}
+	return r, ps
+}
+
+func (r *Route) setRuleKey(k, s string) {
+	switch k {
+	case "strategy":
+		r.Strategy = s
+	case "path":
+		r.Path = s
+	case "template":
+		r.Template = s
+	case "fallback":
+		r.Fallback = s
+	}
 }
 
 // MarshalJSON encodes a literal as a string and a rule as an object.
