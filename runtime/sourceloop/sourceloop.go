@@ -29,6 +29,21 @@
 // A source that implements plugin.Pipelined is polled again while earlier batches
 // are being delivered; batches are still resolved and saved one at a time,
 // in order.
+//
+// With Config.TransactionalID (distributed mode), every batch is one
+// transaction of each block's producer: its records, its dead letters and
+// its checkpoint record (the Store must be a state.InBroker) commit together
+// or not at all, and OnBatchResult(Ack) comes only after the commit. The
+// producers' InitTransactions fences every earlier producer with the same
+// transactional id (a stale owner: its next commit fails), and Run loads
+// the state only after it, so it sees every batch the earlier owner
+// committed. A fenced producer ends Run with an error wrapping ErrFenced.
+// Transactions are one at a time: a Pipelined source is not polled ahead.
+// With several [[topics]] blocks, each block's producer has its own
+// transaction (id TransactionalID.i for block i > 0), committed before
+// block 0's, which carries the checkpoint: a failure between the commits
+// repeats those blocks' records after a restart (at least once) but never
+// saves a checkpoint ahead of its records.
 package sourceloop
 
 import (
@@ -70,8 +85,13 @@ type Config struct {
 	// Run opens it with State and calls Close when it returns.
 	Source plugin.Source
 	// State is the last committed state blob loaded from Store, nil when
-	// there is none; Run hands it to Source.Open.
+	// there is none; Run hands it to Source.Open. With TransactionalID,
+	// Run loads the state itself, after fencing, and State is not used.
 	State []byte
+	// TransactionalID, when set, runs every batch as a transaction of
+	// producers with this transactional.id (see the package doc); the
+	// Store must then be a state.InBroker.
+	TransactionalID string
 	// Store saves the candidate state of each acknowledged batch under Key.
 	Store state.Store
 	// Transforms run in order on each decoded record, before routing.
@@ -120,6 +140,13 @@ type Config struct {
 // row failed; the tracker is then in status Error.
 var ErrTooManyNacks = errors.New("too many consecutive nacks")
 
+// ErrFenced is wrapped by the error Run returns when a transactional
+// producer was fenced by a newer one with the same transactional id (another
+// runtime took the source over) or hit another fatal error: nothing of the
+// batch in flight is committed. Run leaves the tracker's status to the
+// caller.
+var ErrFenced = errors.New("producer fenced: another runtime owns this source now")
+
 type block struct {
 	blockSpec
 	producer *kafka.Producer
@@ -136,6 +163,9 @@ type loop struct {
 
 	decodeH, transformH, produceH, saveH plugin.Histogram
 	ackedC, nackedC                      plugin.Counter
+
+	// txn is the checkpoint store in transactional mode, nil otherwise.
+	txn state.InBroker
 }
 
 // Run polls the source until ctx is cancelled or the poll task gives up,
@@ -170,17 +200,39 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.tr.Set(status.Stopped)
 		}
 	}()
+	if l.txn != nil {
+		// Fence earlier owners first, then load what they committed.
+		if err := l.open(ctx, logCtx); err != nil {
+			return l.failOpen(ctx, err)
+		}
+		blob, err := l.cfg.Store.Load(ctx, l.cfg.Key)
+		if err != nil {
+			return l.failOpen(ctx, fmt.Errorf("load state: %w", err))
+		}
+		cfg.State = blob
+	}
 	if err := cfg.Source.Open(ctx, cfg.State); err != nil {
 		err = fmt.Errorf("open source: %w", err)
 		l.tr.Fail(err)
 		return err
 	}
-	if err := l.open(logCtx); err != nil {
-		l.tr.Fail(err)
-		return err
+	if l.txn == nil {
+		if err := l.open(ctx, logCtx); err != nil {
+			l.tr.Fail(err)
+			return err
+		}
 	}
 	l.tr.Set(status.Running)
 	return l.run(ctx)
+}
+
+// failOpen reports a failure to open in transactional mode: a fence, or a
+// stop meanwhile, is the caller's to report.
+func (l *loop) failOpen(ctx context.Context, err error) error {
+	if !errors.Is(err, ErrFenced) && ctx.Err() == nil {
+		l.tr.Fail(err)
+	}
+	return err
 }
 
 func newLoop(cfg Config) (*loop, error) {
@@ -239,13 +291,20 @@ func newLoop(cfg Config) (*loop, error) {
 	if err := checkProperties("broker.properties", cfg.Properties); err != nil {
 		return l, err
 	}
+	if cfg.TransactionalID != "" {
+		ib, ok := cfg.Store.(state.InBroker)
+		if !ok {
+			return l, errors.New("sourceloop: a transactional source needs a state store in the broker (state.storage = \"broker\")")
+		}
+		l.txn = ib
+	}
 	for _, s := range specs {
 		l.blocks = append(l.blocks, &block{blockSpec: s})
 	}
 	return l, nil
 }
 
-func (l *loop) open(logCtx context.Context) error {
+func (l *loop) open(ctx, logCtx context.Context) error {
 	for _, b := range l.blocks {
 		defaults := kafka.ConfigMap{
 			"client.id":          "pico-connectors-" + l.cfg.Key + "-" + strconv.Itoa(b.idx),
@@ -265,6 +324,9 @@ func (l *loop) open(logCtx context.Context) error {
 			// Events() then carries only client-level errors, logged below.
 			"go.events.channel.size": 1000,
 		}
+		if l.txn != nil {
+			defaults["transactional.id"] = l.transactionalID(b)
+		}
 		cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, reservedProducer, l.cfg.Properties, b.def.Properties)
 		if err != nil {
 			return fmt.Errorf("topics[%d]: %w", b.idx, err)
@@ -276,6 +338,14 @@ func (l *loop) open(logCtx context.Context) error {
 		b.producer = p
 		clientconf.ForwardLogs(logCtx, p.Logs(), l.log)
 		go l.drainEvents(logCtx, b)
+		if l.txn != nil {
+			ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := p.InitTransactions(ictx)
+			cancel()
+			if err != nil {
+				return l.txnError(fmt.Errorf("topics[%d]: init transactions of %s: %w", b.idx, l.transactionalID(b), err))
+			}
+		}
 		if b.def.CreateTopics {
 			a, err := kafka.NewAdminClientFromProducer(p)
 			if err != nil {
@@ -285,6 +355,24 @@ func (l *loop) open(logCtx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// transactionalID is block b's producer's transactional.id.
+func (l *loop) transactionalID(b *block) string {
+	if b.idx == 0 {
+		return l.cfg.TransactionalID
+	}
+	return l.cfg.TransactionalID + "." + strconv.Itoa(b.idx)
+}
+
+// txnError wraps ErrFenced around a fatal producer error (a fence, or any
+// error after which librdkafka refuses the producer).
+func (l *loop) txnError(err error) error {
+	var ke kafka.Error
+	if errors.As(err, &ke) && (ke.IsFatal() || ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced) {
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return err
 }
 
 // drainEvents logs client-level events (delivery reports go to per-batch
@@ -334,12 +422,13 @@ type pending struct {
 	sent    int
 	start   time.Time
 	failure error // why the batch fails, before or while sending
+	open    bool  // a transaction is open for the batch (transactional mode)
 }
 
 // run is the poll task.
 func (l *loop) run(ctx context.Context) error {
 	depth := 1
-	if p, ok := l.cfg.Source.(plugin.Pipelined); ok {
+	if p, ok := l.cfg.Source.(plugin.Pipelined); ok && l.txn == nil {
 		depth = max(1, p.PollAhead())
 	}
 	// The batches are resolved even if ctx was cancelled meanwhile.
@@ -356,6 +445,14 @@ func (l *loop) run(ctx context.Context) error {
 		failure, saveFailed := l.await(ctx, bctx, p)
 		if failure == nil {
 			return nil
+		}
+		if errors.Is(failure, ErrFenced) {
+			// Another runtime owns the source: no retry here.
+			l.log.Warn("producer fenced; this runtime stops the source", "err", failure)
+			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Nack); err != nil {
+				l.log.Warn("OnBatchResult(nack) failed", "err", err)
+			}
+			return failure
 		}
 		for _, later := range queue {
 			_ = l.wait(ctx, later)
@@ -452,9 +549,83 @@ func (l *loop) send(stop, ctx context.Context, batch plugin.Batch) *pending {
 		p.failure = err
 		return p
 	}
+	if l.txn != nil {
+		if err := l.begin(ctx); err != nil {
+			p.failure = err
+			return p
+		}
+		p.open = true
+	}
 	p.reports = make(chan kafka.Event, len(out))
 	p.sent, p.failure = l.produce(out, p.reports)
+	if l.txn != nil && p.failure == nil && batch.State != nil {
+		// The checkpoint rides in block 0's transaction; its report is not
+		// awaited: the commit fails when it could not be written.
+		if err := l.blocks[0].producer.Produce(l.txn.Checkpoint(l.cfg.Key, batch.State), nil); err != nil {
+			p.failure = fmt.Errorf("produce the checkpoint: %w", err)
+		}
+	}
+	if l.txn != nil && p.failure != nil {
+		p.failure = l.txnError(p.failure)
+	}
 	return p
+}
+
+// begin starts a transaction on every block's producer.
+func (l *loop) begin(ctx context.Context) error {
+	for _, b := range l.blocks {
+		if err := b.producer.BeginTransaction(); err != nil {
+			err = l.txnError(fmt.Errorf("topics[%d]: begin a transaction: %w", b.idx, err))
+			_ = l.abort(ctx)
+			return err
+		}
+	}
+	return nil
+}
+
+// commit commits every block's transaction, block 0 (the checkpoint) last.
+// A retriable failure is retried; any other aborts what is still open.
+func (l *loop) commit(ctx context.Context) error {
+	order := append(append([]*block(nil), l.blocks[1:]...), l.blocks[0])
+	for _, b := range order {
+		for attempt := 1; ; attempt++ {
+			cctx, cancel := context.WithTimeout(ctx, l.cfg.DeliveryTimeout)
+			err := b.producer.CommitTransaction(cctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			var ke kafka.Error
+			if errors.As(err, &ke) && ke.IsRetriable() && attempt < 3 {
+				continue
+			}
+			err = l.txnError(fmt.Errorf("topics[%d]: commit the batch's transaction: %w", b.idx, err))
+			if aerr := l.abort(ctx); errors.Is(aerr, ErrFenced) && !errors.Is(err, ErrFenced) {
+				err = aerr
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// abort aborts every block's open transaction; it returns an error
+// wrapping ErrFenced when a producer is fenced, and ignores the others
+// (a block without an open transaction refuses the abort).
+func (l *loop) abort(ctx context.Context) error {
+	var fenced error
+	for _, b := range l.blocks {
+		actx, cancel := context.WithTimeout(ctx, l.cfg.DeliveryTimeout)
+		err := b.producer.AbortTransaction(actx)
+		cancel()
+		if err == nil {
+			continue
+		}
+		if err := l.txnError(err); errors.Is(err, ErrFenced) && fenced == nil {
+			fenced = fmt.Errorf("topics[%d]: abort the batch's transaction: %w", b.idx, err)
+		}
+	}
+	return fenced
 }
 
 // await waits for p's delivery reports and, when all were delivered, saves
@@ -463,7 +634,19 @@ func (l *loop) send(stop, ctx context.Context, batch plugin.Batch) *pending {
 // state save did not; the caller then Nacks.
 func (l *loop) await(stop, ctx context.Context, p *pending) (failure error, saveFailed bool) {
 	failure, saveFailed = l.wait(stop, p), false
-	if failure == nil && p.batch.State != nil {
+	if l.txn != nil && p.open {
+		p.open = false
+		start := time.Now()
+		if failure == nil {
+			failure = l.commit(ctx)
+			if failure == nil && p.batch.State != nil {
+				l.saveH.Observe(time.Since(start).Seconds())
+				l.tr.Counters.StateSaves.Add(1)
+			}
+		} else if err := l.abort(ctx); err != nil {
+			failure = err
+		}
+	} else if failure == nil && p.batch.State != nil && l.txn == nil {
 		start := time.Now()
 		err := l.cfg.Store.Save(ctx, l.cfg.Key, p.batch.State)
 		l.saveH.Observe(time.Since(start).Seconds())

@@ -1,0 +1,223 @@
+package sourceloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/state"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// ownerSource writes batches of ten {"seq":n} records with an owner
+// header, and the checkpoint "OWNER:NEXT"; Open starts from a checkpoint.
+// While paused, Poll blocks (as in a process stopped with SIGSTOP).
+type ownerSource struct {
+	owner string
+
+	mu        sync.Mutex
+	next      int // first sequence number of the next batch
+	candidate int
+	paused    chan struct{} // non-nil: Poll blocks until it is closed
+	blocked   chan struct{} // closed when Poll blocks on paused
+}
+
+func (s *ownerSource) Open(_ context.Context, blob []byte) error {
+	if blob == nil {
+		return nil
+	}
+	_, n, _ := strings.Cut(string(blob), ":")
+	next, err := strconv.Atoi(n)
+	if err != nil {
+		return fmt.Errorf("checkpoint %q: %w", blob, err)
+	}
+	s.mu.Lock()
+	s.next = next
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *ownerSource) pause() {
+	s.mu.Lock()
+	s.paused, s.blocked = make(chan struct{}), make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *ownerSource) Poll(ctx context.Context) (plugin.Batch, error) {
+	s.mu.Lock()
+	paused, blocked := s.paused, s.blocked
+	s.mu.Unlock()
+	if paused != nil {
+		close(blocked)
+		select {
+		case <-paused:
+		case <-ctx.Done():
+			return plugin.Batch{}, nil
+		}
+		s.mu.Lock()
+		s.paused = nil
+		s.mu.Unlock()
+	}
+	time.Sleep(5 * time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b plugin.Batch
+	for n := s.next; n < s.next+10; n++ {
+		b.Messages = append(b.Messages, plugin.Message{Payload: fmt.Appendf(nil, `{"seq":%d}`, n),
+			Headers: []plugin.Header{{Key: "owner", Value: []byte(s.owner)}}})
+	}
+	s.candidate = s.next + 10
+	b.State = fmt.Appendf(nil, "%s:%d", s.owner, s.candidate)
+	return b, nil
+}
+
+func (s *ownerSource) OnBatchResult(_ context.Context, r plugin.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == plugin.Ack {
+		s.next = s.candidate
+	}
+	return nil
+}
+
+func (s *ownerSource) Close(context.Context) error { return nil }
+
+// readCommitted returns every committed record of topic (read_committed,
+// up to the last stable offset).
+func readCommitted(t *testing.T, addr, topic string) []*kafka.Message {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fence-test", "isolation.level": "read_committed",
+		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		t.Fatal(err)
+	}
+	var out []*kafka.Message
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			out = append(out, e)
+		case kafka.PartitionEOF:
+			return out
+		}
+	}
+	t.Fatalf("no end of %s in 60s", topic)
+	return nil
+}
+
+func header(m *kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// TestTransactionsFenceTheStaleOwner: owner a runs, then pauses; b starts
+// with the same transactional id, which fences a's producer, loads a's last
+// committed checkpoint and goes on from it. When a wakes up its next batch
+// fails with ErrFenced: the committed records are 0..N-1 exactly once, in
+// order, none of a's after b's first, and no checkpoint of a's after b's
+// first.
+func TestTransactionsFenceTheStaleOwner(t *testing.T) {
+	b := startBroker(t, broker.Config{AutoCreateTopics: true})
+	topics := []definition.Topics{literal("seq")}
+	newStore := func() *state.BrokerStore {
+		st, err := state.NewBrokerStore(state.BrokerConfig{BootstrapServers: b.Addr(), Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	const txnID = "pico-connectors.source.seq"
+	srcA := &ownerSource{owner: "a"}
+	a := start(t, Config{Topics: topics, Source: srcA, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID})
+	waitFor(t, "a's first five batches", func() bool { return a.tr.Counters.Acked.Load() >= 5 })
+	srcA.pause()
+	<-srcA.blocked
+	ackedA := a.tr.Counters.Acked.Load()
+
+	srcB := &ownerSource{owner: "b"}
+	bRun := start(t, Config{Topics: topics, Source: srcB, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID})
+	waitFor(t, "b's first five batches", func() bool { return bRun.tr.Counters.Acked.Load() >= 5 })
+	close(srcA.paused)
+	var errA error
+	select {
+	case errA = <-a.done:
+		close(a.done)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stale owner did not stop")
+	}
+	if !errors.Is(errA, ErrFenced) {
+		t.Fatalf("stale owner's Run = %v, want ErrFenced", errA)
+	}
+	if got := a.tr.Counters.Acked.Load(); got != ackedA {
+		t.Fatalf("the stale owner acknowledged %d batches after it was fenced", got-ackedA)
+	}
+	if st := a.tr.Status(); st == status.Error {
+		t.Fatalf("fenced owner's status %s: a fence is not an error of the source", st)
+	}
+	if err := bRun.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	recs := readCommitted(t, b.Addr(), "seq")
+	seenB := false
+	for i, m := range recs {
+		var want = fmt.Sprintf(`{"seq":%d}`, i)
+		if string(m.Value) != want {
+			t.Fatalf("committed record %d is %s, want %s (a gap or a duplicate)", i, m.Value, want)
+		}
+		switch header(m, "owner") {
+		case "b":
+			seenB = true
+		case "a":
+			if seenB {
+				t.Fatalf("record %d (%s) committed by the stale owner after the new owner's first", i, m.Value)
+			}
+		}
+	}
+	if !seenB || len(recs) < 100 {
+		t.Fatalf("%d committed records, b's seen %v", len(recs), seenB)
+	}
+	cps := readCommitted(t, b.Addr(), "pico-connectors.state.seq")
+	seenB = false
+	for _, m := range cps {
+		owner, _, _ := strings.Cut(string(m.Value), ":")
+		if owner == "b" {
+			seenB = true
+		} else if seenB {
+			t.Fatalf("checkpoint %s saved by the stale owner after the new owner's first", m.Value)
+		}
+	}
+	if last := string(cps[len(cps)-1].Value); last != fmt.Sprintf("b:%d", len(recs)) {
+		t.Fatalf("last checkpoint %s, want b:%d", last, len(recs))
+	}
+	t.Logf("%d records and %d checkpoints committed, each once; a stopped with: %v", len(recs), len(cps), errA)
+}
+
+// TestTransactionalNeedsBrokerStore: a file or http store cannot take part
+// in the batch's transaction, so Run refuses it.
+func TestTransactionalNeedsBrokerStore(t *testing.T) {
+	err := Run(context.Background(), Config{Key: "seq", Topics: []definition.Topics{literal("seq")}, Source: &ownerSource{},
+		Store: &memStore{}, BootstrapServers: "127.0.0.1:1", TransactionalID: "x", Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), `state.storage = "broker"`) {
+		t.Fatalf("Run = %v", err)
+	}
+}
