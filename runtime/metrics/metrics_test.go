@@ -222,3 +222,22 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wantLines(t, scrape(t, r), `picomq_connectors_shared_total{key="ka",type="source"} 200`)
 }
+
+// TestPlacementMetrics: ownership changes of a source, rebalances and
+// partitions of a sink, and the Standby status come from the trackers.
+func TestPlacementMetrics(t *testing.T) {
+	r := New(slog.New(slog.DiscardHandler))
+	src := status.New("source", "random", nil)
+	src.Set(status.Standby)
+	src.SetPlacement(status.Placement{Owner: "rt-b", Generation: 3})
+	sink := status.New("sink", "archive", nil)
+	sink.SetPlacement(status.Placement{Partitions: []string{"a/0", "b/0"}, Generation: 2})
+	r.Track(src)
+	r.Track(sink)
+	wantLines(t, scrape(t, r),
+		`picomq_connectors_ownership_changes_total{key="random",type="source"} 3`,
+		`picomq_connectors_status{key="random",status="Standby",type="source"} 1`,
+		`picomq_connectors_rebalances_total{key="archive",type="sink"} 2`,
+		`picomq_connectors_partitions_held{key="archive",type="sink"} 2`,
+	)
+}

@@ -15,6 +15,7 @@ type trackerCollector struct {
 	trackers map[[2]string]*status.Tracker
 
 	sourcesRunning, sinksRunning, statusDesc, consecNacks, lastBatch *prometheus.Desc
+	ownershipChanges, rebalances, partitionsHeld                     *prometheus.Desc
 	counters                                                         []counterDesc
 	names                                                            map[string]bool
 }
@@ -25,7 +26,7 @@ type counterDesc struct {
 	get  func(status.Figures) int64
 }
 
-var statuses = []status.Status{status.Starting, status.Running, status.Stopping, status.Stopped, status.Error, status.Disabled}
+var statuses = []status.Status{status.Starting, status.Running, status.Stopping, status.Stopped, status.Error, status.Disabled, status.Standby}
 
 func newTrackerCollector() *trackerCollector {
 	labels := []string{"key", "type"}
@@ -42,6 +43,10 @@ func newTrackerCollector() *trackerCollector {
 		statusDesc:     prometheus.NewDesc(Prefix+"status", "1 for the connector's current status, 0 for the others.", []string{"key", "type", "status"}, nil),
 		consecNacks:    d("consecutive_nacks", "Current run of consecutive nacked batches."),
 		lastBatch:      d("last_batch_timestamp_seconds", "Unix time of the last resolved batch; 0 before the first."),
+		// From status.Placement, set in a fleet of runtimes.
+		ownershipChanges: d("ownership_changes_total", "Sources: changes of the runtime that runs the source, as this runtime saw them (mode = distributed)."),
+		rebalances:       d("rebalances_total", "Sinks: rebalances of the sink's consumer group this runtime took part in."),
+		partitionsHeld:   d("partitions_held", "Sinks: topic partitions this runtime's sink holds now."),
 	}
 	add := func(kind, name, help string, get func(status.Figures) int64) {
 		c.counters = append(c.counters, counterDesc{d(name, help), kind, get})
@@ -65,7 +70,7 @@ func (c *trackerCollector) reserved(full string) bool {
 }
 
 func (c *trackerCollector) allDescs() []*prometheus.Desc {
-	ds := []*prometheus.Desc{c.sourcesRunning, c.sinksRunning, c.statusDesc, c.consecNacks, c.lastBatch}
+	ds := []*prometheus.Desc{c.sourcesRunning, c.sinksRunning, c.statusDesc, c.consecNacks, c.lastBatch, c.ownershipChanges, c.rebalances, c.partitionsHeld}
 	for _, cd := range c.counters {
 		ds = append(ds, cd.desc)
 	}
@@ -105,11 +110,18 @@ func (c *trackerCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.Status == status.Running {
 			running = 1
 		}
+		var place status.Placement
+		if s.Placement != nil {
+			place = *s.Placement
+		}
 		switch s.Kind {
 		case "source":
 			ch <- prometheus.MustNewConstMetric(c.sourcesRunning, prometheus.GaugeValue, running, s.Key, s.Kind)
+			ch <- prometheus.MustNewConstMetric(c.ownershipChanges, prometheus.CounterValue, float64(place.Generation), s.Key, s.Kind)
 		case "sink":
 			ch <- prometheus.MustNewConstMetric(c.sinksRunning, prometheus.GaugeValue, running, s.Key, s.Kind)
+			ch <- prometheus.MustNewConstMetric(c.rebalances, prometheus.CounterValue, float64(place.Generation), s.Key, s.Kind)
+			ch <- prometheus.MustNewConstMetric(c.partitionsHeld, prometheus.GaugeValue, float64(len(place.Partitions)), s.Key, s.Kind)
 		}
 		for _, st := range statuses {
 			v := 0.0
