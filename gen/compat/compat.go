@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -124,7 +125,7 @@ func compareObject(path string, o, n *model.Object, cs *[]Change) {
 		*cs = append(*cs, Change{Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	op, np := props(o), props(n)
-	for _, name := range sortedKeys(op) {
+	for _, name := range slices.Sorted(maps.Keys(op)) {
 		key := join(path, name)
 		ns, ok := np[name]
 		if !ok {
@@ -144,7 +145,7 @@ func compareObject(path string, o, n *model.Object, cs *[]Change) {
 		}
 		compareKey(key, op[name], ns, cs)
 	}
-	for _, name := range sortedKeys(np) {
+	for _, name := range slices.Sorted(maps.Keys(np)) {
 		key := join(path, name)
 		if !np[name].Required || hasDefault(np[name]) {
 			continue
@@ -255,7 +256,7 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 func compareEnum(oe, ne []string, oldAlias, alias map[string]string, add func(Kind, string, ...any)) {
 	switch {
 	case len(oe) > 0 && len(ne) > 0:
-		for _, a := range sortedKeys(oldAlias) {
+		for _, a := range slices.Sorted(maps.Keys(oldAlias)) {
 			if alias[a] == "" && !slices.Contains(ne, a) {
 				add(EnumValueRemoved, "value alias %q is no longer accepted", a)
 			}
@@ -461,15 +462,6 @@ func str(v any) string {
 	return s
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func join(path, name string) string {
 	if path == "" {
 		return name
@@ -537,7 +529,7 @@ func props(o *model.Object) map[string]*model.Property {
 
 // aliasedBy returns the key of props that lists name as an alias, or "".
 func aliasedBy(props map[string]*model.Property, name string) string {
-	for _, k := range sortedKeys(props) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		if slices.Contains(props[k].Aliases, name) {
 			return k
 		}

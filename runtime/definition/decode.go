@@ -3,7 +3,9 @@ package definition
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,8 +107,8 @@ func (d *decoder) decodeStruct(rv reflect.Value, raw map[string]any, path, prefi
 		val, inFile := raw[name]
 		d.field(rv.Field(i), f, val, inFile, joinKey(path, name), prefix+strings.ToUpper(name))
 	}
-	for _, k := range sortedKeys(raw) {
-		if !contains(known, k) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if !slices.Contains(known, k) {
 			where := "key"
 			if path == "" {
 				where = "top-level key"
@@ -362,7 +364,7 @@ func (d *decoder) properties(fv reflect.Value, val any, inFile bool, key, envNam
 			d.add(key, "expected a table of librdkafka settings, got %s", describe(val, false))
 		} else {
 			d.defined[key] = true
-			for _, k := range sortedKeys(m) {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
 				switch v := m[k].(type) {
 				case string:
 					props[k] = v
@@ -396,7 +398,7 @@ func (d *decoder) properties(fv reflect.Value, val any, inFile bool, key, envNam
 			}
 		}
 	}
-	for _, name := range sortedKeys(d.env) {
+	for _, name := range slices.Sorted(maps.Keys(d.env)) {
 		rest, ok := strings.CutPrefix(name, envName+"_")
 		if !ok || rest == "" {
 			continue
@@ -445,7 +447,7 @@ func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envNam
 	var out []map[string]any
 	if blocks, ok := tables(val); ok {
 		for i, b := range blocks {
-			m := copyMap(b)
+			m := maps.Clone(b)
 			k := fmt.Sprintf("%s[%d]", key, i)
 			if t, ok := m["type"].(string); !ok || t == "" {
 				d.add(k+".type", "missing: each [[transforms]] block needs type = \"add_fields\" (or another transform)")
@@ -455,7 +457,7 @@ func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envNam
 			out = append(out, m)
 		}
 	} else if named, ok := val.(map[string]any); ok {
-		names := sortedKeys(named)
+		names := slices.Sorted(maps.Keys(named))
 		sort.SliceStable(names, func(i, j int) bool { return d.order[key+"."+names[i]] < d.order[key+"."+names[j]] })
 		for _, name := range names {
 			b, ok := named[name].(map[string]any)
@@ -464,7 +466,7 @@ func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envNam
 				d.add(k, "expected a table [transforms.%s], got %s", name, describe(named[name], false))
 				continue
 			}
-			m := copyMap(b)
+			m := maps.Clone(b)
 			if t, ok := m["type"]; ok && t != name {
 				d.add(k+".type", "type = %v contradicts the table name %q; remove type", describe(t, false), name)
 			}
@@ -495,32 +497,6 @@ func (d *decoder) transformEnabled(m map[string]any, key, envName string) {
 			m["enabled"] = true
 		}
 	}
-}
-
-func copyMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 func quoteKey(k string) string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -288,7 +289,7 @@ func (d *decoder) duration(key, value string) {
 }
 
 func (d *decoder) oneOf(key, value string, allowed ...string) {
-	if !contains(allowed, value) {
+	if !slices.Contains(allowed, value) {
 		d.add(key, "%q%s is not allowed; use %s%s", value, d.origin(key), strings.Join(quoteAll(allowed), " or "), confkit.DidYouMean(value, allowed))
 	}
 }

@@ -3,6 +3,8 @@ package definition
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -137,7 +139,7 @@ func convertProblems(file, key string, err error) confkit.Problems {
 // nothing: a misspelt name would otherwise be ignored silently.
 func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, known []string) confkit.Problems {
 	var out confkit.Problems
-	names := sortedKeys(env)
+	names := slices.Sorted(maps.Keys(env))
 	for _, name := range names {
 		if !strings.HasPrefix(name, EnvPrefix) || used[name] {
 			continue

@@ -3,6 +3,8 @@ package definition
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -50,10 +52,10 @@ func (r *Route) UnmarshalTOML(v any) error {
 func decodeRule(t map[string]any) (Route, confkit.Problems) {
 	var r Route
 	var ps confkit.Problems
-	for _, k := range sortedKeys(t) {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
 		s, ok := t[k].(string)
 		switch {
-		case !contains(routeKeys, k):
+		case !slices.Contains(routeKeys, k):
 			ps = append(ps, confkit.Problem{Key: k, Message: fmt.Sprintf("unknown key %q in a routing rule%s", k, confkit.DidYouMeanOrAllowed(k, routeKeys))})
 		case !ok:
 			ps = append(ps, confkit.Problem{Key: k, Message: "expected a string, got " + describe(t[k], false)})
