@@ -223,8 +223,12 @@ func TestEndToEnd(t *testing.T) {
 	tr := status.New(string(plugin.KindSink), "orders_s3", nil)
 	topics := []definition.Topics{{Pattern: `orders\..*`, Schema: "json", BatchLength: 7, PollInterval: "20ms"}}
 
-	// The first upload fails a whole round: the file is kept and retried.
-	proxy.InjectMatching(dataPut, 2, xmlFault(500, "InternalError", "boom"))
+	// The upload of orders.eu's first file fails a whole round: the file
+	// is kept and retried (the files after it upload beside it).
+	firstEU := func(r *http.Request) bool {
+		return dataPut(r) && strings.Contains(r.URL.Path, "/orders.eu/") && strings.Contains(r.URL.Path, "-00000000000000000000-")
+	}
+	proxy.InjectMatching(firstEU, 2, xmlFault(500, "InternalError", "boom"))
 	w := &watchSink{Sink: sink, upTo: map[string]int64{}}
 	stop := runLoop(t, b, topics, w, tr)
 	connectortest.WaitFor(t, time.Minute, "every record consumed", func() bool { return w.done("orders.eu", 24) && w.done("orders.us", 2) })

@@ -215,6 +215,21 @@ func lastOffsetOf(key, prefix string) (int64, bool) {
 	return n, err == nil
 }
 
+// offsetsOf parses the first and last offsets of a data file key that
+// starts with prefix (dir + <partition 5d>-).
+func offsetsOf(key, prefix string) (first, last int64, ok bool) {
+	rest, found := strings.CutPrefix(key, prefix)
+	if !found || len(rest) < 42 || rest[20] != '-' {
+		return 0, 0, false
+	}
+	first, err := strconv.ParseInt(rest[:20], 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	last, ok = lastOffsetOf(rest, rest[:21])
+	return first, last, ok
+}
+
 // topicSegment returns segment n of topic split on '.', counting from the
 // end when n is negative.
 func topicSegment(topic string, n int) (string, error) {

@@ -4,13 +4,26 @@
 //
 // With delivery = "exactly_once" (the default) the sink is a
 // plugin.DeferredSink: Consume accepts records, closed files upload in the
-// background (up to max_in_flight partitions at once, one file at a time
-// per partition), and Durable reports per partition the first offset not
-// yet in the bucket. A file starts at the offset the runtime resumes from
+// background (up to max_in_flight at once, several files of one partition
+// side by side), and Durable reports per partition the first offset not
+// yet in the bucket, so commits advance in offset order whatever order the
+// uploads finish in. A file starts at the offset the runtime resumes from
 // and is cut at the same record on every replay, and a partition's first
 // files after an assignment are looked up in the bucket, so a replay writes
-// the same keys and never puts a record into two objects. With delivery =
-// "buffered" a batch is durable once buffered, as the original spec says.
+// the same keys and never puts a record into two objects.
+//
+// Side-by-side uploads can leave, after a crash, a file in the bucket
+// beyond one that is not (a hole). At the first file not found after an
+// assignment the sink lists what lies beyond it in the same directory, and
+// cuts the replayed files right before each file found there, and skips
+// it. Two rules keep that listing complete: a file starts uploading beside
+// earlier files of its partition only when those were cut at a replayable
+// record (size, messages, rotate_interval) and share its directory, so a
+// hole is always followed in the bucket by files of its own directory only;
+// and while a partition replays a hole, no wall-clock cut (flush_interval,
+// the max_buffer_size early upload when another file can go instead, the
+// final upload of Close) is made in it. With delivery = "buffered" a batch
+// is durable once buffered, as the original spec says.
 package s3sink
 
 import (
@@ -105,7 +118,14 @@ type partition struct {
 	// recovering: the next file to start may already be in the bucket.
 	recovering bool
 	// released: Release gave the partition up; Durable reports next once.
-	released   bool
+	released bool
+	// stuck (released): a file not uploaded came off pending; next stops
+	// there.
+	stuck bool
+	// ahead: files found in the bucket beyond the first one that was not,
+	// by first offset; the records before each are replayed and cut right
+	// before it, its own are skipped.
+	ahead      []span
 	open       fileBuffer
 	lastAppend time.Time // wall clock, for flush_interval
 	pending    []*file   // closed files not yet uploaded, in offset order
@@ -137,12 +157,19 @@ type file struct {
 	p      *partition
 	info   fileInfo
 	key    string
+	dir    string
 	count  int
 	chunks [][]byte
 	size   int64
 	state  fileState
-	rounds int   // failed rounds of max_attempts
-	err    error // buffered: why the file was lost
+	// replayable: cut at a record every replay cuts at too (size,
+	// messages, rotate_interval, or right before a file in the bucket),
+	// not by the wall clock or memory; a later file of the partition may
+	// upload beside it.
+	replayable bool
+	uploaded   bool  // done: in the bucket
+	rounds     int   // failed rounds of max_attempts
+	err        error // buffered: why the file was lost
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -346,8 +373,13 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 			p = s.partition(rec.Topic, rec.Partition)
 			s.last = p
 		}
+		if len(p.ahead) > 0 {
+			if err := s.skipAhead(p, rec, batch); err != nil {
+				return err
+			}
+		}
 		if p.started && rec.Offset < p.next {
-			// Accepted before; a record that does not convert was
+			// Accepted before, or in a file found in the bucket; a record that does not convert was
 			// rejected, and is rejected again (it may not have reached the
 			// dead-letter topic, and nothing else holds it).
 			if s.pq != nil {
@@ -391,6 +423,9 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 				continue
 			}
 			p.recovering = false
+			if err := s.lookAhead(p, dir, rec.Offset); err != nil {
+				return err
+			}
 		}
 		if s.pq != nil {
 			if err := s.appendParquet(p, rec, rowSize); err != nil {
@@ -452,6 +487,86 @@ func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error
 			"topic", p.topic, "partition", p.partition, "first_offset", first, "last_offset", last)
 	}
 	return found, last, nil
+}
+
+// span is the offsets of a file in the bucket.
+type span struct{ first, last int64 }
+
+// lookAhead lists the files of p in dir that start after first (the first
+// file not found after an assignment) into p.ahead. The lock is released
+// meanwhile.
+func (s *Sink) lookAhead(p *partition, dir string, first int64) error {
+	client := s.client
+	s.mu.Unlock()
+	ahead, err := listAhead(s.ctx, client, s.opts.Bucket, dir, p.partition, first, s.attemptTimeout(0))
+	s.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("s3 sink: listing s3://%s/%s to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, dir, err)
+	}
+	if s.parts[p.bufferKey] != p || p.released {
+		return errReleased
+	}
+	if len(ahead) > 0 {
+		s.log.Info("S3 sink found files uploaded before the last commit beyond one that was not; the records before each are written again and its own skipped",
+			"topic", p.topic, "partition", p.partition, "from_offset", first, "files", len(ahead))
+	}
+	p.ahead = ahead
+	return nil
+}
+
+// skipAhead, when rec reaches the next file of p.ahead, cuts p's open file
+// right before it and moves p.next past it, so that rec and the rest of
+// that file's records are skipped.
+func (s *Sink) skipAhead(p *partition, rec *plugin.Record, batch []plugin.Record) error {
+	for len(p.ahead) > 0 && p.ahead[0].last < rec.Offset {
+		p.ahead = p.ahead[1:]
+	}
+	if len(p.ahead) == 0 || rec.Offset < p.ahead[0].first {
+		return nil
+	}
+	a := p.ahead[0]
+	if p.open.count > 0 {
+		if err := s.close(p, batch); err != nil {
+			return err
+		}
+	}
+	p.ahead = p.ahead[1:]
+	p.next = max(p.next, a.last+1)
+	s.log.Info("S3 sink found a file uploaded before the last commit; its records are skipped",
+		"topic", p.topic, "partition", p.partition, "first_offset", a.first, "last_offset", a.last)
+	return nil
+}
+
+// listAhead returns the data objects of partition in dir whose first
+// offset is above first, sorted by first offset (the largest last offset
+// of several with one first offset).
+func listAhead(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, first int64, timeout time.Duration) ([]span, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix),
+		StartAfter: aws.String(filePrefix(dir, partition, first))}
+	var out []span
+	for {
+		page, err := client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok && f > first {
+				if n := len(out); n > 0 && out[n-1].first == f {
+					out[n-1].last = max(out[n-1].last, l)
+				} else {
+					out = append(out, span{f, l})
+				}
+			}
+		}
+		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
+			sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
+			return out, nil
+		}
+		in.ContinuationToken = page.NextContinuationToken
+	}
 }
 
 // listLast returns the largest last offset of the data objects whose keys
@@ -585,10 +700,18 @@ func (s *Sink) pendingFiles() int {
 	return n
 }
 
+// largestOpen returns the partition with the largest open file, one that
+// replays a hole (p.ahead) only when no other has an open file: cutting
+// there early is the one cut a hole's replay may not make (see the package
+// doc), taken only so as not to wait forever.
 func (s *Sink) largestOpen() *partition {
 	var big *partition
 	for _, p := range s.parts {
-		if p.open.count > 0 && (big == nil || p.open.size > big.open.size) {
+		if p.open.count == 0 {
+			continue
+		}
+		free, bigFree := len(p.ahead) == 0, big != nil && len(big.ahead) == 0
+		if big == nil || free && !bigFree || free == bigFree && p.open.size > big.open.size {
 			big = p
 		}
 	}
@@ -606,7 +729,7 @@ func (s *Sink) full(p *partition) bool {
 // upload, and on a loss it rewinds p to the first record of batch the
 // lost file held, so the redelivered batch writes those again.
 func (s *Sink) close(p *partition, batch []plugin.Record) error {
-	f := s.closeFile(p)
+	f := s.cutFile(p, true)
 	if f == nil || !s.opts.Buffered {
 		return nil
 	}
@@ -625,9 +748,14 @@ func (s *Sink) close(p *partition, batch []plugin.Record) error {
 	return f.err
 }
 
-// closeFile finishes p's open file, queues it for upload and starts what
+// closeFile finishes p's open file at a record a replay may not cut at
+// (the wall clock, memory, a stop), queues it for upload and starts what
 // max_in_flight allows.
-func (s *Sink) closeFile(p *partition) *file {
+func (s *Sink) closeFile(p *partition) *file { return s.cutFile(p, false) }
+
+// cutFile finishes p's open file, queues it for upload and starts what
+// max_in_flight allows. replayable: every replay cuts at the same record.
+func (s *Sink) cutFile(p *partition, replayable bool) *file {
 	fb := &p.open
 	if fb.count == 0 {
 		return nil
@@ -643,7 +771,7 @@ func (s *Sink) closeFile(p *partition) *file {
 	}
 	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
 	f := &file{
-		p: p, info: info, count: fb.count, chunks: fb.chunks, size: fb.size,
+		p: p, info: info, count: fb.count, chunks: fb.chunks, size: fb.size, dir: fb.dir, replayable: replayable,
 		key: fileKey(fb.dir, p.partition, fb.first, fb.last, s.opts.Format.ext()+s.opts.Compression.ext()),
 	}
 	f.ctx, f.cancel = context.WithCancel(s.ctx)
@@ -655,26 +783,42 @@ func (s *Sink) closeFile(p *partition) *file {
 	return f
 }
 
-// kick starts uploads up to max_in_flight: the oldest queued file of each
-// partition whose earlier files are all uploaded.
+// kick starts uploads up to max_in_flight, the oldest files of every
+// partition first. A file uploads beside the earlier files of its
+// partition still on their way only when each of those was cut at a
+// replayable record and has its directory (see the package doc); in
+// buffered delivery only the oldest file of a partition uploads.
 func (s *Sink) kick() {
-	for s.inFlight < s.opts.MaxInFlight {
-		var next *file
+	for depth := 0; depth < s.opts.MaxInFlight && s.inFlight < s.opts.MaxInFlight; depth++ {
 		for _, p := range s.parts {
-			if len(p.pending) > 0 && p.pending[0].state == queued {
-				next = p.pending[0]
+			if s.inFlight >= s.opts.MaxInFlight {
 				break
 			}
+			if depth >= len(p.pending) || p.pending[depth].state != queued || !s.mayStart(p, depth) {
+				continue
+			}
+			f := p.pending[depth]
+			f.state = uploading
+			s.inFlight++
+			s.wg.Add(1)
+			go s.upload(f)
 		}
-		if next == nil {
-			break
-		}
-		next.state = uploading
-		s.inFlight++
-		s.wg.Add(1)
-		go s.upload(next)
 	}
 	s.m.inFlight.Set(float64(s.inFlight))
+}
+
+// mayStart reports whether p.pending[i] may upload now.
+func (s *Sink) mayStart(p *partition, i int) bool {
+	if i > 0 && s.opts.Buffered {
+		return false
+	}
+	f := p.pending[i]
+	for _, g := range p.pending[:i] {
+		if g.state != done && (!g.replayable || g.dir != f.dir) {
+			return false
+		}
+	}
+	return true
 }
 
 // upload runs one round of max_attempts for f, then records the outcome.
@@ -722,9 +866,7 @@ func (s *Sink) upload(f *file) {
 			s.log.Info("S3 sink uploaded a file after failed rounds", "key", f.key, "rounds", f.rounds)
 		}
 		s.lastErr = nil
-		if p.released {
-			p.next = max(p.next, f.info.LastOffset+1)
-		}
+		f.uploaded = true
 		s.finish(f)
 	} else {
 		s.m.uploadFailures.Add(1)
@@ -779,18 +921,35 @@ func (s *Sink) requeue(f *file) {
 	}
 }
 
-// finish marks f done, frees its chunks and takes it off its partition.
+// finish marks f done and frees its chunks; then takes the done files at
+// the front of its partition's queue off it, so a file leaves the queue
+// only after every earlier one, whatever order uploads finish in.
 func (s *Sink) finish(f *file) {
 	f.state = done
 	f.cancel()
 	s.free(f.chunks)
 	f.chunks = nil
-	p := f.p
-	for i, g := range p.pending {
-		if g == f {
-			p.pending = append(p.pending[:i], p.pending[i+1:]...)
-			break
+	s.pop(f.p)
+}
+
+// pop takes the done files at the front of p's queue off it. For a
+// released partition it moves next past each uploaded one, up to the first
+// that was not.
+func (s *Sink) pop(p *partition) {
+	n := 0
+	for ; n < len(p.pending) && p.pending[n].state == done; n++ {
+		if g := p.pending[n]; p.released && !p.stuck {
+			if g.uploaded {
+				p.next = max(p.next, g.info.LastOffset+1)
+			} else {
+				p.stuck = true
+			}
 		}
+	}
+	if n > 0 {
+		rest := copy(p.pending, p.pending[n:])
+		clear(p.pending[rest:])
+		p.pending = p.pending[:rest]
 	}
 }
 
@@ -884,22 +1043,23 @@ func (s *Sink) Release(ctx context.Context, partitions []plugin.TopicPartition) 
 		s.dropParquet(&p.open)
 		s.free(p.open.chunks)
 		p.open = fileBuffer{}
-		kept := p.pending[:0]
 		for _, f := range p.pending {
-			if f.state == uploading {
+			switch f.state {
+			case uploading:
 				f.cancel() // no further attempt after this one
-				kept = append(kept, f)
-				continue
+			case queued, failed:
+				if f.rounds > 0 {
+					s.failing--
+				}
+				f.state = done
+				f.cancel()
+				s.free(f.chunks)
+				f.chunks = nil
 			}
-			if f.rounds > 0 {
-				s.failing--
-			}
-			f.state = done
-			f.cancel()
-			s.free(f.chunks)
 		}
-		p.pending = kept
+		p.ahead = nil
 		p.released = true
+		s.pop(p)
 	}
 	s.m.failingFiles.Set(float64(s.failing))
 	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
@@ -974,7 +1134,8 @@ func (s *Sink) flushTimer() {
 		s.mu.Lock()
 		now := s.now()
 		for _, p := range s.parts {
-			if p.open.count > 0 && !p.released && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
+			// A partition replaying a hole waits for the file beyond it.
+			if p.open.count > 0 && !p.released && len(p.ahead) == 0 && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
 				if f := s.closeFile(p); f != nil && s.opts.Buffered {
 					go s.reportLoss(f)
 				}
@@ -1024,6 +1185,17 @@ func (s *Sink) Close(ctx context.Context) error {
 		})
 		for _, k := range keys {
 			p := s.parts[k]
+			if len(p.ahead) > 0 && p.open.count > 0 {
+				// Replaying a hole: the open file is not uploaded (a cut
+				// here could put records into two objects after the next
+				// start); it is not committed, and the next start writes
+				// it again.
+				p.next = p.open.first
+				s.dropParquet(&p.open)
+				s.free(p.open.chunks)
+				p.open = fileBuffer{}
+				s.open--
+			}
 			s.closeFile(p)
 			for _, f := range p.pending {
 				if f.state == failed {
