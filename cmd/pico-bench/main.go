@@ -5,6 +5,11 @@
 // Usage:
 //
 //	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss,sinkloop]
+//	           [--cpuprofile FILE] [--blockprofile FILE] [--mutexprofile FILE] [--trace FILE]
+//
+// The profile flags write pprof profiles (and a runtime/trace execution
+// trace) of this process, where the connectors under test run, for `go
+// tool pprof` and `go tool trace`.
 //
 // It needs versitygw (make tools) for the S3 rows and the PostgreSQL 15
 // server binaries for the Postgres rows; a missing one is reported with the
@@ -14,11 +19,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -55,9 +64,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mdPath := fs.String("markdown", "", "also write the table as Markdown to `FILE`")
 	pngPath := fs.String("png", "", "also write a bar chart of the ratios to `FILE`")
 	only := fs.String("only", "s3,pg,random,config,rss,sinkloop", "comma-separated groups to run")
+	cpuPath := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
+	blockPath := fs.String("blockprofile", "", "write a goroutine blocking profile of the run to `FILE`")
+	mutexPath := fs.String("mutexprofile", "", "write a mutex contention profile of the run to `FILE`")
+	tracePath := fs.String("trace", "", "write an execution trace of the run to `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	stopProfiles, err := startProfiles(*cpuPath, *blockPath, *mutexPath, *tracePath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := stopProfiles(); err != nil {
+			fmt.Fprintln(stderr, err)
+		}
+	}()
 	groups := map[string]bool{}
 	for _, g := range strings.Split(*only, ",") {
 		groups[strings.TrimSpace(g)] = true
@@ -148,4 +171,63 @@ func (b *bench) must(err error) {
 // ctx returns a context bounded by d.
 func bounded(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// startProfiles starts the profiles asked for and returns the function that
+// stops them and writes them out.
+func startProfiles(cpuPath, blockPath, mutexPath, tracePath string) (func() error, error) {
+	var stops []func() error
+	stop := func() error {
+		var first error
+		for _, f := range stops {
+			if err := f(); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		stops = append(stops, func() error { pprof.StopCPUProfile(); return f.Close() })
+	}
+	if tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("--trace: %w", err), stop())
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return nil, errors.Join(fmt.Errorf("--trace: %w", err), stop())
+		}
+		stops = append(stops, func() error { trace.Stop(); return f.Close() })
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(int(time.Microsecond))
+		stops = append(stops, func() error { return writeProfile("block", blockPath) })
+	}
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(5)
+		stops = append(stops, func() error { return writeProfile("mutex", mutexPath) })
+	}
+	return stop, nil
+}
+
+// writeProfile writes the named pprof profile to path.
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	return f.Close()
 }
