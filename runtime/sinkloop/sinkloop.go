@@ -38,18 +38,40 @@
 //     batch; a DeferredSink skips what it already accepted.
 //
 // Rebalance (several runtimes in one group, or a pattern that stops
-// matching): on revoke the loop lets the Consume in progress finish (its
+// matching): partitions are spread with the cooperative-sticky strategy
+// (each topic has one partition, so a fleet spreads whole topics; a
+// rebalance moves only those that change hands). On revoke the loop lets the Consume in progress finish (its
 // context is cancelled so a Consume waiting for room returns), calls a
 // DeferredSink's Release with the revoked partitions, commits (Durable once
 // more for a DeferredSink), drops the records of the revoked partitions it
 // holds, and only then gives the partitions up. Their next owner resumes
 // from that commit. Lost partitions (the group moved on without this member)
-// are released but not committed.
+// are released but not committed. Each assign and revoke updates the
+// tracker's Placement: the partitions held ("topic/partition", sorted) and
+// the count of rebalance events seen.
+//
+// Pattern subscriptions: librdkafka reads the topic list again every
+// topic.metadata.refresh.interval.ms (5000 unless [broker.properties] or the
+// block's properties say otherwise); a new topic that matches is assigned
+// at the rebalance that follows, so within about that interval plus a
+// rebalance.
+//
+// Static membership: with Config.InstanceID set (the runtime passes its
+// runtime.id), the consumer joins with group.instance.id = InstanceID. A
+// runtime restarted after a crash takes its old place in the group and its
+// old partitions at once, without a rebalance and without waiting for the
+// session of its dead self to time out (session.timeout.ms:
+// Config.SessionTimeout, librdkafka's 45 s without it). The price: a static
+// member does not leave the group when it stops, so the partitions of a
+// runtime stopped for good move to the others only once its session times
+// out. A second runtime with the same id fences
+// the first: the first stops with an Error naming runtime.id.
 //
 // Stop (ctx cancelled): the Consume in progress finishes, the batch in hand
 // is delivered (unless a failed one awaits redelivery), the sink's Close
 // flushes, the loop commits (Durable once more for a DeferredSink), and
-// then the consumer leaves the group.
+// then the consumer leaves the group (a static member stays in it until its
+// session times out, see above).
 package sinkloop
 
 import (
@@ -58,6 +80,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -137,6 +160,19 @@ type Config struct {
 	// DeliveryTimeout bounds a dead-letter produce (librdkafka's
 	// message.timeout.ms). Zero means 30s.
 	DeliveryTimeout time.Duration
+	// InstanceID, when set, is the consumer's group.instance.id (static
+	// membership, see the package doc): the id of the runtime, stable
+	// across its restarts and unique in the fleet. A group.instance.id in
+	// Properties or a block's properties wins over it. Empty (and none in
+	// the properties) means a dynamic member, which leaves the group when
+	// it stops.
+	InstanceID string
+	// SessionTimeout, when above zero, is the consumer's
+	// session.timeout.ms (the runtime passes fleet.session_timeout), with
+	// heartbeat.interval.ms a third of it: how long the group waits for a
+	// member that stopped answering before its partitions move. Zero leaves librdkafka's defaults (45 s,
+	// 3 s). A session.timeout.ms in the properties turns it off.
+	SessionTimeout time.Duration
 }
 
 // flight is a batch handed to Consume.
@@ -194,6 +230,9 @@ type loop struct {
 	lastOK       bool                              // lastTP is set and assigned
 	nextCommit   time.Time
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
+	generation   int64         // rebalance events seen (Placement.Generation)
+	fatal        error         // the consumer cannot go on (fenced by a member with the same InstanceID)
+	instance     string        // the group.instance.id in effect, "" for a dynamic member
 
 	consumeH, transformH plugin.Histogram
 	ackedC, nackedC      plugin.Counter
@@ -289,12 +328,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	l.tr.Set(status.Running)
 	l.run(ctx)
+	if l.fatal != nil {
+		// The partitions belong to another member now: release them
+		// without committing (the consumer could not commit anyway).
+		l.release(l.held())
+	}
 	cerr := closeSink()
-	if l.deferred != nil {
+	if l.deferred != nil && l.fatal == nil {
 		l.commitDurable()
 	}
 	l.commits.close()
 	l.closing = true
+	if l.fatal != nil {
+		// confluent-kafka-go 2.11's Close waits forever for a consumer
+		// with a fatal error (confluent-kafka-go#1588): leave the handle
+		// to the process's end.
+		return fail(l.fatal)
+	}
 	if err := l.c.Close(); err != nil {
 		l.log.Warn("consumer close failed", "err", err)
 	}
@@ -314,14 +364,34 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		"auto.offset.reset":        "earliest",
 		// Discover topics that start matching a pattern within seconds.
 		"topic.metadata.refresh.interval.ms": 5000,
+		// PicoMQ topics have one partition: range (librdkafka's first
+		// default) would give every topic to one member of the group.
+		// Cooperative: a rebalance moves only the partitions that change
+		// hands; the others keep flowing.
+		"partition.assignment.strategy": "cooperative-sticky",
+	}
+	if l.cfg.InstanceID != "" {
+		defaults["group.instance.id"] = l.cfg.InstanceID
 	}
 	layers := []map[string]string{l.cfg.Properties}
+	ownSession := false
 	for _, t := range l.cfg.Topics {
 		layers = append(layers, t.Properties)
+	}
+	for _, m := range layers {
+		_, set := m["session.timeout.ms"]
+		ownSession = ownSession || set
+	}
+	if ms := l.cfg.SessionTimeout.Milliseconds(); ms > 0 && !ownSession {
+		defaults["session.timeout.ms"] = int(ms)
+		defaults["heartbeat.interval.ms"] = int(max(1, ms/3))
 	}
 	cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, reservedConsumer, layers...)
 	if err != nil {
 		return err
+	}
+	if v, ok := cm["group.instance.id"]; ok {
+		l.instance = fmt.Sprint(v)
 	}
 	l.pauseAfter = time.Second
 	if v, ok := cm["max.poll.interval.ms"]; ok {
@@ -351,6 +421,13 @@ func (l *loop) subscribe(logCtx context.Context) error {
 func (l *loop) run(ctx context.Context) {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	for {
+		if l.fatal != nil {
+			if l.inflight != nil {
+				l.inflight.cancel()
+				l.finish(<-l.results)
+			}
+			return
+		}
 		if ctx.Err() != nil && !l.stopping {
 			l.stopping, l.stopAt = true, time.Now()
 			l.setPaused(true)
@@ -734,10 +811,25 @@ func (l *loop) handle(ev kafka.Event) {
 		}
 		l.pending = append(l.pending, l.record(e))
 	case kafka.Error:
+		if e.Code() == kafka.ErrFencedInstanceID {
+			what := fmt.Sprintf("runtime.id %q", l.instance)
+			fix := "give every runtime of a fleet its own runtime.id (or PICOMQ_CONNECTORS_ID)"
+			if l.instance != l.cfg.InstanceID {
+				what = fmt.Sprintf("properties.\"group.instance.id\" = %q", l.instance)
+				fix = "give every runtime its own group.instance.id, or leave it unset: the runtime uses its runtime.id"
+			}
+			l.fatal = fmt.Errorf("%s: another runtime joined consumer group %q with the same id (group.instance.id) and fenced this one: %s; the sink stopped here (%v)",
+				what, l.cfg.GroupID, fix, e)
+			l.log.Error("sink fenced by a runtime with the same id", "group_instance_id", l.instance, "err", e)
+			return
+		}
 		if e.IsFatal() {
 			l.tr.RecordError(e)
 			l.log.Error("consumer error", "err", e)
-		} else if e.Code() == kafka.ErrMaxPollExceeded {
+		} else if e.Code() == kafka.ErrMaxPollExceeded || e.Code() == kafka.ErrInvalidSessionTimeout {
+			// The second: the broker refuses session.timeout.ms (PicoMQ
+			// accepts 6000 to 300000); the consumer cannot join.
+			l.tr.RecordError(fmt.Errorf("consumer group %q: %w", l.cfg.GroupID, e))
 			l.log.Warn("consumer error", "err", e)
 		} else {
 			l.log.Debug("consumer error", "err", e)
@@ -801,6 +893,7 @@ func (l *loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 				l.log.Warn("pause failed", "err", err)
 			}
 		}
+		l.place()
 		l.log.Info("partitions assigned", "partitions", len(e.Partitions), "owned", len(l.assigned))
 	case kafka.RevokedPartitions:
 		l.revoke(c, e.Partitions)
@@ -834,12 +927,7 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 		l.finish(<-l.results)
 	}
 	if l.deferred != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CloseTimeout)
-		if err := l.deferred.Release(ctx, revoked); err != nil {
-			l.log.Warn("sink release failed", "err", err)
-			l.tr.RecordError(fmt.Errorf("release revoked partitions: %w", err))
-		}
-		cancel()
+		l.release(revoked)
 		if !lost {
 			l.commitDurable()
 		}
@@ -878,7 +966,43 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 	if len(l.assigned) == 0 {
 		l.paused = false // a new assignment starts unpaused
 	}
+	l.place()
 	l.log.Info("partitions revoked", "partitions", len(parts), "lost", lost, "owned", len(l.assigned))
+}
+
+// release calls a DeferredSink's Release with parts, bounded by
+// CloseTimeout; a plain sink holds nothing to release.
+func (l *loop) release(parts []plugin.TopicPartition) {
+	if l.deferred == nil || len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CloseTimeout)
+	defer cancel()
+	if err := l.deferred.Release(ctx, parts); err != nil {
+		l.log.Warn("sink release failed", "err", err)
+		l.tr.RecordError(fmt.Errorf("release revoked partitions: %w", err))
+	}
+}
+
+// held returns the partitions the loop holds.
+func (l *loop) held() []plugin.TopicPartition {
+	out := make([]plugin.TopicPartition, 0, len(l.assigned))
+	for p := range l.assigned {
+		out = append(out, p)
+	}
+	return out
+}
+
+// place records the partitions held and one more rebalance event on the
+// tracker.
+func (l *loop) place() {
+	l.generation++
+	parts := make([]string, 0, len(l.assigned))
+	for p := range l.assigned {
+		parts = append(parts, p.Topic+"/"+strconv.Itoa(int(p.Partition)))
+	}
+	sort.Strings(parts)
+	l.tr.SetPlacement(status.Placement{Partitions: parts, Generation: l.generation})
 }
 
 // backoff is the wait before the n-th redelivery in a row.
