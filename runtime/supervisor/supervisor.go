@@ -3,6 +3,11 @@
 // enabled connector from its registration, runs it in the sink or source
 // loop, tracks its status, restarts it on request, and stops everything
 // gracefully.
+//
+// With mode = "distributed" each source runs only while this runtime holds
+// its lease (package lease), with a transactional producer that fences the
+// previous owner (fleet.go); sinks in every mode join their groups as
+// static members under the runtime id.
 package supervisor
 
 import (
@@ -50,6 +55,10 @@ type Supervisor struct {
 
 	broker    *broker.Broker
 	bootstrap string
+	// ownStore is the broker store Start built, closed by Stop.
+	ownStore *state.BrokerStore
+	// fleet is what the source leases saw of the other runtimes.
+	fleet fleetView
 
 	mu    sync.Mutex
 	conns map[string]*conn // kind + "/" + key
@@ -86,7 +95,7 @@ func New(cfg *definition.Config, opts Options) (*Supervisor, error) {
 		grace:   cfg.Runtime.ShutdownGraceDuration(),
 		conns:   map[string]*conn{},
 	}
-	if s.store == nil {
+	if s.store == nil && cfg.Runtime.State.Storage != "broker" {
 		st, err := NewStore(cfg, opts.Logger)
 		if err != nil {
 			return nil, err
@@ -129,7 +138,7 @@ func NewStore(cfg *definition.Config, logger *slog.Logger) (state.Store, error) 
 		}
 		return state.NewFileStore(dir)
 	}
-	return nil, fmt.Errorf("state.storage = %q: use \"file\" or \"http\"", st.Storage)
+	return nil, fmt.Errorf("state.storage = %q: use \"file\", \"http\" or \"broker\" (the supervisor builds the broker store when it starts)", st.Storage)
 }
 
 func (s *Supervisor) statusChanged(key string, from, to status.Status, errText string) {
@@ -176,6 +185,18 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		}
 		s.log.Info("embedded broker started", "address", b.Addr(), "data_dir", where)
 	}
+	if s.store == nil {
+		bs, err := state.NewBrokerStore(state.BrokerConfig{
+			BootstrapServers: s.bootstrap,
+			Properties:       s.cfg.Runtime.Broker.Properties,
+			TopicPrefix:      s.cfg.Runtime.State.TopicPrefix(),
+			Logger:           s.log,
+		})
+		if err != nil {
+			return fmt.Errorf("state.storage = \"broker\": %w", err)
+		}
+		s.store, s.ownStore = bs, bs
+	}
 	s.mu.Lock()
 	s.runCtx = ctx
 	s.mu.Unlock()
@@ -212,44 +233,25 @@ func (s *Supervisor) start(c *conn) {
 	var run func() error
 	switch def.Kind() {
 	case plugin.KindSource:
+		if s.cfg.Runtime.Distributed() {
+			// Standby until this runtime holds the source's lease (fleet.go).
+			c.tracker.Set(status.Standby)
+			run = func() error { return s.runDistributed(ctx, c, env) }
+			break
+		}
 		blob, err := s.store.Load(ctx, def.Key)
 		if err != nil {
 			cancel()
 			s.failed(c, fmt.Errorf("load state: %w", err))
 			return
 		}
-		if def.Registration.NewSource == nil {
-			cancel()
-			s.failed(c, fmt.Errorf("plugin %q cannot build a source", def.Path))
-			return
-		}
-		src, err := newSource(def, env)
+		cfg, err := s.sourceConfig(c, env)
 		if err != nil {
 			cancel()
-			s.failed(c, fmt.Errorf("build source: %w", err))
-			return
-		}
-		transforms, err := buildTransforms(def)
-		if err != nil {
-			cancel()
-			_ = src.Close(context.Background())
 			s.failed(c, err)
 			return
 		}
-		cfg := sourceloop.Config{
-			Key:              def.Key,
-			Topics:           def.Topics,
-			BaseDir:          filepath.Dir(def.File),
-			Source:           src,
-			State:            blob,
-			Store:            s.store,
-			Transforms:       transforms,
-			BootstrapServers: s.bootstrap,
-			Properties:       s.cfg.Runtime.Broker.Properties,
-			Logger:           c.log,
-			Tracker:          c.tracker,
-			Metrics:          metricsFor,
-		}
+		cfg.State = blob
 		run = func() error { return sourceloop.Run(ctx, cfg) }
 	case plugin.KindSink:
 		if def.Registration.NewSink == nil {
@@ -282,6 +284,10 @@ func (s *Supervisor) start(c *conn) {
 			Tracker:          c.tracker,
 			Metrics:          metricsFor,
 			CloseTimeout:     closeTimeout(s.grace),
+			// Static membership in every mode: a restarted runtime gets
+			// its partitions back without waiting out its dead self.
+			InstanceID:     s.cfg.Runtime.RuntimeID(),
+			SessionTimeout: s.cfg.Runtime.Fleet.SessionTimeoutDuration(),
 		}
 		run = func() error { return sinkloop.Run(ctx, cfg) }
 	default:
@@ -314,6 +320,36 @@ func (s *Supervisor) start(c *conn) {
 			c.tracker.Set(status.Stopped)
 		}
 	}()
+}
+
+// sourceConfig builds c's source and transforms and the loop's config.
+func (s *Supervisor) sourceConfig(c *conn, env plugin.Env) (sourceloop.Config, error) {
+	def := c.def
+	if def.Registration.NewSource == nil {
+		return sourceloop.Config{}, fmt.Errorf("plugin %q cannot build a source", def.Path)
+	}
+	src, err := newSource(def, env)
+	if err != nil {
+		return sourceloop.Config{}, fmt.Errorf("build source: %w", err)
+	}
+	transforms, err := buildTransforms(def)
+	if err != nil {
+		_ = src.Close(context.Background())
+		return sourceloop.Config{}, err
+	}
+	return sourceloop.Config{
+		Key:              def.Key,
+		Topics:           def.Topics,
+		BaseDir:          filepath.Dir(def.File),
+		Source:           src,
+		Store:            s.store,
+		Transforms:       transforms,
+		BootstrapServers: s.bootstrap,
+		Properties:       s.cfg.Runtime.Broker.Properties,
+		Logger:           c.log,
+		Tracker:          c.tracker,
+		Metrics:          env.Metrics,
+	}, nil
 }
 
 func (s *Supervisor) failed(c *conn, err error) {
@@ -413,6 +449,13 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.mu.Lock()
+	own := s.ownStore
+	s.ownStore = nil
+	s.mu.Unlock()
+	if own != nil {
+		own.Close()
+	}
 	if s.broker != nil {
 		s.broker.Close()
 	}

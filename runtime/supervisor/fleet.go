@@ -1,0 +1,151 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/picomq/pico-connectors/runtime/api"
+	"github.com/picomq/pico-connectors/runtime/definition"
+	"github.com/picomq/pico-connectors/runtime/lease"
+	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/sourceloop"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// fleetView is the runtime ids each source's lease group showed last.
+type fleetView struct {
+	mu      sync.Mutex
+	members map[string][]string // by source key
+}
+
+func (f *fleetView) set(key string, members []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.members == nil {
+		f.members = map[string][]string{}
+	}
+	f.members[key] = members
+}
+
+var _ api.Fleet = (*Supervisor)(nil)
+
+// Membership is this runtime's id and mode, and the runtime ids its source
+// leases have seen, itself included.
+func (s *Supervisor) Membership() api.Membership {
+	id := s.cfg.Runtime.RuntimeID()
+	mode := s.cfg.Runtime.Mode
+	if mode == "" {
+		mode = definition.ModeStandalone
+	}
+	all := []string{id}
+	s.fleet.mu.Lock()
+	for _, ms := range s.fleet.members {
+		all = append(all, ms...)
+	}
+	s.fleet.mu.Unlock()
+	slices.Sort(all)
+	return api.Membership{RuntimeID: id, Mode: mode, Members: slices.Compact(all)}
+}
+
+// TransactionalID is the transactional.id of source key's producer in
+// distributed mode: the same on every runtime, so the one that takes the
+// source over fences the one before.
+func TransactionalID(key string) string { return lease.GroupPrefix + key }
+
+// runDistributed runs source c in distributed mode until ctx ends: it
+// joins the source's lease group and stands by; while this runtime holds
+// the lease it builds the source and runs it with a transactional producer
+// (the loop fences the previous owner, then loads the state), and stops it
+// when the lease is lost. A fenced producer means another runtime owns the
+// source: back to Standby, and the lease is released (rejoined). A source
+// that fails keeps its Error and the lease until the lease is lost or the
+// source is restarted.
+func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env) error {
+	key := c.def.Key
+	fleet := s.cfg.Runtime.Fleet
+	join := func() (*lease.Lease, error) {
+		return lease.Start(ctx, lease.Config{
+			Key:              key,
+			RuntimeID:        s.cfg.Runtime.RuntimeID(),
+			BootstrapServers: s.bootstrap,
+			Properties:       s.cfg.Runtime.Broker.Properties,
+			Topic:            fleet.LeaseTopicName(),
+			SessionTimeout:   fleet.SessionTimeoutDuration(),
+			Logger:           c.log,
+			OnChange: func(v lease.View) {
+				c.tracker.SetPlacement(status.Placement{Owner: v.Owner, Generation: v.Changes})
+				s.fleet.set(key, v.Members)
+			},
+		})
+	}
+	l, err := join()
+	if err != nil {
+		return err
+	}
+	defer func() { l.Close() }()
+	for ctx.Err() == nil {
+		lost, err := l.Wait(ctx)
+		if err != nil {
+			return nil // ctx ended
+		}
+		c.log.Info("this runtime runs the source now", "runtime_id", s.cfg.Runtime.RuntimeID())
+		c.tracker.Set(status.Starting)
+		runCtx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-lost:
+				stop()
+			case <-runCtx.Done():
+			}
+		}()
+		err = s.runOwned(runCtx, c, env)
+		stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, sourceloop.ErrFenced):
+			c.log.Warn("another runtime took the source over; standing by", "err", err.Error())
+			c.tracker.Set(status.Standby)
+			l.Close()
+			if l, err = join(); err != nil {
+				return err
+			}
+			continue
+		case err != nil && !closed(lost):
+			c.log.Error("source stopped; this runtime keeps its lease until it is lost or the source is restarted", "error", err.Error())
+			if c.tracker.Status() != status.Error {
+				c.tracker.Fail(err)
+			}
+			select {
+			case <-lost:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		c.log.Info("source lease lost; standing by")
+		c.tracker.Set(status.Standby)
+	}
+	return nil
+}
+
+// runOwned builds and runs the source while this runtime holds its lease.
+func (s *Supervisor) runOwned(ctx context.Context, c *conn, env plugin.Env) error {
+	cfg, err := s.sourceConfig(c, env)
+	if err != nil {
+		c.tracker.Fail(err)
+		return err
+	}
+	cfg.TransactionalID = TransactionalID(c.def.Key)
+	return sourceloop.Run(ctx, cfg)
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

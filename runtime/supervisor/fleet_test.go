@@ -1,0 +1,112 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/runtime/status"
+)
+
+// readCommitted returns the values of every committed record of topic.
+func readCommitted(t *testing.T, addr, topic string) [][]byte {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fleet-test", "isolation.level": "read_committed",
+		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			out = append(out, e.Value)
+		case kafka.PartitionEOF:
+			return out
+		}
+	}
+	t.Fatalf("no end of %s in 60s", topic)
+	return nil
+}
+
+// TestDistributedOneOwnerThenTakeover: two runtimes in distributed mode
+// with the same source: one runs it, the other stands by and shows the
+// owner; when the owner stops, the other takes the source over within the
+// session timeout plus start-up and goes on from the owner's checkpoint:
+// the committed records are 0..N-1, each once.
+func TestDistributedOneOwnerThenTakeover(t *testing.T) {
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const session = 6 * time.Second
+	newRuntime := func(id string) *Supervisor {
+		cfg := writeConfig(t, fmt.Sprintf("mode = \"distributed\"\nid = %q\nshutdown_grace = \"20s\"\n[broker]\nbootstrap_servers = %q\n[state]\nstorage = \"broker\"\n[fleet]\nsession_timeout = %q\n",
+			id, b.Addr(), session.String()), map[string]string{"gen.toml": sourceDef("gen", true)})
+		sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("runtime", id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sup.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return sup
+	}
+	a := newRuntime("rt-a")
+	trA, _ := a.Tracker("source", "gen")
+	connectortest.WaitFor(t, 30*time.Second, "rt-a running the source", func() bool { return trA.Counters.Produced.Load() >= 100 })
+	bsup := newRuntime("rt-b")
+	defer bsup.Stop(context.Background())
+	trB, _ := bsup.Tracker("source", "gen")
+	connectortest.Eventually(t, 30*time.Second, func() error {
+		m := bsup.Membership()
+		if e, _ := bsup.Get("source", "gen"); e.Status != status.Standby || e.Placement == nil || e.Placement.Owner != "rt-a" ||
+			!slices.Equal(m.Members, []string{"rt-a", "rt-b"}) || m.Mode != "distributed" || m.RuntimeID != "rt-b" {
+			return fmt.Errorf("rt-b: entry %+v placement %+v, membership %+v", e, e.Placement, m)
+		}
+		return nil
+	})
+	if st := trA.Status(); st != status.Running {
+		t.Fatalf("rt-a status %s after rt-b joined, want Running (the lease stays with its holder)", st)
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	connectortest.WaitFor(t, session+30*time.Second, "rt-b running the source", func() bool { return trB.Status() == status.Running })
+	took := time.Since(stopped)
+	start := trB.Counters.Produced.Load()
+	connectortest.WaitFor(t, 30*time.Second, "rt-b producing", func() bool { return trB.Counters.Produced.Load() >= start+100 })
+	if e, _ := bsup.Get("source", "gen"); e.Placement == nil || e.Placement.Owner != "rt-b" || e.Placement.Generation < 2 {
+		t.Errorf("rt-b placement after takeover: %+v", e.Placement)
+	}
+	if err := bsup.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs := readCommitted(t, b.Addr(), "seq_gen")
+	for i, v := range recs {
+		var r struct{ Seq int }
+		if err := json.Unmarshal(v, &r); err != nil || r.Seq != i {
+			t.Fatalf("committed record %d is %s: a gap or a duplicate", i, v)
+		}
+	}
+	cps := readCommitted(t, b.Addr(), "pico-connectors.state.gen")
+	if last := string(cps[len(cps)-1]); last != fmt.Sprint(len(recs)) {
+		t.Fatalf("last checkpoint %s, %d records committed", last, len(recs))
+	}
+	t.Logf("takeover after a graceful stop of the owner: %v (session timeout %v); %d records, each once", took.Round(100*time.Millisecond), session, len(recs))
+}
