@@ -356,8 +356,9 @@ func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 			enabled++
 		}
 	}
+	m := sup.Membership()
 	logger.Info("pico-connectors running", "connectors", len(cfg.Connectors), "enabled", enabled,
-		"bootstrap_servers", sup.BootstrapServers(), "api", srv.Addr())
+		"bootstrap_servers", sup.BootstrapServers(), "api", srv.Addr(), "runtime_id", m.RuntimeID, "mode", m.Mode)
 
 	sig := <-sigs
 	grace := cfg.Runtime.ShutdownGraceDuration()
