@@ -26,6 +26,12 @@ const Summary = "Adds fields with fixed values to every JSON object record."
 //go:embed schema.json
 var Schema []byte
 
+// The keys of the plugin_config table, as problems and Redacted name them.
+const (
+	KeyFields    = "fields"
+	KeyOverwrite = "overwrite"
+)
+
 // Config is the plugin_config of add_fields. Load builds it; a zero Config is not valid.
 type Config struct {
 	// Fields is the fields key: Field name to value. Dotted names address nested objects, which are created when missing.
@@ -43,6 +49,15 @@ type Config struct {
 // deprecated keys in use.
 func (c Config) Warnings() []string {
 	return append([]string{}, c.warnings...)
+}
+
+// Default returns the Config of an empty plugin_config table: every key at its
+// schema default, the others at their zero value. A Config built from it is
+// checked with Validate.
+func Default() Config {
+	return Config{
+		Overwrite: true,
+	}
 }
 
 // envBindings lists every key an environment variable can override.
@@ -83,7 +98,8 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
 // through env (nil reads none), resolves enum aliases, checks the table against
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems.
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
 	doc := confkit.NormalizeTable(raw)
 	ps := confkit.ApplyKeyAliases(doc, keyAliases)
@@ -93,16 +109,26 @@ func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, e
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
+		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
 		confkit.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
 }
 
+// Validate checks a Config built in code the way Load checks a table, with the
+// same rules and problems: it loads c's keys as a table, leaving out the keys
+// that are not set (an empty string, a nil list or pointer) unless they have a
+// default. It returns every problem at once as confkit.Problems.
+func (c Config) Validate() error {
+	_, err := Load(c.table(), "", nil)
+	return err
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
-	c.Overwrite = true
+	*c = Default()
 	if v, ok := m["fields"]; ok && !ps.Has("fields") {
 		if x, ok := confkit.AsMap(v, confkit.AsAny); ok {
 			c.Fields = x
@@ -117,6 +143,18 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("overwrite", v, false, "a boolean"))
 		}
 	}
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c Config) table() map[string]any {
+	m := map[string]any{
+		"overwrite": c.Overwrite,
+	}
+	if c.Fields != nil {
+		m["fields"] = c.Fields
+	}
+	return m
 }
 
 // Redacted returns the configuration for display, keyed by the schema's key names,

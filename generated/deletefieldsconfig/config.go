@@ -26,6 +26,11 @@ const Summary = "Removes fields from every JSON object record."
 //go:embed schema.json
 var Schema []byte
 
+// The keys of the plugin_config table, as problems and Redacted name them.
+const (
+	KeyFields = "fields"
+)
+
 // Config is the plugin_config of delete_fields. Load builds it; a zero Config is not valid.
 type Config struct {
 	// Fields is the fields key: Names of the fields to remove. Dotted names address nested objects. Missing fields are ignored.
@@ -38,6 +43,13 @@ type Config struct {
 // deprecated keys in use.
 func (c Config) Warnings() []string {
 	return append([]string{}, c.warnings...)
+}
+
+// Default returns the Config of an empty plugin_config table: every key at its
+// schema default, the others at their zero value. A Config built from it is
+// checked with Validate.
+func Default() Config {
+	return Config{}
 }
 
 // envBindings lists every key an environment variable can override.
@@ -72,7 +84,8 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
 // through env (nil reads none), resolves enum aliases, checks the table against
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems.
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
 	doc := confkit.NormalizeTable(raw)
 	ps := confkit.ApplyKeyAliases(doc, keyAliases)
@@ -82,10 +95,20 @@ func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, e
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
+		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
 		confkit.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
+}
+
+// Validate checks a Config built in code the way Load checks a table, with the
+// same rules and problems: it loads c's keys as a table, leaving out the keys
+// that are not set (an empty string, a nil list or pointer) unless they have a
+// default. It returns every problem at once as confkit.Problems.
+func (c Config) Validate() error {
+	_, err := Load(c.table(), "", nil)
+	return err
 }
 
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
@@ -98,6 +121,16 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("fields", v, false, "an array of strings"))
 		}
 	}
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c Config) table() map[string]any {
+	m := map[string]any{}
+	if c.Fields != nil {
+		m["fields"] = c.Fields
+	}
+	return m
 }
 
 // Redacted returns the configuration for display, keyed by the schema's key names,

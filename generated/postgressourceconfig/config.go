@@ -40,6 +40,33 @@ const Summary = "Reads PostgreSQL tables into topics: change data capture throug
 //go:embed schema.json
 var Schema []byte
 
+// The keys of the plugin_config table, as problems and Redacted name them.
+const (
+	KeyConnectionString  = "connection_string"
+	KeyMode              = "mode"
+	KeyTables            = "tables"
+	KeyBatchSize         = "batch_size"
+	KeyPollInterval      = "poll_interval"
+	KeyReplicationSlot   = "replication_slot"
+	KeyPublication       = "publication"
+	KeyCreateSlot        = "create_slot"
+	KeyCreatePublication = "create_publication"
+	KeyCaptureOperations = "capture_operations"
+	KeyCDCReader         = "cdc_reader"
+	KeySnapshot          = "snapshot"
+	KeySlotCheckInterval = "slot_check_interval"
+	KeyMaxRetainedWal    = "max_retained_wal"
+	KeyHeartbeatInterval = "heartbeat_interval"
+	KeyHeartbeatQuery    = "heartbeat_query"
+	KeyTrackingColumn    = "tracking_column"
+	KeyInitialOffset     = "initial_offset"
+	KeyProcessedColumn   = "processed_column"
+	KeyDeleteAfterRead   = "delete_after_read"
+	KeyPrimaryKeyColumn  = "primary_key_column"
+	KeyIncludeMetadata   = "include_metadata"
+	KeyNumericFormat     = "numeric_format"
+)
+
 // Mode is the type of the mode key: cdc (stream every insert, update, delete and truncate from a replication slot; needs wal_level = logical) or polling (read new rows by tracking_column).
 type Mode string
 
@@ -182,6 +209,28 @@ type Config struct {
 // deprecated keys in use.
 func (c Config) Warnings() []string {
 	return append([]string{}, c.warnings...)
+}
+
+// Default returns the Config of an empty plugin_config table: every key at its
+// schema default, the others at their zero value. A Config built from it is
+// checked with Validate.
+func Default() Config {
+	return Config{
+		Mode:              ModeCDC,
+		BatchSize:         10000,
+		PollInterval:      time.Second,
+		CreateSlot:        true,
+		CreatePublication: true,
+		CaptureOperations: []string{"insert", "update", "delete", "truncate"},
+		CDCReader:         CDCReaderStream,
+		Snapshot:          SnapshotNever,
+		SlotCheckInterval: 30 * time.Second,
+		MaxRetainedWal:    confkit.GiB,
+		HeartbeatInterval: 0,
+		DeleteAfterRead:   false,
+		IncludeMetadata:   true,
+		NumericFormat:     NumericFormatNumber,
+	}
 }
 
 // envBindings lists every key an environment variable can override.
@@ -386,7 +435,8 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
 // through env (nil reads none), resolves enum aliases, checks the table against
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems.
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
 	doc := confkit.NormalizeTable(raw)
 	ps := confkit.ApplyKeyAliases(doc, keyAliases)
@@ -396,29 +446,26 @@ func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, e
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
+		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
 		confkit.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
 }
 
+// Validate checks a Config built in code the way Load checks a table, with the
+// same rules and problems: it loads c's keys as a table, leaving out the keys
+// that are not set (an empty string, a nil list or pointer) unless they have a
+// default. It returns every problem at once as confkit.Problems.
+func (c Config) Validate() error {
+	_, err := Load(c.table(), "", nil)
+	return err
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
-	c.Mode = ModeCDC
-	c.BatchSize = 10000
-	c.PollInterval = time.Second
-	c.CreateSlot = true
-	c.CreatePublication = true
-	c.CaptureOperations = []string{"insert", "update", "delete", "truncate"}
-	c.CDCReader = CDCReaderStream
-	c.Snapshot = SnapshotNever
-	c.SlotCheckInterval = 30 * time.Second
-	c.MaxRetainedWal = confkit.GiB
-	c.HeartbeatInterval = 0
-	c.DeleteAfterRead = false
-	c.IncludeMetadata = true
-	c.NumericFormat = NumericFormatNumber
+	*c = Default()
 	if v, ok := m["connection_string"]; ok && !ps.Has("connection_string") {
 		if x, ok := confkit.AsString(v); ok {
 			c.ConnectionString = confkit.NewSecret(x)
@@ -601,6 +648,55 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("numeric_format", v, false, "a string"))
 		}
 	}
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c Config) table() map[string]any {
+	m := map[string]any{
+		"mode":                string(c.Mode),
+		"batch_size":          c.BatchSize,
+		"poll_interval":       c.PollInterval.String(),
+		"create_slot":         c.CreateSlot,
+		"create_publication":  c.CreatePublication,
+		"capture_operations":  c.CaptureOperations,
+		"cdc_reader":          string(c.CDCReader),
+		"snapshot":            string(c.Snapshot),
+		"slot_check_interval": c.SlotCheckInterval.String(),
+		"max_retained_wal":    c.MaxRetainedWal.String(),
+		"heartbeat_interval":  c.HeartbeatInterval.String(),
+		"delete_after_read":   c.DeleteAfterRead,
+		"include_metadata":    c.IncludeMetadata,
+		"numeric_format":      string(c.NumericFormat),
+	}
+	if c.ConnectionString.IsSet() {
+		m["connection_string"] = c.ConnectionString.Reveal()
+	}
+	if c.Tables != nil {
+		m["tables"] = c.Tables
+	}
+	if c.ReplicationSlot != "" {
+		m["replication_slot"] = c.ReplicationSlot
+	}
+	if c.Publication != "" {
+		m["publication"] = c.Publication
+	}
+	if c.HeartbeatQuery != "" {
+		m["heartbeat_query"] = c.HeartbeatQuery
+	}
+	if c.TrackingColumn != "" {
+		m["tracking_column"] = c.TrackingColumn
+	}
+	if c.InitialOffset != "" {
+		m["initial_offset"] = c.InitialOffset
+	}
+	if c.ProcessedColumn != "" {
+		m["processed_column"] = c.ProcessedColumn
+	}
+	if c.PrimaryKeyColumn != "" {
+		m["primary_key_column"] = c.PrimaryKeyColumn
+	}
+	return m
 }
 
 // Redacted returns the configuration for display, keyed by the schema's key names,

@@ -26,6 +26,18 @@ const Summary = "Generates records for tests and demos: deterministic sequence n
 //go:embed schema.json
 var Schema []byte
 
+// The keys of the plugin_config table, as problems and Redacted name them.
+const (
+	KeyRecordsPerBatch = "records_per_batch"
+	KeyPayloadSize     = "payload_size"
+	KeyInterval        = "interval"
+	KeyKeyShape        = "key_shape"
+	KeyKeySize         = "key_size"
+	KeyPayloadShape    = "payload_shape"
+	KeyMaxRecords      = "max_records"
+	KeySeed            = "seed"
+)
+
 // KeyShape is the type of the key_shape key: Record key: none, sequence (the sequence number as text), uuid (derived from the sequence number) or random (random bytes of key_size).
 type KeyShape string
 
@@ -92,6 +104,20 @@ type Config struct {
 // deprecated keys in use.
 func (c Config) Warnings() []string {
 	return append([]string{}, c.warnings...)
+}
+
+// Default returns the Config of an empty plugin_config table: every key at its
+// schema default, the others at their zero value. A Config built from it is
+// checked with Validate.
+func Default() Config {
+	return Config{
+		RecordsPerBatch: 100,
+		PayloadSize:     confkit.Size(256),
+		Interval:        100 * time.Millisecond,
+		KeyShape:        KeyShapeSequence,
+		KeySize:         16,
+		PayloadShape:    PayloadShapeJSON,
+	}
 }
 
 // envBindings lists every key an environment variable can override.
@@ -168,7 +194,8 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
 // through env (nil reads none), resolves enum aliases, checks the table against
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems.
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
 	doc := confkit.NormalizeTable(raw)
 	ps := confkit.ApplyKeyAliases(doc, keyAliases)
@@ -178,21 +205,26 @@ func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, e
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
+		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
 		confkit.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
 }
 
+// Validate checks a Config built in code the way Load checks a table, with the
+// same rules and problems: it loads c's keys as a table, leaving out the keys
+// that are not set (an empty string, a nil list or pointer) unless they have a
+// default. It returns every problem at once as confkit.Problems.
+func (c Config) Validate() error {
+	_, err := Load(c.table(), "", nil)
+	return err
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
-	c.RecordsPerBatch = 100
-	c.PayloadSize = confkit.Size(256)
-	c.Interval = 100 * time.Millisecond
-	c.KeyShape = KeyShapeSequence
-	c.KeySize = 16
-	c.PayloadShape = PayloadShapeJSON
+	*c = Default()
 	if v, ok := m["records_per_batch"]; ok && !ps.Has("records_per_batch") {
 		if x, ok := confkit.AsInt(v); ok {
 			c.RecordsPerBatch = x
@@ -255,6 +287,26 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confkit.WrongType("seed", v, false, "an integer"))
 		}
 	}
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c Config) table() map[string]any {
+	m := map[string]any{
+		"records_per_batch": c.RecordsPerBatch,
+		"payload_size":      c.PayloadSize.String(),
+		"interval":          c.Interval.String(),
+		"key_shape":         string(c.KeyShape),
+		"key_size":          c.KeySize,
+		"payload_shape":     string(c.PayloadShape),
+	}
+	if c.MaxRecords != nil {
+		m["max_records"] = *c.MaxRecords
+	}
+	if c.Seed != nil {
+		m["seed"] = *c.Seed
+	}
+	return m
 }
 
 // Redacted returns the configuration for display, keyed by the schema's key names,

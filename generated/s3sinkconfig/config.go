@@ -42,6 +42,44 @@ const Summary = "Collects records into files and uploads each file as one object
 //go:embed schema.json
 var Schema []byte
 
+// The keys of the plugin_config table, as problems and Redacted name them.
+const (
+	KeyBucket             = "bucket"
+	KeyRegion             = "region"
+	KeyPrefix             = "prefix"
+	KeyEndpoint           = "endpoint"
+	KeyAccessKeyID        = "access_key_id"
+	KeySecretAccessKey    = "secret_access_key"
+	KeyPathTemplate       = "path_template"
+	KeyFileRotation       = "file_rotation"
+	KeyMaxFileSize        = "max_file_size"
+	KeyMaxMessagesPerFile = "max_messages_per_file"
+	KeyRotateInterval     = "rotate_interval"
+	KeyFlushInterval      = "flush_interval"
+	KeyOutputFormat       = "output_format"
+	KeyCompression        = "compression"
+	KeyParquetCompression = "parquet_compression"
+	KeyColumns            = "columns"
+	KeyIncludeMetadata    = "include_metadata"
+	KeyIncludeHeaders     = "include_headers"
+	KeyMaxAttempts        = "max_attempts"
+	KeyRetryDelay         = "retry_delay"
+	KeyPathStyle          = "path_style"
+	KeyDelivery           = "delivery"
+	KeyMaxBufferSize      = "max_buffer_size"
+	KeyMaxInFlight        = "max_in_flight"
+)
+
+// The keys of one element of the columns array, below columns[i] in problems.
+const (
+	KeyColumnsItemName      = "name"
+	KeyColumnsItemType      = "type"
+	KeyColumnsItemPath      = "path"
+	KeyColumnsItemOptional  = "optional"
+	KeyColumnsItemPrecision = "precision"
+	KeyColumnsItemScale     = "scale"
+)
+
 // FileRotation is the type of the file_rotation key: size or messages. Either way a file also closes at max_file_size bytes, at rotate_interval, and after flush_interval without records.
 type FileRotation string
 
@@ -257,6 +295,43 @@ type ColumnsItem struct {
 	//
 	// Default: 0.
 	Scale int
+}
+
+// Default returns the Config of an empty plugin_config table: every key at its
+// schema default, the others at their zero value. A Config built from it is
+// checked with Validate. The defaults that depend on other keys are Load's:
+// path_style (true when endpoint is set, false otherwise).
+func Default() Config {
+	return Config{
+		PathTemplate: confkit.Template{
+			Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
+			Source: "{topic}/{date}/{hour}",
+		},
+		FileRotation:       FileRotationSize,
+		MaxFileSize:        8 * confkit.MiB,
+		RotateInterval:     0,
+		FlushInterval:      0,
+		OutputFormat:       OutputFormatJSONLines,
+		Compression:        CompressionNone,
+		ParquetCompression: ParquetCompressionSnappy,
+		IncludeMetadata:    true,
+		IncludeHeaders:     false,
+		MaxAttempts:        3,
+		RetryDelay:         time.Second,
+		PathStyle:          false,
+		Delivery:           DeliveryExactlyOnce,
+		MaxBufferSize:      256 * confkit.MiB,
+		MaxInFlight:        4,
+	}
+}
+
+// DefaultColumnsItem returns one element of the columns array with every key
+// at its schema default.
+func DefaultColumnsItem() ColumnsItem {
+	return ColumnsItem{
+		Optional: false,
+		Scale:    0,
+	}
 }
 
 // envBindings lists every key an environment variable can override.
@@ -515,7 +590,8 @@ var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
 // through env (nil reads none), resolves enum aliases, checks the table against
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems.
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
 	doc := confkit.NormalizeTable(raw)
 	ps := confkit.ApplyKeyAliases(doc, keyAliases)
@@ -525,34 +601,26 @@ func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, e
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
+		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
 		confkit.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
 }
 
+// Validate checks a Config built in code the way Load checks a table, with the
+// same rules and problems: it loads c's keys as a table, leaving out the keys
+// that are not set (an empty string, a nil list or pointer) unless they have a
+// default. It returns every problem at once as confkit.Problems.
+func (c Config) Validate() error {
+	_, err := Load(c.table(), "", nil)
+	return err
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
-	c.PathTemplate = confkit.Template{
-		Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
-		Source: "{topic}/{date}/{hour}",
-	}
-	c.FileRotation = FileRotationSize
-	c.MaxFileSize = 8 * confkit.MiB
-	c.RotateInterval = 0
-	c.FlushInterval = 0
-	c.OutputFormat = OutputFormatJSONLines
-	c.Compression = CompressionNone
-	c.ParquetCompression = ParquetCompressionSnappy
-	c.IncludeMetadata = true
-	c.IncludeHeaders = false
-	c.MaxAttempts = 3
-	c.RetryDelay = time.Second
-	c.PathStyle = false
-	c.Delivery = DeliveryExactlyOnce
-	c.MaxBufferSize = 256 * confkit.MiB
-	c.MaxInFlight = 4
+	*c = Default()
 	if v, ok := m["bucket"]; ok && !ps.Has("bucket") {
 		if x, ok := confkit.AsString(v); ok {
 			c.Bucket = x
@@ -783,8 +851,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 // key without a problem, then the rules between keys.
 // at is the table's key path in problems, such as columns[2].
 func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, warnings *[]string, at string) {
-	c.Optional = false
-	c.Scale = 0
+	*c = DefaultColumnsItem()
 	if v, ok := m["name"]; ok && !ps.Has(at+".name") {
 		if x, ok := confkit.AsString(v); ok {
 			c.Name = x
@@ -830,6 +897,80 @@ func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, w
 	if c.Type == ColumnsTypeDecimal && !confkit.Has(m, "precision") && !ps.Has(at+".precision") {
 		*ps = append(*ps, confkit.NewProblem(at+".precision", nil, false, "x-required-if", "{key} is required for a decimal column (1 to 38)"))
 	}
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c Config) table() map[string]any {
+	m := map[string]any{
+		"path_template":       c.PathTemplate.Source,
+		"file_rotation":       string(c.FileRotation),
+		"max_file_size":       c.MaxFileSize.String(),
+		"rotate_interval":     c.RotateInterval.String(),
+		"flush_interval":      c.FlushInterval.String(),
+		"output_format":       string(c.OutputFormat),
+		"compression":         string(c.Compression),
+		"parquet_compression": string(c.ParquetCompression),
+		"include_metadata":    c.IncludeMetadata,
+		"include_headers":     c.IncludeHeaders,
+		"max_attempts":        c.MaxAttempts,
+		"retry_delay":         c.RetryDelay.String(),
+		"path_style":          c.PathStyle,
+		"delivery":            string(c.Delivery),
+		"max_buffer_size":     c.MaxBufferSize.String(),
+		"max_in_flight":       c.MaxInFlight,
+	}
+	if c.Bucket != "" {
+		m["bucket"] = c.Bucket
+	}
+	if c.Region != "" {
+		m["region"] = c.Region
+	}
+	if c.Prefix != "" {
+		m["prefix"] = c.Prefix
+	}
+	if c.Endpoint != "" {
+		m["endpoint"] = c.Endpoint
+	}
+	if c.AccessKeyID.IsSet() {
+		m["access_key_id"] = c.AccessKeyID.Reveal()
+	}
+	if c.SecretAccessKey.IsSet() {
+		m["secret_access_key"] = c.SecretAccessKey.Reveal()
+	}
+	if c.MaxMessagesPerFile != nil {
+		m["max_messages_per_file"] = *c.MaxMessagesPerFile
+	}
+	if c.Columns != nil {
+		l := make([]any, len(c.Columns))
+		for i, e := range c.Columns {
+			l[i] = e.table()
+		}
+		m["columns"] = l
+	}
+	return m
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c ColumnsItem) table() map[string]any {
+	m := map[string]any{
+		"optional": c.Optional,
+		"scale":    c.Scale,
+	}
+	if c.Name != "" {
+		m["name"] = c.Name
+	}
+	if c.Type != "" {
+		m["type"] = string(c.Type)
+	}
+	if c.Path != "" {
+		m["path"] = c.Path
+	}
+	if c.Precision != nil {
+		m["precision"] = *c.Precision
+	}
+	return m
 }
 
 // Redacted returns the configuration for display, keyed by the schema's key names,

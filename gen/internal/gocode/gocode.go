@@ -39,16 +39,26 @@ func Generate(s *model.Schema) ([]byte, error) {
 	f.Anon("embed")
 	g.packageDoc(f)
 	g.constants(f)
+	if err := g.keyConstants(f); err != nil {
+		return nil, err
+	}
 	for _, o := range s.Root.Objects() {
 		g.enums(f, o)
 	}
 	for _, o := range s.Root.Objects() {
 		g.structType(f, o)
 	}
+	for _, o := range s.Root.Objects() {
+		g.defaults(f, o)
+	}
 	g.tables(f)
 	g.load(f)
+	g.validate(f)
 	for _, o := range s.Root.Objects() {
 		g.decodeFunc(f, o)
+	}
+	for _, o := range s.Root.Objects() {
+		g.table(f, o)
 	}
 	for _, o := range s.Root.Objects() {
 		g.redacted(f, o)
@@ -145,6 +155,252 @@ func (g *generator) constants(f *jen.File) {
 	f.Comment("//")
 	f.Comment("//go:embed schema.json")
 	f.Var().Id("Schema").Index().Byte()
+}
+
+// keyConstants writes a constant per key, named Key + the key's Go name
+// (prefixed with its struct type below the top level), whose value is the
+// key path as problems name it: the dotted path, or for the keys of an
+// array's element the key inside the element.
+func (g *generator) keyConstants(f *jen.File) error {
+	seen := map[string]string{}
+	for _, o := range g.s.Root.Objects() {
+		var defs []jen.Code
+		for _, pr := range o.Props {
+			name := "Key" + pr.GoName
+			if o.TypeName != "Config" {
+				name = "Key" + o.TypeName + pr.GoName
+			}
+			value := pr.DotPath()
+			if i := strings.LastIndex(value, "[]."); i >= 0 {
+				value = value[i+len("[]."):]
+			}
+			if other, dup := seen[name]; dup {
+				return fmt.Errorf("%s: keys %q and %q both make the Go constant %s", g.s.File, other, pr.DotPath(), name)
+			}
+			seen[name] = pr.DotPath()
+			defs = append(defs, jen.Id(name).Op("=").Lit(value))
+		}
+		if len(defs) == 0 {
+			continue
+		}
+		f.Line()
+		switch {
+		case o.TypeName == "Config":
+			f.Comment("The keys of the plugin_config table, as problems and Redacted name them.")
+		case isItem(o):
+			f.Commentf("The keys of one element of the %s array, below %s[i] in problems.", arrayKey(o), arrayKey(o))
+		case o.Element:
+			f.Commentf("The keys of the %s table, below the array element in problems.", o.Key())
+		default:
+			f.Commentf("The keys of the %s table.", o.Key())
+		}
+		f.Const().Defs(defs...)
+	}
+	return nil
+}
+
+// isItem reports whether o is the element table of an array, not a table
+// nested in one.
+func isItem(o *model.Object) bool { return len(o.Path) > 0 && o.Path[len(o.Path)-1] == "[]" }
+
+// arrayKey is the key path of the array whose element o is.
+func arrayKey(o *model.Object) string { return model.KeyPath(o.Path[:len(o.Path)-1]) }
+
+// defaultName is the function that returns o with every default: Default
+// for Config, Default + the type for an array's element (code that builds
+// a Config appends those), and an unexported default + the type for a
+// nested table.
+func defaultName(o *model.Object) string {
+	switch {
+	case o.TypeName == "Config":
+		return "Default"
+	case isItem(o):
+		return "Default" + o.TypeName
+	}
+	return "default" + o.TypeName
+}
+
+// wrap breaks text into lines of at most 76 characters, as a comment.
+func wrap(text string) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > 76 {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
+// hasDefaults reports whether o or a table nested in it has a default.
+func hasDefaults(o *model.Object) bool {
+	for _, pr := range o.Props {
+		if pr.HasDefault || pr.Kind == model.Nested && hasDefaults(pr.Object) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *generator) defaults(f *jen.File, o *model.Object) {
+	name := defaultName(o)
+	var doc string
+	switch {
+	case o.TypeName == "Config":
+		doc = "Default returns the Config of an empty plugin_config table: every key at its schema default, the others at their zero value. A Config built from it is checked with Validate."
+	case isItem(o):
+		doc = fmt.Sprintf("%s returns one element of the %s array with every key at its schema default.", name, arrayKey(o))
+	default:
+		doc = fmt.Sprintf("%s returns the %s table with every key at its schema default.", name, o.Key())
+	}
+	var cond []string
+	for _, pr := range o.Props {
+		if len(pr.DefaultIf) > 0 {
+			cond = append(cond, pr.Key+" ("+defaultWords(pr)+")")
+		}
+	}
+	if len(cond) > 0 {
+		doc += " The defaults that depend on other keys are Load's: " + strings.Join(cond, ", ") + "."
+	}
+	f.Add(comment(wrap(doc)))
+	f.Func().Id(name).Params().Id(o.TypeName).Block(
+		jen.Return(jen.Id(o.TypeName).ValuesFunc(func(gr *jen.Group) {
+			n := 0
+			for _, pr := range o.Props {
+				var v jen.Code
+				switch {
+				case pr.HasDefault:
+					v = defaultLit(pr)
+				case pr.Kind == model.Nested && hasDefaults(pr.Object):
+					v = jen.Id(defaultName(pr.Object)).Call()
+				default:
+					continue
+				}
+				gr.Line().Id(pr.GoName).Op(":").Add(v)
+				n++
+			}
+			if n > 0 {
+				gr.Line()
+			}
+		})),
+	)
+	f.Line()
+}
+
+func (g *generator) validate(f *jen.File) {
+	f.Comment("Validate checks a Config built in code the way Load checks a table, with the")
+	f.Comment("same rules and problems: it loads c's keys as a table, leaving out the keys")
+	f.Comment("that are not set (an empty string, a nil list or pointer) unless they have a")
+	f.Comment("default. It returns every problem at once as confkit.Problems.")
+	f.Func().Params(jen.Id("c").Id("Config")).Id("Validate").Params().Error().Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("Load").Call(jen.Id("c").Dot("table").Call(), jen.Lit(""), jen.Nil()),
+		jen.Return(jen.Err()),
+	)
+	f.Line()
+}
+
+// alwaysSet reports whether table writes pr whatever its value: a key with
+// a default, or a number or boolean that is not a pointer (its zero value is
+// a value).
+func alwaysSet(pr *model.Property) bool {
+	if pr.HasDefault {
+		return true
+	}
+	switch pr.Kind {
+	case model.Int, model.Bool:
+		return !pr.Optional
+	case model.Number:
+		return true
+	}
+	return false
+}
+
+// table writes the method that returns c as a plugin_config table, the
+// input of Load: secrets revealed, sizes, durations and templates as text.
+func (g *generator) table(f *jen.File, o *model.Object) {
+	f.Comment("table returns c as a table for Load: secrets revealed, sizes, durations and")
+	f.Comment("templates as text, and without the keys that are not set.")
+	f.Func().Params(jen.Id("c").Id(o.TypeName)).Id("table").Params().Map(jen.String()).Any().BlockFunc(func(gr *jen.Group) {
+		var always []*model.Property
+		var maybe []*model.Property
+		for _, pr := range o.Props {
+			if alwaysSet(pr) && pr.Kind != model.Nested && pr.Kind != model.ObjectList {
+				always = append(always, pr)
+			} else {
+				maybe = append(maybe, pr)
+			}
+		}
+		gr.Id("m").Op(":=").Map(jen.String()).Any().ValuesFunc(func(vg *jen.Group) {
+			for _, pr := range always {
+				vg.Line().Lit(pr.Key).Op(":").Add(tableValue(pr, jen.Id("c").Dot(pr.GoName)))
+			}
+			if len(always) > 0 {
+				vg.Line()
+			}
+		})
+		for _, pr := range maybe {
+			field := jen.Id("c").Dot(pr.GoName)
+			set := jen.Lit(pr.Key)
+			switch pr.Kind {
+			case model.Nested:
+				gr.If(jen.Id("t").Op(":=").Add(field).Dot("table").Call(), jen.Len(jen.Id("t")).Op(">").Lit(0)).Block(
+					jen.Id("m").Index(set).Op("=").Id("t"))
+			case model.ObjectList:
+				gr.If(field.Clone().Op("!=").Nil()).Block(
+					jen.Id("l").Op(":=").Make(jen.Index().Any(), jen.Len(field.Clone())),
+					jen.For(jen.List(jen.Id("i"), jen.Id("e")).Op(":=").Range().Add(field.Clone())).Block(
+						jen.Id("l").Index(jen.Id("i")).Op("=").Id("e").Dot("table").Call(),
+					),
+					jen.Id("m").Index(set).Op("=").Id("l"),
+				)
+			default:
+				gr.If(isSet(pr, field.Clone())).Block(jen.Id("m").Index(set).Op("=").Add(tableValue(pr, field.Clone())))
+			}
+		}
+		gr.Return(jen.Id("m"))
+	})
+	f.Line()
+}
+
+// isSet is the test that a key without a default is set in code.
+func isSet(pr *model.Property, field *jen.Statement) *jen.Statement {
+	switch pr.Kind {
+	case model.Int, model.Bool:
+		return field.Op("!=").Nil()
+	case model.Secret:
+		return field.Dot("IsSet").Call()
+	case model.Template:
+		return field.Dot("Source").Op("!=").Lit("")
+	case model.String, model.Enum:
+		return field.Op("!=").Lit("")
+	case model.Size, model.Duration:
+		return field.Op("!=").Lit(0)
+	}
+	return field.Op("!=").Nil() // lists and maps
+}
+
+// tableValue is a key's value as a table holds it.
+func tableValue(pr *model.Property, field *jen.Statement) jen.Code {
+	switch pr.Kind {
+	case model.Size, model.Duration:
+		return field.Dot("String").Call()
+	case model.Secret:
+		return field.Dot("Reveal").Call()
+	case model.Template:
+		return field.Dot("Source")
+	case model.Enum:
+		return jen.String().Call(field)
+	case model.Int, model.Bool:
+		if pr.Optional {
+			return jen.Op("*").Add(field)
+		}
+	}
+	return field
 }
 
 func (g *generator) enums(f *jen.File, o *model.Object) {
@@ -584,7 +840,8 @@ func (g *generator) load(f *jen.File) {
 	f.Comment("then the environment variables envPrefix + KEY (nested keys joined by _) read")
 	f.Comment("through env (nil reads none), resolves enum aliases, checks the table against")
 	f.Comment("Schema, decodes it with defaults, and checks the rules between keys. It returns")
-	f.Comment("every problem at once as confkit.Problems.")
+	f.Comment("every problem at once as confkit.Problems; the problem of a value read from the")
+	f.Comment("environment names the variable.")
 	f.Func().Id("Load").Params(
 		jen.Id("raw").Map(jen.String()).Any(),
 		jen.Id("envPrefix").String(),
@@ -598,6 +855,7 @@ func (g *generator) load(f *jen.File) {
 		jen.Var().Id("c").Id("Config"),
 		jen.Id("decodeConfig").Call(jen.Op("&").Id("c"), jen.Id("doc"), jen.Op("&").Id("ps"), jen.Op("&").Id("c").Dot("warnings")),
 		jen.If(jen.Len(jen.Id("ps")).Op(">").Lit(0)).Block(
+			jen.Qual(confkitPath, "NameEnvSources").Call(jen.Id("ps"), jen.Id("envBindings"), jen.Id("envPrefix"), jen.Id("env")),
 			jen.Qual(confkitPath, "SortProblems").Call(jen.Id("ps"), jen.Id("keyOrder")),
 			jen.Return(jen.Id("Config").Values(), jen.Id("ps")),
 		),
@@ -647,10 +905,8 @@ func (g *generator) decodeFunc(f *jen.File, o *model.Object) {
 		params = append(params, jen.Id("at").String())
 	}
 	f.Func().Id(name).Params(params...).BlockFunc(func(gr *jen.Group) {
-		for _, pr := range o.Props {
-			if pr.HasDefault {
-				gr.Id("c").Dot(pr.GoName).Op("=").Add(defaultLit(pr))
-			}
+		if hasDefaults(o) {
+			gr.Op("*").Id("c").Op("=").Id(defaultName(o)).Call()
 		}
 		for _, pr := range o.Props {
 			g.decodeProp(gr, pr)
