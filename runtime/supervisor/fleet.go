@@ -5,8 +5,10 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/picomq/pico-connectors/runtime/api"
+	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/lease"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -49,6 +51,12 @@ func (s *Supervisor) Membership() api.Membership {
 	return api.Membership{RuntimeID: id, Mode: mode, Members: slices.Compact(all)}
 }
 
+// The back-off before a distributed source that failed runs again.
+const (
+	retryBase = time.Second
+	retryMax  = time.Minute
+)
+
 // TransactionalID is the transactional.id of source key's producer in
 // distributed mode: the same on every runtime, so the one that takes the
 // source over fences the one before.
@@ -60,8 +68,10 @@ func TransactionalID(key string) string { return lease.GroupPrefix + key }
 // (the loop fences the previous owner, then loads the state), and stops it
 // when the lease is lost. A fenced producer means another runtime owns the
 // source: back to Standby, and the lease is released (rejoined). A source
-// that fails keeps its Error and the lease until the lease is lost or the
-// source is restarted.
+// that fails shows Error and, while the lease is still held, is built and
+// run again after a back-off (retryBase doubled to retryMax): a takeover
+// can meet a passing failure, such as a replication slot the paused owner
+// still holds.
 func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env) error {
 	key := c.def.Key
 	fleet := s.cfg.Runtime.Fleet
@@ -85,6 +95,8 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 		return err
 	}
 	defer func() { l.Close() }()
+	wait := backoff.Exponential(retryBase, retryMax)
+	failures := 0
 	for ctx.Err() == nil {
 		lost, err := l.Wait(ctx)
 		if err != nil {
@@ -114,16 +126,24 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 			}
 			continue
 		case err != nil && !closed(lost):
-			c.log.Error("source stopped; this runtime keeps its lease until it is lost or the source is restarted", "error", err.Error())
+			failures++
+			d := wait(failures)
+			c.log.Error("source stopped; this runtime holds its lease and runs it again", "error", err.Error(), "in", d.Round(time.Millisecond).String())
 			if c.tracker.Status() != status.Error {
 				c.tracker.Fail(err)
 			}
+			t := time.NewTimer(d)
 			select {
+			case <-t.C:
+				continue
 			case <-lost:
+				t.Stop()
 			case <-ctx.Done():
+				t.Stop()
 				return nil
 			}
 		}
+		failures = 0
 		c.log.Info("source lease lost; standing by")
 		c.tracker.Set(status.Standby)
 	}

@@ -3,10 +3,13 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
 
@@ -109,4 +113,57 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 		t.Fatalf("last checkpoint %s, %d records committed", last, len(recs))
 	}
 	t.Logf("takeover after a graceful stop of the owner: %v (session timeout %v); %d records, each once", took.Round(100*time.Millisecond), session, len(recs))
+}
+
+// flakyOpens counts the Open calls of sup_test_flaky_source, which fail
+// twice (a replication slot the previous owner still holds, say).
+var flakyOpens atomic.Int32
+
+type flakySource struct{ seqSource }
+
+func (s *flakySource) Open(ctx context.Context, state []byte) error {
+	if flakyOpens.Add(1) <= 2 {
+		return errors.New("replication slot is active for another process")
+	}
+	return s.seqSource.Open(ctx, state)
+}
+
+func init() {
+	plugin.Register(plugin.Registration{
+		Name: "sup_test_flaky_source", Path: "libpicomq_connector_sup_test_flaky_source", Kind: plugin.KindSource,
+		Load:      func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
+		NewSource: func(plugin.Config, plugin.Env) (plugin.Source, error) { return &flakySource{}, nil },
+	})
+}
+
+// TestDistributedSourceRetriedWhileHeld: a source whose Open fails on the
+// runtime that holds its lease shows Error, and is built and run again
+// after a back-off until it runs.
+func TestDistributedSourceRetriedWhileHeld(t *testing.T) {
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	def := "type = \"source\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_source\"\n[[topics]]\ntopic = \"seq_flaky\"\ncreate_topics = true\n"
+	cfg := writeConfig(t, fmt.Sprintf("mode = \"distributed\"\nid = \"rt-a\"\n[broker]\nbootstrap_servers = %q\n[state]\nstorage = \"broker\"\n[fleet]\nsession_timeout = \"6s\"\n", b.Addr()),
+		map[string]string{"flaky.toml": def})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop(context.Background())
+	tr, _ := sup.Tracker("source", "flaky")
+	connectortest.WaitFor(t, 60*time.Second, "the flaky source running after two failed opens", func() bool {
+		return tr.Status() == status.Running && tr.Counters.Produced.Load() > 0
+	})
+	if n := flakyOpens.Load(); n != 3 {
+		t.Fatalf("%d opens, want 3", n)
+	}
+	if e, _ := sup.Get("source", "flaky"); !strings.Contains(e.LastError, "replication slot is active") {
+		t.Fatalf("last error %q", e.LastError)
+	}
 }
