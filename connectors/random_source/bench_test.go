@@ -8,6 +8,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
@@ -33,7 +35,8 @@ const benchRecords = 50000
 // state save, ack). It reports both rates and loop/bare as a ratio.
 func BenchmarkSourceLoopVsBareProducer(b *testing.B) {
 	br := startBroker(b)
-	opt := options{RecordsPerBatch: 1000, PayloadSize: 256, KeyShape: keySequence, PayloadShape: payloadJSON, Seed: 1, MaxRecords: benchRecords}
+	opt := randomsourceconfig.Default()
+	opt.RecordsPerBatch, opt.MaxRecords = 1000, confkit.Ptr(benchRecords)
 	// The bare producer sends records the source generated beforehand.
 	gen := newSource(opt)
 	var msgs []plugin.Message

@@ -48,8 +48,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := optionsFrom(cfg)
-	if opt.RecordsPerBatch != 100 || opt.PayloadSize != 256 || opt.KeyShape != keySequence || opt.PayloadShape != payloadJSON || opt.Seed != 1 || opt.MaxRecords != 0 {
-		t.Fatalf("defaults %+v", opt)
+	if cfg.RecordsPerBatch != 100 || cfg.PayloadSize != 256 || cfg.KeyShape != randomsourceconfig.KeyShapeSequence ||
+		cfg.PayloadShape != randomsourceconfig.PayloadShapeJSON || cfg.Seed != 1 || cfg.MaxRecords != nil {
+		t.Fatalf("defaults %+v", cfg)
 	}
 }

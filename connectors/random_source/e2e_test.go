@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -114,8 +115,8 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt := testOptions()
-		opt.RecordsPerBatch, opt.MaxRecords = 250, limit
+		opt := testConfig()
+		opt.RecordsPerBatch, opt.MaxRecords = 250, confkit.Ptr(int(limit))
 		src := newSource(opt)
 		tr := status.New("source", "random", nil)
 		return goRun(t, func(ctx context.Context) error {
@@ -186,8 +187,8 @@ func TestHTTPStateStoreFailsThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := testOptions()
-	opt.RecordsPerBatch, opt.MaxRecords = 100, 500
+	opt := testConfig()
+	opt.RecordsPerBatch, opt.MaxRecords = 100, confkit.Ptr(500)
 	src := mustSource(t, opt, nil)
 	tr := status.New("source", "random", nil)
 	r := goRun(t, func(ctx context.Context) error {

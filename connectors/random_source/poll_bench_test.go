@@ -4,12 +4,15 @@ import (
 	"context"
 	"testing"
 
+	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
 // BenchmarkPoll measures generating one batch of 1000 records of 256 bytes.
 func BenchmarkPoll(b *testing.B) {
-	s := newSource(options{RecordsPerBatch: 1000, PayloadSize: 256, KeyShape: keySequence, PayloadShape: payloadJSON, Seed: 1})
+	cfg := randomsourceconfig.Default()
+	cfg.RecordsPerBatch = 1000
+	s := newSource(cfg)
 	for b.Loop() {
 		s.Poll(context.Background())
 		s.OnBatchResult(context.Background(), plugin.Ack)

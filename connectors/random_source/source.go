@@ -20,36 +20,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
-
-// Key shapes.
-const (
-	keyNone     = "none"
-	keySequence = "sequence"
-	keyUUID     = "uuid"
-	keyRandom   = "random"
-)
-
-// Payload shapes.
-const (
-	payloadJSON  = "json"
-	payloadText  = "text"
-	payloadBytes = "bytes"
-)
-
-// options is the configuration in the form the code uses, built from the
-// generated Config (see config.go).
-type options struct {
-	RecordsPerBatch int
-	PayloadSize     int
-	Interval        time.Duration
-	KeyShape        string
-	KeySize         int
-	PayloadShape    string
-	MaxRecords      int64 // 0: no limit
-	Seed            uint64
-}
 
 // State is the source's checkpoint: the sequence number of the next record.
 type State struct {
@@ -80,7 +53,7 @@ func truncate(b []byte) string {
 
 // Source is the random source.
 type Source struct {
-	opt options
+	cfg randomsourceconfig.Config
 
 	mu        sync.Mutex
 	committed int64 // next seq acknowledged
@@ -93,8 +66,16 @@ type Source struct {
 	batchStart int64
 }
 
-func newSource(opt options) *Source {
-	return &Source{opt: opt, now: time.Now}
+func newSource(cfg randomsourceconfig.Config) *Source {
+	return &Source{cfg: cfg, now: time.Now}
+}
+
+// maxRecords is max_records, or 0 when it is not set (no limit).
+func (s *Source) maxRecords() int64 {
+	if s.cfg.MaxRecords == nil {
+		return 0
+	}
+	return int64(*s.cfg.MaxRecords)
 }
 
 // Open continues from the committed state ({"next_seq":N}), or from 0
@@ -127,11 +108,11 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	start, last := s.committed, s.lastPoll
 	s.candidate = s.committed
 	s.mu.Unlock()
-	n := int64(s.opt.RecordsPerBatch)
-	if s.opt.MaxRecords > 0 && start+n > s.opt.MaxRecords {
-		n = s.opt.MaxRecords - start
+	n := int64(s.cfg.RecordsPerBatch)
+	if limit := s.maxRecords(); limit > 0 && start+n > limit {
+		n = limit - start
 	}
-	wait := s.opt.Interval
+	wait := s.cfg.Interval
 	if n <= 0 && wait < 100*time.Millisecond {
 		wait = 100 * time.Millisecond
 	}
@@ -193,35 +174,36 @@ const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-
 // with (seed, seq).
 func (s *Source) record(seq int64, ts time.Time, tsText []byte) plugin.Message {
 	var pcg rand.PCG
-	pcg.Seed(s.opt.Seed, uint64(seq))
+	pcg.Seed(uint64(s.cfg.Seed), uint64(seq))
 	rng := &pcg
 	m := plugin.Message{Timestamp: ts}
-	switch s.opt.KeyShape {
-	case keySequence:
+	switch s.cfg.KeyShape {
+	case randomsourceconfig.KeyShapeSequence:
 		m.Key = strconv.AppendInt(nil, seq, 10)
-	case keyUUID:
+	case randomsourceconfig.KeyShapeUUID:
 		var u [16]byte
 		binary.BigEndian.PutUint64(u[:8], rng.Uint64())
 		binary.BigEndian.PutUint64(u[8:], rng.Uint64())
 		u[6] = u[6]&0x0f | 0x40 // version 4 layout
 		u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 		m.Key = fmt.Appendf(nil, "%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
-	case keyRandom:
-		m.Key = randomBytes(rng, s.opt.KeySize)
+	case randomsourceconfig.KeyShapeRandom:
+		m.Key = randomBytes(rng, s.cfg.KeySize)
 	}
-	switch s.opt.PayloadShape {
-	case payloadText:
-		m.Payload = appendLetters(make([]byte, 0, s.opt.PayloadSize), rng, s.opt.PayloadSize)
-	case payloadBytes:
-		m.Payload = randomBytes(rng, s.opt.PayloadSize)
+	size := int(s.cfg.PayloadSize)
+	switch s.cfg.PayloadShape {
+	case randomsourceconfig.PayloadShapeText:
+		m.Payload = appendLetters(make([]byte, 0, size), rng, size)
+	case randomsourceconfig.PayloadShapeBytes:
+		m.Payload = randomBytes(rng, size)
 	default:
-		p := make([]byte, 0, s.opt.PayloadSize+16)
+		p := make([]byte, 0, size+16)
 		p = append(p, `{"seq":`...)
 		p = strconv.AppendInt(p, seq, 10)
 		p = append(p, `,"ts":"`...)
 		p = append(p, tsText...)
 		p = append(p, `","filler":"`...)
-		fill := s.opt.PayloadSize - len(p) - 2
+		fill := size - len(p) - 2
 		if fill < 0 {
 			fill = 0
 		}

@@ -8,16 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
-func testOptions() options {
-	return options{RecordsPerBatch: 10, PayloadSize: 64, KeyShape: keySequence, KeySize: 16, PayloadShape: payloadJSON, Seed: 1}
+func testConfig() randomsourceconfig.Config {
+	cfg := randomsourceconfig.Default()
+	cfg.RecordsPerBatch, cfg.PayloadSize = 10, 64
+	return cfg
 }
 
-func mustSource(t testing.TB, opt options, state []byte) *Source {
+func mustSource(t testing.TB, cfg randomsourceconfig.Config, state []byte) *Source {
 	t.Helper()
-	s := newSource(opt)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := newSource(cfg)
 	if err := s.Open(context.Background(), state); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +48,7 @@ func decode(t testing.TB, m plugin.Message) payload {
 
 func TestCandidateCommittedOnlyOnAck(t *testing.T) {
 	ctx := context.Background()
-	s := mustSource(t, testOptions(), nil)
+	s := mustSource(t, testConfig(), nil)
 	b, _ := s.Poll(ctx)
 	if len(b.Messages) != 10 || string(b.State) != `{"next_seq":10}` || decode(t, b.Messages[9]).Seq != 9 {
 		t.Fatalf("first batch: %d records, state %s", len(b.Messages), b.State)
@@ -68,13 +75,13 @@ func TestCandidateCommittedOnlyOnAck(t *testing.T) {
 }
 
 func TestResumeFromState(t *testing.T) {
-	s := mustSource(t, testOptions(), []byte(`{"next_seq":1234}`))
+	s := mustSource(t, testConfig(), []byte(`{"next_seq":1234}`))
 	b, _ := s.Poll(context.Background())
 	if decode(t, b.Messages[0]).Seq != 1234 {
 		t.Fatal("did not resume")
 	}
 	for _, bad := range []string{`garbage`, `{"next_seq":-1}`} {
-		if err := newSource(testOptions()).Open(context.Background(), []byte(bad)); err == nil || !strings.Contains(err.Error(), "random_source") {
+		if err := newSource(testConfig()).Open(context.Background(), []byte(bad)); err == nil || !strings.Contains(err.Error(), "random_source") {
 			t.Errorf("state %s: %v", bad, err)
 		}
 	}
@@ -82,9 +89,9 @@ func TestResumeFromState(t *testing.T) {
 
 func TestMaxRecordsAndShapes(t *testing.T) {
 	ctx := context.Background()
-	opt := testOptions()
-	opt.MaxRecords = 15
-	opt.KeyShape = keyUUID
+	opt := testConfig()
+	opt.MaxRecords = confkit.Ptr(15)
+	opt.KeyShape = randomsourceconfig.KeyShapeUUID
 	s := mustSource(t, opt, nil)
 	b, _ := s.Poll(ctx)
 	s.OnBatchResult(ctx, plugin.Ack)
@@ -101,16 +108,16 @@ func TestMaxRecordsAndShapes(t *testing.T) {
 	if len(b3.Messages) != 0 || b3.State != nil || time.Since(start) < 50*time.Millisecond {
 		t.Fatal("an exhausted source must wait and return an empty batch without state")
 	}
-	for _, shape := range []string{payloadText, payloadBytes} {
-		opt := testOptions()
-		opt.PayloadShape, opt.KeyShape, opt.PayloadSize, opt.KeySize = shape, keyRandom, 100, 7
+	for _, shape := range []randomsourceconfig.PayloadShape{randomsourceconfig.PayloadShapeText, randomsourceconfig.PayloadShapeBytes} {
+		opt := testConfig()
+		opt.PayloadShape, opt.KeyShape, opt.PayloadSize, opt.KeySize = shape, randomsourceconfig.KeyShapeRandom, 100, 7
 		b, _ := mustSource(t, opt, nil).Poll(ctx)
 		if len(b.Messages[0].Payload) != 100 || len(b.Messages[0].Key) != 7 {
 			t.Fatalf("%s: payload %d bytes, key %d", shape, len(b.Messages[0].Payload), len(b.Messages[0].Key))
 		}
 	}
-	opt = testOptions()
-	opt.KeyShape = keyNone
+	opt = testConfig()
+	opt.KeyShape = randomsourceconfig.KeyShapeNone
 	opt.PayloadSize = 300
 	b, _ = mustSource(t, opt, nil).Poll(ctx)
 	if b.Messages[0].Key != nil || len(b.Messages[0].Payload) != 300 {
@@ -119,7 +126,7 @@ func TestMaxRecordsAndShapes(t *testing.T) {
 }
 
 func TestIntervalPacesPolls(t *testing.T) {
-	opt := testOptions()
+	opt := testConfig()
 	opt.Interval = 40 * time.Millisecond
 	s := mustSource(t, opt, nil)
 	ctx := context.Background()

@@ -94,8 +94,10 @@ type Config struct {
 	// MaxRecords is the max_records key: Stop producing after this many records in total. Unset means no limit.
 	MaxRecords *int
 
-	// Seed is the seed key: Seed of the random parts, so runs repeat. Unset uses a fixed seed of 1.
-	Seed *int
+	// Seed is the seed key: Seed of the random parts, so runs repeat.
+	//
+	// Default: 1.
+	Seed int
 
 	warnings []string
 }
@@ -117,6 +119,7 @@ func Default() Config {
 		KeyShape:        KeyShapeSequence,
 		KeySize:         16,
 		PayloadShape:    PayloadShapeJSON,
+		Seed:            1,
 	}
 }
 
@@ -282,7 +285,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 	}
 	if v, ok := m["seed"]; ok && !ps.Has("seed") {
 		if x, ok := confkit.AsInt(v); ok {
-			c.Seed = &x
+			c.Seed = x
 		} else {
 			*ps = append(*ps, confkit.WrongType("seed", v, false, "an integer"))
 		}
@@ -299,12 +302,10 @@ func (c Config) table() map[string]any {
 		"key_shape":         string(c.KeyShape),
 		"key_size":          c.KeySize,
 		"payload_shape":     string(c.PayloadShape),
+		"seed":              c.Seed,
 	}
 	if c.MaxRecords != nil {
 		m["max_records"] = *c.MaxRecords
-	}
-	if c.Seed != nil {
-		m["seed"] = *c.Seed
 	}
 	return m
 }
@@ -320,7 +321,7 @@ func (c Config) Redacted() map[string]any {
 		"key_size":          c.KeySize,
 		"payload_shape":     string(c.PayloadShape),
 		"max_records":       confkit.PtrValue(c.MaxRecords),
-		"seed":              confkit.PtrValue(c.Seed),
+		"seed":              c.Seed,
 	}
 }
 
