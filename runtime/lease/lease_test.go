@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/runtime/lease"
 )
 
 // session is the shortest session timeout the embedded broker accepts.
 const session = 6 * time.Second
 
-func start(t *testing.T, addr, id string) *Lease {
+func start(t *testing.T, addr, id string) *lease.Lease {
 	t.Helper()
-	l, err := Start(context.Background(), Config{Key: "src", RuntimeID: id, BootstrapServers: addr, SessionTimeout: session})
+	l, err := lease.Start(context.Background(), lease.Config{Key: "src", RuntimeID: id, BootstrapServers: addr, SessionTimeout: session})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,11 +23,11 @@ func start(t *testing.T, addr, id string) *Lease {
 	return l
 }
 
-func held(ls ...*Lease) (n int, by string) {
+func held(ls ...*lease.Lease) (n int, by string) {
 	for _, l := range ls {
 		if v := l.View(); v.Held {
 			n++
-			by = l.cfg.RuntimeID
+			by = v.Owner
 		}
 	}
 	return n, by
