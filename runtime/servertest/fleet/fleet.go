@@ -1,0 +1,523 @@
+// Package fleet runs a fleet of pico-connectors processes for the tests,
+// the reliability scenario and the bench: the real binary (built by
+// runtimebin), a broker in its own process (a runtime with a persistent
+// embedded broker and no connectors, which outlives every runtime the
+// caller kills), an S3 sink definition, a producer that counts what the
+// broker acknowledged, and an audit of the bucket. Every helper takes a
+// testing.TB, so programs use it through package standalone.
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+)
+
+// FreeAddr returns a 127.0.0.1 address with a free port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Options describe one runtime's folder.
+type Options struct {
+	// Bootstrap is the broker list; empty starts the runtime's embedded
+	// broker on a free address, kept in the folder's broker-data.
+	Bootstrap string
+	// ID is runtime.id; empty leaves the default (HOSTNAME-PORT).
+	ID string
+	// Extra is appended to runtime.toml (mode, [fleet], [state], ...). A
+	// [state] section is added (path = "state") when Extra has none.
+	Extra string
+	// Defs are the definition files, name -> content.
+	Defs map[string]string
+	// Env is added to the process environment.
+	Env []string
+}
+
+// Runtime is one pico-connectors folder and the process running it (one at
+// a time; Start again after Kill or Term).
+type Runtime struct {
+	// Dir is the folder with runtime.toml and connectors/.
+	Dir string
+	// API is host:port of the HTTP API.
+	API string
+	// ID is the runtime.id given in Options (may be empty).
+	ID string
+	// Addr is the embedded broker's address when Options.Bootstrap was
+	// empty.
+	Addr string
+
+	t    testing.TB
+	bin  string
+	env  []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	out  *runtimebin.Output
+	done chan struct{}
+}
+
+// New writes the folder; Start runs it. The process is killed at cleanup.
+func New(t testing.TB, bin string, o Options) *Runtime {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "connectors"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runtime{Dir: dir, API: FreeAddr(t), ID: o.ID, t: t, bin: bin, env: o.Env}
+	var b strings.Builder
+	b.WriteString("shutdown_grace = \"30s\"\n")
+	if o.ID != "" {
+		fmt.Fprintf(&b, "id = %q\n", o.ID)
+	}
+	b.WriteString("[broker]\n")
+	if o.Bootstrap != "" {
+		fmt.Fprintf(&b, "bootstrap_servers = %q\n", o.Bootstrap)
+	} else {
+		r.Addr = FreeAddr(t)
+		fmt.Fprintf(&b, "embedded_address = %q\ndata_dir = \"broker-data\"\n", r.Addr)
+	}
+	fmt.Fprintf(&b, "[broker.properties]\n\"topic.metadata.refresh.interval.ms\" = \"1000\"\n[http]\naddress = %q\n[log]\nformat = \"json\"\n%s\n", r.API, o.Extra)
+	if !strings.Contains(o.Extra, "[state]") {
+		b.WriteString("[state]\npath = \"state\"\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range o.Defs {
+		if err := os.WriteFile(filepath.Join(dir, "connectors", name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(r.Kill)
+	return r
+}
+
+// StartBroker starts a runtime with no connectors whose embedded broker
+// keeps its data in its folder, and returns it; Addr is the broker.
+func StartBroker(t testing.TB, bin string) *Runtime {
+	t.Helper()
+	b := New(t, bin, Options{})
+	b.Start()
+	return b
+}
+
+// Start runs the process and waits until GET /health answers.
+func (r *Runtime) Start() {
+	r.t.Helper()
+	cmd := exec.Command(r.bin, "run", "--config", filepath.Join(r.Dir, "runtime.toml"))
+	cmd.Env = append(os.Environ(), r.env...)
+	out := &runtimebin.Output{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	r.mu.Lock()
+	r.cmd, r.out, r.done = cmd, out, done
+	r.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	c := http.Client{Timeout: time.Second}
+	for {
+		resp, err := c.Get("http://" + r.API + "/health")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if !r.Alive() {
+			r.t.Fatalf("pico-connectors (%s) exited at start: %s\n%s", r.Dir, cmd.ProcessState, r.Tail())
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("pico-connectors API %s not up after 60 s\n%s", r.API, r.Tail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Alive reports whether the process runs (a stopped one counts).
+func (r *Runtime) Alive() bool {
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Tail returns the last lines the process wrote.
+func (r *Runtime) Tail() string {
+	r.mu.Lock()
+	out := r.out
+	r.mu.Unlock()
+	if out == nil {
+		return ""
+	}
+	s := out.String()
+	if len(s) > 6000 {
+		s = "..." + s[len(s)-6000:]
+	}
+	return s
+}
+
+// Output returns everything the current process wrote.
+func (r *Runtime) Output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.out == nil {
+		return ""
+	}
+	return r.out.String()
+}
+
+func (r *Runtime) signal(s syscall.Signal) {
+	r.mu.Lock()
+	cmd := r.cmd
+	r.mu.Unlock()
+	if cmd != nil && r.Alive() {
+		_ = cmd.Process.Signal(s)
+	}
+}
+
+// Kill sends SIGKILL (after SIGCONT is not needed: SIGKILL ends a stopped
+// process too) and waits until the process is gone.
+func (r *Runtime) Kill() {
+	if !r.Alive() {
+		return
+	}
+	r.signal(syscall.SIGKILL)
+	<-r.done
+}
+
+// Pause sends SIGSTOP: the process stays in memory, answers nothing, and
+// its broker sessions time out.
+func (r *Runtime) Pause() { r.signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT after Pause.
+func (r *Runtime) Resume() { r.signal(syscall.SIGCONT) }
+
+// Term sends SIGTERM and waits up to limit for a clean exit; after limit it
+// kills the process and returns an error, as it does for a non-zero exit.
+func (r *Runtime) Term(limit time.Duration) error {
+	if !r.Alive() {
+		return fmt.Errorf("pico-connectors (%s) is not running", r.Dir)
+	}
+	r.signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(limit):
+		r.Kill()
+		return fmt.Errorf("pico-connectors (%s) did not stop within %s of SIGTERM\n%s", r.Dir, limit, r.Tail())
+	}
+	if !r.cmd.ProcessState.Success() {
+		return fmt.Errorf("pico-connectors (%s): exit %s\n%s", r.Dir, r.cmd.ProcessState, r.Tail())
+	}
+	return nil
+}
+
+// Entry is what GET /sources/{key} and /sinks/{key} return.
+type Entry struct {
+	Status    string `json:"status"`
+	LastError string `json:"last_error"`
+	Counters  struct {
+		Produced   int64 `json:"records_produced"`
+		Consumed   int64 `json:"records_consumed"`
+		Committed  int64 `json:"records_committed"`
+		StateSaves int64 `json:"state_saves"`
+	} `json:"counters"`
+	Placement struct {
+		Owner      string   `json:"owner"`
+		Partitions []string `json:"partitions"`
+		Generation int64    `json:"generation"`
+	} `json:"placement"`
+}
+
+// Entry reads GET /{kind}s/{key} (kind "source" or "sink").
+func (r *Runtime) Entry(kind, key string) (Entry, error) {
+	var e Entry
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + r.API + "/" + kind + "s/" + key)
+	if err != nil {
+		return e, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return e, fmt.Errorf("GET /%ss/%s: %s", kind, key, resp.Status)
+	}
+	return e, json.NewDecoder(resp.Body).Decode(&e)
+}
+
+// S3SinkDef is an S3 sink definition (delivery = "exactly_once", JSON
+// lines with metadata, files of perFile records under key/<topic>/) over
+// the topics matching pattern. props, when not empty, is the block's
+// properties table body (`"session.timeout.ms" = "6000"`); extra is
+// appended to [plugin_config].
+func S3SinkDef(key, pattern string, srv *s3test.Server, perFile int, props, extra string) string {
+	return fmt.Sprintf(`type = "sink"
+key = %q
+path = "libpicomq_connector_s3_sink"
+[[topics]]
+pattern = %q
+schema = "json"
+batch_length = 200
+poll_interval = "50ms"
+properties = { %s }
+[plugin_config]
+bucket = %q
+region = "us-east-1"
+endpoint = %q
+access_key_id = %q
+secret_access_key = %q
+prefix = %q
+path_template = "{topic}"
+file_rotation = "messages"
+max_messages_per_file = %d
+include_metadata = true
+delivery = "exactly_once"
+%s`, key, pattern, props, srv.Bucket, srv.Endpoint, srv.AccessKey, srv.SecretKey, key, perFile, extra)
+}
+
+// Producer writes small JSON records to topics in a loop and counts, per
+// topic, the records the broker acknowledged: the offsets below Acked are
+// the ones a sink owes.
+type Producer struct {
+	cl    *kgo.Client
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	acked map[string]*atomic.Int64
+}
+
+// StartProducer writes chunk records to each topic every interval until
+// Halt.
+func StartProducer(t testing.TB, addr string, topics []string, chunk int, every time.Duration) *Producer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Producer{cl: cl, stop: make(chan struct{}), acked: map[string]*atomic.Int64{}}
+	for _, topic := range topics {
+		n := &atomic.Int64{}
+		p.acked[topic] = n
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			pad := strings.Repeat("p", 40)
+			for {
+				select {
+				case <-p.stop:
+					return
+				case <-time.After(every):
+				}
+				recs := make([]*kgo.Record, chunk)
+				for i := range recs {
+					recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"n":%d,"pad":%q}`, n.Load()+int64(i), pad)}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res := cl.ProduceSync(ctx, recs...)
+				cancel()
+				// Count up to the highest acknowledged offset + 1: the
+				// offsets of a topic written by this producer alone.
+				for _, r := range res {
+					if r.Err == nil && r.Record.Offset+1 > n.Load() {
+						n.Store(r.Record.Offset + 1)
+					}
+				}
+			}
+		}()
+	}
+	return p
+}
+
+// Acked returns, per topic, the number of offsets acknowledged so far.
+func (p *Producer) Acked() map[string]int64 {
+	out := map[string]int64{}
+	for t, n := range p.acked {
+		out[t] = n.Load()
+	}
+	return out
+}
+
+// Halt stops writing and returns Acked.
+func (p *Producer) Halt() map[string]int64 {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.wg.Wait()
+	p.cl.Close()
+	return p.Acked()
+}
+
+// Committed returns a group's committed offsets by topic (partition 0).
+func Committed(addr, group string) (map[string]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	res.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.Partition == 0 {
+			out[o.Topic] = o.At
+		}
+	})
+	return out, nil
+}
+
+// WaitCommitted waits until the group's commit of every topic in want is at
+// least its value; it fails t after limit with what is behind.
+func WaitCommitted(t testing.TB, addr, group string, want map[string]int64, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		got, err := Committed(addr, group)
+		behind := map[string]string{}
+		for tp, n := range want {
+			if err != nil || got[tp] < n {
+				behind[tp] = fmt.Sprintf("%d of %d", got[tp], n)
+			}
+		}
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s after %s: commits behind %v (err %v)", group, limit, behind, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Audit is what the bucket holds for one sink, against what the topics
+// hold.
+type Audit struct {
+	Objects, Records int
+	// Missing and Twice count offsets below the end in no object and in
+	// more than one; Markers counts .lost markers.
+	Missing, Twice, Markers int64
+	// First problems, for the message.
+	Problems []string
+}
+
+// OK reports whether every offset is in exactly one object, with no marker.
+func (a Audit) OK() bool { return a.Missing == 0 && a.Twice == 0 && a.Markers == 0 }
+
+func (a Audit) String() string {
+	return fmt.Sprintf("%d records in %d objects: %d missing, %d in two or more objects, %d .lost markers %v",
+		a.Records, a.Objects, a.Missing, a.Twice, a.Markers, a.Problems)
+}
+
+// AuditS3 reads every object under prefix/<topic>/ and checks that each
+// offset below ends[topic] is in exactly one (from each JSON line's offset
+// metadata).
+func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]int64) Audit {
+	t.Helper()
+	var a Audit
+	for topic, end := range ends {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		objs, err := srv.List(ctx, prefix+"/"+topic+"/")
+		cancel()
+		if err != nil {
+			t.Fatalf("list %s/%s/: %v", prefix, topic, err)
+		}
+		seen := map[int64]int{}
+		for _, o := range objs {
+			if strings.HasSuffix(o.Key, ".lost") {
+				a.Markers++
+				continue
+			}
+			a.Objects++
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			body, err := srv.Get(ctx, o.Key)
+			cancel()
+			if err != nil {
+				t.Fatalf("get %s: %v", o.Key, err)
+			}
+			sc := bufio.NewScanner(bytes.NewReader(body))
+			sc.Buffer(make([]byte, 1<<20), 64<<20)
+			for sc.Scan() {
+				var l struct {
+					Offset *int64 `json:"offset"`
+				}
+				if json.Unmarshal(sc.Bytes(), &l) != nil || l.Offset == nil {
+					t.Fatalf("object %s: line without offset metadata: %.100q", o.Key, sc.Bytes())
+				}
+				seen[*l.Offset]++
+				a.Records++
+			}
+			if _, _, ok := nameRange(o.Key); !ok {
+				a.Problems = append(a.Problems, "unexpected object name "+o.Key)
+			}
+		}
+		var missing, twice int64
+		first := int64(-1)
+		for off := int64(0); off < end; off++ {
+			switch {
+			case seen[off] == 0:
+				missing++
+				if first < 0 {
+					first = off
+				}
+			case seen[off] > 1:
+				twice++
+			}
+		}
+		if missing > 0 || twice > 0 {
+			a.Problems = append(a.Problems, fmt.Sprintf("%s: %d of %d missing (first %d), %d twice", topic, missing, end, first, twice))
+		}
+		a.Missing += missing
+		a.Twice += twice
+	}
+	return a
+}
+
+// nameRange parses <partition>-<first>-<last>.<ext> from an object key.
+func nameRange(key string) (first, last int64, ok bool) {
+	base, _, _ := strings.Cut(path.Base(key), ".")
+	parts := strings.Split(base, "-")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	f, err1 := strconv.ParseInt(parts[1], 10, 64)
+	l, err2 := strconv.ParseInt(parts[2], 10, 64)
+	return f, l, err1 == nil && err2 == nil
+}
