@@ -290,8 +290,14 @@ func (d *decoder) duration(key, value string) {
 
 func (d *decoder) oneOf(key, value string, allowed ...string) {
 	if !slices.Contains(allowed, value) {
-		d.add(key, "%q%s is not allowed; use %s%s", value, d.origin(key), strings.Join(quoteAll(allowed), " or "), confkit.DidYouMean(value, allowed))
+		d.add(key, "%s", notAllowed(value, d.origin(key), allowed))
 	}
+}
+
+// notAllowed says that value (from origin, see decoder.origin) is none of
+// allowed, and which one it may be a typo of.
+func notAllowed(value, origin string, allowed []string) string {
+	return fmt.Sprintf("%q%s is not allowed; use %s%s", value, origin, strings.Join(quoteAll(allowed), " or "), confkit.DidYouMean(value, allowed))
 }
 
 func quoteAll(list []string) []string {
@@ -478,41 +484,8 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 				d.add(k(name), "%s is a sink setting; a source names its destination with topic", name)
 			}
 		}
-		switch {
-		case t.Topic.IsZero():
-			d.add(k("topic"), "missing: set topic = \"orders\" or a rule such as { strategy = \"field\", path = \"tenant\", template = \"orders.{value}\" }")
-		case t.Topic.Literal != "":
-			if msg := validTopicName(t.Topic.Literal); msg != "" {
-				d.add(k("topic"), "%q %s", t.Topic.Literal, msg)
-			}
-		default:
-			r := t.Topic
-			switch r.Strategy {
-			case "field", "header":
-				if r.Path == "" {
-					what := "the JSON field to route by, such as path = \"tenant\""
-					if r.Strategy == "header" {
-						what = "the header to route by, such as path = \"tenant\""
-					}
-					d.add(k("topic.path"), "missing: strategy = %q needs %s", r.Strategy, what)
-				}
-			case "key":
-				if r.Path != "" {
-					d.add(k("topic.path"), "strategy = \"key\" routes by the record key; remove path")
-				}
-			case "":
-				d.add(k("topic.strategy"), "missing: a routing rule needs strategy = \"field\", \"key\" or \"header\"")
-			default:
-				d.oneOf(k("topic.strategy"), r.Strategy, "field", "key", "header")
-			}
-			if msg := checkTemplate(r.Template); msg != "" {
-				d.add(k("topic.template"), "%s", msg)
-			}
-			if r.Fallback != "" {
-				if msg := validTopicName(r.Fallback); msg != "" {
-					d.add(k("topic.fallback"), "%q %s", r.Fallback, msg)
-				}
-			}
+		for _, p := range t.Topic.check(k("topic"), d.origin) {
+			d.add(p.Key, "%s", p.Message)
 		}
 		d.duration(k("linger_time"), t.LingerTime)
 		for _, f := range []struct {

@@ -469,3 +469,51 @@ func TestCheckSinkTarget(t *testing.T) {
 		}
 	}
 }
+
+// Route.Check is the one statement of a source's routing rules, for routes
+// Load reads and for routes built in code.
+func TestRouteCheck(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    Route
+		want []string // problems, "" for none
+	}{
+		{"literal", Route{Literal: "orders"}, nil},
+		{"field rule", Route{Strategy: "field", Path: "$.customer.region", Template: "orders.{value}", Fallback: "orders.other"}, nil},
+		{"key rule", Route{Strategy: "key", Template: "t.{value}"}, nil},
+		{"missing", Route{}, []string{"topics[0].topic: missing: set topic"}},
+		{"literal and rule", Route{Literal: "a", Strategy: "key"}, []string{"topics[0].topic: give a topic name or a routing rule, not both"}},
+		{"bad literal", Route{Literal: "a/b"}, []string{`topics[0].topic: "a/b" contains '/'`}},
+		{"field without path", Route{Strategy: "field", Template: "t.{value}"}, []string{"topics[0].topic.path: missing: strategy = \"field\" needs"}},
+		{"empty segment", Route{Strategy: "field", Path: "a..b", Template: "t.{value}"}, []string{`topics[0].topic.path: "a..b" has an empty segment`}},
+		{"header without path", Route{Strategy: "header", Template: "t.{value}"}, []string{"topics[0].topic.path: missing: strategy = \"header\" needs"}},
+		{"key with path", Route{Strategy: "key", Path: "x", Template: "t.{value}"}, []string{"topics[0].topic.path: strategy = \"key\" routes by the record key"}},
+		{"no strategy", Route{Template: "t.{value}"}, []string{"topics[0].topic.strategy: missing"}},
+		{"unknown strategy", Route{Strategy: "feild", Path: "x", Template: "t.{value}"}, []string{`topics[0].topic.strategy: "feild" is not allowed; use "field" or "key" or "header" (did you mean "field"?)`}},
+		{"no template", Route{Strategy: "key"}, []string{"topics[0].topic.template: is required"}},
+		{"template without value", Route{Strategy: "key", Template: "orders"}, []string{`topics[0].topic.template: "orders" has no {value}`}},
+		{"bad fallback", Route{Strategy: "key", Template: "t.{value}", Fallback: ".."}, []string{`topics[0].topic.fallback: ".." must not be . or ..`}},
+	} {
+		err := c.r.Check("topics[0].topic")
+		var ps confkit.Problems
+		if err != nil && !errors.As(err, &ps) {
+			t.Errorf("%s: %T is not confkit.Problems", c.name, err)
+			continue
+		}
+		if len(ps) != len(c.want) {
+			t.Errorf("%s: %v, want %d problems %q", c.name, err, len(c.want), c.want)
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(ps[i].Error(), w) {
+				t.Errorf("%s: %q, want %q...", c.name, ps[i].Error(), w)
+			}
+		}
+	}
+	if err := CheckTopicName("orders.eu"); err != nil {
+		t.Errorf("orders.eu: %v", err)
+	}
+	if err := CheckTopicName(strings.Repeat("a", 250)); err == nil || !strings.Contains(err.Error(), "longer than 249") {
+		t.Errorf("250 characters: %v", err)
+	}
+}

@@ -15,7 +15,7 @@ var routeKeys = []string{"strategy", "path", "template", "fallback"}
 
 // IsRule reports whether the route is a rule rather than a literal name.
 func (r Route) IsRule() bool {
-	return r.Literal == "" && (r.Strategy != "" || r.Template != "" || r.Path != "" || r.Fallback != "")
+	return r.Literal == "" && r.hasRuleKeys()
 }
 
 // IsZero reports whether topic was not set at all.
@@ -108,6 +108,91 @@ func (r Route) ruleMap() map[string]any {
 		m["fallback"] = r.Fallback
 	}
 	return m
+}
+
+// CheckTopicName reports why name is not a valid topic name: 1 to 249
+// characters from ASCII letters, digits, '.', '_' and '-', and not "." or
+// "..". The error quotes the name. It is the one statement of the rule, for
+// the definition files and for topics a routing rule renders at run time.
+func CheckTopicName(name string) error {
+	if msg := validTopicName(name); msg != "" {
+		return fmt.Errorf("%q %s", name, msg)
+	}
+	return nil
+}
+
+// Check reports what is wrong with a source's topic, the route key at key
+// (such as "topics[0].topic"): a literal must be a valid topic name; a rule
+// needs strategy "field" (with the JSON path of the field), "key" (no
+// path) or "header" (with the header's name), a template with {value} that
+// renders a valid name, and a valid fallback when it has one. It returns
+// confkit.Problems, or nil. Load reports these for every block it reads;
+// the source loop's router asks again for routes built in code, so the
+// rule is written once, here.
+func (r Route) Check(key string) error {
+	if ps := r.check(key, func(string) string { return "" }); len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
+// check is Check; origin says where a key's value came from
+// (" (from environment variable X)"), or "".
+func (r Route) check(key string, origin func(key string) string) confkit.Problems {
+	var ps confkit.Problems
+	add := func(k, format string, args ...any) {
+		ps = append(ps, confkit.Problem{Key: k, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case r.IsZero():
+		add(key, "missing: set topic = \"orders\" or a rule such as { strategy = \"field\", path = \"tenant\", template = \"orders.{value}\" }")
+		return ps
+	case r.Literal != "" && r.hasRuleKeys():
+		add(key, "give a topic name or a routing rule, not both")
+		return ps
+	case r.Literal != "":
+		if msg := validTopicName(r.Literal); msg != "" {
+			add(key, "%q %s", r.Literal, msg)
+		}
+		return ps
+	}
+	switch r.Strategy {
+	case "field":
+		path := strings.TrimPrefix(strings.TrimPrefix(r.Path, "$"), ".")
+		switch {
+		case path == "":
+			add(key+".path", "missing: strategy = \"field\" needs the JSON field to route by, such as path = \"tenant\"")
+		case slices.Contains(strings.Split(path, "."), ""):
+			add(key+".path", "%q has an empty segment; name nested fields as \"customer.region\"", r.Path)
+		}
+	case "header":
+		if r.Path == "" {
+			add(key+".path", "missing: strategy = \"header\" needs the header to route by, such as path = \"tenant\"")
+		}
+	case "key":
+		if r.Path != "" {
+			add(key+".path", "strategy = \"key\" routes by the record key; remove path")
+		}
+	case "":
+		add(key+".strategy", "missing: a routing rule needs strategy = \"field\", \"key\" or \"header\"")
+	default:
+		add(key+".strategy", "%s", notAllowed(r.Strategy, origin(key+".strategy"), []string{"field", "key", "header"}))
+	}
+	if msg := checkTemplate(r.Template); msg != "" {
+		add(key+".template", "%s", msg)
+	}
+	if r.Fallback != "" {
+		if msg := validTopicName(r.Fallback); msg != "" {
+			add(key+".fallback", "%q %s", r.Fallback, msg)
+		}
+	}
+	return ps
+}
+
+// hasRuleKeys reports whether any key of a routing rule is set, even beside
+// a literal (which only a Route built in code can have).
+func (r Route) hasRuleKeys() bool {
+	return r.Strategy != "" || r.Template != "" || r.Path != "" || r.Fallback != ""
 }
 
 // validTopicName reports why name is not a valid Kafka topic name, or "".
