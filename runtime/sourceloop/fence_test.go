@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -219,5 +220,93 @@ func TestTransactionalNeedsBrokerStore(t *testing.T) {
 		Store: &memStore{}, BootstrapServers: "127.0.0.1:1", TransactionalID: "x", Logger: testLogger(t)})
 	if err == nil || !strings.Contains(err.Error(), `state.storage = "broker"`) {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestTransactionsFenceAStaleCommit: owner a is stopped in the middle of
+// a commit (its EndTxn held by the broker, as if the process were paused
+// between producing a batch and committing it); b takes over, which aborts
+// a's open transaction. When a's commit reaches the broker it is refused:
+// the batch a produced is never visible to a read_committed consumer and
+// its checkpoint never loads.
+func TestTransactionsFenceAStaleCommit(t *testing.T) {
+	b := startBroker(t, broker.Config{AutoCreateTopics: true})
+	var (
+		mu      sync.Mutex
+		armed   bool
+		held    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	b.Cluster().ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		b.Cluster().KeepControl()
+		mu.Lock()
+		hold := armed && req.(*kmsg.EndTxnRequest).Commit
+		armed = armed && !hold
+		mu.Unlock()
+		if hold {
+			close(held)
+			b.Cluster().SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	topics := []definition.Topics{literal("seq")}
+	newStore := func() *state.BrokerStore {
+		st, err := state.NewBrokerStore(state.BrokerConfig{BootstrapServers: b.Addr(), Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	const txnID = "pico-connectors.source.seq"
+	srcA := &ownerSource{owner: "a"}
+	a := start(t, Config{Topics: topics, Source: srcA, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID, DeliveryTimeout: 20 * time.Second})
+	waitFor(t, "a's first three batches", func() bool { return a.tr.Counters.Acked.Load() >= 3 })
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	<-held
+	ackedA := a.tr.Counters.Acked.Load()
+
+	srcB := &ownerSource{owner: "b"}
+	bRun := start(t, Config{Topics: topics, Source: srcB, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID})
+	waitFor(t, "b's first three batches", func() bool { return bRun.tr.Counters.Acked.Load() >= 3 })
+	close(release)
+	select {
+	case err := <-a.done:
+		close(a.done)
+		if !errors.Is(err, ErrFenced) {
+			t.Fatalf("stale owner's Run = %v, want ErrFenced", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stale owner did not stop")
+	}
+	if got := a.tr.Counters.Acked.Load(); got != ackedA {
+		t.Fatalf("the stale owner acknowledged the held batch")
+	}
+	if err := bRun.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	recs := readCommitted(t, b.Addr(), "seq")
+	for i, m := range recs {
+		if want := fmt.Sprintf(`{"seq":%d}`, i); string(m.Value) != want {
+			t.Fatalf("committed record %d is %s, want %s", i, m.Value, want)
+		}
+	}
+	firstB := -1
+	for i, m := range recs {
+		if header(m, "owner") == "b" {
+			firstB = i
+			break
+		}
+	}
+	if firstB != int(ackedA)*10 {
+		t.Fatalf("b started at record %d, want %d (right after a's last committed batch)", firstB, ackedA*10)
+	}
+	cps := readCommitted(t, b.Addr(), "pico-connectors.state.seq")
+	for _, m := range cps {
+		if string(m.Value) == fmt.Sprintf("a:%d", (ackedA+1)*10) {
+			t.Fatalf("the held batch's checkpoint %s is committed", m.Value)
+		}
 	}
 }
