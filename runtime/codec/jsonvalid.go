@@ -1,5 +1,7 @@
 package codec
 
+import "encoding/binary"
+
 // validJSON reports whether b is one JSON value with optional surrounding
 // whitespace, accepting exactly what encoding/json.Valid accepts (strings
 // are not checked for valid UTF-8, as there; nesting is capped at the same
@@ -128,9 +130,28 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// Word-at-a-time constants: a byte of 0x01 and of 0x80 in every lane.
+const (
+	lanes01 = 0x0101010101010101
+	lanes80 = 0x8080808080808080
+)
+
+// plainWord reports whether the 8 bytes of w are all plain: no '"', no
+// '\\', none below 0x20. (x - 0x01...) &^ x has a lane's high bit set where
+// that lane of x is 0 (exact for the question "is any lane 0"), and
+// (w - 0x20...) &^ w where a lane of w is below 0x20.
+func plainWord(w uint64) bool {
+	q := w ^ (lanes01 * '"')
+	s := w ^ (lanes01 * '\\')
+	return ((q-lanes01)&^q|(s-lanes01)&^s|(w-lanes01*0x20)&^w)&lanes80 == 0
+}
+
 // str parses a string body from b[i] (after the opening quote).
 func str(b []byte, i int) (int, bool) {
 	for i < len(b) {
+		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plain[b[i]] {
 			i++
 		}

@@ -23,6 +23,19 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("validJSON(%.40q) = %v, json.Valid says %v", c, got, want)
 		}
 	}
+	// Every byte value at every position of the words str scans 8 at a
+	// time, and at the byte-by-byte tail.
+	for pos := 0; pos < 19; pos++ {
+		for c := 0; c < 256; c++ {
+			for _, tail := range []string{`"`, `x"`, `\n"`, `\"`} {
+				in := []byte(`"` + strings.Repeat("a", pos) + string(rune(0)) + strings.Repeat("b", 9) + tail)
+				in[1+pos] = byte(c)
+				if got, want := validJSON(in), json.Valid(in); got != want {
+					t.Fatalf("validJSON(%q) = %v, json.Valid says %v", in, got, want)
+				}
+			}
+		}
+	}
 	if ValidSinkPayload(plugin.SchemaJSON, []byte(`{"a"`)) || !ValidSinkPayload(plugin.SchemaJSON, []byte(`{"a":1}`)) {
 		t.Fatal("ValidSinkPayload does not use the JSON rule")
 	}
