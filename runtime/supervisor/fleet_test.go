@@ -98,6 +98,19 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	if e, _ := bsup.Get("source", "gen"); e.Placement == nil || e.Placement.Owner != "rt-b" || e.Placement.Generation < 2 {
 		t.Errorf("rt-b placement after takeover: %+v", e.Placement)
 	}
+	// A restart keeps the lease (same id, static membership): the source
+	// runs again before a session timeout could have passed.
+	restarted := time.Now()
+	if err := bsup.Restart(context.Background(), "source", "gen"); err != nil {
+		t.Fatal(err)
+	}
+	connectortest.WaitFor(t, 30*time.Second, "rt-b running the source after a restart", func() bool { return trB.Status() == status.Running })
+	if took := time.Since(restarted); took >= session {
+		t.Errorf("restart took %v, not shorter than the session timeout %v: the lease was not kept", took, session)
+	}
+	restartTook := time.Since(restarted)
+	start = trB.Counters.Produced.Load()
+	connectortest.WaitFor(t, 30*time.Second, "rt-b producing after the restart", func() bool { return trB.Counters.Produced.Load() >= start+100 })
 	if err := bsup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +125,8 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	if last := string(cps[len(cps)-1]); last != fmt.Sprint(len(recs)) {
 		t.Fatalf("last checkpoint %s, %d records committed", last, len(recs))
 	}
-	t.Logf("takeover after a graceful stop of the owner: %v (session timeout %v); %d records, each once", took.Round(100*time.Millisecond), session, len(recs))
+	t.Logf("takeover after a graceful stop of the owner: %v (session timeout %v); restart under the same id: %v; %d records, each once",
+		took.Round(100*time.Millisecond), session, restartTook.Round(100*time.Millisecond), len(recs))
 }
 
 // flakyOpens counts the Open calls of sup_test_flaky_source, which fail
