@@ -155,53 +155,31 @@ func AsFloat(v any) (float64, bool) {
 
 // AsStrings returns v as a list of strings.
 func AsStrings(v any) ([]string, bool) {
-	switch x := v.(type) {
-	case []string:
+	if x, ok := v.([]string); ok {
 		return append([]string(nil), x...), true
-	case []any:
-		out := make([]string, 0, len(x))
-		for _, e := range x {
-			s, ok := e.(string)
-			if !ok {
-				return nil, false
-			}
-			out = append(out, s)
-		}
-		return out, true
 	}
-	return nil, false
+	return asList(v, AsString)
 }
 
 // AsInts returns v as a list of ints.
-func AsInts(v any) ([]int, bool) {
-	l, ok := v.([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]int, 0, len(l))
-	for _, e := range l {
-		n, ok := AsInt(e)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, n)
-	}
-	return out, true
-}
+func AsInts(v any) ([]int, bool) { return asList(v, AsInt) }
 
 // AsFloats returns v as a list of float64.
-func AsFloats(v any) ([]float64, bool) {
+func AsFloats(v any) ([]float64, bool) { return asList(v, AsFloat) }
+
+// asList converts each element of a TOML array with conv, or fails.
+func asList[T any](v any, conv func(any) (T, bool)) ([]T, bool) {
 	l, ok := v.([]any)
 	if !ok {
 		return nil, false
 	}
-	out := make([]float64, 0, len(l))
+	out := make([]T, 0, len(l))
 	for _, e := range l {
-		n, ok := AsFloat(e)
+		x, ok := conv(e)
 		if !ok {
 			return nil, false
 		}
-		out = append(out, n)
+		out = append(out, x)
 	}
 	return out, true
 }
