@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -52,6 +54,8 @@ type Options struct {
 	Bootstrap string
 	// ID is runtime.id; empty leaves the default (HOSTNAME-PORT).
 	ID string
+	// Top are top-level keys written before the first table (mode = ...).
+	Top string
 	// Extra is appended to runtime.toml (mode, [fleet], [state], ...). A
 	// [state] section is added (path = "state") when Extra has none.
 	Extra string
@@ -93,6 +97,9 @@ func New(t testing.TB, bin string, o Options) *Runtime {
 	r := &Runtime{Dir: dir, API: FreeAddr(t), ID: o.ID, t: t, bin: bin, env: o.Env}
 	var b strings.Builder
 	b.WriteString("shutdown_grace = \"30s\"\n")
+	if o.Top != "" {
+		b.WriteString(o.Top + "\n")
+	}
 	if o.ID != "" {
 		fmt.Fprintf(&b, "id = %q\n", o.ID)
 	}
@@ -520,4 +527,96 @@ func nameRange(key string) (first, last int64, ok bool) {
 	f, err1 := strconv.ParseInt(parts[1], 10, 64)
 	l, err2 := strconv.ParseInt(parts[2], 10, 64)
 	return f, l, err1 == nil && err2 == nil
+}
+
+// ReadCommitted returns the values of every committed record of partition 0
+// of topic, in offset order, read with isolation.level = read_committed:
+// what a transaction aborted, or a fenced producer wrote, is not there.
+func ReadCommitted(t testing.TB, addr, topic string) [][]byte {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fleet-reader", "isolation.level": "read_committed",
+		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); {
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			out = append(out, e.Value)
+		case kafka.PartitionEOF:
+			return out
+		}
+	}
+	t.Fatalf("read %s: no end after 120 s (%d records)", topic, len(out))
+	return nil
+}
+
+// PGWriter inserts rows (id, note) with increasing ids into a table in
+// small transactions until Halt, reconnecting after errors.
+type PGWriter struct {
+	dsn, table string
+	rows       int
+	written    atomic.Int64 // highest id committed
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// StartPGWriter writes rows transactions of rows rows every pause.
+func StartPGWriter(dsn, table string, rows int, pause time.Duration) *PGWriter {
+	w := &PGWriter{dsn: dsn, table: table, rows: rows, stop: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		var conn *pgx.Conn
+		defer func() {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+		}()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(pause):
+			}
+			if conn == nil {
+				c, err := pgx.Connect(context.Background(), w.dsn)
+				if err != nil {
+					continue
+				}
+				conn = c
+			}
+			from := w.written.Load() + 1
+			to := from + int64(w.rows) - 1
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := conn.Exec(ctx, `INSERT INTO `+w.table+` SELECT g, 'row ' || g FROM generate_series($1::bigint, $2::bigint) g ON CONFLICT DO NOTHING`, from, to)
+			cancel()
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+				continue
+			}
+			w.written.Store(to)
+		}
+	}()
+	return w
+}
+
+// Written is the highest id committed so far.
+func (w *PGWriter) Written() int64 { return w.written.Load() }
+
+// Halt stops writing and returns Written.
+func (w *PGWriter) Halt() int64 {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	w.wg.Wait()
+	return w.written.Load()
 }
