@@ -44,9 +44,6 @@ func fromConfig(c s3sinkconfig.Config) options {
 		o.Compression = compressZstd
 	}
 	o.ParquetCodec = string(c.ParquetCompression)
-	if o.ParquetCodec == "" {
-		o.ParquetCodec = "snappy"
-	}
 	for _, col := range c.Columns {
 		spec := columnSpec{Name: col.Name, Type: string(col.Type), Path: col.Path, Optional: col.Optional, Scale: col.Scale}
 		if col.Precision != nil {

@@ -3,11 +3,13 @@ package s3sink
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
+	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -28,14 +30,16 @@ func TestFromConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := fromConfig(cfg)
-	want := defaultOptions()
+	want := s3sinkconfig.Default()
 	want.Bucket, want.Region = "picomq-archive", "eu-west-1"
-	if o.PathTemplate.Source != want.PathTemplate.Source || len(o.PathTemplate.Parts) != 5 {
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("Load of the required keys = %+v\nDefault() = %+v", cfg, want)
+	}
+	o := fromConfig(cfg)
+	if o.PathTemplate.Source != "{topic}/{date}/{hour}" || len(o.PathTemplate.Parts) != 5 {
 		t.Fatalf("template = %+v", o.PathTemplate)
 	}
-	o.PathTemplate = want.PathTemplate
-	if o.MaxFileSize != 8<<20 || o.Format != formatJSONLines || !o.IncludeMetadata || o.IncludeHeaders ||
+	if o.ParquetCodec != "snappy" || o.MaxFileSize != 8<<20 || o.Format != formatJSONLines || !o.IncludeMetadata || o.IncludeHeaders ||
 		o.MaxAttempts != 3 || o.RetryDelay != time.Second || o.RotateByMessages || o.PathStyle || o.Buffered || o.MaxBufferSize != 256<<20 || o.MaxInFlight != 4 || o.Compression != compressNone {
 		t.Fatalf("options = %+v", o)
 	}
@@ -71,7 +75,7 @@ func TestFromConfigEverything(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(o, plugin.Env{})
+	s := newSink(o, sinktest.Env(t))
 	if s.opts.Prefix != "raw" {
 		t.Fatalf("prefix %q", s.opts.Prefix)
 	}
@@ -89,11 +93,14 @@ func TestTroubleshootingThroughLoad(t *testing.T) {
 		mod  func(map[string]any)
 		want string
 	}{
-		{"partial credentials", func(m map[string]any) { m["access_key_id"] = "AKIA" }, "Partially configured credentials"},
+		{"partial credentials, access key only", func(m map[string]any) { m["access_key_id"] = "AKIA" },
+			"Partially configured credentials: access_key_id is set but secret_access_key is not"},
+		{"partial credentials, secret only", func(m map[string]any) { m["secret_access_key"] = "s" },
+			"Partially configured credentials: secret_access_key is set but access_key_id is not"},
 		{"invalid region", func(m map[string]any) { m["region"] = "europe" }, "Invalid S3 region 'europe'"},
 		{"messages without max", func(m map[string]any) { m["file_rotation"] = "messages" },
 			"file_rotation is 'messages' but max_messages_per_file is not configured"},
-		{"too large", func(m map[string]any) { m["max_file_size"] = "6GiB" }, "exceeds S3 single PutObject limit of 5 GiB"},
+		{"too large", func(m map[string]any) { m["max_file_size"] = "6GiB" }, "max_file_size (6GiB) exceeds S3 single PutObject limit of 5 GiB"},
 	}
 	for _, c := range cases {
 		m := base()
@@ -118,7 +125,7 @@ func TestQuickStartAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := reg.NewSink(cfg, plugin.Env{Key: "orders_s3"})
+	sink, err := reg.NewSink(cfg, sinktest.Env(t))
 	if err != nil {
 		t.Fatal(err)
 	}
