@@ -6,10 +6,11 @@
 //
 // Each runtime joins with group.instance.id = its runtime id (static
 // membership), so a runtime restarted within the session timeout gets its
-// leases back at once, without a rebalance; a runtime that dies loses them
-// after the session timeout, when another member is assigned partition 0.
-// The assignor is cooperative-sticky, so a runtime that joins does not move
-// a lease from its holder.
+// leases back at once, without a rebalance (Close keeps the membership); a
+// runtime that dies loses them after the session timeout, when another
+// member is assigned partition 0; a runtime that stops gracefully (Leave)
+// hands them over at once. The assignor is cooperative-sticky, so a
+// runtime that joins does not move a lease from its holder.
 //
 // A lease says who should run a source; it does not stop a stale holder on
 // its own (a paused process still believes it holds it until it heartbeats
@@ -96,6 +97,7 @@ type Lease struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stopLogs context.CancelFunc
+	leave    bool // set before stop is closed: leave the group on the way out
 }
 
 // Start creates the lease topic when it is missing, joins the key's group
@@ -256,6 +258,9 @@ func (l *Lease) poll() {
 	for {
 		select {
 		case <-l.stop:
+			if l.leave {
+				l.leaveGroup()
+			}
 			return
 		default:
 		}
@@ -268,6 +273,30 @@ func (l *Lease) poll() {
 		if now := time.Now(); now.After(next) {
 			next = now.Add(describeEvery)
 			l.describe()
+		}
+	}
+}
+
+// leaveGroup unsubscribes, which makes librdkafka send a LeaveGroup even
+// for a static member (it skips it only when the consumer is closed), and
+// polls until the lease is revoked and the request has had time to go out.
+func (l *Lease) leaveGroup() {
+	if err := l.c.Unsubscribe(); err != nil {
+		l.log.Warn("leaving the lease group failed; another runtime takes the source over after the session timeout", "err", err)
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var released time.Time
+	for time.Now().Before(deadline) {
+		l.c.Poll(50)
+		if l.View().Held {
+			continue
+		}
+		if released.IsZero() {
+			released = time.Now()
+		}
+		if time.Since(released) > 200*time.Millisecond {
+			return
 		}
 	}
 }
@@ -346,11 +375,17 @@ func (l *Lease) Wait(ctx context.Context) (lost <-chan struct{}, err error) {
 	}
 }
 
-// Close leaves the group. A static member's departure is noticed by the
-// broker only after the session timeout, so another runtime takes the
-// source over then (a restart of this one within it takes it back at
-// once).
-func (l *Lease) Close() {
+// Close stops the lease without leaving the group: the broker keeps this
+// runtime's static membership until the session timeout, so a restart
+// under the same id within it takes the lease back at once, and otherwise
+// another runtime takes the source over after it.
+func (l *Lease) Close() { l.close(false) }
+
+// Leave leaves the group, then stops the lease: another runtime takes the
+// source over at once (a graceful stop of the runtime).
+func (l *Lease) Leave() { l.close(true) }
+
+func (l *Lease) close(leave bool) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -358,6 +393,7 @@ func (l *Lease) Close() {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	l.leave = leave
 	close(l.stop)
 	<-l.done
 	l.setHeld(false, "")

@@ -104,3 +104,28 @@ func TestRestartKeepsLease(t *testing.T) {
 		t.Fatalf("%d holders", n)
 	}
 }
+
+// TestLeaveHandsOver: a holder that leaves (a graceful stop) hands the
+// lease over at once, well within the session timeout.
+func TestLeaveHandsOver(t *testing.T) {
+	b := connectortest.Broker(t)
+	a := start(t, b.Addr(), "rt-a")
+	if _, err := a.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, b.Addr(), "rt-b")
+	connectortest.Eventually(t, 30*time.Second, func() error {
+		if v := c.View(); len(v.Members) != 2 {
+			return fmt.Errorf("rt-b sees %+v, want two members", v)
+		}
+		return nil
+	})
+	left := time.Now()
+	a.Leave()
+	ctx, cancel := context.WithTimeout(context.Background(), session/2)
+	defer cancel()
+	if _, err := c.Wait(ctx); err != nil {
+		t.Fatalf("rt-b did not get the lease within half the session timeout after rt-a left: %v", err)
+	}
+	t.Logf("handover after a leave: %v", time.Since(left).Round(10*time.Millisecond))
+}

@@ -85,7 +85,7 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 			SessionTimeout:   fleet.SessionTimeoutDuration(),
 			Logger:           c.log,
 			OnChange: func(v lease.View) {
-				c.tracker.SetPlacement(status.Placement{Owner: v.Owner, Generation: v.Changes})
+				c.notePlacement(v.Owner)
 				s.fleet.set(key, v.Members)
 			},
 		})
@@ -94,7 +94,13 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 	if err != nil {
 		return err
 	}
-	defer func() { l.Close() }()
+	defer func() {
+		if s.leaving.Load() {
+			l.Leave() // the runtime stops: hand the source over at once
+		} else {
+			l.Close() // a restart: keep the membership, take it back at once
+		}
+	}()
 	wait := backoff.Exponential(retryBase, retryMax)
 	failures := 0
 	for ctx.Err() == nil {
@@ -168,4 +174,16 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// notePlacement records the source's owner; the generation counts owner
+// changes across this runtime's leases of the source (restarts included).
+func (c *conn) notePlacement(owner string) {
+	c.placeMu.Lock()
+	defer c.placeMu.Unlock()
+	if owner != "" && owner != c.lastOwner {
+		c.ownerChanges++
+		c.lastOwner = owner
+	}
+	c.tracker.SetPlacement(status.Placement{Owner: owner, Generation: c.ownerChanges})
 }

@@ -48,9 +48,9 @@ func readCommitted(t *testing.T, addr, topic string) [][]byte {
 
 // TestDistributedOneOwnerThenTakeover: two runtimes in distributed mode
 // with the same source: one runs it, the other stands by and shows the
-// owner; when the owner stops, the other takes the source over within the
-// session timeout plus start-up and goes on from the owner's checkpoint:
-// the committed records are 0..N-1, each once.
+// owner; when the owner stops (its lease leaves the group), the other
+// takes the source over and goes on from the owner's checkpoint; a restart
+// keeps the lease; the committed records are 0..N-1, each once.
 func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	if err != nil {
@@ -125,7 +125,7 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	if last := string(cps[len(cps)-1]); last != fmt.Sprint(len(recs)) {
 		t.Fatalf("last checkpoint %s, %d records committed", last, len(recs))
 	}
-	t.Logf("takeover after a graceful stop of the owner: %v (session timeout %v); restart under the same id: %v; %d records, each once",
+	t.Logf("takeover after a graceful stop of the owner (it leaves the lease group): %v (session timeout %v); restart under the same id: %v; %d records, each once",
 		took.Round(100*time.Millisecond), session, restartTook.Round(100*time.Millisecond), len(recs))
 }
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/api"
@@ -59,6 +60,8 @@ type Supervisor struct {
 	ownStore *state.BrokerStore
 	// fleet is what the source leases saw of the other runtimes.
 	fleet fleetView
+	// leaving is set by Stop: the source leases leave their groups.
+	leaving atomic.Bool
 
 	mu    sync.Mutex
 	conns map[string]*conn // kind + "/" + key
@@ -72,6 +75,11 @@ type conn struct {
 	def     *definition.Definition
 	tracker *status.Tracker
 	log     *slog.Logger
+
+	// Distributed sources: the last owner seen and how often it changed.
+	placeMu      sync.Mutex
+	lastOwner    string
+	ownerChanges int64
 
 	mu     sync.Mutex // serialises start, stop and restart
 	cancel context.CancelFunc
@@ -433,8 +441,11 @@ func (s *Supervisor) stop(ctx context.Context, c *conn) error {
 
 // Stop stops every connector gracefully: sources after their current
 // batch, sinks after Close has flushed. It waits at most shutdown_grace
-// (or until ctx ends), then closes the embedded broker.
+// (or until ctx ends), then closes the embedded broker. In distributed
+// mode the sources' leases leave their groups, so other runtimes take the
+// sources over at once rather than after the session timeout.
 func (s *Supervisor) Stop(ctx context.Context) error {
+	s.leaving.Store(true)
 	ctx, cancel := context.WithTimeout(ctx, s.grace)
 	defer cancel()
 	var wg sync.WaitGroup
