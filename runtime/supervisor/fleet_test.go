@@ -181,3 +181,49 @@ func TestDistributedSourceRetriedWhileHeld(t *testing.T) {
 		t.Fatalf("last error %q", e.LastError)
 	}
 }
+
+// TestStandaloneBrokerStore: state.storage = "broker" without a fleet: the
+// checkpoints are in the broker, and a new runtime (no local files) goes on
+// from the last one.
+func TestStandaloneBrokerStore(t *testing.T) {
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	run := func() {
+		cfg := writeConfig(t, fmt.Sprintf("[broker]\nbootstrap_servers = %q\n[state]\nstorage = \"broker\"\ntopic = \"ckpt\"\n", b.Addr()),
+			map[string]string{"gen.toml": sourceDef("gen", true)})
+		sup, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sup.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		tr, _ := sup.Tracker("source", "gen")
+		connectortest.WaitFor(t, 30*time.Second, "100 records", func() bool { return tr.Counters.Produced.Load() >= 100 })
+		if err := sup.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	run()
+	recs, err := b.ReadTopic(context.Background(), "seq_gen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		var v struct{ Seq int }
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.Seq != i {
+			t.Fatalf("record %d = %s: the second runtime did not go on from the checkpoint", i, r.Value)
+		}
+	}
+	cps := readCommitted(t, b.Addr(), "ckpt.gen")
+	if len(cps) == 0 {
+		t.Fatal("no checkpoint in the broker")
+	}
+	if last := string(cps[len(cps)-1]); last != fmt.Sprint(len(recs)) {
+		t.Fatalf("last checkpoint %q, %d records", last, len(recs))
+	}
+}
