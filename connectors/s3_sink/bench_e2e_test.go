@@ -104,7 +104,7 @@ func sinkConsume(b *testing.B, srv *s3test.Server, addr, topic string, n int) (t
 	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 	o.Prefix = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	m := newTestMetrics()
-	sink := &timedSink{Sink: newSink(o, plugin.Env{Key: "bench", Metrics: m})}
+	sink := &timedSink{Sink: newSink(o, sinkEnv("bench", m))}
 	tr := status.New(string(plugin.KindSink), "bench", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

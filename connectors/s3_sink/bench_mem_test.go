@@ -40,7 +40,7 @@ func openBenchSink(b *testing.B, srv *s3test.Server, mod func(*options)) *Sink {
 	if mod != nil {
 		mod(&o)
 	}
-	s := newSink(o, plugin.Env{Key: "bench"})
+	s := newSink(o, sinkEnv("bench", plugin.DiscardMetrics))
 	if err := s.Open(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func BenchmarkSinkUpload(b *testing.B) {
 				o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, srv.Endpoint, true
 				o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 				o.Compression = comp
-				s := newSink(o, plugin.Env{Key: "bench", Metrics: m})
+				s := newSink(o, sinkEnv("bench", m))
 				if err := s.Open(context.Background()); err != nil {
 					b.Fatal(err)
 				}

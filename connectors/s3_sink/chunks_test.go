@@ -102,7 +102,7 @@ func TestSmallFilesHoldLittle(t *testing.T) {
 	for _, byMessages := range []bool{false, true} {
 		o := defaultOptions()
 		o.RotateByMessages, o.MaxMessages = byMessages, 1000
-		s := newSink(o, plugin.Env{})
+		s := newSink(o, sinkEnv("test", plugin.DiscardMetrics))
 		r := benchRecords(1, 100)[0]
 		for p := int32(0); p < 1000; p++ {
 			r.Partition = p

@@ -155,7 +155,7 @@ func openAt(t *testing.T, srv *s3test.Server, endpoint, prefix string, mod func(
 	if mod != nil {
 		mod(&o)
 	}
-	s := newSink(o, plugin.Env{Key: "eo"})
+	s := newSink(o, sinkEnv("eo", plugin.DiscardMetrics))
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -658,7 +658,7 @@ func TestRotationBeforeThePutObjectLimit(t *testing.T) {
 	for _, comp := range []compression{compressNone, compressGzip} {
 		o := defaultOptions()
 		o.MaxFileSize, o.Compression = maxPutObjectSize, comp
-		s := newSink(o, plugin.Env{})
+		s := newSink(o, sinkEnv("test", plugin.DiscardMetrics))
 		p := &partition{bufferKey: bufferKey{"t", 0}}
 		p.open.count = 1
 		r := rec(plugin.SchemaRaw, strings.Repeat("a", 1000))

@@ -85,7 +85,7 @@ func newHarness(t *testing.T, mod func(*options)) *harness {
 		mod(&o)
 	}
 	h := &harness{t: t, srv: srv, proxy: proxy, metrics: newTestMetrics()}
-	h.sink = newSink(o, plugin.Env{Key: "s3test", Metrics: h.metrics})
+	h.sink = newSink(o, sinkEnv("s3test", h.metrics))
 	if err := h.sink.Open(context.Background()); err != nil {
 		t.Fatalf("Open: %v\n%s", err, srv.Logs())
 	}

@@ -1,12 +1,19 @@
 package s3sink
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/runtime/plugin"
 )
+
+// sinkEnv is an Env as the runtime hands it, with a logger that discards.
+func sinkEnv(key string, m plugin.Metrics) plugin.Env {
+	return plugin.Env{Key: key, Logger: slog.New(slog.DiscardHandler), Metrics: m}
+}
 
 // defaultOptions is what the sink reads of a Config with every schema
 // default; tests set the bucket, region and what they need on top.

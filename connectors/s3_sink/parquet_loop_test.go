@@ -62,7 +62,7 @@ func TestParquetDeadLetters(t *testing.T) {
 		o.PathTemplate = mustTemplate(t, "{topic}")
 		o.IncludeMetadata = false
 		parquetOpts([]columnSpec{{Name: "id", Type: "int64"}, {Name: "name", Type: "string"}}, "zstd")(&o)
-		return newSink(o, plugin.Env{Key: "orders_s3", Logger: sinktest.Env(t).Logger})
+		return newSink(o, plugin.Env{Key: "orders_s3", Logger: sinktest.Env(t).Logger, Metrics: plugin.DiscardMetrics})
 	}
 	block := definition.Topics{Pattern: `^orders$`, Schema: "json", BatchLength: 50, PollInterval: "20ms"}
 

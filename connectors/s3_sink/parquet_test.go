@@ -547,7 +547,7 @@ func BenchmarkParquetEncode(b *testing.B) {
 	o.Format, o.ParquetCodec = formatParquet, "zstd"
 	o.Columns = []columnSpec{{Name: "id", Type: "int64"}, {Name: "customer", Type: "string"}, {Name: "total", Type: "double"},
 		{Name: "currency", Type: "string"}, {Name: "items", Type: "json"}, {Name: "note", Type: "string"}}
-	s := newSink(o, plugin.Env{})
+	s := newSink(o, sinkEnv("test", plugin.DiscardMetrics))
 	p := &partition{bufferKey: bufferKey{"orders.eu", 0}}
 	b.SetBytes(1024)
 	b.ReportAllocs()

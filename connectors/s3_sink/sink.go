@@ -192,9 +192,6 @@ type sinkMetrics struct {
 }
 
 func newMetrics(m plugin.Metrics) sinkMetrics {
-	if m == nil {
-		m = plugin.DiscardMetrics
-	}
 	return sinkMetrics{
 		recordsBuffered: m.Counter("s3_sink_records_buffered_total", "Records appended to an open file."),
 		recordsUploaded: m.Counter("s3_sink_records_uploaded_total", "Records in files uploaded to S3."),
@@ -218,9 +215,6 @@ func newMetrics(m plugin.Metrics) sinkMetrics {
 func newSink(o options, env plugin.Env) *Sink {
 	o.Prefix = trimPrefix(o.Prefix)
 	log := env.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	chunk := chunkSizeFor(o.MaxFileSize, o.RotateByMessages)
 	// Keep enough free chunks to refill one file, so rotation does not
 	// allocate; the rest go to the garbage collector.

@@ -29,7 +29,7 @@ func openWith(t *testing.T, srv *s3test.Server, proxy *faultproxy.Proxy, mod fun
 	if mod != nil {
 		mod(&o)
 	}
-	s := newSink(o, plugin.Env{Key: "t"})
+	s := newSink(o, sinkEnv("t", plugin.DiscardMetrics))
 	return s, s.Open(context.Background())
 }
 
