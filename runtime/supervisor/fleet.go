@@ -90,18 +90,40 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 			},
 		})
 	}
-	l, err := join()
-	if err != nil {
-		return err
+	wait := backoff.Exponential(retryBase, retryMax)
+	// rejoin joins the lease group, again and again while the broker
+	// cannot be reached (runtimes may start before it); nil when ctx ends.
+	rejoin := func() *lease.Lease {
+		for tries := 1; ; tries++ {
+			l, err := join()
+			if err == nil {
+				if c.tracker.Status() == status.Error {
+					c.tracker.Set(status.Standby)
+				}
+				return l
+			}
+			d := wait(tries)
+			c.log.Warn("cannot join the source's lease group; trying again", "err", err.Error(), "in", d.Round(time.Millisecond).String())
+			c.tracker.Fail(err)
+			if backoff.Sleep(ctx, d) != nil {
+				return nil
+			}
+		}
+	}
+	l := rejoin()
+	if l == nil {
+		return nil
 	}
 	defer func() {
+		if l == nil {
+			return
+		}
 		if s.leaving.Load() {
 			l.Leave() // the runtime stops: hand the source over at once
 		} else {
 			l.Close() // a restart: keep the membership, take it back at once
 		}
 	}()
-	wait := backoff.Exponential(retryBase, retryMax)
 	failures := 0
 	for ctx.Err() == nil {
 		lost, err := l.Wait(ctx)
@@ -127,8 +149,8 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 			c.log.Warn("another runtime took the source over; standing by", "err", err.Error())
 			c.tracker.Set(status.Standby)
 			l.Close()
-			if l, err = join(); err != nil {
-				return err
+			if l = rejoin(); l == nil {
+				return nil
 			}
 			continue
 		case err != nil && !closed(lost):
