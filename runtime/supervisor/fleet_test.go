@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -226,4 +227,39 @@ func TestStandaloneBrokerStore(t *testing.T) {
 	if last := string(cps[len(cps)-1]); last != fmt.Sprint(len(recs)) {
 		t.Fatalf("last checkpoint %q, %d records", last, len(recs))
 	}
+}
+
+// TestDistributedBrokerLater: a runtime started before its broker shows
+// Error while it cannot join the source's lease group, and runs the source
+// once the broker is up.
+func TestDistributedBrokerLater(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a lease join timeout")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := writeConfig(t, fmt.Sprintf("mode = \"distributed\"\nid = \"rt-a\"\n[broker]\nbootstrap_servers = %q\n[state]\nstorage = \"broker\"\n", addr),
+		map[string]string{"gen.toml": sourceDef("gen", true)})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop(context.Background())
+	tr, _ := sup.Tracker("source", "gen")
+	connectortest.WaitFor(t, 60*time.Second, "Error while the broker is down", func() bool { return tr.Status() == status.Error })
+	b, err := broker.Start(broker.Config{Address: addr, AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	connectortest.WaitFor(t, 60*time.Second, "the source running once the broker is up", func() bool {
+		return tr.Status() == status.Running && tr.Counters.Produced.Load() > 0
+	})
 }
