@@ -112,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	step("sinkloop", b.sinkLoopRows)
 	step("rss", b.rssRows)
 	step("pg", b.pgRows)
+	step("fleet", b.fleetRows)
 	b.logf("done in %s", time.Since(b.start).Round(time.Second))
 
 	table := formatTable(rows)

@@ -7,8 +7,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -173,6 +174,14 @@ publication = "fleet_pub"
 	for _, r := range e.rts {
 		r.Start()
 	}
+	t.Cleanup(func() {
+		// PICO_FLEET_LOGS=DIR keeps each runtime's log of a failed run.
+		if dir := os.Getenv("PICO_FLEET_LOGS"); dir != "" && t.Failed() {
+			for _, r := range e.rts {
+				_ = os.WriteFile(filepath.Join(dir, r.ID+".log"), []byte(r.Output()), 0o644)
+			}
+		}
+	})
 	return e
 }
 
@@ -190,40 +199,13 @@ func pgExec(t *testing.T, dsn, sql string) {
 	}
 }
 
-// owner returns the runtime that runs the source: status Running and
-// placement.owner its own id, as its API says; nil when none does (yet).
-// Paused runtimes are left out.
-func (e *fleetEnv) owner(key string, skip ...*fleet.Runtime) *fleet.Runtime {
-	for _, r := range e.rts {
-		if !r.Alive() || slices.Contains(skip, r) {
-			continue
-		}
-		if en, err := r.Entry("source", key); err == nil && en.Status == "Running" && en.Placement.Owner == r.ID {
-			return r
-		}
-	}
-	return nil
-}
-
-// waitOwner waits until a runtime other than skip runs the source and has
-// produced since it took it over.
 func (e *fleetEnv) waitOwner(key string, limit time.Duration, skip ...*fleet.Runtime) *fleet.Runtime {
 	e.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		if r := e.owner(key, skip...); r != nil {
-			return r
-		}
-		if time.Now().After(deadline) {
-			var views []string
-			for _, r := range e.rts {
-				en, err := r.Entry("source", key)
-				views = append(views, fmt.Sprintf("%s alive=%v: %s owner=%q err=%v %s", r.ID, r.Alive(), en.Status, en.Placement.Owner, err, en.LastError))
-			}
-			e.t.Fatalf("no runtime runs source %s after %s: %v", key, limit, views)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return fleet.WaitOwner(e.t, e.rts, key, limit, skip...)
+}
+
+func (e *fleetEnv) owner(key string, skip ...*fleet.Runtime) *fleet.Runtime {
+	return fleet.Owner(e.rts, key, skip...)
 }
 
 // killOwner SIGKILLs the owner of key, measures how long until another
@@ -249,60 +231,16 @@ func (e *fleetEnv) killOwner(key string) {
 	victim.Start()
 }
 
-// checkpoints checks that the source's checkpoints, in the order the broker
-// committed them, never go backwards, and returns the last one.
-func (e *fleetEnv) checkpoints(key string, pos func(blob []byte) (uint64, error)) []byte {
+// checkpoints checks that the source's checkpoints never went backwards
+// and returns the last one.
+func (e *fleetEnv) checkpoints(key string, pos func([]byte) (uint64, error)) []byte {
 	e.t.Helper()
-	cps := fleet.ReadCommitted(e.t, e.broker.Addr, "pico-connectors.state."+key)
-	if len(cps) == 0 {
-		e.t.Fatalf("source %s: no checkpoint committed", key)
-	}
-	var last uint64
-	for i, cp := range cps {
-		p, err := pos(cp)
-		if err != nil {
-			e.t.Fatalf("source %s: checkpoint %d %.200q: %v", key, i, cp, err)
-		}
-		if p < last {
-			e.t.Fatalf("source %s: checkpoint %d (%.200s) is behind the one before it (position %d < %d): a stale owner saved state", key, i, cp, p, last)
-		}
-		last = p
+	cps, err := fleet.Checkpoints(e.t, e.broker.Addr, key, pos)
+	if err != nil {
+		e.t.Fatal(err)
 	}
 	e.t.Logf("source %s: %d checkpoints, never backwards; last %.120s", key, len(cps), cps[len(cps)-1])
 	return cps[len(cps)-1]
-}
-
-func randomPos(blob []byte) (uint64, error) {
-	var s struct {
-		NextSeq *uint64 `json:"next_seq"`
-	}
-	if err := json.Unmarshal(blob, &s); err != nil {
-		return 0, err
-	}
-	if s.NextSeq == nil {
-		// A bare number (the state is the next sequence).
-		var n uint64
-		err := json.Unmarshal(blob, &n)
-		return n, err
-	}
-	return *s.NextSeq, nil
-}
-
-func cdcPos(blob []byte) (uint64, error) {
-	var s struct {
-		LSN string `json:"lsn"`
-	}
-	if err := json.Unmarshal(blob, &s); err != nil {
-		return 0, err
-	}
-	if s.LSN == "" {
-		return 0, nil // still in the snapshot
-	}
-	var hi, lo uint64
-	if _, err := fmt.Sscanf(s.LSN, "%X/%X", &hi, &lo); err != nil {
-		return 0, fmt.Errorf("lsn %q: %v", s.LSN, err)
-	}
-	return hi<<32 | lo, nil
 }
 
 // checkRandom: every sequence number below the last checkpoint is on the
@@ -311,29 +249,11 @@ func cdcPos(blob []byte) (uint64, error) {
 // checkpoint).
 func (e *fleetEnv) checkRandom() {
 	e.t.Helper()
-	next, err := randomPos(e.checkpoints(fleetRandom, randomPos))
+	next, err := fleet.RandomPos(e.checkpoints(fleetRandom, fleet.RandomPos))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	seen := map[uint64]int{}
-	for _, v := range fleet.ReadCommitted(e.t, e.broker.Addr, "src.rnd") {
-		var r struct {
-			Seq *uint64 `json:"seq"`
-		}
-		if json.Unmarshal(v, &r) != nil || r.Seq == nil {
-			e.t.Fatalf("src.rnd: record without seq: %.100q", v)
-		}
-		seen[*r.Seq]++
-	}
-	var missing, twice int
-	for s := uint64(0); s < next; s++ {
-		switch {
-		case seen[s] == 0:
-			missing++
-		case seen[s] > 1:
-			twice++
-		}
-	}
+	missing, twice := fleet.Exactly(fleet.CountField(e.t, e.broker.Addr, "src.rnd", "seq"), 0, int64(next))
 	if missing > 0 || twice > 0 {
 		e.t.Errorf("src.rnd: of sequences 0..%d, %d missing and %d written more than once", next-1, missing, twice)
 	} else {
@@ -345,26 +265,8 @@ func (e *fleetEnv) checkRandom() {
 // would be a stale owner's or a replay's.
 func (e *fleetEnv) checkCDC(rows int64) {
 	e.t.Helper()
-	e.checkpoints(fleetCDC, cdcPos)
-	seen := map[int64]int{}
-	for _, v := range fleet.ReadCommitted(e.t, e.broker.Addr, "src.cdc") {
-		var r struct {
-			ID *int64 `json:"id"`
-		}
-		if json.Unmarshal(v, &r) != nil || r.ID == nil {
-			e.t.Fatalf("src.cdc: record without id: %.100q", v)
-		}
-		seen[*r.ID]++
-	}
-	var missing, twice int
-	for id := int64(1); id <= rows; id++ {
-		switch {
-		case seen[id] == 0:
-			missing++
-		case seen[id] > 1:
-			twice++
-		}
-	}
+	e.checkpoints(fleetCDC, fleet.CDCPos)
+	missing, twice := fleet.Exactly(fleet.CountField(e.t, e.broker.Addr, "src.cdc", "id"), 1, rows+1)
 	if missing > 0 || twice > 0 {
 		e.t.Errorf("src.cdc: of rows 1..%d, %d missing and %d delivered more than once", rows, missing, twice)
 	} else {

@@ -128,6 +128,7 @@ func run(args []string) int {
 		{"kill-s3", (*suite).killS3},
 		{"s3-faults", (*suite).s3Faults},
 		{"s3-group", (*suite).s3Group},
+		{"fleet", (*suite).fleetScenario},
 		{"broker-outage", (*suite).brokerOutage},
 		{"pg-restart", (*suite).pgRestart},
 		{"http-state", (*suite).httpState},

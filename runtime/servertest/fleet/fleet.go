@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,7 @@ type Runtime struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	out  *runtimebin.Output
+	past strings.Builder // what earlier processes wrote
 	done chan struct{}
 }
 
@@ -148,6 +150,9 @@ func (r *Runtime) Start() {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	r.mu.Lock()
+	if r.out != nil {
+		r.past.WriteString(r.out.String())
+	}
 	r.cmd, r.out, r.done = cmd, out, done
 	r.mu.Unlock()
 	deadline := time.Now().Add(60 * time.Second)
@@ -199,14 +204,15 @@ func (r *Runtime) Tail() string {
 	return s
 }
 
-// Output returns everything the current process wrote.
+// Output returns everything the processes of this runtime wrote, the
+// earlier ones first.
 func (r *Runtime) Output() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.out == nil {
 		return ""
 	}
-	return r.out.String()
+	return r.past.String() + r.out.String()
 }
 
 func (r *Runtime) signal(s syscall.Signal) {
@@ -467,6 +473,7 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 			t.Fatalf("list %s/%s/: %v", prefix, topic, err)
 		}
 		seen := map[int64]int{}
+		in := map[int64][]string{} // offset -> objects, kept for the first problems
 		for _, o := range objs {
 			if strings.HasSuffix(o.Key, ".lost") {
 				a.Markers++
@@ -489,6 +496,9 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 					t.Fatalf("object %s: line without offset metadata: %.100q", o.Key, sc.Bytes())
 				}
 				seen[*l.Offset]++
+				if len(in[*l.Offset]) < 4 {
+					in[*l.Offset] = append(in[*l.Offset], path.Base(o.Key))
+				}
 				a.Records++
 			}
 			if _, _, ok := nameRange(o.Key); !ok {
@@ -505,6 +515,9 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 					first = off
 				}
 			case seen[off] > 1:
+				if twice == 0 {
+					a.Problems = append(a.Problems, fmt.Sprintf("%s offset %d in %v", topic, off, in[off]))
+				}
 				twice++
 			}
 		}
@@ -619,4 +632,127 @@ func (w *PGWriter) Halt() int64 {
 	}
 	w.wg.Wait()
 	return w.written.Load()
+}
+
+// Owner returns the runtime of rts that runs source key: its API shows
+// status Running and placement.owner its own ID. Runtimes in skip, and
+// those not running, are left out; nil when none does.
+func Owner(rts []*Runtime, key string, skip ...*Runtime) *Runtime {
+	for _, r := range rts {
+		if !r.Alive() || slices.Contains(skip, r) {
+			continue
+		}
+		if en, err := r.Entry("source", key); err == nil && en.Status == "Running" && en.Placement.Owner == r.ID {
+			return r
+		}
+	}
+	return nil
+}
+
+// WaitOwner waits up to limit for Owner to find one, and fails t with what
+// each runtime shows when none does.
+func WaitOwner(t testing.TB, rts []*Runtime, key string, limit time.Duration, skip ...*Runtime) *Runtime {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		if r := Owner(rts, key, skip...); r != nil {
+			return r
+		}
+		if time.Now().After(deadline) {
+			var views []string
+			for _, r := range rts {
+				en, err := r.Entry("source", key)
+				views = append(views, fmt.Sprintf("%s alive=%v: %s owner=%q err=%v %s", r.ID, r.Alive(), en.Status, en.Placement.Owner, err, en.LastError))
+			}
+			t.Fatalf("no runtime runs source %s after %s: %v", key, limit, views)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Checkpoints reads the committed checkpoints of source key from the
+// broker state store (topic pico-connectors.state.KEY, read_committed) and
+// checks, with pos giving each one's position, that they never go
+// backwards. It returns them, and an error naming the first that does.
+func Checkpoints(t testing.TB, addr, key string, pos func(blob []byte) (uint64, error)) ([][]byte, error) {
+	t.Helper()
+	cps := ReadCommitted(t, addr, "pico-connectors.state."+key)
+	if len(cps) == 0 {
+		return nil, fmt.Errorf("source %s: no checkpoint committed", key)
+	}
+	var last uint64
+	for i, cp := range cps {
+		p, err := pos(cp)
+		if err != nil {
+			return cps, fmt.Errorf("source %s: checkpoint %d %.200q: %v", key, i, cp, err)
+		}
+		if p < last {
+			return cps, fmt.Errorf("source %s: checkpoint %d (%.200s) is behind the one before it (position %d < %d): a stale owner saved state", key, i, cp, p, last)
+		}
+		last = p
+	}
+	return cps, nil
+}
+
+// RandomPos is the position of a random source checkpoint: next_seq.
+func RandomPos(blob []byte) (uint64, error) {
+	var s struct {
+		NextSeq *uint64 `json:"next_seq"`
+	}
+	if err := json.Unmarshal(blob, &s); err != nil {
+		return 0, err
+	}
+	if s.NextSeq == nil {
+		return 0, fmt.Errorf("no next_seq")
+	}
+	return *s.NextSeq, nil
+}
+
+// CDCPos is the position of a Postgres CDC checkpoint: its LSN (0 while
+// the snapshot runs).
+func CDCPos(blob []byte) (uint64, error) {
+	var s struct {
+		LSN string `json:"lsn"`
+	}
+	if err := json.Unmarshal(blob, &s); err != nil {
+		return 0, err
+	}
+	if s.LSN == "" {
+		return 0, nil
+	}
+	var hi, lo uint64
+	if _, err := fmt.Sscanf(s.LSN, "%X/%X", &hi, &lo); err != nil {
+		return 0, fmt.Errorf("lsn %q: %v", s.LSN, err)
+	}
+	return hi<<32 | lo, nil
+}
+
+// CountField reads topic (read_committed) and counts how often each value
+// of the integer JSON field appears; a record without it fails t.
+func CountField(t testing.TB, addr, topic, field string) map[int64]int {
+	t.Helper()
+	seen := map[int64]int{}
+	for _, v := range ReadCommitted(t, addr, topic) {
+		var r map[string]json.RawMessage
+		var n int64
+		if json.Unmarshal(v, &r) != nil || json.Unmarshal(r[field], &n) != nil {
+			t.Fatalf("%s: record without an integer %q: %.100q", topic, field, v)
+		}
+		seen[n]++
+	}
+	return seen
+}
+
+// Exactly counts, of the values from..to-1, those missing from seen and
+// those seen more than once.
+func Exactly(seen map[int64]int, from, to int64) (missing, twice int64) {
+	for v := from; v < to; v++ {
+		switch {
+		case seen[v] == 0:
+			missing++
+		case seen[v] > 1:
+			twice++
+		}
+	}
+	return missing, twice
 }
