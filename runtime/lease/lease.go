@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,7 @@ type Lease struct {
 	acquired chan struct{} // closed when Held turns true; replaced on loss
 	lost     chan struct{} // closed when Held turns false; replaced on gain
 	closed   bool
+	fatal    error // the consumer cannot go on (see Wait)
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -266,6 +268,10 @@ func (l *Lease) poll() {
 		}
 		switch e := l.c.Poll(100).(type) {
 		case kafka.Error:
+			if e.IsFatal() {
+				l.failed(e)
+				return
+			}
 			l.log.Debug("lease consumer error", "err", e)
 		case *kafka.Message:
 			// The lease topic carries no records; nothing to do.
@@ -275,6 +281,20 @@ func (l *Lease) poll() {
 			l.describe()
 		}
 	}
+}
+
+// failed ends the lease after a fatal consumer error: most likely another
+// runtime joined with the same id, which fences this one.
+func (l *Lease) failed(e kafka.Error) {
+	err := fmt.Errorf("lease of %s: %w", l.cfg.Key, e)
+	if e.Code() == kafka.ErrFencedInstanceID || strings.Contains(e.Error(), "fenced") {
+		err = fmt.Errorf("lease of %s: another runtime joined with the same runtime id %q; give each runtime its own id (id, PICOMQ_CONNECTORS_ID): %w", l.cfg.Key, l.cfg.RuntimeID, e)
+	}
+	l.log.Error("source lease ended", "err", err)
+	l.mu.Lock()
+	l.fatal = err
+	l.mu.Unlock()
+	l.setHeld(false, "")
 }
 
 // leaveGroup unsubscribes, which makes librdkafka send a LeaveGroup even
@@ -344,6 +364,12 @@ func (l *Lease) describe() {
 	l.notify(v)
 }
 
+func (l *Lease) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatal
+}
+
 // View returns what the lease knows now.
 func (l *Lease) View() View {
 	l.mu.Lock()
@@ -353,12 +379,17 @@ func (l *Lease) View() View {
 
 // Wait blocks until this runtime holds the lease, then returns a channel
 // closed when it loses it (or Close is called). It returns ctx's error
-// when ctx ends first, and an error when the lease is closed.
+// when ctx ends first, an error when the lease is closed, and the fatal
+// error that ended the lease (such as another runtime joining with the
+// same id), which joining again would not cure.
 func (l *Lease) Wait(ctx context.Context) (lost <-chan struct{}, err error) {
 	for {
 		l.mu.Lock()
-		acq, lst, held, closed := l.acquired, l.lost, l.view.Held, l.closed
+		acq, lst, held, closed, fatal := l.acquired, l.lost, l.view.Held, l.closed, l.fatal
 		l.mu.Unlock()
+		if fatal != nil {
+			return nil, fatal
+		}
 		if closed {
 			return nil, errors.New("lease closed")
 		}
@@ -369,6 +400,9 @@ func (l *Lease) Wait(ctx context.Context) (lost <-chan struct{}, err error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-l.done:
+			if err := l.err(); err != nil {
+				return nil, err
+			}
 			return nil, errors.New("lease closed")
 		case <-acq:
 		}
@@ -398,6 +432,10 @@ func (l *Lease) close(leave bool) {
 	<-l.done
 	l.setHeld(false, "")
 	l.admin.Close()
-	_ = l.c.Close()
+	if l.err() == nil {
+		// confluent-kafka-go 2.11's Close hangs on a consumer in a fatal
+		// state; that one is left to the process's end.
+		_ = l.c.Close()
+	}
 	l.stopLogs()
 }

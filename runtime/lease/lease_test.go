@@ -2,7 +2,9 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +130,32 @@ func TestLeaveHandsOver(t *testing.T) {
 		t.Fatalf("rt-b did not get the lease within half the session timeout after rt-a left: %v", err)
 	}
 	t.Logf("handover after a leave: %v", time.Since(left).Round(10*time.Millisecond))
+}
+
+// TestSameIDFenced: a second runtime joining with the same id fences the
+// first one's lease, whose Wait then names the id instead of joining again.
+func TestSameIDFenced(t *testing.T) {
+	b := connectortest.Broker(t)
+	a := start(t, b.Addr(), "rt-a")
+	if _, err := a.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	twin := start(t, b.Addr(), "rt-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := twin.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	connectortest.Eventually(t, 60*time.Second, func() error {
+		wctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if _, err = a.Wait(wctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("the first rt-a still waits or holds: %v", err)
+		}
+		return nil
+	})
+	if !strings.Contains(err.Error(), `same runtime id "rt-a"`) {
+		t.Fatalf("Wait = %v", err)
+	}
 }

@@ -128,7 +128,12 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 	for ctx.Err() == nil {
 		lost, err := l.Wait(ctx)
 		if err != nil {
-			return nil // ctx ended
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Fatal to the lease, such as a second runtime with this
+			// id: joining again would fence that one in turn.
+			return err
 		}
 		c.log.Info("this runtime runs the source now", "runtime_id", s.cfg.Runtime.RuntimeID())
 		c.tracker.Set(status.Starting)
