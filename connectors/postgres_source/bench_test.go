@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 )
 
@@ -22,7 +23,7 @@ const benchRows = 100_000
 // (id, tenant, amount, created_at, note) in transactions of 1,000 rows,
 // after creating slot pristine, whose WAL every iteration re-reads through
 // a copy of the slot.
-func benchTable(b *testing.B) (*testDB, options) {
+func benchTable(b *testing.B) (*testDB, postgressourceconfig.Config) {
 	db := newDB(b)
 	db.exec(`CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`)
 	opt := db.cdcOptions("ev")
@@ -30,7 +31,7 @@ func benchTable(b *testing.B) (*testDB, options) {
 	if v, err := strconv.Atoi(os.Getenv("PICO_BENCH_BATCH")); err == nil {
 		opt.BatchSize = v
 	}
-	opt.Slot = "pristine_" + db.tag
+	opt.ReplicationSlot = "pristine_" + db.tag
 	s, err := openSource(opt, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -54,7 +55,7 @@ func copySlot(b *testing.B, db *testDB, from, to string) {
 // batch).
 func BenchmarkCDC(b *testing.B) {
 	db, opt := benchTable(b)
-	pristine := opt.Slot
+	pristine := opt.ReplicationSlot
 	var rawT, rawStreamT, srcT, streamT time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -72,21 +73,21 @@ func BenchmarkCDC(b *testing.B) {
 
 		for _, reader := range []string{readerPeek, readerStream} {
 			o := opt
-			o.Reader = reader
-			o.Slot = fmt.Sprintf("src_%s_%s_%d", reader, db.tag, i)
+			o.CDCReader = postgressourceconfig.CDCReader(reader)
+			o.ReplicationSlot = fmt.Sprintf("src_%s_%s_%d", reader, db.tag, i)
 			o.CreateSlot = false
-			copySlot(b, db, pristine, o.Slot)
+			copySlot(b, db, pristine, o.ReplicationSlot)
 			d := sourcePass(b, o)
 			if reader == readerPeek {
 				srcT += d
 			} else {
 				streamT += d
 			}
-			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.Slot + `' AND active_pid IS NOT NULL`)
+			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.ReplicationSlot + `' AND active_pid IS NOT NULL`)
 			connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
-				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.Slot+`' AND active`) == "0"
+				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.ReplicationSlot+`' AND active`) == "0"
 			})
-			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
+			db.exec(`SELECT pg_drop_replication_slot('` + o.ReplicationSlot + `')`)
 		}
 	}
 	n := float64(b.N * benchRows)
@@ -101,7 +102,7 @@ func BenchmarkCDC(b *testing.B) {
 // rawStreamPass reads the benchmark WAL from slot over one replication
 // connection (START_REPLICATION, pgoutput) and parses every message,
 // confirming the position after each 10,000 rows; no records are built.
-func rawStreamPass(b testing.TB, db *testDB, slot string, opt options) time.Duration {
+func rawStreamPass(b testing.TB, db *testDB, slot string, opt postgressourceconfig.Config) time.Duration {
 	ctx := context.Background()
 	cfg, err := pgconn.ParseConfig(db.dsn)
 	if err != nil {
@@ -154,7 +155,7 @@ func rawStreamPass(b testing.TB, db *testDB, slot string, opt options) time.Dura
 }
 
 // sourcePass polls and acknowledges benchRows records, timed.
-func sourcePass(b *testing.B, o options) time.Duration {
+func sourcePass(b *testing.B, o postgressourceconfig.Config) time.Duration {
 	s, err := openSource(o, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -208,7 +209,7 @@ func BenchmarkPolling(b *testing.B) {
 }
 
 // rawPeek reads the whole benchmark WAL from slot: peek, parse, advance.
-func rawPeek(b testing.TB, conn *pgconn.PgConn, slot string, opt options) {
+func rawPeek(b testing.TB, conn *pgconn.PgConn, slot string, opt postgressourceconfig.Config) {
 	ctx := context.Background()
 	rows := 0
 	for rows < benchRows {
@@ -239,7 +240,7 @@ func rawPeek(b testing.TB, conn *pgconn.PgConn, slot string, opt options) {
 }
 
 // rawPass is rawPeek on its own connection, timed.
-func rawPass(b testing.TB, db *testDB, slot string, opt options) time.Duration {
+func rawPass(b testing.TB, db *testDB, slot string, opt postgressourceconfig.Config) time.Duration {
 	conn, err := pgconn.Connect(context.Background(), db.dsn)
 	if err != nil {
 		b.Fatal(err)
@@ -263,7 +264,7 @@ func BenchmarkCDCSustained(b *testing.B) {
 			db := newDB(b)
 			db.exec(`CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`)
 			opt := db.cdcOptions("ev")
-			opt.Reader = reader
+			opt.CDCReader = postgressourceconfig.CDCReader(reader)
 			opt.BatchSize = 10_000
 			s, err := openSource(opt, nil)
 			if err != nil {

@@ -149,11 +149,11 @@ ORDER BY a.attnum`, t.quoted())
 	for i := 1; i <= len(pkPos); i++ {
 		info.pk = append(info.pk, pkPos[i])
 	}
-	if s.opt.PrimaryKeyColumn != "" {
-		if _, ok := info.colType[s.opt.PrimaryKeyColumn]; !ok {
-			return nil, fmt.Errorf("primary_key_column: table %s has no column %q", t, s.opt.PrimaryKeyColumn)
+	if s.cfg.PrimaryKeyColumn != "" {
+		if _, ok := info.colType[s.cfg.PrimaryKeyColumn]; !ok {
+			return nil, fmt.Errorf("primary_key_column: table %s has no column %q", t, s.cfg.PrimaryKeyColumn)
 		}
-		info.pk = []string{s.opt.PrimaryKeyColumn}
+		info.pk = []string{s.cfg.PrimaryKeyColumn}
 	}
 	return info, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -46,13 +47,13 @@ func (s *Source) setupCDC(ctx context.Context) error {
 }
 
 func (s *Source) setupPublication(ctx context.Context, user string) error {
-	pub := s.opt.Publication
+	pub := s.cfg.Publication
 	rows, err := s.query(ctx, `SELECT puballtables, pubupdate OR pubdelete FROM pg_catalog.pg_publication WHERE pubname = $1`, pub)
 	if err != nil {
 		return err
 	}
 	if len(rows) == 0 {
-		if !s.opt.CreatePublication {
+		if !s.cfg.CreatePublication {
 			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = '%s')", pub, quoteIdent(pub), s.tableList(), s.publishList())
 		}
 		if err := s.checkReplicaIdentity(ctx, s.tables, s.ops[opUpdate] || s.ops[opDelete]); err != nil {
@@ -92,7 +93,7 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 	for _, t := range missing {
 		list = append(list, t.quoted())
 	}
-	if !s.opt.CreatePublication {
+	if !s.cfg.CreatePublication {
 		return permanent("publication %q does not include %s and create_publication is false; add with ALTER PUBLICATION %s ADD TABLE %s", pub, strings.Join(list, ", "), quoteIdent(pub), strings.Join(list, ", "))
 	}
 	if err := s.checkReplicaIdentity(ctx, missing, string(rows[0][1]) == "t"); err != nil {
@@ -117,7 +118,7 @@ func (s *Source) checkTables(ctx context.Context) error {
 	rows, err := s.query(ctx, `SELECT u.s, u.n, to_regclass(format('%I.%I', u.s, u.n)) IS NOT NULL
 FROM unnest($1::text[], $2::text[]) AS u(s, n)
 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt WHERE pt.pubname = $3 AND pt.schemaname = u.s AND pt.tablename = u.n)`,
-		string(arrayLiteral(schemas)), string(arrayLiteral(names)), s.opt.Publication)
+		string(arrayLiteral(schemas)), string(arrayLiteral(names)), s.cfg.Publication)
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt WHERE pt.pub
 	if string(rows[0][2]) != "t" {
 		return fmt.Errorf("tables: %s was dropped while the source was running, so none of its changes are captured; remove it from tables, or recreate it and restart the source", t)
 	}
-	return fmt.Errorf("tables: %s is no longer in publication %q, so none of its changes are captured; add it back with ALTER PUBLICATION %s ADD TABLE %s (changes made meanwhile are not published; with create_publication = true the source adds it back when it reconnects, after this error)", t, s.opt.Publication, quoteIdent(s.opt.Publication), t.quoted())
+	return fmt.Errorf("tables: %s is no longer in publication %q, so none of its changes are captured; add it back with ALTER PUBLICATION %s ADD TABLE %s (changes made meanwhile are not published; with create_publication = true the source adds it back when it reconnects, after this error)", t, s.cfg.Publication, quoteIdent(s.cfg.Publication), t.quoted())
 }
 
 // publishList is the publication's publish parameter: the captured
@@ -168,7 +169,7 @@ FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass`, t.quoted())
 			continue
 		}
 		return permanent("tables: %s %s: in publication %q, which publishes updates and deletes, every UPDATE and DELETE the application runs on it would fail (\"cannot update table because it does not have a replica identity\"); the publication was left unchanged. Run ALTER TABLE %s REPLICA IDENTITY FULL, or add a primary key, or capture inserts only with capture_operations = [\"insert\"]",
-			t, why, s.opt.Publication, t.quoted())
+			t, why, s.cfg.Publication, t.quoted())
 	}
 	return nil
 }
@@ -184,7 +185,7 @@ func (s *Source) tableList() string {
 // setupSlot finds or creates the slot and reconciles its position with
 // the committed LSN: the committed LSN wins when it is ahead.
 func (s *Source) setupSlot(ctx context.Context, db string) error {
-	slot := s.opt.Slot
+	slot := s.cfg.ReplicationSlot
 	rows, err := s.query(ctx, `SELECT plugin, slot_type, database, active, coalesce(active_pid::text, ''), coalesce(confirmed_flush_lsn::text, '')
 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot)
 	if err != nil {
@@ -194,7 +195,7 @@ FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot)
 		if s.committedLSN != 0 || (s.committed.Snapshot != nil && len(s.committed.Snapshot.Tables) > 0) {
 			return permanent("replication slot %q was dropped after this source had delivered changes up to LSN %s; changes since then cannot be recovered from it. Delete this source's checkpoint to start over with a new slot (and snapshot = \"initial\" to re-read the tables)", slot, s.committedLSN)
 		}
-		if !s.opt.CreateSlot {
+		if !s.cfg.CreateSlot {
 			return permanent("replication slot %q does not exist and create_slot is false; create it with SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", slot, slot)
 		}
 		return s.createSlot(ctx)
@@ -232,7 +233,7 @@ FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot)
 // into a repeatable-read transaction on the main connection, so the rows
 // read are exactly those the slot's stream starts after.
 func (s *Source) createSlot(ctx context.Context) error {
-	slot := s.opt.Slot
+	slot := s.cfg.ReplicationSlot
 	wantSnap := s.committed.Snapshot != nil && !s.committed.Snapshot.Done
 	if !wantSnap {
 		rows, err := s.query(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
@@ -243,7 +244,7 @@ func (s *Source) createSlot(ctx context.Context) error {
 		s.log.Info("created replication slot", "slot", slot, "lsn", s.slotLSN)
 		return nil
 	}
-	rc := s.cfg.Copy()
+	rc := s.pgcfg.Copy()
 	rc.RuntimeParams["replication"] = "database"
 	repl, err := pgconn.ConnectConfig(ctx, rc)
 	if err != nil {
@@ -268,26 +269,26 @@ func (s *Source) createSlot(ctx context.Context) error {
 func (s *Source) slotError(err error) error {
 	switch pgErrorCode(err) {
 	case "42501":
-		return permanent("creating replication slot %q: %v; the user needs the REPLICATION privilege (ALTER ROLE ... REPLICATION)", s.opt.Slot, err)
+		return permanent("creating replication slot %q: %v; the user needs the REPLICATION privilege (ALTER ROLE ... REPLICATION)", s.cfg.ReplicationSlot, err)
 	case "53400":
-		return permanent("creating replication slot %q: %v; raise max_replication_slots or drop an unused slot", s.opt.Slot, err)
+		return permanent("creating replication slot %q: %v; raise max_replication_slots or drop an unused slot", s.cfg.ReplicationSlot, err)
 	case "55000":
-		return permanent("creating replication slot %q: %v", s.opt.Slot, err)
+		return permanent("creating replication slot %q: %v", s.cfg.ReplicationSlot, err)
 	}
-	return fmt.Errorf("creating replication slot %q: %w", s.opt.Slot, err)
+	return fmt.Errorf("creating replication slot %q: %w", s.cfg.ReplicationSlot, err)
 }
 
 // peekError turns the errors of the slot functions into clear ones.
 func (s *Source) peekError(err error) error {
 	switch pgErrorCode(err) {
 	case "42704":
-		return permanent("replication slot %q does not exist any more (dropped while this source was running); changes since LSN %s cannot be recovered from it. Delete this source's checkpoint to start over", s.opt.Slot, s.committedLSN)
+		return permanent("replication slot %q does not exist any more (dropped while this source was running); changes since LSN %s cannot be recovered from it. Delete this source's checkpoint to start over", s.cfg.ReplicationSlot, s.committedLSN)
 	case "55006":
-		return errTransient{fmt.Errorf("replication slot %q is in use by another process: %v", s.opt.Slot, err)}
+		return errTransient{fmt.Errorf("replication slot %q is in use by another process: %v", s.cfg.ReplicationSlot, err)}
 	case "42501":
-		return permanent("reading replication slot %q: %v", s.opt.Slot, err)
+		return permanent("reading replication slot %q: %v", s.cfg.ReplicationSlot, err)
 	case "42P01":
-		return fmt.Errorf("publication %q is missing or names a dropped table: %w", s.opt.Publication, err)
+		return fmt.Errorf("publication %q is missing or names a dropped table: %w", s.cfg.Publication, err)
 	}
 	return err
 }
@@ -297,7 +298,7 @@ func (s *Source) advance(ctx context.Context) error {
 	if s.pendingAdvance <= s.slotLSN {
 		return nil
 	}
-	rows, err := s.query(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::pg_lsn)`, s.opt.Slot, s.pendingAdvance.String())
+	rows, err := s.query(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::pg_lsn)`, s.cfg.ReplicationSlot, s.pendingAdvance.String())
 	if err != nil {
 		return s.peekError(err)
 	}
@@ -315,7 +316,7 @@ func (s *Source) advance(ctx context.Context) error {
 // for the peek reader, a standby status update for the stream reader
 // (whose open stream holds the slot).
 func (s *Source) moveSlot(ctx context.Context) error {
-	if s.opt.Reader == readerStream {
+	if s.cfg.CDCReader == postgressourceconfig.CDCReaderStream {
 		if s.streamConn == nil {
 			return nil // confirmed when the stream starts again
 		}
@@ -356,7 +357,7 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 			}
 		}
 	}
-	if s.opt.Reader == readerStream {
+	if s.cfg.CDCReader == postgressourceconfig.CDCReaderStream {
 		b, err := s.pollStream(ctx)
 		if err == nil && len(b.Messages) == 0 && ctx.Err() == nil {
 			err = s.checkTables(ctx)
@@ -413,7 +414,7 @@ func (s *Source) closeCursor() {
 // transactions) across as many polls as it takes. more says the peek was
 // full and has been read to its end, so there may be more WAL.
 func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
-	limit := s.opt.BatchSize
+	limit := s.cfg.BatchSize
 	cur := s.cursor
 	if cur == nil {
 		// The flush position, not the write position: logical decoding
@@ -433,7 +434,7 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 		qctx, cancel := context.WithCancel(context.Background())
 		rr := s.conn.ExecParams(qctx,
 			`SELECT lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
-			[][]byte{[]byte(s.opt.Slot), []byte(strconv.Itoa(limit)), []byte(quoteIdent(s.opt.Publication))},
+			[][]byte{[]byte(s.cfg.ReplicationSlot), []byte(strconv.Itoa(limit)), []byte(quoteIdent(s.cfg.Publication))},
 			nil, nil, []int16{1, 1})
 		cur = &peekCursor{rr: rr, cancel: cancel, d: s.newDecoder(), flush: flush}
 		s.cursor = cur
@@ -442,7 +443,7 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 	defer stop()
 	d := cur.d
 	done := false
-	for len(d.msgs) < s.opt.BatchSize {
+	for len(d.msgs) < s.cfg.BatchSize {
 		if !cur.rr.NextRow() {
 			done = true
 			break
@@ -641,7 +642,7 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 		buf, _ = s.enc.appendTuple(buf, rel, old, keyOnly, nil)
 		buf = append(buf, '}')
 	}
-	if s.opt.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		buf = appendCDCMeta(buf, rel, lsn, d.commit)
 	}
 	buf = append(buf, '}')
@@ -667,7 +668,7 @@ func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 	s := d.s
 	buf := []byte(`{"` + keyOp + `":"truncate","` + keyTable + `":`)
 	buf = append(buf, rel.tableJSON...)
-	if s.opt.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		buf = append(buf, `,"`+keyLSN+`":"`...)
 		buf = appendLSN(buf, lsn)
 		buf = append(buf, `","`+keyCommitTime+`":"`...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 )
 
@@ -21,7 +22,7 @@ ALTER TABLE full_orders REPLICA IDENTITY FULL;
 CREATE TABLE other (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("orders", "public.full_orders")
 	opt.IncludeMetadata = true
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	s := open(t, opt, nil)
 	db.exec(`INSERT INTO orders VALUES (1, 'a', 1, 'x'), (2, 'b', 2, 'y');
 INSERT INTO other VALUES (1);
@@ -79,7 +80,7 @@ func testUnchangedToast(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE docs (id int PRIMARY KEY, n int, body text)`)
 	opt := db.cdcOptions("docs")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	s := open(t, opt, nil)
 	db.exec(`INSERT INTO docs SELECT 1, 1, string_agg(md5(i::text), '') FROM generate_series(1, 5000) i;
 UPDATE docs SET n = 2 WHERE id = 1`)
@@ -111,7 +112,7 @@ func testCDCNackAckResume(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("t")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	// peek: upto_nchanges counts begin and commit too: 4 + 3 + 3 rows.
 	opt.BatchSize = 8
 	if reader == readerStream {
@@ -134,8 +135,8 @@ func testCDCNackAckResume(t *testing.T, reader string) {
 	if reader == readerStream {
 		next(t, s) // the stream confirms asynchronously
 		nack(t, s)
-		connectortest.WaitFor(t, 15*time.Second, "the slot at the committed state", func() bool { return slotPos(t, db, opt.Slot).String() == mustState(t, b2.State) })
-	} else if pos := slotPos(t, db, opt.Slot); pos.String() != mustState(t, b2.State) {
+		connectortest.WaitFor(t, 15*time.Second, "the slot at the committed state", func() bool { return slotPos(t, db, opt.ReplicationSlot).String() == mustState(t, b2.State) })
+	} else if pos := slotPos(t, db, opt.ReplicationSlot); pos.String() != mustState(t, b2.State) {
 		t.Errorf("slot at %s, state %s", pos, b2.State)
 	}
 	b3 := next(t, s)
@@ -166,14 +167,14 @@ func testQuietDatabaseAdvances(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE noise (id serial PRIMARY KEY, v text)`)
 	opt := db.cdcOptions("t")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	s := open(t, opt, nil)
-	start := slotPos(t, db, opt.Slot)
+	start := slotPos(t, db, opt.ReplicationSlot)
 	db.exec(`INSERT INTO noise (v) SELECT 'x' FROM generate_series(1, 1000)`)
 	connectortest.WaitFor(t, 15*time.Second, "the slot to advance", func() bool {
 		empty(t, s)
 		ack(t, s) // the runtime acknowledges the empty batch
-		return slotPos(t, db, opt.Slot) > start
+		return slotPos(t, db, opt.ReplicationSlot) > start
 	})
 	// Still nothing lost afterwards.
 	db.exec(`INSERT INTO t VALUES (1)`)

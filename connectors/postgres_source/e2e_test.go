@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -96,7 +97,7 @@ func (m *memSource) Close(context.Context) error { return nil }
 // memory (the producer's limit).
 func BenchmarkCDCEndToEnd(b *testing.B) {
 	db, opt := benchTable(b)
-	pristine := opt.Slot
+	pristine := opt.ReplicationSlot
 	topics := []definition.Topics{{Topic: definition.Route{Literal: "ev"}, Schema: "json", BatchLength: 10000, LingerTime: "5ms", CreateTopics: true}}
 	var rawT, e2eT, streamT, prodT time.Duration
 	var recorded []plugin.Batch
@@ -110,10 +111,10 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 		// Source → broker, with each reader.
 		for _, reader := range []string{readerPeek, readerStream} {
 			o := opt
-			o.Reader = reader
-			o.Slot = fmt.Sprintf("e2e_%s_%s_%d", reader, db.tag, i)
+			o.CDCReader = postgressourceconfig.CDCReader(reader)
+			o.ReplicationSlot = fmt.Sprintf("e2e_%s_%s_%d", reader, db.tag, i)
 			o.CreateSlot = false
-			copySlot(b, db, pristine, o.Slot)
+			copySlot(b, db, pristine, o.ReplicationSlot)
 			s, err := newSource(o, testEnv())
 			if err != nil {
 				b.Fatal(err)
@@ -132,11 +133,11 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 				streamT += time.Since(t0)
 			}
 			run.Stop()
-			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.Slot + `' AND active_pid IS NOT NULL`)
+			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.ReplicationSlot + `' AND active_pid IS NOT NULL`)
 			connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
-				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.Slot+`' AND active`) == "0"
+				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.ReplicationSlot+`' AND active`) == "0"
 			})
-			db.exec(`SELECT pg_drop_replication_slot('` + o.Slot + `')`)
+			db.exec(`SELECT pg_drop_replication_slot('` + o.ReplicationSlot + `')`)
 			br.Close()
 		}
 

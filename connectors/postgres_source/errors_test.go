@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
@@ -24,8 +26,8 @@ func TestCDCErrors(t *testing.T) {
 
 	t.Run("slot of another plugin", func(t *testing.T) {
 		opt := db.cdcOptions("t")
-		opt.Slot = "other_" + db.tag
-		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.Slot + `', 'test_decoding')`)
+		opt.ReplicationSlot = "other_" + db.tag
+		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.ReplicationSlot + `', 'test_decoding')`)
 		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), `uses output plugin "test_decoding"; this source needs pgoutput`) {
 			t.Fatalf("got %v", err)
@@ -33,7 +35,7 @@ func TestCDCErrors(t *testing.T) {
 	})
 	t.Run("no replication privilege", func(t *testing.T) {
 		opt := db.cdcOptions("t")
-		opt.ConnString = db.srv.DSNFor(bob, db.tag)
+		opt.ConnectionString = confkit.NewSecret(db.srv.DSNFor(bob, db.tag))
 		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), `user "`+bob+`" lacks the REPLICATION privilege`) {
 			t.Fatalf("got %v", err)
@@ -41,7 +43,7 @@ func TestCDCErrors(t *testing.T) {
 	})
 	t.Run("no create_slot", func(t *testing.T) {
 		opt := db.cdcOptions("t")
-		opt.Slot = "absent_" + db.tag
+		opt.ReplicationSlot = "absent_" + db.tag
 		opt.CreateSlot = false
 		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), "does not exist and create_slot is false") {
@@ -50,15 +52,15 @@ func TestCDCErrors(t *testing.T) {
 	})
 	t.Run("slot in use", func(t *testing.T) {
 		opt := db.cdcOptions("t")
-		opt.Slot = "busy_" + db.tag
-		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.Slot + `', 'pgoutput')`)
+		opt.ReplicationSlot = "busy_" + db.tag
+		db.exec(`SELECT pg_create_logical_replication_slot('` + opt.ReplicationSlot + `', 'pgoutput')`)
 		ctx := context.Background()
 		repl, err := pgconn.Connect(ctx, db.dsn+"&replication=database")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer repl.Close(ctx)
-		if err := pglogrepl.StartReplication(ctx, repl, opt.Slot, 0, pglogrepl.StartReplicationOptions{
+		if err := pglogrepl.StartReplication(ctx, repl, opt.ReplicationSlot, 0, pglogrepl.StartReplicationOptions{
 			PluginArgs: []string{"proto_version '1'", "publication_names '" + opt.Publication + "'"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -72,18 +74,18 @@ func TestCDCErrors(t *testing.T) {
 	for _, reader := range []string{readerPeek, readerStream} {
 		t.Run("slot dropped "+reader, func(t *testing.T) {
 			opt := db.cdcOptions("t")
-			opt.Reader = reader
-			opt.Slot = "dropped_" + reader + "_" + db.tag
+			opt.CDCReader = postgressourceconfig.CDCReader(reader)
+			opt.ReplicationSlot = "dropped_" + reader + "_" + db.tag
 			s := open(t, opt, nil)
 			db.exec(`INSERT INTO t VALUES (` + map[string]string{readerPeek: "1", readerStream: "2"}[reader] + `)`)
 			next(t, s)
 			ack(t, s)
 			// The stream reader holds the slot: end its walsender first.
 			connectortest.WaitFor(t, 15*time.Second, "the walsender to end", func() bool {
-				db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + opt.Slot + `' AND active_pid IS NOT NULL`)
-				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+opt.Slot+`' AND active`) == "0"
+				db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + opt.ReplicationSlot + `' AND active_pid IS NOT NULL`)
+				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+opt.ReplicationSlot+`' AND active`) == "0"
 			})
-			db.exec(`SELECT pg_drop_replication_slot('` + opt.Slot + `')`)
+			db.exec(`SELECT pg_drop_replication_slot('` + opt.ReplicationSlot + `')`)
 			var err error
 			for range 3 { // the first poll may only see the ended connection
 				if _, err = s.Poll(context.Background()); err != nil && strings.Contains(err.Error(), "dropped") {
@@ -128,7 +130,7 @@ func testPostgresRestartMidStream(t *testing.T, reader string) {
 	db := newDBOn(t, srv)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("t")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	opt.BatchSize = 50
 	s := open(t, opt, nil)
 

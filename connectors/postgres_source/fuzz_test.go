@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -113,8 +115,7 @@ func FuzzPgoutputDecode(f *testing.F) {
 		var c change
 		_ = readChange(msg, &c)
 
-		s, err := newSource(options{ConnString: "postgres://u@127.0.0.1:1/db", Mode: "cdc", Tables: []string{"public.t"},
-			BatchSize: 10, Slot: "s", Publication: "p", Snapshot: "never", IncludeMetadata: true},
+		s, err := newSource(fuzzConfig(true),
 			plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: plugin.DiscardMetrics})
 		if err != nil {
 			t.Fatal(err)
@@ -154,8 +155,7 @@ func FuzzPgoutputDecode(f *testing.F) {
 // TestFuzzSeedsDecode makes sure the fuzz seeds reach the record encoder:
 // the insert seed decodes into one record keyed by id.
 func TestFuzzSeedsDecode(t *testing.T) {
-	s, err := newSource(options{ConnString: "postgres://u@127.0.0.1:1/db", Mode: "cdc", Tables: []string{"public.t"},
-		BatchSize: 10, Slot: "s", Publication: "p", Snapshot: "never"},
+	s, err := newSource(fuzzConfig(false),
 		plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: plugin.DiscardMetrics})
 	if err != nil {
 		t.Fatal(err)
@@ -245,4 +245,12 @@ func fzPlausible(relMsg, msg []byte) (ok bool) {
 		}
 	}
 	return true
+}
+
+// fuzzConfig is a CDC configuration for a server that is never reached.
+func fuzzConfig(metadata bool) postgressourceconfig.Config {
+	c := postgressourceconfig.Default()
+	c.ConnectionString, c.Tables, c.BatchSize = confkit.NewSecret("postgres://u@127.0.0.1:1/db"), []string{"public.t"}, 10
+	c.ReplicationSlot, c.Publication, c.IncludeMetadata = "s", "p", metadata
+	return c
 }

@@ -3,6 +3,7 @@ package postgressource
 import (
 	"context"
 	"errors"
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func testPollFailsRatherThanLookingQuiet(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("a", "b")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	s := open(t, opt, nil)
 	if err := pollErr(t, s); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 )
 
 // The heartbeat (CDC, heartbeat_interval > 0) runs at the start of a Poll
@@ -31,17 +33,17 @@ import (
 
 // heartbeat runs the heartbeat when one is due.
 func (s *Source) heartbeat(ctx context.Context) {
-	if s.opt.Mode != "cdc" || s.opt.HeartbeatInterval <= 0 || s.conn == nil {
+	if s.cfg.Mode != "cdc" || s.cfg.HeartbeatInterval <= 0 || s.conn == nil {
 		return
 	}
 	w := &s.slots
-	if !w.lastBeat.IsZero() && time.Since(w.lastBeat) < s.opt.HeartbeatInterval {
+	if !w.lastBeat.IsZero() && time.Since(w.lastBeat) < s.cfg.HeartbeatInterval {
 		return
 	}
 	w.lastBeat = time.Now()
 	// While a peek result is read across polls (a split transaction) the
 	// connection is busy: the query waits for the next heartbeat.
-	if q := s.opt.HeartbeatQuery; q != "" && !s.snapTx && s.cursor == nil {
+	if q := s.cfg.HeartbeatQuery; q != "" && !s.snapTx && s.cursor == nil {
 		err := s.exec(ctx, q)
 		w.mu.Lock()
 		if err != nil {
@@ -52,7 +54,7 @@ func (s *Source) heartbeat(ctx context.Context) {
 		}
 		w.mu.Unlock()
 	}
-	if s.opt.Reader == readerStream && s.streamConn != nil && s.retry == nil {
+	if s.cfg.CDCReader == postgressourceconfig.CDCReaderStream && s.streamConn != nil && s.retry == nil {
 		pos := max(s.streamSent, s.slotLSN)
 		if pos == 0 {
 			return

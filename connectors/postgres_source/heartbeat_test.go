@@ -2,6 +2,7 @@ package postgressource
 
 import (
 	"context"
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func TestHeartbeat(t *testing.T) {
 				db.exec(`CREATE TABLE quiet (id int PRIMARY KEY); CREATE TABLE busy (id bigserial PRIMARY KEY, v text);
 CREATE TABLE heartbeat (id int PRIMARY KEY, beats bigint); INSERT INTO heartbeat VALUES (1, 0)`)
 				opt := db.cdcOptions("quiet")
-				opt.Reader = reader
+				opt.CDCReader = postgressourceconfig.CDCReader(reader)
 				opt.HeartbeatQuery = `UPDATE heartbeat SET beats = beats + 1 WHERE id = 1`
 				if on {
 					opt.HeartbeatInterval = 50 * time.Millisecond
@@ -71,7 +72,7 @@ CREATE TABLE heartbeat (id int PRIMARY KEY, beats bigint); INSERT INTO heartbeat
 				var confirmed pglogrepl.LSN
 				for time.Since(start) < 20*time.Second {
 					pollQuiet(t, s, 5)
-					confirmed, _ = pglogrepl.ParseLSN(db.value(`SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '` + opt.Slot + `'`))
+					confirmed, _ = pglogrepl.ParseLSN(db.value(`SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '` + opt.ReplicationSlot + `'`))
 					if confirmed > mark && (!on || time.Since(start) > 500*time.Millisecond) {
 						break
 					}
@@ -102,7 +103,7 @@ func TestHeartbeatQueryFails(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE hbq (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("hbq")
-	opt.Reader = readerStream
+	opt.CDCReader = readerStream
 	opt.HeartbeatInterval = time.Millisecond
 	opt.HeartbeatQuery = `UPDATE no_such_table SET x = 1`
 	s := open(t, opt, nil)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -104,21 +106,32 @@ func (d *testDB) value(sql string) string {
 	return string(res[0].Rows[0][0])
 }
 
-func (d *testDB) cdcOptions(tables ...string) options {
-	return options{
-		ConnString: d.dsn, Mode: "cdc", Tables: tables, BatchSize: 1000, PollInterval: 20 * time.Millisecond,
-		Slot: "slot_" + d.tag, Publication: "pub_" + d.tag, CreateSlot: true, CreatePublication: true,
-		Snapshot: "never", IncludeMetadata: false,
-	}
+// The CDC readers, as cdc_reader names them.
+const (
+	readerPeek   = "peek"
+	readerStream = "stream"
+)
+
+// testConfig is a Config with every default, for d, reading tables in mode,
+// in batches of 1000 every 20ms, without the metadata fields.
+func (d *testDB) testConfig(mode postgressourceconfig.Mode, tables ...string) postgressourceconfig.Config {
+	c := postgressourceconfig.Default()
+	c.ConnectionString, c.Mode, c.Tables = confkit.NewSecret(d.dsn), mode, tables
+	c.BatchSize, c.PollInterval, c.IncludeMetadata = 1000, 20*time.Millisecond, false
+	return c
 }
 
-func (d *testDB) pollOptions(tables ...string) options {
-	return options{
-		ConnString: d.dsn, Mode: "polling", Tables: tables, BatchSize: 1000, PollInterval: 20 * time.Millisecond,
-	}
+func (d *testDB) cdcOptions(tables ...string) postgressourceconfig.Config {
+	c := d.testConfig(postgressourceconfig.ModeCDC, tables...)
+	c.ReplicationSlot, c.Publication = "slot_"+d.tag, "pub_"+d.tag
+	return c
 }
 
-func open(t testing.TB, opt options, st []byte) *Source {
+func (d *testDB) pollOptions(tables ...string) postgressourceconfig.Config {
+	return d.testConfig(postgressourceconfig.ModePolling, tables...)
+}
+
+func open(t testing.TB, opt postgressourceconfig.Config, st []byte) *Source {
 	t.Helper()
 	s, err := openSource(opt, st)
 	if err != nil {
@@ -204,7 +217,7 @@ func testEnv() plugin.Env {
 
 // openSource builds a source from opt and opens it with the state st, as
 // the runtime does.
-func openSource(opt options, st []byte) (*Source, error) {
+func openSource(opt postgressourceconfig.Config, st []byte) (*Source, error) {
 	s, err := newSource(opt, testEnv())
 	if err != nil {
 		return nil, err

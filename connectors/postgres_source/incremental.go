@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -50,16 +51,16 @@ type incrChunk struct {
 // records what is known. Called once the committed state is loaded.
 func (s *Source) setupIncremental(fromState bool) {
 	st := s.committed
-	if s.opt.Mode != "cdc" {
+	if s.cfg.Mode != "cdc" {
 		return
 	}
-	if fromState && st.Known != nil && s.opt.Snapshot == "initial" {
+	if fromState && st.Known != nil && s.cfg.Snapshot == "initial" {
 		for _, t := range s.tables {
 			name := t.String()
 			if slices.Contains(st.Known, name) || st.Incr[name] != nil {
 				continue
 			}
-			if s.opt.Reader != readerStream {
+			if s.cfg.CDCReader != postgressourceconfig.CDCReaderStream {
 				s.log.Warn("a table added to tables is snapshotted only with cdc_reader = \"stream\"; its changes are captured from now on, its existing rows are not read", "table", name)
 				continue
 			}
@@ -96,7 +97,7 @@ func (s *Source) startChunk(ctx context.Context, t tableName) error {
 		tp.Done = true
 		return nil
 	}
-	id := s.opt.Slot + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	id := s.cfg.ReplicationSlot + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := s.exec(ctx, "SELECT pg_logical_emit_message(true, '"+watermarkPrefix+"', '"+id+":low')"); err != nil {
 		return fmt.Errorf("incremental snapshot of %s: writing the low watermark: %w", t, err)
 	}
@@ -109,13 +110,13 @@ func (s *Source) startChunk(ctx context.Context, t tableName) error {
 			params = append(params, []byte(v))
 		}
 	}
-	sql += " ORDER BY " + cols + " LIMIT " + strconv.Itoa(s.opt.BatchSize)
+	sql += " ORDER BY " + cols + " LIMIT " + strconv.Itoa(s.cfg.BatchSize)
 	res := s.conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
 	if res.Err != nil {
 		return fmt.Errorf("incremental snapshot of %s: %w", t, res.Err)
 	}
 	rel := s.relationFromFields(t, res.FieldDescriptions, info.pk)
-	c := &incrChunk{id: id, table: t, rows: make(map[string]plugin.Message, len(res.Rows)), partial: len(res.Rows) < s.opt.BatchSize}
+	c := &incrChunk{id: id, table: t, rows: make(map[string]plugin.Message, len(res.Rows)), partial: len(res.Rows) < s.cfg.BatchSize}
 	for _, row := range res.Rows {
 		m := s.rowMessage(rel, row, -1, opRead, -1)
 		k := string(m.Key)

@@ -27,7 +27,7 @@ func TestIncrementalSnapshotOfAddedTable(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE a (id int PRIMARY KEY, v text); INSERT INTO a VALUES (1, 'a')`)
 	opt := db.cdcOptions("a")
-	opt.Reader = readerStream
+	opt.CDCReader = readerStream
 	opt.Snapshot = "initial"
 	opt.BatchSize = 1000
 	s := open(t, opt, nil)

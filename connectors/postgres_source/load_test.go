@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -39,7 +40,7 @@ func testMemoryBoundedByBatch(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE big (id int PRIMARY KEY, v text)`)
 	opt := db.cdcOptions("big")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	opt.IncludeMetadata = true
 	const perTx, txs, rowBytes = 500, 80, 2100
 	opt.BatchSize = perTx
@@ -88,7 +89,7 @@ func testEmptyPeekNeverSkipsUnflushedCommit(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE noise (id serial PRIMARY KEY, v text)`)
 	opt := db.cdcOptions("t")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	opt.PollInterval = 5 * time.Millisecond
 	s := open(t, opt, nil)
 
@@ -175,7 +176,7 @@ func testHugeTransactionSplit(t *testing.T, reader string) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY, v text); CREATE TABLE other (id int)`)
 	opt := db.cdcOptions("t")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	opt.BatchSize = 1000
 	s := open(t, opt, nil)
 	db.exec(`INSERT INTO t VALUES (0, 'before')`)

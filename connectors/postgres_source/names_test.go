@@ -1,6 +1,7 @@
 package postgressource
 
 import (
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"testing"
 )
 
@@ -11,8 +12,8 @@ func TestQuotedNames(t *testing.T) {
 	table := `"Sales"."Order Items"`
 	for _, reader := range []string{readerPeek, readerStream} {
 		opt := db.cdcOptions(table)
-		opt.Reader = reader
-		opt.Slot += "_" + reader
+		opt.CDCReader = postgressourceconfig.CDCReader(reader)
+		opt.ReplicationSlot += "_" + reader
 		opt.Publication += "_" + reader
 		opt.IncludeMetadata = true
 		s := open(t, opt, nil)

@@ -4,34 +4,9 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
-)
 
-// options is the engine's view of the configuration. New fills it from
-// the generated postgressourceconfig.Config; tests and benchmarks build it
-// directly.
-type options struct {
-	ConnString        string
-	Mode              string // "cdc" or "polling"
-	Tables            []string
-	BatchSize         int
-	PollInterval      time.Duration
-	Slot              string
-	Publication       string
-	CreateSlot        bool
-	CreatePublication bool
-	CaptureOperations []string // insert, update, delete, truncate
-	Snapshot          string   // "never" or "initial"
-	Reader            string   // readerPeek or readerStream ("" is stream)
-	TrackingColumn    string
-	InitialOffset     string
-	ProcessedColumn   string
-	DeleteAfterRead   bool
-	PrimaryKeyColumn  string
-	IncludeMetadata   bool
-	NumericAsString   bool
-	slotOptions       // slots.go: slot watch and heartbeat
-}
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+)
 
 // Operation names, as written in each record's __op field.
 const (
@@ -42,16 +17,7 @@ const (
 	opRead     = "read" // snapshot and polling rows
 )
 
-// CDC readers.
-const (
-	readerPeek   = "peek"
-	readerStream = "stream"
-)
-
-var (
-	identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
-	slotRe  = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
-)
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 
 // defaultName derives a slot or publication name from the connector key.
 func defaultName(key string) string {
@@ -146,48 +112,20 @@ func splitIdent(s string) ([]string, error) {
 	return parts, nil
 }
 
-// check validates what the schema cannot, returning every problem.
-func (o *options) check() []string {
+// check returns the problems of cfg that the schema cannot state: table
+// names that do not parse (quoting, schema.table), and delete_after_read
+// with processed_column (the dialect has no keyword for two keys that
+// exclude each other). Every other rule is the schema's, checked by Load,
+// or by Validate for a Config built in code.
+func check(cfg postgressourceconfig.Config) []string {
 	var p []string
-	if o.Mode != "cdc" && o.Mode != "polling" {
-		p = append(p, fmt.Sprintf("mode: %q is not cdc or polling", o.Mode))
-	}
-	if len(o.Tables) == 0 {
-		p = append(p, "tables: at least one table is needed")
-	}
-	for _, t := range o.Tables {
+	for _, t := range cfg.Tables {
 		if _, err := parseTable(t); err != nil {
 			p = append(p, fmt.Sprintf("tables: %v", err))
 		}
 	}
-	if o.BatchSize < 1 {
-		p = append(p, fmt.Sprintf("batch_size: %d is below 1", o.BatchSize))
-	}
-	if o.Mode == "cdc" {
-		if !slotRe.MatchString(o.Slot) {
-			p = append(p, fmt.Sprintf("replication_slot: %q must be lower-case letters, digits and _, at most 63 characters", o.Slot))
-		}
-		if o.Publication == "" {
-			p = append(p, "publication: must not be empty")
-		}
-		for _, op := range o.CaptureOperations {
-			switch op {
-			case opInsert, opUpdate, opDelete, opTruncate:
-			default:
-				p = append(p, fmt.Sprintf("capture_operations: %q is not insert, update, delete or truncate", op))
-			}
-		}
-		if o.Reader != "" && o.Reader != readerPeek && o.Reader != readerStream {
-			p = append(p, fmt.Sprintf("cdc_reader: %q is not peek or stream", o.Reader))
-		}
-		if o.Snapshot != "never" && o.Snapshot != "initial" {
-			p = append(p, fmt.Sprintf("snapshot: %q is not never or initial", o.Snapshot))
-		}
-	}
-	if o.Mode == "polling" {
-		if o.DeleteAfterRead && o.ProcessedColumn != "" {
-			p = append(p, "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed")
-		}
+	if cfg.Mode == postgressourceconfig.ModePolling && cfg.DeleteAfterRead && cfg.ProcessedColumn != "" {
+		p = append(p, "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed")
 	}
 	return p
 }

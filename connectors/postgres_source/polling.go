@@ -59,7 +59,7 @@ func (s *Source) setupPolling(ctx context.Context) error {
 	user := string(rows[0][0])
 	for _, t := range s.tables {
 		info := s.info[t.String()]
-		p := &pollTable{name: t, pk: info.pk, track: s.opt.TrackingColumn}
+		p := &pollTable{name: t, pk: info.pk, track: s.cfg.TrackingColumn}
 		if p.track == "" {
 			if len(info.pk) != 1 {
 				return permanent("tracking_column: not set, and table %s has no single-column primary key to track; name an increasing column such as an id or updated_at", t)
@@ -74,16 +74,16 @@ func (s *Source) setupPolling(ctx context.Context) error {
 			p.pkTypes = append(p.pkTypes, info.colType[c])
 		}
 		priv := "SELECT"
-		if s.opt.ProcessedColumn != "" || s.opt.DeleteAfterRead {
+		if s.cfg.ProcessedColumn != "" || s.cfg.DeleteAfterRead {
 			what := "processed_column"
-			if s.opt.DeleteAfterRead {
+			if s.cfg.DeleteAfterRead {
 				what = "delete_after_read"
 			}
 			if len(p.pk) == 0 {
 				return permanent("%s: table %s has no primary key to find rows by; set primary_key_column", what, t)
 			}
 		}
-		if pc := s.opt.ProcessedColumn; pc != "" {
+		if pc := s.cfg.ProcessedColumn; pc != "" {
 			typ, ok := info.colType[pc]
 			if !ok {
 				return permanent("processed_column: table %s has no column %q", t, pc)
@@ -99,7 +99,7 @@ func (s *Source) setupPolling(ctx context.Context) error {
 			}
 			priv = "SELECT,UPDATE"
 		}
-		if s.opt.DeleteAfterRead {
+		if s.cfg.DeleteAfterRead {
 			priv = "SELECT,DELETE"
 		}
 		for _, pv := range strings.Split(priv, ",") {
@@ -117,7 +117,7 @@ func (s *Source) setupPolling(ctx context.Context) error {
 	s.applyQueue = nil
 	for _, ps := range s.committed.Pending {
 		p := s.plans[ps.Table]
-		if p == nil || len(ps.Keys) != len(p.pk) || (p.processed == "" && !s.opt.DeleteAfterRead) {
+		if p == nil || len(ps.Keys) != len(p.pk) || (p.processed == "" && !s.cfg.DeleteAfterRead) {
 			s.log.Warn("dropping a pending processed_column/delete_after_read from the checkpoint: the table or its settings changed", "table", ps.Table)
 			continue
 		}
@@ -139,7 +139,7 @@ func (s *Source) pollTables(ctx context.Context) (plugin.Batch, error) {
 		st.Tables = map[string]*pollState{}
 	}
 	var msgs []plugin.Message
-	remaining := s.opt.BatchSize
+	remaining := s.cfg.BatchSize
 	n := len(s.tables)
 	for k := 0; k < n && remaining > 0; k++ {
 		t := s.tables[(s.nextTable+k)%n]
@@ -184,8 +184,8 @@ func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int
 	case pos != nil && pos.Value != nil:
 		params = append(params, []byte(*pos.Value))
 		conds = append(conds, track+" > $1")
-	case s.opt.InitialOffset != "":
-		params = append(params, []byte(s.opt.InitialOffset))
+	case s.cfg.InitialOffset != "":
+		params = append(params, []byte(s.cfg.InitialOffset))
 		conds = append(conds, track+" > $1")
 	}
 	if p.keyset {
@@ -203,7 +203,7 @@ func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int
 	res := s.conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
 	if res.Err != nil {
 		if pgErrorCode(res.Err) == "22P02" || pgErrorCode(res.Err) == "22007" || pgErrorCode(res.Err) == "22008" {
-			return nil, permanent("initial_offset: %q is not a value of tracking column %q of %s: %v", s.opt.InitialOffset, p.track, p.name, res.Err)
+			return nil, permanent("initial_offset: %q is not a value of tracking column %q of %s: %v", s.cfg.InitialOffset, p.track, p.name, res.Err)
 		}
 		return nil, res.Err
 	}
@@ -218,7 +218,7 @@ func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int
 	ti := trackIdx[0]
 	msgs := make([]plugin.Message, 0, len(res.Rows))
 	var op *applyOp
-	if p.processed != "" || s.opt.DeleteAfterRead {
+	if p.processed != "" || s.cfg.DeleteAfterRead {
 		op = &applyOp{table: p, keys: make([][]string, len(p.pk))}
 	}
 	for _, row := range res.Rows {
@@ -256,7 +256,7 @@ func (s *Source) applyAcked(ctx context.Context) error {
 	for _, op := range s.applyQueue {
 		p := op.table
 		var sql string
-		if s.opt.DeleteAfterRead {
+		if s.cfg.DeleteAfterRead {
 			sql = "DELETE FROM " + p.name.quoted()
 		} else {
 			sql = "UPDATE " + p.name.quoted() + " SET " + quoteIdent(p.processed) + " = " + p.procSet
@@ -270,7 +270,7 @@ func (s *Source) applyAcked(ctx context.Context) error {
 		sql += " WHERE (" + quoteList(p.pk) + ") IN (SELECT * FROM unnest(" + strings.Join(casts, ", ") + "))"
 		if res := s.conn.ExecParams(ctx, sql, params, nil, nil, nil).Read(); res.Err != nil {
 			_ = s.exec(ctx, "ROLLBACK")
-			return fmt.Errorf("applying %s to %s: %w", map[bool]string{true: "delete_after_read", false: "processed_column"}[s.opt.DeleteAfterRead], p.name, res.Err)
+			return fmt.Errorf("applying %s to %s: %w", map[bool]string{true: "delete_after_read", false: "processed_column"}[s.cfg.DeleteAfterRead], p.name, res.Err)
 		}
 	}
 	if err := s.exec(ctx, "COMMIT"); err != nil {

@@ -3,6 +3,8 @@ package postgressource
 import (
 	"context"
 	"fmt"
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"sort"
 	"strings"
 	"testing"
@@ -178,15 +180,21 @@ func TestPollingConfigErrors(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE nokey (v int); CREATE TABLE k (id int PRIMARY KEY, flag int)`)
 	cases := []struct {
-		opt  func(o *options)
+		opt  func(o *postgressourceconfig.Config)
 		want string
 	}{
-		{func(o *options) { o.Tables = []string{"nokey"} }, "tracking_column: not set, and table public.nokey has no single-column primary key"},
-		{func(o *options) { o.Tables = []string{"missing"} }, "tables: public.missing does not exist"},
-		{func(o *options) { o.TrackingColumn = "nope" }, `tracking_column: table public.k has no column "nope"`},
-		{func(o *options) { o.ProcessedColumn = "flag" }, `processed_column: column "flag" of table public.k is integer; it must be boolean`},
-		{func(o *options) { o.Tables = []string{"nokey"}; o.TrackingColumn = "v"; o.DeleteAfterRead = true }, "delete_after_read: table public.nokey has no primary key"},
-		{func(o *options) { o.ConnString = "postgres://x:y@127.0.0.1:1/db?sslmode=bogus" }, "connection_string: not a valid PostgreSQL connection string"},
+		{func(o *postgressourceconfig.Config) { o.Tables = []string{"nokey"} }, "tracking_column: not set, and table public.nokey has no single-column primary key"},
+		{func(o *postgressourceconfig.Config) { o.Tables = []string{"missing"} }, "tables: public.missing does not exist"},
+		{func(o *postgressourceconfig.Config) { o.TrackingColumn = "nope" }, `tracking_column: table public.k has no column "nope"`},
+		{func(o *postgressourceconfig.Config) { o.ProcessedColumn = "flag" }, `processed_column: column "flag" of table public.k is integer; it must be boolean`},
+		{func(o *postgressourceconfig.Config) {
+			o.Tables = []string{"nokey"}
+			o.TrackingColumn = "v"
+			o.DeleteAfterRead = true
+		}, "delete_after_read: table public.nokey has no primary key"},
+		{func(o *postgressourceconfig.Config) {
+			o.ConnectionString = confkit.NewSecret("postgres://x:y@127.0.0.1:1/db?sslmode=bogus")
+		}, "connection_string: not a valid PostgreSQL connection string"},
 	}
 	for _, c := range cases {
 		opt := db.pollOptions("k")

@@ -22,7 +22,7 @@ INSERT INTO nokey VALUES (1); INSERT INTO nothing VALUES (1, 1); INSERT INTO ful
 	for _, table := range []string{"nokey", "nothing"} {
 		opt := db.cdcOptions(table)
 		opt.Publication = "pub_" + table + "_" + db.tag
-		opt.Slot = "slot_" + table + "_" + db.tag
+		opt.ReplicationSlot = "slot_" + table + "_" + db.tag
 		_, err := openSource(opt, nil)
 		if err == nil || !strings.Contains(err.Error(), "ALTER TABLE \"public\".\""+table+"\" REPLICA IDENTITY FULL") ||
 			!strings.Contains(err.Error(), `capture_operations = ["insert"]`) {
@@ -45,7 +45,7 @@ INSERT INTO nokey VALUES (1); INSERT INTO nothing VALUES (1, 1); INSERT INTO ful
 	// Adding a table to an existing publication is checked too.
 	opt2 := db.cdcOptions("full_nokey", "nothing")
 	opt2.Publication = "pub2_" + db.tag
-	opt2.Slot = "slot2_" + db.tag
+	opt2.ReplicationSlot = "slot2_" + db.tag
 	db.exec(`CREATE PUBLICATION ` + opt2.Publication + ` FOR TABLE full_nokey`)
 	if _, err := openSource(opt2, nil); err == nil || !strings.Contains(err.Error(), "REPLICA IDENTITY NOTHING") {
 		t.Fatalf("adding a table: got %v", err)

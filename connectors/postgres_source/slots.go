@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
@@ -30,17 +29,6 @@ import (
 // A source that is disabled, deleted, or stopped by errors is not open, so
 // nothing reads its slot and nothing watches it: the slot stays and keeps
 // its WAL. `pico-connectors admin --config FILE KEY slots` lists it.
-
-// slotOptions are the settings of the slot watch and of the heartbeat.
-type slotOptions struct {
-	SlotCheckInterval time.Duration
-	MaxRetainedWAL    int64 // bytes; 0 turns the check off
-	HeartbeatInterval time.Duration
-	HeartbeatQuery    string
-}
-
-// defaultSlotCheck is used when SlotCheckInterval is 0.
-const defaultSlotCheck = 30 * time.Second
 
 // slotWatch is the state of the watch and of the heartbeat.
 type slotWatch struct {
@@ -111,18 +99,15 @@ func sizeText(n int64) string {
 // startSlotWatch checks the slot once, then starts the watch goroutine
 // (CDC only).
 func (s *Source) startSlotWatch(metrics plugin.Metrics) {
-	if s.opt.Mode != "cdc" {
+	if s.cfg.Mode != "cdc" {
 		return
 	}
-	if s.opt.HeartbeatQuery != "" && s.opt.HeartbeatInterval <= 0 {
+	if s.cfg.HeartbeatQuery != "" && s.cfg.HeartbeatInterval <= 0 {
 		s.log.Warn("heartbeat_query is set but heartbeat_interval is 0s, so it never runs; set heartbeat_interval (such as \"1m\") to run it")
 	}
 	w := &s.slots
 	w.retained = metrics.Gauge("postgres_source_retained_wal_bytes", "CDC: bytes of WAL the replication slot retains on the server (current WAL position minus the slot's restart_lsn), read every slot_check_interval while the source is open.")
-	interval := s.opt.SlotCheckInterval
-	if interval <= 0 {
-		interval = defaultSlotCheck
-	}
+	interval := s.cfg.SlotCheckInterval
 	watch, cancel := context.WithCancel(context.Background())
 	w.cancel, w.done = cancel, make(chan struct{})
 	var conn *pgconn.PgConn
@@ -130,7 +115,7 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 		ctx, cancel := context.WithTimeout(watch, min(interval, 10*time.Second)+5*time.Second)
 		defer cancel()
 		if conn == nil || conn.IsClosed() {
-			c, err := pgconn.ConnectConfig(ctx, s.cfg)
+			c, err := pgconn.ConnectConfig(ctx, s.pgcfg)
 			if err != nil {
 				s.log.Debug("slot check: cannot connect; trying again at the next check", "error", err)
 				return
@@ -139,7 +124,7 @@ func (s *Source) startSlotWatch(metrics plugin.Metrics) {
 		}
 		if err := s.checkSlot(ctx, conn); err != nil {
 			if watch.Err() == nil {
-				s.log.Warn("slot check failed; trying again at the next check", "slot", s.opt.Slot, "error", err)
+				s.log.Warn("slot check failed; trying again at the next check", "slot", s.cfg.ReplicationSlot, "error", err)
 			}
 			_ = conn.Close(context.Background())
 			conn = nil
@@ -184,7 +169,7 @@ func (s *Source) stopSlotWatch() {
 
 // checkSlot reads the slot once and updates the gauge, over and lost.
 func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn) error {
-	slot := s.opt.Slot
+	slot := s.cfg.ReplicationSlot
 	rows, err := listSlots(ctx, conn, slot)
 	if err != nil {
 		return err
@@ -219,7 +204,7 @@ func (s *Source) checkSlot(ctx context.Context, conn *pgconn.PgConn) error {
 		s.log.Warn("replication slot is past max_slot_wal_keep_size: the server will invalidate it at the next checkpoint unless the source catches up", "slot", slot, "retained_wal_bytes", row.Retained)
 	}
 	w.warnedRes = row.WALStatus == "unreserved"
-	max := s.opt.MaxRetainedWAL
+	max := int64(s.cfg.MaxRetainedWal)
 	switch {
 	case max > 0 && row.Retained > max:
 		w.over = fmt.Errorf("replication slot %q retains %s (%d bytes) of WAL on the database server, above max_retained_wal = %s: the source is behind or not confirming, and the server keeps that WAL until the slot moves (if the source is gone for good, drop the slot: pico-connectors admin --config FILE KEY drop-slot)",
@@ -240,7 +225,7 @@ func (s *Source) slotLost() error {
 	if !s.slots.lost {
 		return nil
 	}
-	return lostError(s.opt.Slot, s.committedLSN.String())
+	return lostError(s.cfg.ReplicationSlot, s.committedLSN.String())
 }
 
 // Health implements plugin.Health: an invalidated slot, retained WAL above
@@ -252,18 +237,9 @@ func (s *Source) Health() error {
 	defer w.mu.Unlock()
 	var lost error
 	if w.lost {
-		lost = fmt.Errorf("replication slot %q was invalidated by the server (wal_status = lost); see the poll error for what to do", s.opt.Slot)
+		lost = fmt.Errorf("replication slot %q was invalidated by the server (wal_status = lost); see the poll error for what to do", s.cfg.ReplicationSlot)
 	}
 	return errors.Join(lost, w.over, w.beatErr)
 }
 
 var _ plugin.Health = (*Source)(nil)
-
-func slotOptionsFrom(cfg postgressourceconfig.Config) slotOptions {
-	return slotOptions{
-		SlotCheckInterval: cfg.SlotCheckInterval,
-		MaxRetainedWAL:    int64(cfg.MaxRetainedWal),
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		HeartbeatQuery:    cfg.HeartbeatQuery,
-	}
-}

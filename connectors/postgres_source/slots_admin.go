@@ -41,11 +41,11 @@ func adminConnect(ctx context.Context, req plugin.AdminRequest) (*pgconn.PgConn,
 	if !ok {
 		return nil, "", fmt.Errorf("%s: config is %T, not a postgres_source config", req.Key, req.Config)
 	}
-	opt := optionsFrom(cfg, req.Key)
-	if opt.Mode != "cdc" {
-		return nil, "", fmt.Errorf("source %q has mode = %q: only mode = \"cdc\" uses a replication slot", req.Key, opt.Mode)
+	cfg = withNames(cfg, req.Key)
+	if cfg.Mode != postgressourceconfig.ModeCDC {
+		return nil, "", fmt.Errorf("source %q has mode = %q: only mode = \"cdc\" uses a replication slot", req.Key, cfg.Mode)
 	}
-	pc, err := pgconn.ParseConfig(opt.ConnString)
+	pc, err := pgconn.ParseConfig(cfg.ConnectionString.Reveal())
 	if err != nil {
 		return nil, "", errors.New("connection_string: not a valid PostgreSQL connection string (URL postgres://user:pass@host:5432/db or key=value pairs)")
 	}
@@ -56,7 +56,7 @@ func adminConnect(ctx context.Context, req plugin.AdminRequest) (*pgconn.PgConn,
 	if err != nil {
 		return nil, "", fmt.Errorf("connecting to postgres (connection_string of %q): %w", req.Key, err)
 	}
-	return conn, opt.Slot, nil
+	return conn, cfg.ReplicationSlot, nil
 }
 
 func adminSlots(ctx context.Context, req plugin.AdminRequest) error {

@@ -90,9 +90,9 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE quiet (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("quiet")
-	opt.Reader = readerStream
+	opt.CDCReader = readerStream
 	opt.SlotCheckInterval = 50 * time.Millisecond
-	opt.MaxRetainedWAL = 8 << 20
+	opt.MaxRetainedWal = 8 << 20
 	logs := &logBuffer{}
 	metrics := &gauges{vals: map[string]float64{}}
 	src, err := newSource(opt, plugin.Env{Key: "slots", Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics})
@@ -119,12 +119,12 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 		return nil
 	})
 	msg := src.Health().Error()
-	for _, want := range []string{opt.Slot, "max_retained_wal = 8MiB", "bytes) of WAL"} {
+	for _, want := range []string{opt.ReplicationSlot, "max_retained_wal = 8MiB", "bytes) of WAL"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Health %q does not contain %q", msg, want)
 		}
 	}
-	if l := logs.String(); !strings.Contains(l, "retains more WAL than max_retained_wal") || !strings.Contains(l, "slot="+opt.Slot) || !strings.Contains(l, "retained_wal_bytes=") {
+	if l := logs.String(); !strings.Contains(l, "retains more WAL than max_retained_wal") || !strings.Contains(l, "slot="+opt.ReplicationSlot) || !strings.Contains(l, "retained_wal_bytes=") {
 		t.Errorf("no warning naming the slot and the figure in the log:\n%s", l)
 	}
 
@@ -154,7 +154,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 		}
 	}()
 	connectortest.Eventually(t, 20*time.Second, func() error {
-		if s := tr.Snapshot(); s.Status != status.Error || !strings.Contains(s.LastError, opt.Slot) {
+		if s := tr.Snapshot(); s.Status != status.Error || !strings.Contains(s.LastError, opt.ReplicationSlot) {
 			return fmt.Errorf("status %s, last error %q; want Error naming the slot", s.Status, s.LastError)
 		}
 		return nil
@@ -216,14 +216,14 @@ func TestSlotInvalidated(t *testing.T) {
 	db := invalidatedServer(t)
 	db.exec(`CREATE TABLE inv (id int PRIMARY KEY)`)
 	opt := db.cdcOptions("inv")
-	opt.Reader = readerPeek // holds the slot only while it peeks
+	opt.CDCReader = readerPeek // holds the slot only while it peeks
 	opt.SlotCheckInterval = 50 * time.Millisecond
 	s := open(t, opt, nil)
 	db.exec(`INSERT INTO inv VALUES (1)`)
 	next(t, s)
 	ack(t, s)
 
-	db.invalidate(opt.Slot)
+	db.invalidate(opt.ReplicationSlot)
 	check := func(err error) {
 		t.Helper()
 		if err == nil {
@@ -232,7 +232,7 @@ func TestSlotInvalidated(t *testing.T) {
 		if !isPermanent(err) {
 			t.Errorf("not permanent: %v", err)
 		}
-		for _, want := range []string{opt.Slot, "wal_status = lost", "drop-slot", "pg_drop_replication_slot", "snapshot = \"initial\""} {
+		for _, want := range []string{opt.ReplicationSlot, "wal_status = lost", "drop-slot", "pg_drop_replication_slot", "snapshot = \"initial\""} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not contain %q", err, want)
 			}

@@ -63,7 +63,7 @@ func (s *Source) pollSnapshot(ctx context.Context) (plugin.Batch, error) {
 	if st.Snapshot.Tables == nil {
 		st.Snapshot.Tables = map[string]*snapTable{}
 	}
-	limit := s.opt.BatchSize
+	limit := s.cfg.BatchSize
 	for _, t := range s.tables {
 		tp := st.Snapshot.Tables[t.String()]
 		if tp == nil {
@@ -163,7 +163,7 @@ func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, tr
 		written--
 	}
 	buf = appendOp(buf, op, written > 0)
-	if s.opt.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		buf = append(buf, `,"`+keyTable+`":`...)
 		buf = append(buf, rel.tableJSON...)
 		if trackIdx >= 0 {

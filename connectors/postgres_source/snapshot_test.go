@@ -3,6 +3,7 @@ package postgressource
 import (
 	"context"
 	"fmt"
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"strings"
 	"testing"
 )
@@ -25,7 +26,7 @@ func testSnapshotConsistentWithSlot(t *testing.T, reader string) {
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT i, 'old' FROM generate_series(1, 10) i;
 CREATE TABLE nokey (v int); ALTER TABLE nokey REPLICA IDENTITY FULL; INSERT INTO nokey SELECT generate_series(1, 5)`)
 	opt := db.cdcOptions("t", "nokey")
-	opt.Reader = reader
+	opt.CDCReader = postgressourceconfig.CDCReader(reader)
 	opt.Snapshot = "initial"
 	opt.BatchSize = 4
 	s := open(t, opt, nil)

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -117,13 +118,13 @@ func permanent(format string, args ...any) error {
 
 // Source is the PostgreSQL source.
 type Source struct {
-	opt    options
+	cfg    postgressourceconfig.Config
 	log    *slog.Logger
 	tables []tableName
 	inSet  map[string]bool
 	ops    map[string]bool
 	enc    encoder
-	cfg    *pgconn.Config
+	pgcfg  *pgconn.Config
 	conn   *pgconn.PgConn
 	types  map[uint32]*pgType
 	info   map[string]*tableInfo
@@ -176,18 +177,20 @@ type Source struct {
 	slots slotWatch // slots.go, heartbeat.go
 }
 
-// newSource builds a source from options; it checks them but connects to
-// nothing until Open.
-func newSource(opt options, env plugin.Env) (*Source, error) {
-	if p := opt.check(); len(p) > 0 {
+// newSource builds a source from a Config with its slot and publication
+// names set. It checks the schema's rules (Validate: a Config built in code
+// gets the checks Load made) and what the schema cannot state, and connects
+// to nothing until Open.
+func newSource(opt postgressourceconfig.Config, env plugin.Env) (*Source, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if p := check(opt); len(p) > 0 {
 		return nil, errors.New(joinLines(p))
 	}
-	if opt.Reader == "" {
-		opt.Reader = readerStream // the schema's default
-	}
-	s := &Source{opt: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
+	s := &Source{cfg: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
 	s.lag = env.Metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
-	s.enc.numericAsString = opt.NumericAsString
+	s.enc.numericAsString = opt.NumericFormat == postgressourceconfig.NumericFormatString
 	for _, t := range opt.Tables {
 		tn, _ := parseTable(t)
 		if !s.inSet[tn.String()] {
@@ -195,14 +198,10 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 			s.inSet[tn.String()] = true
 		}
 	}
-	ops := opt.CaptureOperations
-	if len(ops) == 0 {
-		ops = []string{opInsert, opUpdate, opDelete, opTruncate}
-	}
-	for _, op := range ops {
+	for _, op := range opt.CaptureOperations {
 		s.ops[op] = true
 	}
-	cfg, err := pgconn.ParseConfig(opt.ConnString)
+	cfg, err := pgconn.ParseConfig(opt.ConnectionString.Reveal())
 	if err != nil {
 		// pgconn's message may quote the string; never echo it.
 		return nil, errors.New("connection_string: not a valid PostgreSQL connection string (URL postgres://user:pass@host:5432/db or key=value pairs)")
@@ -223,7 +222,7 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
-	s.cfg = cfg
+	s.pgcfg = cfg
 	return s, nil
 }
 
@@ -232,14 +231,14 @@ func newSource(opt options, env plugin.Env) (*Source, error) {
 // publication, tables). Configuration, permission and state problems are
 // errors; a database that cannot be reached yet is not (Poll retries).
 func (s *Source) Open(ctx context.Context, blob []byte) error {
-	opt := s.opt
-	s.committed = &state{V: 1, Mode: opt.Mode}
+	opt := s.cfg
+	s.committed = &state{V: 1, Mode: string(opt.Mode)}
 	if len(blob) > 0 {
 		var st state
 		if err := json.Unmarshal(blob, &st); err != nil {
 			return fmt.Errorf("state: the stored checkpoint is not this source's (%v); delete it to start over", err)
 		}
-		if st.Mode != opt.Mode {
+		if st.Mode != string(opt.Mode) {
 			return fmt.Errorf("state: the stored checkpoint was written in %s mode but mode is %s; delete the checkpoint to start over", st.Mode, opt.Mode)
 		}
 		s.committed = &st
@@ -309,7 +308,7 @@ func isConnError(err error) bool {
 
 // connect opens the connection and runs the mode's checks and setup.
 func (s *Source) connect(ctx context.Context) error {
-	conn, err := pgconn.ConnectConfig(ctx, s.cfg)
+	conn, err := pgconn.ConnectConfig(ctx, s.pgcfg)
 	if err != nil {
 		if code := pgErrorCode(err); code == "28000" || code == "28P01" || code == "3D000" {
 			return permanent("connection_string: %v", err)
@@ -335,7 +334,7 @@ func (s *Source) connect(ctx context.Context) error {
 		}
 		s.info[t.String()] = info
 	}
-	if s.opt.Mode == "cdc" {
+	if s.cfg.Mode == "cdc" {
 		err = s.setupCDC(ctx)
 	} else {
 		err = s.setupPolling(ctx)
@@ -392,7 +391,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 		b   plugin.Batch
 		err error
 	)
-	if s.opt.Mode == "cdc" {
+	if s.cfg.Mode == "cdc" {
 		b, err = s.pollCDC(ctx)
 	} else {
 		b, err = s.pollTables(ctx)
@@ -428,7 +427,7 @@ func (s *Source) fail(ctx context.Context, err error) error {
 }
 
 func (s *Source) sleep(ctx context.Context) {
-	d := s.opt.PollInterval
+	d := s.cfg.PollInterval
 	if d <= 0 {
 		d = time.Second
 	}
@@ -451,7 +450,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error 
 		if s.candidate != nil {
 			s.committed = s.candidate
 		}
-		if s.opt.Mode == "cdc" {
+		if s.cfg.Mode == "cdc" {
 			if s.candidateLSN > s.committedLSN {
 				s.committedLSN = s.candidateLSN
 			}

@@ -44,15 +44,15 @@ import (
 const streamLinger = 5 * time.Millisecond
 
 func (s *Source) startStream(ctx context.Context) error {
-	rc := s.cfg.Copy()
+	rc := s.pgcfg.Copy()
 	rc.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, rc)
 	if err != nil {
 		return err
 	}
-	err = pglogrepl.StartReplication(ctx, conn, s.opt.Slot, s.committedLSN, pglogrepl.StartReplicationOptions{
+	err = pglogrepl.StartReplication(ctx, conn, s.cfg.ReplicationSlot, s.committedLSN, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: s.incrPluginArgs([]string{"proto_version '1'", "publication_names '" + quoteIdent(s.opt.Publication) + "'"}),
+		PluginArgs: s.incrPluginArgs([]string{"proto_version '1'", "publication_names '" + quoteIdent(s.cfg.Publication) + "'"}),
 	})
 	if err != nil {
 		_ = conn.Close(ctx)
@@ -116,13 +116,13 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 			}
 		}
 	}
-	wait := s.opt.PollInterval
+	wait := s.cfg.PollInterval
 	if wait <= 0 {
 		wait = time.Second
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		if len(d.msgs) >= s.opt.BatchSize {
+		if len(d.msgs) >= s.cfg.BatchSize {
 			break // inside a transaction too: the candidate says where
 		}
 		if s.chunk != nil && s.chunk.ready && !d.inTxn {

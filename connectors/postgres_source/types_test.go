@@ -2,6 +2,7 @@ package postgressource
 
 import (
 	"encoding/json"
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"strings"
 	"testing"
 )
@@ -145,7 +146,7 @@ func TestNumericAsString(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE n (id int PRIMARY KEY, v numeric); INSERT INTO n VALUES (1, 0.1000)`)
 	opt := db.pollOptions("n")
-	opt.NumericAsString = true
+	opt.NumericFormat = postgressourceconfig.NumericFormatString
 	s := open(t, opt, nil)
 	b := next(t, s)
 	if got := string(b.Messages[0].Payload); got != `{"id":1,"v":"0.1000","__op":"read"}` {
