@@ -29,6 +29,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -105,21 +106,11 @@ func WaitTopic(t testing.TB, b *broker.Broker, topic string, n int) []broker.Rec
 	return got
 }
 
-// Eventually calls check every 50 milliseconds until it returns nil, and
+// Eventually calls check every 20 milliseconds until it returns nil, and
 // fails the test with its last error after timeout.
 func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Eventually(t, timeout, check)
 }
 
 // WaitFor is Eventually for a condition that has no error of its own: it
@@ -127,12 +118,7 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 // timeout.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	Eventually(t, timeout, func() error {
-		if cond() {
-			return nil
-		}
-		return errors.New("waiting for " + what)
-	})
+	testwait.For(t, timeout, what, cond)
 }
 
 // SinkTopics returns one sink [[topics]] block per topic name, consuming
