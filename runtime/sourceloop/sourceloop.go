@@ -550,7 +550,7 @@ func (l *loop) send(stop, ctx context.Context, batch plugin.Batch) *pending {
 		return p
 	}
 	if l.txn != nil {
-		if err := l.begin(ctx); err != nil {
+		if err := l.begin(stop, ctx); err != nil {
 			p.failure = err
 			return p
 		}
@@ -572,24 +572,33 @@ func (l *loop) send(stop, ctx context.Context, batch plugin.Batch) *pending {
 }
 
 // begin starts a transaction on every block's producer.
-func (l *loop) begin(ctx context.Context) error {
+func (l *loop) begin(stop, ctx context.Context) error {
 	for _, b := range l.blocks {
 		if err := b.producer.BeginTransaction(); err != nil {
 			err = l.txnError(fmt.Errorf("topics[%d]: begin a transaction: %w", b.idx, err))
-			_ = l.abort(ctx)
+			_ = l.abort(stop, ctx)
 			return err
 		}
 	}
 	return nil
 }
 
+// txnTimeout bounds one commit or abort: DeliveryTimeout, or StopTimeout
+// once stop has ended (a stop with the broker down stays quick).
+func (l *loop) txnTimeout(stop context.Context) time.Duration {
+	if stop.Err() != nil {
+		return l.cfg.StopTimeout
+	}
+	return l.cfg.DeliveryTimeout
+}
+
 // commit commits every block's transaction, block 0 (the checkpoint) last.
 // A retriable failure is retried; any other aborts what is still open.
-func (l *loop) commit(ctx context.Context) error {
+func (l *loop) commit(stop, ctx context.Context) error {
 	order := append(append([]*block(nil), l.blocks[1:]...), l.blocks[0])
 	for _, b := range order {
 		for attempt := 1; ; attempt++ {
-			cctx, cancel := context.WithTimeout(ctx, l.cfg.DeliveryTimeout)
+			cctx, cancel := context.WithTimeout(ctx, l.txnTimeout(stop))
 			err := b.producer.CommitTransaction(cctx)
 			cancel()
 			if err == nil {
@@ -600,7 +609,7 @@ func (l *loop) commit(ctx context.Context) error {
 				continue
 			}
 			err = l.txnError(fmt.Errorf("topics[%d]: commit the batch's transaction: %w", b.idx, err))
-			if aerr := l.abort(ctx); errors.Is(aerr, ErrFenced) && !errors.Is(err, ErrFenced) {
+			if aerr := l.abort(stop, ctx); errors.Is(aerr, ErrFenced) && !errors.Is(err, ErrFenced) {
 				err = aerr
 			}
 			return err
@@ -612,10 +621,10 @@ func (l *loop) commit(ctx context.Context) error {
 // abort aborts every block's open transaction; it returns an error
 // wrapping ErrFenced when a producer is fenced, and ignores the others
 // (a block without an open transaction refuses the abort).
-func (l *loop) abort(ctx context.Context) error {
+func (l *loop) abort(stop, ctx context.Context) error {
 	var fenced error
 	for _, b := range l.blocks {
-		actx, cancel := context.WithTimeout(ctx, l.cfg.DeliveryTimeout)
+		actx, cancel := context.WithTimeout(ctx, l.txnTimeout(stop))
 		err := b.producer.AbortTransaction(actx)
 		cancel()
 		if err == nil {
@@ -638,12 +647,12 @@ func (l *loop) await(stop, ctx context.Context, p *pending) (failure error, save
 		p.open = false
 		start := time.Now()
 		if failure == nil {
-			failure = l.commit(ctx)
+			failure = l.commit(stop, ctx)
 			if failure == nil && p.batch.State != nil {
 				l.saveH.Observe(time.Since(start).Seconds())
 				l.tr.Counters.StateSaves.Add(1)
 			}
-		} else if err := l.abort(ctx); err != nil {
+		} else if err := l.abort(stop, ctx); err != nil {
 			failure = err
 		}
 	} else if failure == nil && p.batch.State != nil && l.txn == nil {

@@ -251,7 +251,6 @@ func TestDistributedBrokerLater(t *testing.T) {
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer sup.Stop(context.Background())
 	tr, _ := sup.Tracker("source", "gen")
 	connectortest.WaitFor(t, 60*time.Second, "Error while the broker is down", func() bool { return tr.Status() == status.Error })
 	b, err := broker.Start(broker.Config{Address: addr, AutoCreateTopics: true})
@@ -262,4 +261,7 @@ func TestDistributedBrokerLater(t *testing.T) {
 	connectortest.WaitFor(t, 60*time.Second, "the source running once the broker is up", func() bool {
 		return tr.Status() == status.Running && tr.Counters.Produced.Load() > 0
 	})
+	if err := sup.Stop(context.Background()); err != nil { // before the broker closes
+		t.Fatal(err)
+	}
 }
