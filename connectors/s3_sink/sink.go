@@ -321,6 +321,12 @@ func (s *Sink) probe(ctx context.Context, client *s3.Client) error {
 	return nil
 }
 
+// yieldEvery is how many records Consume appends between two releases of
+// the lock. Holding it for a whole batch (10,000 records of 1 KiB take
+// 20-70 ms) kept finished uploads from recording it, and so the next
+// uploads from starting, until the batch was in.
+const yieldEvery = 128
+
 // errReleased stops a Consume whose partition was released while it waited.
 var errReleased = errors.New("s3 sink: the partition was released during Consume; the batch is redelivered to its next owner")
 
@@ -361,6 +367,18 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 	}()
 	now := s.now()
 	for i := range batch {
+		if i > 0 && i%yieldEvery == 0 {
+			// Let the uploads that finished meanwhile record it and start
+			// the next ones: they wait for the lock.
+			s.mu.Unlock()
+			s.mu.Lock()
+			if s.closing {
+				return errors.New("s3 sink: closed during Consume")
+			}
+			if l := s.last; l != nil && (s.parts[l.bufferKey] != l || l.released) {
+				return errReleased
+			}
+		}
 		rec := &batch[i]
 		p := s.last
 		if p == nil || p.partition != rec.Partition || p.topic != rec.Topic || p.released {
