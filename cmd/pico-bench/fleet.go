@@ -24,7 +24,7 @@ func (b *bench) fleetRows() []row {
 	bin := runtimebin.Build(b.h)
 	br := fleet.StartBroker(b.h, bin)
 	defer br.Kill()
-	const perTopic, size = 40_000, 100
+	const perTopic, size = 100_000, 100
 	var topics []string
 	for i := range 8 {
 		topics = append(topics, fmt.Sprintf("fleetbench.%d", i))
@@ -105,11 +105,11 @@ payload_size = "64B"
 	slices.Sort(takeovers)
 	med, worst := takeovers[len(takeovers)/2], takeovers[len(takeovers)-1]
 	rows = append(rows,
-		row{Name: "fleet failover after SIGKILL, median", Value: med.Seconds(), Unit: "s",
-			BaseName: "fleet.session_timeout", BaseValue: session.Seconds(), BaseUnit: "s", Ratio: med.Seconds() / session.Seconds(),
+		row{Name: "fleet failover after SIGKILL, median", Value: float64(med.Milliseconds()), Unit: "ms",
+			BaseName: "fleet.session_timeout", BaseValue: float64(session.Milliseconds()), BaseUnit: "ms", Ratio: med.Seconds() / session.Seconds(),
 			Note: fmt.Sprintf("random source, 3 runtimes, %d kills: from SIGKILL to another runtime Running it", kills)},
-		row{Name: "fleet failover after SIGKILL, worst", Value: worst.Seconds(), Unit: "s",
-			BaseName: "fleet.session_timeout", BaseValue: session.Seconds(), BaseUnit: "s", Ratio: worst.Seconds() / session.Seconds(),
+		row{Name: "fleet failover after SIGKILL, worst", Value: float64(worst.Milliseconds()), Unit: "ms",
+			BaseName: "fleet.session_timeout", BaseValue: float64(session.Milliseconds()), BaseUnit: "ms", Ratio: worst.Seconds() / session.Seconds(),
 			Note: fmt.Sprintf("of the same %d kills", kills)})
 	return rows
 }
