@@ -337,16 +337,43 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if l.deferred != nil && l.fatal == nil {
 		l.commitDurable()
 	}
-	l.commits.close()
 	l.closing = true
-	if l.fatal != nil {
-		// confluent-kafka-go 2.11's Close waits forever for a consumer
-		// with a fatal error (confluent-kafka-go#1588): leave the handle
-		// to the process's end.
-		return fail(l.fatal)
+	// The last commit and the consumer's close wait for the group
+	// coordinator, which a stuck rebalance can hold for minutes: they get
+	// what is left of CloseTimeout (at least 2s), so a graceful stop ends
+	// in time; what they could not commit is read again by the next owner.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		l.commits.close()
+		if l.fatal != nil {
+			// confluent-kafka-go 2.11's Close waits forever for a
+			// consumer with a fatal error (confluent-kafka-go#1588):
+			// leave the handle to the process's end.
+			return
+		}
+		if err := l.c.Close(); err != nil {
+			l.log.Warn("consumer close failed", "err", err)
+		}
+	}()
+	start := l.stopAt
+	if start.IsZero() {
+		start = time.Now()
 	}
-	if err := l.c.Close(); err != nil {
-		l.log.Warn("consumer close failed", "err", err)
+	wait := max(2*time.Second, time.Until(start.Add(cfg.CloseTimeout)))
+	select {
+	case <-closed:
+	case <-time.After(wait):
+		err := fmt.Errorf("consumer group %q: the last offset commit and the consumer's close did not finish within the close timeout (%s): the group coordinator did not answer (a rebalance may hold it); the records after the last commit are read again by the partitions' next owner",
+			cfg.GroupID, cfg.CloseTimeout)
+		l.log.Error("sink stop incomplete", "err", err)
+		if l.fatal != nil {
+			err = l.fatal
+		}
+		return fail(err)
+	}
+	if l.fatal != nil {
+		return fail(l.fatal)
 	}
 	if cerr != nil {
 		return fail(cerr)
@@ -916,13 +943,20 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 	if f := l.inflight; f != nil {
 		// Wait for the Consume in progress, so that Release and the
 		// commit see what it accepted; cut it short when it holds
-		// records of the revoked partitions (it may be waiting for room).
+		// records of the revoked partitions (it may be waiting for
+		// room), and always for a DeferredSink, which skips what it
+		// accepted when the rest is redelivered: the whole group waits
+		// for this member's revoke before it can rebalance.
+		cut := l.deferred != nil
 		for _, r := range f.batch {
-			if gone[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
-				f.revoked = true
-				f.cancel()
+			if cut || gone[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
+				cut = true
 				break
 			}
+		}
+		if cut {
+			f.revoked = true
+			f.cancel()
 		}
 		l.finish(<-l.results)
 	}
