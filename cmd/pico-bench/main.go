@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss,sinkloop]
+//	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss,sinkloop,fleet]
 //	           [--cpuprofile FILE] [--blockprofile FILE] [--mutexprofile FILE] [--trace FILE]
 //
 // The profile flags write pprof profiles (and a runtime/trace execution
@@ -63,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	mdPath := fs.String("markdown", "", "also write the table as Markdown to `FILE`")
 	pngPath := fs.String("png", "", "also write a bar chart of the ratios to `FILE`")
-	only := fs.String("only", "s3,pg,random,config,rss,sinkloop", "comma-separated groups to run")
+	only := fs.String("only", "s3,pg,random,config,rss,sinkloop,fleet", "comma-separated groups to run")
 	cpuPath := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
 	blockPath := fs.String("blockprofile", "", "write a goroutine blocking profile of the run to `FILE`")
 	mutexPath := fs.String("mutexprofile", "", "write a mutex contention profile of the run to `FILE`")

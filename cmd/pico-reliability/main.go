@@ -47,6 +47,12 @@
 //	s3-group       two runtimes with one S3 sink key (one consumer group) on 8
 //	               topics: one SIGKILLed mid-stream, the other takes over, the
 //	               first rejoins; every offset in exactly one object.
+//	fleet          three distributed runtimes (broker state store) sharing a
+//	               Postgres CDC source, a random source and an S3 sink over 8
+//	               topics: source owners SIGKILLed in turn, one SIGSTOPped for
+//	               twice the session timeout, a rolling restart; every acked
+//	               record in exactly one object, sequences and rows once read
+//	               committed, checkpoints never backwards.
 //	broker-outage  an external kfake process killed and restarted on the same
 //	               address and data: batches nack with back-off, status stays
 //	               Running below 30 Nacks, delivery resumes by itself, nothing

