@@ -782,3 +782,63 @@ func TestHoleReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeInsideAFile: the runtime commits min(Durable, the next offset
+// consumed), so a commit can land inside a file in the bucket: a new owner
+// finds 10-19 at its commit 10 and skips it, Durable says 20, and the
+// runtime, having consumed only record 10, commits 11 before a crash. The
+// next owner, resumed inside 10-19, skips the rest of it and of the files
+// after it (a hole among them is written again) instead of writing 11-19
+// as a second object.
+func TestResumeInsideAFile(t *testing.T) {
+	srv := s3test.Start(t)
+	const n = 60
+	recs := records("t", 0, n)
+	for _, c := range []struct {
+		name string
+		hole bool // 30-39 is not in the bucket
+		mod  func(*options)
+	}{
+		{"all there", false, messages(10)},
+		{"hole", true, messages(10)},
+		{"hole other rotation", true, messages(7)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prefix := strings.ReplaceAll(c.name, " ", "-")
+			s := openAt(t, srv, srv.Endpoint, prefix, messages(10))
+			feed(t, s, recs, 13)
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if c.hole {
+				client := s3test.NewClient(srv.Endpoint, srv.AccessKey, srv.SecretKey)
+				if _, err := client.DeleteObject(context.Background(), &s3.DeleteObjectInput{
+					Bucket: aws.String(srv.Bucket), Key: aws.String(prefix + "/" + key("t", 30, 39, "jsonl")),
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The new owner, at commit 10, is handed record 10 alone.
+			s = openAt(t, srv, srv.Endpoint, prefix, c.mod)
+			feed(t, s, recs[10:11], 1)
+			if d, _ := durableOf(s, "t"); d != 20 {
+				t.Fatalf("durable %d after 10-19 was found, want 20", d)
+			}
+			s.crash()
+			// The runtime committed min(20, 11).
+			s = openAt(t, srv, srv.Endpoint, prefix, c.mod)
+			feed(t, s, recs[11:], 13)
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := durableOf(s, "t"); d != n {
+				t.Fatalf("durable %d, want %d", d, n)
+			}
+			got := readObjects(t, srv, prefix+"/")
+			wantExactlyOnce(t, got, n)
+			if !c.hole && len(got) != 6 {
+				t.Fatalf("objects %v, want the 6 of the first run", keysOf(got))
+			}
+		})
+	}
+}

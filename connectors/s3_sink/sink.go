@@ -10,7 +10,14 @@
 // uploads finish in. A file starts at the offset the runtime resumes from
 // and is cut at the same record on every replay, and a partition's first
 // files after an assignment are looked up in the bucket, so a replay writes
-// the same keys and never puts a record into two objects.
+// the same keys and never puts a record into two objects. The runtime may
+// commit inside a file found in the bucket (it commits the next offset
+// consumed when that is below Durable): when the file at the offset resumed
+// from is not found, the sink lists that record's directory, and a file
+// there holding the offset counts as found. A file whose first record maps
+// to another directory (a time placeholder of path_template changes inside
+// the file) is not seen by that listing: resumed inside such a file, the
+// rest of it is written again as a second object.
 //
 // Side-by-side uploads can leave, after a crash, a file in the bucket
 // beyond one that is not (a hole). At the first file not found after an
@@ -434,10 +441,21 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 				p.next = max(last+1, rec.Offset+1)
 				continue
 			}
-			p.recovering = false
-			if err := s.lookAhead(p, dir, rec.Offset); err != nil {
+			// The commit may also lie inside a file in the bucket (the
+			// runtime commits the next offset consumed when it is below
+			// Durable): list the directory once.
+			spans, err := s.listDir(p, dir)
+			if err != nil {
 				return err
 			}
+			if c, ok := covering(spans, rec.Offset); ok {
+				s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
+					"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
+				p.next = max(c.last+1, rec.Offset+1)
+				continue
+			}
+			p.recovering = false
+			s.lookAhead(p, spans, rec.Offset)
 		}
 		if s.pq != nil {
 			if err := s.appendParquet(p, rec, rowSize); err != nil {
@@ -504,26 +522,45 @@ func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error
 // span is the offsets of a file in the bucket.
 type span struct{ first, last int64 }
 
-// lookAhead lists the files of p in dir that start after first (the first
-// file not found after an assignment) into p.ahead. The lock is released
-// meanwhile.
-func (s *Sink) lookAhead(p *partition, dir string, first int64) error {
+// listDir lists the files of p in dir, sorted by first offset (the
+// largest last offset of several with one first offset). The lock is
+// released meanwhile.
+func (s *Sink) listDir(p *partition, dir string) ([]span, error) {
 	client := s.client
 	s.mu.Unlock()
-	ahead, err := listAhead(s.ctx, client, s.opts.Bucket, dir, p.partition, first, s.attemptTimeout(0))
+	spans, err := listSpans(s.ctx, client, s.opts.Bucket, dir, p.partition, s.attemptTimeout(0))
 	s.mu.Lock()
 	if err != nil {
-		return fmt.Errorf("s3 sink: listing s3://%s/%s to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, dir, err)
+		return nil, fmt.Errorf("s3 sink: listing s3://%s/%s to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, dir, err)
 	}
 	if s.parts[p.bufferKey] != p || p.released {
-		return errReleased
+		return nil, errReleased
 	}
-	if len(ahead) > 0 {
+	return spans, nil
+}
+
+// covering returns the file of spans that holds offset off, the one that
+// reaches furthest when several do.
+func covering(spans []span, off int64) (span, bool) {
+	var c span
+	ok := false
+	for _, sp := range spans {
+		if sp.first <= off && off <= sp.last && (!ok || sp.last > c.last) {
+			c, ok = sp, true
+		}
+	}
+	return c, ok
+}
+
+// lookAhead keeps in p.ahead the files of spans that start after first
+// (the first file not found after an assignment).
+func (s *Sink) lookAhead(p *partition, spans []span, first int64) {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].first > first })
+	if len(spans) > i {
 		s.log.Info("S3 sink found files uploaded before the last commit beyond one that was not; the records before each are written again and its own skipped",
-			"topic", p.topic, "partition", p.partition, "from_offset", first, "files", len(ahead))
+			"topic", p.topic, "partition", p.partition, "from_offset", first, "files", len(spans)-i)
+		p.ahead = spans[i:]
 	}
-	p.ahead = ahead
-	return nil
 }
 
 // skipAhead, when rec reaches the next file of p.ahead, cuts p's open file
@@ -549,15 +586,13 @@ func (s *Sink) skipAhead(p *partition, rec *plugin.Record, batch []plugin.Record
 	return nil
 }
 
-// listAhead returns the data objects of partition in dir whose first
-// offset is above first, sorted by first offset (the largest last offset
-// of several with one first offset).
-func listAhead(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, first int64, timeout time.Duration) ([]span, error) {
+// listSpans returns the data objects of partition in dir, sorted by first
+// offset (the largest last offset of several with one first offset).
+func listSpans(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, timeout time.Duration) ([]span, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix),
-		StartAfter: aws.String(filePrefix(dir, partition, first))}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
 	var out []span
 	for {
 		page, err := client.ListObjectsV2(ctx, in)
@@ -565,7 +600,7 @@ func listAhead(ctx context.Context, client *s3.Client, bucket, dir string, parti
 			return nil, err
 		}
 		for _, o := range page.Contents {
-			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok && f > first {
+			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok {
 				if n := len(out); n > 0 && out[n-1].first == f {
 					out[n-1].last = max(out[n-1].last, l)
 				} else {
