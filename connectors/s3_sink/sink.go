@@ -444,7 +444,7 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 			// The commit may also lie inside a file in the bucket (the
 			// runtime commits the next offset consumed when it is below
 			// Durable): list the directory once.
-			spans, err := s.listDir(p, dir)
+			spans, err := s.listDir(p, dir, rec.Offset)
 			if err != nil {
 				return err
 			}
@@ -522,13 +522,13 @@ func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error
 // span is the offsets of a file in the bucket.
 type span struct{ first, last int64 }
 
-// listDir lists the files of p in dir, sorted by first offset (the
-// largest last offset of several with one first offset). The lock is
-// released meanwhile.
-func (s *Sink) listDir(p *partition, dir string) ([]span, error) {
+// listDir lists the files of p in dir that end at from or later, sorted by
+// first offset (the largest last offset of several with one first offset).
+// The lock is released meanwhile.
+func (s *Sink) listDir(p *partition, dir string, from int64) ([]span, error) {
 	client := s.client
 	s.mu.Unlock()
-	spans, err := listSpans(s.ctx, client, s.opts.Bucket, dir, p.partition, s.attemptTimeout(0))
+	spans, err := listSpans(s.ctx, client, s.opts.Bucket, dir, p.partition, from, s.attemptTimeout(0))
 	s.mu.Lock()
 	if err != nil {
 		return nil, fmt.Errorf("s3 sink: listing s3://%s/%s to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, dir, err)
@@ -586,9 +586,10 @@ func (s *Sink) skipAhead(p *partition, rec *plugin.Record, batch []plugin.Record
 	return nil
 }
 
-// listSpans returns the data objects of partition in dir, sorted by first
-// offset (the largest last offset of several with one first offset).
-func listSpans(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, timeout time.Duration) ([]span, error) {
+// listSpans returns the data objects of partition in dir whose last offset
+// is from or above, sorted by first offset (the largest last offset of
+// several with one first offset).
+func listSpans(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, from int64, timeout time.Duration) ([]span, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
@@ -600,7 +601,7 @@ func listSpans(ctx context.Context, client *s3.Client, bucket, dir string, parti
 			return nil, err
 		}
 		for _, o := range page.Contents {
-			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok {
+			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok && l >= from {
 				if n := len(out); n > 0 && out[n-1].first == f {
 					out[n-1].last = max(out[n-1].last, l)
 				} else {
