@@ -789,19 +789,22 @@ func TestHoleReplay(t *testing.T) {
 // runtime, having consumed only record 10, commits 11 before a crash. The
 // next owner, resumed inside 10-19, skips the rest of it and of the files
 // after it (a hole among them is written again) instead of writing 11-19
-// as a second object.
+// as a second object. The same when the partition is revoked (Release)
+// instead.
 func TestResumeInsideAFile(t *testing.T) {
 	srv := s3test.Start(t)
 	const n = 60
 	recs := records("t", 0, n)
 	for _, c := range []struct {
-		name string
-		hole bool // 30-39 is not in the bucket
-		mod  func(*options)
+		name    string
+		hole    bool // 30-39 is not in the bucket
+		release bool // revoked rather than killed
+		mod     func(*options)
 	}{
-		{"all there", false, messages(10)},
-		{"hole", true, messages(10)},
-		{"hole other rotation", true, messages(7)},
+		{"all there", false, false, messages(10)},
+		{"hole", true, false, messages(10)},
+		{"hole other rotation", true, false, messages(7)},
+		{"released", true, true, messages(10)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := strings.ReplaceAll(c.name, " ", "-")
@@ -821,6 +824,11 @@ func TestResumeInsideAFile(t *testing.T) {
 			// The new owner, at commit 10, is handed record 10 alone.
 			s = openAt(t, srv, srv.Endpoint, prefix, c.mod)
 			feed(t, s, recs[10:11], 1)
+			if c.release {
+				if err := s.Release(context.Background(), []plugin.TopicPartition{{Topic: "t"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if d, _ := durableOf(s, "t"); d != 20 {
 				t.Fatalf("durable %d after 10-19 was found, want 20", d)
 			}
