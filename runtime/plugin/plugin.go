@@ -133,8 +133,9 @@ type TopicPartition struct {
 // DeferredSink is a Sink whose Consume returns before its records are
 // durable: it buffers them in memory, or uploads them in the background.
 // For such a sink, Consume returning nil means only "accepted"; the runtime
-// commits, per partition, only what Durable reports, and never past what it
-// has consumed. Kafka Connect's SinkTask.preCommit is the model.
+// commits, per partition, only an offset Durable reported, once it has
+// consumed up to it (a Durable ahead of consumption, a sink skipping what it
+// finds already written, waits). Kafka Connect's SinkTask.preCommit is the model.
 //
 // The runtime may hand a DeferredSink records it has already accepted (after
 // a failed Consume, a rebalance, or a failed dead-letter produce): the sink

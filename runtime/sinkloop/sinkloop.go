@@ -29,10 +29,10 @@
 //     fails the batch.
 //  5. On success, commits. A plain plugin.Sink: the offset after the
 //     batch's last record of each partition (the commit runs off the poll
-//     loop). A plugin.DeferredSink: per partition, the lower of its
-//     Durable() offset and the next offset consumed, after each Consume and
-//     every CommitInterval, so commits trail durability while consumption
-//     goes on. Counters.Committed counts the committed records.
+//     loop). A plugin.DeferredSink: per partition, its Durable() offset once
+//     the loop has consumed up to it, after each Consume and every
+//     CommitInterval, so commits trail durability while consumption goes
+//     on, and every commit is an offset the sink reported. Counters.Committed counts the committed records.
 //  6. On failure (an error from Consume, a failed transform or dead-letter
 //     produce), backs off (exponential, capped) and redelivers the same
 //     batch; a DeferredSink skips what it already accepted.
@@ -768,7 +768,15 @@ func (l *loop) commitDurable() {
 		if h, ok := l.holds[p]; ok {
 			o = min(o, h)
 		}
-		l.commits.add(p, min(o, next))
+		// Commit only an offset the sink reported, once it is consumed: a
+		// Durable past what was consumed (the sink skipping a file it found
+		// in its destination) waits until consumption reaches it, as an
+		// offset in the middle of such a file would make the next owner
+		// resume inside it and write its rest a second time.
+		if o > next {
+			continue
+		}
+		l.commits.add(p, o)
 	}
 }
 
