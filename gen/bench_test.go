@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/internal/confgen"
 )
 
 // benchDoc is a full S3 plugin_config as the TOML decoder hands it over.
@@ -36,7 +36,7 @@ func BenchmarkS3Load(b *testing.B) {
 // with santhosh-tekuri/jsonschema alone (aliases resolved beforehand, since
 // the schema alone does not know them; no typed result).
 func BenchmarkS3SchemaOnly(b *testing.B) {
-	s, err := confkit.CompileSchema("s3_sink", s3sinkconfig.Schema)
+	s, err := confgen.CompileSchema("s3_sink", s3sinkconfig.Schema)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func BenchmarkS3SchemaOnly(b *testing.B) {
 // BenchmarkS3LoadVsSchemaOnly runs both paths in alternating rounds, so a
 // busy machine slows both alike, and reports generated/baseline as "ratio".
 func BenchmarkS3LoadVsSchemaOnly(b *testing.B) {
-	s, err := confkit.CompileSchema("s3_sink", s3sinkconfig.Schema)
+	s, err := confgen.CompileSchema("s3_sink", s3sinkconfig.Schema)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/internal/confgen"
 )
 
 // TestRuntimeSchemasAcceptSpecExamples validates definition files written
@@ -60,7 +60,7 @@ fields = { source = "picomq" }
 		if _, err := toml.Decode(doc, &v); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := connector.Validate(confkit.Normalize(v)); err != nil {
+		if err := connector.Validate(confgen.Normalize(v)); err != nil {
 			t.Errorf("%s rejected: %v", name, err)
 		}
 	}
@@ -68,14 +68,14 @@ fields = { source = "picomq" }
 	if _, err := toml.Decode("type = \"pump\"\nkey = \"Bad Key\"\nenabled = true\nversion = 0\nname = \"x\"\npath = \"p\"\n", &bad); err != nil {
 		t.Fatal(err)
 	}
-	if err := connector.Validate(confkit.Normalize(bad)); err == nil || !strings.Contains(fmt.Sprintf("%#v", err), "/type") || !strings.Contains(fmt.Sprintf("%#v", err), "/key") {
+	if err := connector.Validate(confgen.Normalize(bad)); err == nil || !strings.Contains(fmt.Sprintf("%#v", err), "/type") || !strings.Contains(fmt.Sprintf("%#v", err), "/key") {
 		t.Errorf("bad definition: %v", err)
 	}
 	var rt map[string]any
 	if _, err := toml.Decode("connectors_dir = \"connectors\"\n[broker]\nbootstrap_servers = \"127.0.0.1:9092\"\n[state]\nstorage = \"file\"\n[log]\nlevel = \"debug\"\n", &rt); err != nil {
 		t.Fatal(err)
 	}
-	if err := runtime.Validate(confkit.Normalize(rt)); err != nil {
+	if err := runtime.Validate(confgen.Normalize(rt)); err != nil {
 		t.Errorf("runtime config rejected: %v", err)
 	}
 }
@@ -86,7 +86,7 @@ func compileFile(t *testing.T, path string) interface{ Validate(any) error } {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := confkit.CompileSchema(path, b)
+	s, err := confgen.CompileSchema(path, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/internal/confgen"
 )
 
 // s3Doc is a full S3 plugin_config as the TOML decoder hands it over.
@@ -22,7 +22,7 @@ func s3Doc() map[string]any {
 // check, typed decode, cross-key rules) against validating the same
 // document with santhosh-tekuri/jsonschema alone, in alternating rounds.
 func (b *bench) configRows() []row {
-	s, err := confkit.CompileSchema("s3_sink", s3sinkconfig.Schema)
+	s, err := confgen.CompileSchema("s3_sink", s3sinkconfig.Schema)
 	b.must(err)
 	doc := s3Doc()
 	plain := s3Doc()

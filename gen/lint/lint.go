@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
+	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -255,7 +256,7 @@ func checkDefault(pr *model.Property) string {
 	if err != nil {
 		return ""
 	}
-	compiled, err := confkit.CompileSchema("default", b)
+	compiled, err := confgen.CompileSchema("default", b)
 	if err != nil {
 		return "cannot be checked: the key's schema does not compile: " + err.Error()
 	}
@@ -268,11 +269,11 @@ func checkDefault(pr *model.Property) string {
 func formatOf(xtype string) string {
 	switch xtype {
 	case "size":
-		return confkit.FormatSize
+		return confgen.FormatSize
 	case "duration":
-		return confkit.FormatDuration
+		return confgen.FormatDuration
 	case "template":
-		return confkit.FormatTemplate
+		return confgen.FormatTemplate
 	}
 	return ""
 }
@@ -291,7 +292,7 @@ func xBounds(pr *model.Property) string {
 			i, _ := n.Int64()
 			d = i
 		}
-		s, err := confkit.AsSize(d)
+		s, err := confgen.AsSize(d)
 		if err != nil {
 			return "is not a valid size"
 		}

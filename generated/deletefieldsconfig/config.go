@@ -7,6 +7,7 @@ package deletefieldsconfig
 
 import (
 	_ "embed"
+	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"slices"
@@ -53,9 +54,9 @@ func Default() Config {
 }
 
 // envBindings lists every key an environment variable can override.
-var envBindings = []confkit.EnvBinding{
+var envBindings = []confgen.EnvBinding{
 	{
-		Kind:   confkit.EnvList,
+		Kind:   confgen.EnvList,
 		Path:   []string{"fields"},
 		Suffix: "FIELDS",
 	},
@@ -73,8 +74,8 @@ var keyOrder = []string{
 }
 
 // checker runs the JSON Schema check and words its errors.
-var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
-	Keys: map[string]confkit.KeyInfo{},
+var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+	Keys: map[string]confgen.KeyInfo{},
 	Known: map[string][]string{
 		"": {"fields"},
 	},
@@ -87,16 +88,16 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confkit.NormalizeTable(raw)
-	ps := confkit.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confkit.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confkit.ApplyEnumAliases(doc, enumAliases)
+	doc := confgen.NormalizeTable(raw)
+	ps := confgen.ApplyKeyAliases(doc, keyAliases)
+	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
+	confgen.ApplyEnumAliases(doc, enumAliases)
 	ps = append(ps, checker.Check(doc)...)
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
-		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
-		confkit.SortProblems(ps, keyOrder)
+		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
+		confgen.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
@@ -115,10 +116,10 @@ func (c Config) Validate() error {
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
 	if v, ok := m["fields"]; ok && !ps.Has("fields") {
-		if x, ok := confkit.AsStrings(v); ok {
+		if x, ok := confgen.AsStrings(v); ok {
 			c.Fields = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("fields", v, false, "an array of strings"))
+			*ps = append(*ps, confgen.WrongType("fields", v, false, "an array of strings"))
 		}
 	}
 }

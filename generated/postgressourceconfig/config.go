@@ -20,6 +20,7 @@ package postgressourceconfig
 
 import (
 	_ "embed"
+	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"slices"
@@ -234,120 +235,120 @@ func Default() Config {
 }
 
 // envBindings lists every key an environment variable can override.
-var envBindings = []confkit.EnvBinding{
+var envBindings = []confgen.EnvBinding{
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"connection_string"},
 		Secret: true,
 		Suffix: "CONNECTION_STRING",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"mode"},
 		Suffix: "MODE",
 	},
 	{
-		Kind:   confkit.EnvList,
+		Kind:   confgen.EnvList,
 		Path:   []string{"tables"},
 		Suffix: "TABLES",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"batch_size"},
 		Suffix: "BATCH_SIZE",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"poll_interval"},
 		Suffix: "POLL_INTERVAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"replication_slot"},
 		Suffix: "REPLICATION_SLOT",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"publication"},
 		Suffix: "PUBLICATION",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"create_slot"},
 		Suffix: "CREATE_SLOT",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"create_publication"},
 		Suffix: "CREATE_PUBLICATION",
 	},
 	{
-		Kind:   confkit.EnvList,
+		Kind:   confgen.EnvList,
 		Path:   []string{"capture_operations"},
 		Suffix: "CAPTURE_OPERATIONS",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"cdc_reader"},
 		Suffix: "CDC_READER",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"snapshot"},
 		Suffix: "SNAPSHOT",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"slot_check_interval"},
 		Suffix: "SLOT_CHECK_INTERVAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"max_retained_wal"},
 		Suffix: "MAX_RETAINED_WAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"heartbeat_interval"},
 		Suffix: "HEARTBEAT_INTERVAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"heartbeat_query"},
 		Suffix: "HEARTBEAT_QUERY",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"tracking_column"},
 		Suffix: "TRACKING_COLUMN",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"initial_offset"},
 		Suffix: "INITIAL_OFFSET",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"processed_column"},
 		Suffix: "PROCESSED_COLUMN",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"delete_after_read"},
 		Suffix: "DELETE_AFTER_READ",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"primary_key_column"},
 		Suffix: "PRIMARY_KEY_COLUMN",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"include_metadata"},
 		Suffix: "INCLUDE_METADATA",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"numeric_format"},
 		Suffix: "NUMERIC_FORMAT",
 	},
@@ -387,8 +388,8 @@ var keyOrder = []string{
 }
 
 // checker runs the JSON Schema check and words its errors.
-var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
-	Keys: map[string]confkit.KeyInfo{
+var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+	Keys: map[string]confgen.KeyInfo{
 		"connection_string": {
 			Messages: map[string]string{
 				"minLength": "connection_string must not be empty",
@@ -438,16 +439,16 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confkit.NormalizeTable(raw)
-	ps := confkit.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confkit.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confkit.ApplyEnumAliases(doc, enumAliases)
+	doc := confgen.NormalizeTable(raw)
+	ps := confgen.ApplyKeyAliases(doc, keyAliases)
+	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
+	confgen.ApplyEnumAliases(doc, enumAliases)
 	ps = append(ps, checker.Check(doc)...)
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
-		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
-		confkit.SortProblems(ps, keyOrder)
+		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
+		confgen.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
@@ -467,185 +468,185 @@ func (c Config) Validate() error {
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
 	*c = Default()
 	if v, ok := m["connection_string"]; ok && !ps.Has("connection_string") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.ConnectionString = confkit.NewSecret(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("connection_string", v, true, "a string"))
+			*ps = append(*ps, confgen.WrongType("connection_string", v, true, "a string"))
 		}
 	}
 	if v, ok := m["mode"]; ok && !ps.Has("mode") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Mode = Mode(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("mode", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("mode", v, false, "a string"))
 		}
 	}
 	if v, ok := m["tables"]; ok && !ps.Has("tables") {
-		if x, ok := confkit.AsStrings(v); ok {
+		if x, ok := confgen.AsStrings(v); ok {
 			c.Tables = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("tables", v, false, "an array of strings"))
+			*ps = append(*ps, confgen.WrongType("tables", v, false, "an array of strings"))
 		}
 	}
 	if v, ok := m["batch_size"]; ok && !ps.Has("batch_size") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.BatchSize = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("batch_size", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("batch_size", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["poll_interval"]; ok && !ps.Has("poll_interval") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("poll_interval", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("poll_interval", v, false, "format", err.Error()))
 		} else {
 			c.PollInterval = x
 			if x <= 0 {
-				*ps = append(*ps, confkit.NewProblem("poll_interval", v, false, "x-exclusive-minimum", "poll_interval ({value}) must be above 0"))
+				*ps = append(*ps, confgen.NewProblem("poll_interval", v, false, "x-exclusive-minimum", "poll_interval ({value}) must be above 0"))
 			}
 			if x > time.Hour {
-				*ps = append(*ps, confkit.NewProblem("poll_interval", v, false, "x-maximum", "poll_interval ({value}) must be at most 1h"))
+				*ps = append(*ps, confgen.NewProblem("poll_interval", v, false, "x-maximum", "poll_interval ({value}) must be at most 1h"))
 			}
 		}
 	}
 	if v, ok := m["replication_slot"]; ok && !ps.Has("replication_slot") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.ReplicationSlot = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("replication_slot", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("replication_slot", v, false, "a string"))
 		}
 	}
 	if v, ok := m["publication"]; ok && !ps.Has("publication") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Publication = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("publication", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("publication", v, false, "a string"))
 		}
 	}
 	if v, ok := m["create_slot"]; ok && !ps.Has("create_slot") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.CreateSlot = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("create_slot", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("create_slot", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["create_publication"]; ok && !ps.Has("create_publication") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.CreatePublication = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("create_publication", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("create_publication", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["capture_operations"]; ok && !ps.Has("capture_operations") {
-		if x, ok := confkit.AsStrings(v); ok {
+		if x, ok := confgen.AsStrings(v); ok {
 			c.CaptureOperations = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("capture_operations", v, false, "an array of strings"))
+			*ps = append(*ps, confgen.WrongType("capture_operations", v, false, "an array of strings"))
 		}
 	}
 	if v, ok := m["cdc_reader"]; ok && !ps.Has("cdc_reader") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.CDCReader = CDCReader(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("cdc_reader", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("cdc_reader", v, false, "a string"))
 		}
 	}
 	if v, ok := m["snapshot"]; ok && !ps.Has("snapshot") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Snapshot = Snapshot(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("snapshot", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("snapshot", v, false, "a string"))
 		}
 	}
 	if v, ok := m["slot_check_interval"]; ok && !ps.Has("slot_check_interval") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("slot_check_interval", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("slot_check_interval", v, false, "format", err.Error()))
 		} else {
 			c.SlotCheckInterval = x
 			if x <= 0 {
-				*ps = append(*ps, confkit.NewProblem("slot_check_interval", v, false, "x-exclusive-minimum", "slot_check_interval ({value}) must be above 0"))
+				*ps = append(*ps, confgen.NewProblem("slot_check_interval", v, false, "x-exclusive-minimum", "slot_check_interval ({value}) must be above 0"))
 			}
 			if x > time.Hour {
-				*ps = append(*ps, confkit.NewProblem("slot_check_interval", v, false, "x-maximum", "slot_check_interval ({value}) must be at most 1h"))
+				*ps = append(*ps, confgen.NewProblem("slot_check_interval", v, false, "x-maximum", "slot_check_interval ({value}) must be at most 1h"))
 			}
 		}
 	}
 	if v, ok := m["max_retained_wal"]; ok && !ps.Has("max_retained_wal") {
-		if x, err := confkit.AsSize(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("max_retained_wal", v, false, "format", err.Error()))
+		if x, err := confgen.AsSize(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("max_retained_wal", v, false, "format", err.Error()))
 		} else {
 			c.MaxRetainedWal = x
 			if x < 0 {
-				*ps = append(*ps, confkit.NewProblem("max_retained_wal", v, false, "x-minimum", "max_retained_wal ({value}) must be 0 (off) or more"))
+				*ps = append(*ps, confgen.NewProblem("max_retained_wal", v, false, "x-minimum", "max_retained_wal ({value}) must be 0 (off) or more"))
 			}
 		}
 	}
 	if v, ok := m["heartbeat_interval"]; ok && !ps.Has("heartbeat_interval") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("heartbeat_interval", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("heartbeat_interval", v, false, "format", err.Error()))
 		} else {
 			c.HeartbeatInterval = x
 			if x < 0 {
-				*ps = append(*ps, confkit.NewProblem("heartbeat_interval", v, false, "x-minimum", "heartbeat_interval ({value}) must be 0s (off) or more"))
+				*ps = append(*ps, confgen.NewProblem("heartbeat_interval", v, false, "x-minimum", "heartbeat_interval ({value}) must be 0s (off) or more"))
 			}
 			if x > time.Hour {
-				*ps = append(*ps, confkit.NewProblem("heartbeat_interval", v, false, "x-maximum", "heartbeat_interval ({value}) must be at most 1h"))
+				*ps = append(*ps, confgen.NewProblem("heartbeat_interval", v, false, "x-maximum", "heartbeat_interval ({value}) must be at most 1h"))
 			}
 		}
 	}
 	if v, ok := m["heartbeat_query"]; ok && !ps.Has("heartbeat_query") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.HeartbeatQuery = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("heartbeat_query", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("heartbeat_query", v, false, "a string"))
 		}
 	}
 	if v, ok := m["tracking_column"]; ok && !ps.Has("tracking_column") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.TrackingColumn = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("tracking_column", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("tracking_column", v, false, "a string"))
 		}
 	}
 	if v, ok := m["initial_offset"]; ok && !ps.Has("initial_offset") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.InitialOffset = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("initial_offset", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("initial_offset", v, false, "a string"))
 		}
 	}
 	if v, ok := m["processed_column"]; ok && !ps.Has("processed_column") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.ProcessedColumn = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("processed_column", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("processed_column", v, false, "a string"))
 		}
 	}
 	if v, ok := m["delete_after_read"]; ok && !ps.Has("delete_after_read") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.DeleteAfterRead = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("delete_after_read", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("delete_after_read", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["primary_key_column"]; ok && !ps.Has("primary_key_column") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.PrimaryKeyColumn = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("primary_key_column", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("primary_key_column", v, false, "a string"))
 		}
 	}
 	if v, ok := m["include_metadata"]; ok && !ps.Has("include_metadata") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.IncludeMetadata = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("include_metadata", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("include_metadata", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["numeric_format"]; ok && !ps.Has("numeric_format") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.NumericFormat = NumericFormat(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("numeric_format", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("numeric_format", v, false, "a string"))
 		}
 	}
 }

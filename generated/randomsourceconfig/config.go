@@ -7,6 +7,7 @@ package randomsourceconfig
 
 import (
 	_ "embed"
+	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"time"
@@ -124,44 +125,44 @@ func Default() Config {
 }
 
 // envBindings lists every key an environment variable can override.
-var envBindings = []confkit.EnvBinding{
+var envBindings = []confgen.EnvBinding{
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"records_per_batch"},
 		Suffix: "RECORDS_PER_BATCH",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"payload_size"},
 		Suffix: "PAYLOAD_SIZE",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"interval"},
 		Suffix: "INTERVAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"key_shape"},
 		Suffix: "KEY_SHAPE",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"key_size"},
 		Suffix: "KEY_SIZE",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"payload_shape"},
 		Suffix: "PAYLOAD_SHAPE",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"max_records"},
 		Suffix: "MAX_RECORDS",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"seed"},
 		Suffix: "SEED",
 	},
@@ -186,8 +187,8 @@ var keyOrder = []string{
 }
 
 // checker runs the JSON Schema check and words its errors.
-var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
-	Keys: map[string]confkit.KeyInfo{},
+var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+	Keys: map[string]confgen.KeyInfo{},
 	Known: map[string][]string{
 		"": {"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"},
 	},
@@ -200,16 +201,16 @@ var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confkit.NormalizeTable(raw)
-	ps := confkit.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confkit.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confkit.ApplyEnumAliases(doc, enumAliases)
+	doc := confgen.NormalizeTable(raw)
+	ps := confgen.ApplyKeyAliases(doc, keyAliases)
+	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
+	confgen.ApplyEnumAliases(doc, enumAliases)
 	ps = append(ps, checker.Check(doc)...)
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
-		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
-		confkit.SortProblems(ps, keyOrder)
+		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
+		confgen.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
@@ -229,65 +230,65 @@ func (c Config) Validate() error {
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
 	*c = Default()
 	if v, ok := m["records_per_batch"]; ok && !ps.Has("records_per_batch") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.RecordsPerBatch = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("records_per_batch", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("records_per_batch", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["payload_size"]; ok && !ps.Has("payload_size") {
-		if x, err := confkit.AsSize(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("payload_size", v, false, "format", err.Error()))
+		if x, err := confgen.AsSize(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("payload_size", v, false, "format", err.Error()))
 		} else {
 			c.PayloadSize = x
 			if x < confkit.Size(1) {
-				*ps = append(*ps, confkit.NewProblem("payload_size", v, false, "x-minimum", "must be at least 1B, got {value}"))
+				*ps = append(*ps, confgen.NewProblem("payload_size", v, false, "x-minimum", "must be at least 1B, got {value}"))
 			}
 			if x > confkit.MiB {
-				*ps = append(*ps, confkit.NewProblem("payload_size", v, false, "x-maximum", "must be at most 1MiB, got {value}"))
+				*ps = append(*ps, confgen.NewProblem("payload_size", v, false, "x-maximum", "must be at most 1MiB, got {value}"))
 			}
 		}
 	}
 	if v, ok := m["interval"]; ok && !ps.Has("interval") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("interval", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("interval", v, false, "format", err.Error()))
 		} else {
 			c.Interval = x
 		}
 	}
 	if v, ok := m["key_shape"]; ok && !ps.Has("key_shape") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.KeyShape = KeyShape(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("key_shape", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("key_shape", v, false, "a string"))
 		}
 	}
 	if v, ok := m["key_size"]; ok && !ps.Has("key_size") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.KeySize = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("key_size", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("key_size", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["payload_shape"]; ok && !ps.Has("payload_shape") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.PayloadShape = PayloadShape(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("payload_shape", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("payload_shape", v, false, "a string"))
 		}
 	}
 	if v, ok := m["max_records"]; ok && !ps.Has("max_records") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.MaxRecords = &x
 		} else {
-			*ps = append(*ps, confkit.WrongType("max_records", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("max_records", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["seed"]; ok && !ps.Has("seed") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.Seed = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("seed", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("seed", v, false, "an integer"))
 		}
 	}
 }
@@ -320,7 +321,7 @@ func (c Config) Redacted() map[string]any {
 		"key_shape":         string(c.KeyShape),
 		"key_size":          c.KeySize,
 		"payload_shape":     string(c.PayloadShape),
-		"max_records":       confkit.PtrValue(c.MaxRecords),
+		"max_records":       confgen.PtrValue(c.MaxRecords),
 		"seed":              c.Seed,
 	}
 }

@@ -20,6 +20,7 @@ package s3sinkconfig
 
 import (
 	_ "embed"
+	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"regexp"
@@ -335,126 +336,126 @@ func DefaultColumnsItem() ColumnsItem {
 }
 
 // envBindings lists every key an environment variable can override.
-var envBindings = []confkit.EnvBinding{
+var envBindings = []confgen.EnvBinding{
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"bucket"},
 		Suffix: "BUCKET",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"region"},
 		Suffix: "REGION",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"prefix"},
 		Suffix: "PREFIX",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"endpoint"},
 		Suffix: "ENDPOINT",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"access_key_id"},
 		Secret: true,
 		Suffix: "ACCESS_KEY_ID",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"secret_access_key"},
 		Secret: true,
 		Suffix: "SECRET_ACCESS_KEY",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"path_template"},
 		Suffix: "PATH_TEMPLATE",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"file_rotation"},
 		Suffix: "FILE_ROTATION",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"max_file_size"},
 		Suffix: "MAX_FILE_SIZE",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"max_messages_per_file"},
 		Suffix: "MAX_MESSAGES_PER_FILE",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"rotate_interval"},
 		Suffix: "ROTATE_INTERVAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"flush_interval"},
 		Suffix: "FLUSH_INTERVAL",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"output_format"},
 		Suffix: "OUTPUT_FORMAT",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"compression"},
 		Suffix: "COMPRESSION",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"parquet_compression"},
 		Suffix: "PARQUET_COMPRESSION",
 	},
 	{
-		Kind:   confkit.EnvList,
+		Kind:   confgen.EnvList,
 		Path:   []string{"columns"},
 		Suffix: "COLUMNS",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"include_metadata"},
 		Suffix: "INCLUDE_METADATA",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"include_headers"},
 		Suffix: "INCLUDE_HEADERS",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"max_attempts"},
 		Suffix: "MAX_ATTEMPTS",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"retry_delay"},
 		Suffix: "RETRY_DELAY",
 	},
 	{
-		Kind:   confkit.EnvBool,
+		Kind:   confgen.EnvBool,
 		Path:   []string{"path_style"},
 		Suffix: "PATH_STYLE",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"delivery"},
 		Suffix: "DELIVERY",
 	},
 	{
-		Kind:   confkit.EnvString,
+		Kind:   confgen.EnvString,
 		Path:   []string{"max_buffer_size"},
 		Suffix: "MAX_BUFFER_SIZE",
 	},
 	{
-		Kind:   confkit.EnvInt,
+		Kind:   confgen.EnvInt,
 		Path:   []string{"max_in_flight"},
 		Suffix: "MAX_IN_FLIGHT",
 	},
@@ -505,8 +506,8 @@ var keyOrder = []string{
 }
 
 // checker runs the JSON Schema check and words its errors.
-var checker = confkit.NewChecker(Name, Schema, &confkit.SchemaSpec{
-	Keys: map[string]confkit.KeyInfo{
+var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+	Keys: map[string]confgen.KeyInfo{
 		"bucket": {Messages: map[string]string{
 			"maxLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
 			"minLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
@@ -593,16 +594,16 @@ var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confkit.NormalizeTable(raw)
-	ps := confkit.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confkit.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confkit.ApplyEnumAliases(doc, enumAliases)
+	doc := confgen.NormalizeTable(raw)
+	ps := confgen.ApplyKeyAliases(doc, keyAliases)
+	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
+	confgen.ApplyEnumAliases(doc, enumAliases)
 	ps = append(ps, checker.Check(doc)...)
 	var c Config
 	decodeConfig(&c, doc, &ps, &c.warnings)
 	if len(ps) > 0 {
-		confkit.NameEnvSources(ps, envBindings, envPrefix, env)
-		confkit.SortProblems(ps, keyOrder)
+		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
+		confgen.SortProblems(ps, keyOrder)
 		return Config{}, ps
 	}
 	return c, nil
@@ -622,128 +623,128 @@ func (c Config) Validate() error {
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
 	*c = Default()
 	if v, ok := m["bucket"]; ok && !ps.Has("bucket") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Bucket = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("bucket", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("bucket", v, false, "a string"))
 		}
 	}
 	if v, ok := m["region"]; ok && !ps.Has("region") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Region = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("region", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("region", v, false, "a string"))
 		}
 	}
 	if v, ok := m["prefix"]; ok && !ps.Has("prefix") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Prefix = strings.Trim(x, "/")
 		} else {
-			*ps = append(*ps, confkit.WrongType("prefix", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("prefix", v, false, "a string"))
 		}
 	}
 	if v, ok := m["endpoint"]; ok && !ps.Has("endpoint") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Endpoint = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("endpoint", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("endpoint", v, false, "a string"))
 		}
 	}
 	if v, ok := m["access_key_id"]; ok && !ps.Has("access_key_id") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.AccessKeyID = confkit.NewSecret(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("access_key_id", v, true, "a string"))
+			*ps = append(*ps, confgen.WrongType("access_key_id", v, true, "a string"))
 		}
 	}
 	if v, ok := m["secret_access_key"]; ok && !ps.Has("secret_access_key") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.SecretAccessKey = confkit.NewSecret(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("secret_access_key", v, true, "a string"))
+			*ps = append(*ps, confgen.WrongType("secret_access_key", v, true, "a string"))
 		}
 	}
 	if v, ok := m["path_template"]; ok && !ps.Has("path_template") {
-		if s, ok := confkit.AsString(v); !ok {
-			*ps = append(*ps, confkit.WrongType("path_template", v, false, "a string"))
+		if s, ok := confgen.AsString(v); !ok {
+			*ps = append(*ps, confgen.WrongType("path_template", v, false, "a string"))
 		} else if x, err := confkit.ParseTemplate(s, placeholdersPathTemplate); err != nil {
-			*ps = append(*ps, confkit.NewProblem("path_template", v, false, "x-placeholders", err.Error()))
+			*ps = append(*ps, confgen.NewProblem("path_template", v, false, "x-placeholders", err.Error()))
 		} else {
 			c.PathTemplate = x
 		}
 	}
 	if v, ok := m["file_rotation"]; ok && !ps.Has("file_rotation") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.FileRotation = FileRotation(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("file_rotation", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("file_rotation", v, false, "a string"))
 		}
 	}
 	if v, ok := m["max_file_size"]; ok && !ps.Has("max_file_size") {
-		if x, err := confkit.AsSize(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("max_file_size", v, false, "format", err.Error()))
+		if x, err := confgen.AsSize(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("max_file_size", v, false, "format", err.Error()))
 		} else {
 			c.MaxFileSize = x
 			if x <= 0 {
-				*ps = append(*ps, confkit.NewProblem("max_file_size", v, false, "x-exclusive-minimum", "max_file_size ({value}) must be above 0"))
+				*ps = append(*ps, confgen.NewProblem("max_file_size", v, false, "x-exclusive-minimum", "max_file_size ({value}) must be above 0"))
 			}
 			if x > 5*confkit.GiB {
-				*ps = append(*ps, confkit.NewProblem("max_file_size", v, false, "x-maximum", "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"))
+				*ps = append(*ps, confgen.NewProblem("max_file_size", v, false, "x-maximum", "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"))
 			}
 		}
 	}
 	if v, ok := m["max_messages_per_file"]; ok && !ps.Has("max_messages_per_file") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.MaxMessagesPerFile = &x
 		} else {
-			*ps = append(*ps, confkit.WrongType("max_messages_per_file", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("max_messages_per_file", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["rotate_interval"]; ok && !ps.Has("rotate_interval") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("rotate_interval", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("rotate_interval", v, false, "format", err.Error()))
 		} else {
 			c.RotateInterval = x
 			if x < 0 {
-				*ps = append(*ps, confkit.NewProblem("rotate_interval", v, false, "x-minimum", "rotate_interval ({value}) must be 0s (off) or more"))
+				*ps = append(*ps, confgen.NewProblem("rotate_interval", v, false, "x-minimum", "rotate_interval ({value}) must be 0s (off) or more"))
 			}
 			if x > 168*time.Hour {
-				*ps = append(*ps, confkit.NewProblem("rotate_interval", v, false, "x-maximum", "rotate_interval ({value}) must be at most 168h"))
+				*ps = append(*ps, confgen.NewProblem("rotate_interval", v, false, "x-maximum", "rotate_interval ({value}) must be at most 168h"))
 			}
 		}
 	}
 	if v, ok := m["flush_interval"]; ok && !ps.Has("flush_interval") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("flush_interval", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("flush_interval", v, false, "format", err.Error()))
 		} else {
 			c.FlushInterval = x
 			if x < 0 {
-				*ps = append(*ps, confkit.NewProblem("flush_interval", v, false, "x-minimum", "flush_interval ({value}) must be 0s (off) or more"))
+				*ps = append(*ps, confgen.NewProblem("flush_interval", v, false, "x-minimum", "flush_interval ({value}) must be 0s (off) or more"))
 			}
 			if x > 24*time.Hour {
-				*ps = append(*ps, confkit.NewProblem("flush_interval", v, false, "x-maximum", "flush_interval ({value}) must be at most 24h"))
+				*ps = append(*ps, confgen.NewProblem("flush_interval", v, false, "x-maximum", "flush_interval ({value}) must be at most 24h"))
 			}
 		}
 	}
 	if v, ok := m["output_format"]; ok && !ps.Has("output_format") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.OutputFormat = OutputFormat(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("output_format", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("output_format", v, false, "a string"))
 		}
 	}
 	if v, ok := m["compression"]; ok && !ps.Has("compression") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Compression = Compression(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("compression", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("compression", v, false, "a string"))
 		}
 	}
 	if v, ok := m["parquet_compression"]; ok && !ps.Has("parquet_compression") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.ParquetCompression = ParquetCompression(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("parquet_compression", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("parquet_compression", v, false, "a string"))
 		}
 	}
 	if v, ok := m["columns"]; ok && !ps.Has("columns") {
@@ -753,96 +754,96 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			for i, e := range l {
 				t, _ := e.(map[string]any)
 				decodeColumnsItem(&c.Columns[i], t, ps, warnings, "columns["+strconv.Itoa(i)+"]")
-				if confkit.Has(t, "name") && !ps.Has("columns["+strconv.Itoa(i)+"]"+".name") {
+				if confgen.Has(t, "name") && !ps.Has("columns["+strconv.Itoa(i)+"]"+".name") {
 					if _, dup := seen[c.Columns[i].Name]; dup {
-						*ps = append(*ps, confkit.NewProblem("columns["+strconv.Itoa(i)+"]"+".name", t["name"], false, "x-unique", "{key}: column name {value} is used twice"))
+						*ps = append(*ps, confgen.NewProblem("columns["+strconv.Itoa(i)+"]"+".name", t["name"], false, "x-unique", "{key}: column name {value} is used twice"))
 					} else {
 						seen[c.Columns[i].Name] = i
 					}
 				}
 			}
 		} else {
-			*ps = append(*ps, confkit.WrongType("columns", v, false, "an array of tables"))
+			*ps = append(*ps, confgen.WrongType("columns", v, false, "an array of tables"))
 		}
 	}
 	if v, ok := m["include_metadata"]; ok && !ps.Has("include_metadata") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.IncludeMetadata = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("include_metadata", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("include_metadata", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["include_headers"]; ok && !ps.Has("include_headers") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.IncludeHeaders = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("include_headers", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("include_headers", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["max_attempts"]; ok && !ps.Has("max_attempts") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.MaxAttempts = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("max_attempts", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("max_attempts", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["retry_delay"]; ok && !ps.Has("retry_delay") {
-		if x, err := confkit.AsDuration(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("retry_delay", v, false, "format", err.Error()))
+		if x, err := confgen.AsDuration(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("retry_delay", v, false, "format", err.Error()))
 		} else {
 			c.RetryDelay = x
 			if x > time.Minute {
-				*ps = append(*ps, confkit.NewProblem("retry_delay", v, false, "x-maximum", "retry_delay ({value}) must be at most 60s, the cap of the back-off"))
+				*ps = append(*ps, confgen.NewProblem("retry_delay", v, false, "x-maximum", "retry_delay ({value}) must be at most 60s, the cap of the back-off"))
 			}
 		}
 	}
 	if v, ok := m["path_style"]; ok && !ps.Has("path_style") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.PathStyle = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("path_style", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType("path_style", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["delivery"]; ok && !ps.Has("delivery") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Delivery = Delivery(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType("delivery", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType("delivery", v, false, "a string"))
 		}
 	}
 	if v, ok := m["max_buffer_size"]; ok && !ps.Has("max_buffer_size") {
-		if x, err := confkit.AsSize(v); err != nil {
-			*ps = append(*ps, confkit.NewProblem("max_buffer_size", v, false, "format", err.Error()))
+		if x, err := confgen.AsSize(v); err != nil {
+			*ps = append(*ps, confgen.NewProblem("max_buffer_size", v, false, "format", err.Error()))
 		} else {
 			c.MaxBufferSize = x
 			if x < confkit.MiB {
-				*ps = append(*ps, confkit.NewProblem("max_buffer_size", v, false, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB"))
+				*ps = append(*ps, confgen.NewProblem("max_buffer_size", v, false, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB"))
 			}
 		}
 	}
 	if v, ok := m["max_in_flight"]; ok && !ps.Has("max_in_flight") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.MaxInFlight = x
 		} else {
-			*ps = append(*ps, confkit.WrongType("max_in_flight", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType("max_in_flight", v, false, "an integer"))
 		}
 	}
-	if !confkit.Has(m, "endpoint") && confkit.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
-		*ps = append(*ps, confkit.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
+	if !confgen.Has(m, "endpoint") && confgen.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
+		*ps = append(*ps, confgen.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
 	}
-	if p := confkit.BothOrNeither(m, "", "access_key_id", "secret_access_key", "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"); p != nil {
+	if p := confgen.BothOrNeither(m, "", "access_key_id", "secret_access_key", "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"); p != nil {
 		*ps = append(*ps, *p)
 	}
-	if c.FileRotation == FileRotationMessages && !confkit.Has(m, "max_messages_per_file") && !ps.Has("max_messages_per_file") {
-		*ps = append(*ps, confkit.NewProblem("max_messages_per_file", nil, false, "x-required-if", "file_rotation is 'messages' but max_messages_per_file is not configured"))
+	if c.FileRotation == FileRotationMessages && !confgen.Has(m, "max_messages_per_file") && !ps.Has("max_messages_per_file") {
+		*ps = append(*ps, confgen.NewProblem("max_messages_per_file", nil, false, "x-required-if", "file_rotation is 'messages' but max_messages_per_file is not configured"))
 	}
-	if confkit.Has(m, "compression") && confkit.Has(m, "output_format") && !ps.Has("output_format") && !patternOutputFormat.MatchString(string(c.OutputFormat)) {
-		*ps = append(*ps, confkit.NewProblem("output_format", m["output_format"], false, "x-pattern-unless", "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"))
+	if confgen.Has(m, "compression") && confgen.Has(m, "output_format") && !ps.Has("output_format") && !patternOutputFormat.MatchString(string(c.OutputFormat)) {
+		*ps = append(*ps, confgen.NewProblem("output_format", m["output_format"], false, "x-pattern-unless", "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"))
 	}
-	if c.OutputFormat == OutputFormatParquet && !confkit.Has(m, "columns") && !ps.Has("columns") {
-		*ps = append(*ps, confkit.NewProblem("columns", nil, false, "x-required-if", "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type"))
+	if c.OutputFormat == OutputFormatParquet && !confgen.Has(m, "columns") && !ps.Has("columns") {
+		*ps = append(*ps, confgen.NewProblem("columns", nil, false, "x-required-if", "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type"))
 	}
-	if !confkit.Has(m, "path_style") && confkit.Has(m, "endpoint") {
+	if !confgen.Has(m, "path_style") && confgen.Has(m, "endpoint") {
 		c.PathStyle = true
 	}
 }
@@ -853,49 +854,49 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, warnings *[]string, at string) {
 	*c = DefaultColumnsItem()
 	if v, ok := m["name"]; ok && !ps.Has(at+".name") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Name = x
 		} else {
-			*ps = append(*ps, confkit.WrongType(at+".name", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType(at+".name", v, false, "a string"))
 		}
 	}
 	if v, ok := m["type"]; ok && !ps.Has(at+".type") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Type = ColumnsType(x)
 		} else {
-			*ps = append(*ps, confkit.WrongType(at+".type", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType(at+".type", v, false, "a string"))
 		}
 	}
 	if v, ok := m["path"]; ok && !ps.Has(at+".path") {
-		if x, ok := confkit.AsString(v); ok {
+		if x, ok := confgen.AsString(v); ok {
 			c.Path = strings.Trim(x, ".")
 		} else {
-			*ps = append(*ps, confkit.WrongType(at+".path", v, false, "a string"))
+			*ps = append(*ps, confgen.WrongType(at+".path", v, false, "a string"))
 		}
 	}
 	if v, ok := m["optional"]; ok && !ps.Has(at+".optional") {
-		if x, ok := confkit.AsBool(v); ok {
+		if x, ok := confgen.AsBool(v); ok {
 			c.Optional = x
 		} else {
-			*ps = append(*ps, confkit.WrongType(at+".optional", v, false, "a boolean"))
+			*ps = append(*ps, confgen.WrongType(at+".optional", v, false, "a boolean"))
 		}
 	}
 	if v, ok := m["precision"]; ok && !ps.Has(at+".precision") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.Precision = &x
 		} else {
-			*ps = append(*ps, confkit.WrongType(at+".precision", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType(at+".precision", v, false, "an integer"))
 		}
 	}
 	if v, ok := m["scale"]; ok && !ps.Has(at+".scale") {
-		if x, ok := confkit.AsInt(v); ok {
+		if x, ok := confgen.AsInt(v); ok {
 			c.Scale = x
 		} else {
-			*ps = append(*ps, confkit.WrongType(at+".scale", v, false, "an integer"))
+			*ps = append(*ps, confgen.WrongType(at+".scale", v, false, "an integer"))
 		}
 	}
-	if c.Type == ColumnsTypeDecimal && !confkit.Has(m, "precision") && !ps.Has(at+".precision") {
-		*ps = append(*ps, confkit.NewProblem(at+".precision", nil, false, "x-required-if", "{key} is required for a decimal column (1 to 38)"))
+	if c.Type == ColumnsTypeDecimal && !confgen.Has(m, "precision") && !ps.Has(at+".precision") {
+		*ps = append(*ps, confgen.NewProblem(at+".precision", nil, false, "x-required-if", "{key} is required for a decimal column (1 to 38)"))
 	}
 }
 
@@ -986,7 +987,7 @@ func (c Config) Redacted() map[string]any {
 		"path_template":         c.PathTemplate.Source,
 		"file_rotation":         string(c.FileRotation),
 		"max_file_size":         c.MaxFileSize.String(),
-		"max_messages_per_file": confkit.PtrValue(c.MaxMessagesPerFile),
+		"max_messages_per_file": confgen.PtrValue(c.MaxMessagesPerFile),
 		"rotate_interval":       c.RotateInterval.String(),
 		"flush_interval":        c.FlushInterval.String(),
 		"output_format":         string(c.OutputFormat),
@@ -1020,7 +1021,7 @@ func (c ColumnsItem) redacted() map[string]any {
 		"type":      string(c.Type),
 		"path":      c.Path,
 		"optional":  c.Optional,
-		"precision": confkit.PtrValue(c.Precision),
+		"precision": confgen.PtrValue(c.Precision),
 		"scale":     c.Scale,
 	}
 }

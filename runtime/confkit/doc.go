@@ -1,9 +1,9 @@
-// Package confkit is the support library of the configuration packages that
-// picogen generates: the size, secret, duration and template types, the
-// Problem list that Load returns, "did you mean" suggestions, and the helpers
-// that read environment overrides and raw TOML values.
+// Package confkit is what a connector sees of its configuration: the types
+// of a generated Config's fields (Size, Secret, Template, and Ptr for its
+// optional keys), the Problem that every configuration error of the module
+// is, and the one "did you mean" suggestion (DidYouMean).
 //
-// Generated code calls these helpers with everything it knows from the
-// schema; confkit itself never inspects a schema at run time, except to
-// compile it for the JSON Schema check (see CompileSchema).
+// The helpers that the generated Load calls to get there (environment
+// overrides, aliases, the JSON Schema check, the dialect's x- rules) are in
+// internal/confgen, out of a connector author's sight.
 package confkit

@@ -47,14 +47,6 @@ func TestProblemNamesFileAndKey(t *testing.T) {
 	}
 }
 
-func TestSortProblems(t *testing.T) {
-	ps := Problems{{Key: "zz"}, {Key: "b.c"}, {Key: "a"}, {Key: "b"}}
-	SortProblems(ps, []string{"b", "a"})
-	if ps[0].Key != "b" || ps[1].Key != "b.c" || ps[2].Key != "a" || ps[3].Key != "zz" {
-		t.Fatalf("%v", ps)
-	}
-}
-
 func TestSuggest(t *testing.T) {
 	cands := []string{"bucket", "region", "max_file_size", "max_attempts", "output_format"}
 	tests := map[string]string{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/picomq/pico-connectors/gen/internal/jsonx"
 	"github.com/picomq/pico-connectors/gen/internal/naming"
+	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -249,7 +250,7 @@ func Parse(file, name string, data []byte) (*Schema, error) {
 	p.injectFormats(root, "")
 	if len(p.errs) == 0 {
 		s.Embedded = jsonx.Marshal(root)
-		if _, err := confkit.CompileSchema(name, s.Embedded); err != nil {
+		if _, err := confgen.CompileSchema(name, s.Embedded); err != nil {
 			p.fail("", "not a valid JSON Schema 2020-12: %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package confkit
+package confgen
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // The format names the generator adds to properties of the x-types, so the
@@ -36,7 +38,7 @@ var Formats = map[string]func(any) bool{
 		if !ok {
 			return true
 		}
-		_, err := ParseDuration(s)
+		_, err := confkit.ParseDuration(s)
 		return err == nil
 	},
 	FormatTemplate: func(v any) bool {
@@ -44,7 +46,7 @@ var Formats = map[string]func(any) bool{
 		if !ok {
 			return true
 		}
-		_, err := ParseTemplate(s, nil)
+		_, err := confkit.ParseTemplate(s, nil)
 		return err == nil
 	},
 }
@@ -92,18 +94,18 @@ var quoted = regexp.MustCompile(`'((?:[^'\\]|\\.)*)'`)
 
 // CheckSchema validates doc against s and translates every error into a
 // Problem located by key path, at most one per key and rule.
-func CheckSchema(s *jsonschema.Schema, doc map[string]any, spec *SchemaSpec) Problems {
+func CheckSchema(s *jsonschema.Schema, doc map[string]any, spec *SchemaSpec) confkit.Problems {
 	err := s.Validate(doc)
 	if err == nil {
 		return nil
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return Problems{{Rule: "schema", Message: err.Error()}}
+		return confkit.Problems{{Rule: "schema", Message: err.Error()}}
 	}
-	var out Problems
+	var out confkit.Problems
 	seen := map[string]bool{}
-	add := func(p Problem) {
+	add := func(p confkit.Problem) {
 		id := p.Key + "\x00" + p.Rule
 		same := p.Key + "\x00\x00" + p.Message
 		if !seen[id] && !seen[same] {
@@ -127,7 +129,7 @@ func CheckSchema(s *jsonschema.Schema, doc map[string]any, spec *SchemaSpec) Pro
 	return out
 }
 
-func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSpec) []Problem {
+func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSpec) []confkit.Problem {
 	path := pointerPath(e.InstanceLocation)
 	key := instanceKey(doc, path)
 	rule := e.KeywordLocation
@@ -157,7 +159,7 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 				names = append(names, m[1])
 			}
 		}
-		var ps []Problem
+		var ps []confkit.Problem
 		for _, name := range names {
 			full := name
 			if key != "" {
@@ -168,7 +170,7 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 				if sm := spec.info(full).Messages["required"]; sm != "" {
 					msg = Expand(sm, full, "")
 				}
-				ps = append(ps, Problem{Key: full, Rule: "required", Message: msg})
+				ps = append(ps, confkit.Problem{Key: full, Rule: "required", Message: msg})
 				continue
 			}
 			ps = append(ps, UnknownKey(key, name, valueAt(doc, append(path, name)), known))
@@ -178,7 +180,7 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 	v, _ := valueAtOK(doc, path)
 	shown := FormatValue(v)
 	if info.Secret {
-		shown = NewSecret(shown).String()
+		shown = confkit.NewSecret(shown).String()
 	}
 	var msg string
 	switch rule {
@@ -204,7 +206,7 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 			_, err = AsDuration(v)
 		case FormatTemplate:
 			s, _ := v.(string)
-			_, err = ParseTemplate(s, nil)
+			_, err = confkit.ParseTemplate(s, nil)
 		}
 		if err != nil {
 			msg = err.Error()
@@ -223,7 +225,7 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 					cands = append(cands, u)
 				}
 			}
-			msg += DidYouMean(sv, cands)
+			msg += confkit.DidYouMean(sv, cands)
 		}
 		if info.Secret {
 			msg = "is not one of the allowed values"
@@ -239,21 +241,21 @@ func translate(e *jsonschema.ValidationError, doc map[string]any, spec *SchemaSp
 	if sm := info.Messages[rule]; sm != "" {
 		msg = Expand(sm, key, shown)
 	}
-	return []Problem{{Key: key, Value: shown, Rule: rule, Message: msg}}
+	return []confkit.Problem{{Key: key, Value: shown, Rule: rule, Message: msg}}
 }
 
 // UnknownKey builds the problem for a key no schema property or alias
 // names, with a suggestion from known.
-func UnknownKey(table, name string, value any, known []string) Problem {
+func UnknownKey(table, name string, value any, known []string) confkit.Problem {
 	full := name
 	if table != "" {
 		full = table + "." + name
 	}
-	msg := "unknown key" + DidYouMean(name, known)
+	msg := "unknown key" + confkit.DidYouMean(name, known)
 	if len(known) > 0 {
 		msg += "; allowed keys: " + strings.Join(known, ", ")
 	}
-	return Problem{Key: full, Value: FormatValue(value), Rule: "unknown-key", Message: msg}
+	return confkit.Problem{Key: full, Value: FormatValue(value), Rule: "unknown-key", Message: msg}
 }
 
 func article(t string) string {
@@ -315,7 +317,7 @@ func valueAtOK(doc map[string]any, path []string) (any, bool) {
 
 // SortProblems orders problems by the position of their key in order (the
 // schema's key order), then by key and rule, so output is deterministic.
-func SortProblems(ps Problems, order []string) {
+func SortProblems(ps confkit.Problems, order []string) {
 	pos := make(map[string]int, len(order))
 	for i, k := range order {
 		pos[k] = i

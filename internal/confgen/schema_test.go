@@ -1,4 +1,4 @@
-package confkit
+package confgen
 
 import (
 	"strings"

@@ -1,9 +1,11 @@
-package confkit
+package confgen
 
 import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 func lookupMap(m map[string]string) func(string) (string, bool) {
@@ -65,7 +67,7 @@ func TestBindEnv(t *testing.T) {
 		t.Fatalf("%#v", p)
 	}
 	p = BindEnv(doc, []string{"secret"}, "P_SECRET", EnvInt, true, env)
-	if p == nil || strings.Contains(p.Error(), "s3cr3t") || !strings.Contains(p.Message, "P_SECRET") || p.Value != Mask {
+	if p == nil || strings.Contains(p.Error(), "s3cr3t") || !strings.Contains(p.Message, "P_SECRET") || p.Value != confkit.Mask {
 		t.Fatalf("%#v", p)
 	}
 	p = BindEnv(doc, []string{"scalar", "x"}, "P_SCALAR_X", EnvInt, false, env)

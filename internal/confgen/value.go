@@ -1,4 +1,4 @@
-package confkit
+package confgen
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // Normalize returns a deep copy of a decoded TOML or JSON value using only
@@ -186,16 +188,16 @@ func asList[T any](v any, conv func(any) (T, bool)) ([]T, bool) {
 
 // AsSize returns v as a Size: a string parsed by ParseSize or a
 // non-negative integer byte count.
-func AsSize(v any) (Size, error) {
+func AsSize(v any) (confkit.Size, error) {
 	switch x := v.(type) {
 	case string:
-		return ParseSize(x)
+		return confkit.ParseSize(x)
 	default:
 		if n, ok := AsInt(v); ok {
 			if n < 0 {
 				return 0, fmt.Errorf("invalid size %d: must not be negative", n)
 			}
-			return Size(n), nil
+			return confkit.Size(n), nil
 		}
 	}
 	return 0, fmt.Errorf("must be a size such as 8MiB or 10MB, got %s", TypeName(v))
@@ -207,7 +209,7 @@ func AsDuration(v any) (time.Duration, error) {
 	if !ok {
 		return 0, fmt.Errorf("must be a duration string such as 100ms or 1s, got %s", TypeName(v))
 	}
-	return ParseDuration(s)
+	return confkit.ParseDuration(s)
 }
 
 // TypeName names the JSON type of v for messages.

@@ -1,8 +1,10 @@
-package confkit
+package confgen
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 func TestElementKey(t *testing.T) {
@@ -43,7 +45,7 @@ func TestInstanceKey(t *testing.T) {
 }
 
 func TestSortProblemsElementByElement(t *testing.T) {
-	ps := Problems{{Key: "columns[10].a"}, {Key: "columns[2].b"}, {Key: "name"}, {Key: "columns[2].a"}, {Key: "columns[2].zz"}, {Key: "columns"}}
+	ps := confkit.Problems{{Key: "columns[10].a"}, {Key: "columns[2].b"}, {Key: "name"}, {Key: "columns[2].a"}, {Key: "columns[2].zz"}, {Key: "columns"}}
 	SortProblems(ps, []string{"name", "columns", "columns[].a", "columns[].b"})
 	var got []string
 	for _, p := range ps {

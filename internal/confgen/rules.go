@@ -1,4 +1,4 @@
-package confkit
+package confgen
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // Has reports whether key is set in the table m.
@@ -15,32 +17,23 @@ func Has(m map[string]any, key string) bool {
 	return ok
 }
 
-// Keys returns the set of keys that have a problem.
-func (ps Problems) Keys() map[string]bool {
-	out := make(map[string]bool, len(ps))
-	for _, p := range ps {
-		out[p.Key] = true
-	}
-	return out
-}
-
 // NewProblem builds a Problem for key with value v (masked when secret);
 // {key} and {value} in msg are filled in.
-func NewProblem(key string, v any, secret bool, rule, msg string) Problem {
+func NewProblem(key string, v any, secret bool, rule, msg string) confkit.Problem {
 	shown := ""
 	if v != nil {
 		shown = FormatValue(v)
 		if secret {
-			shown = NewSecret(shown).String()
+			shown = confkit.NewSecret(shown).String()
 		}
 	}
-	return Problem{Key: key, Value: shown, Rule: rule, Message: Expand(msg, key, shown)}
+	return confkit.Problem{Key: key, Value: shown, Rule: rule, Message: Expand(msg, key, shown)}
 }
 
 // BothOrNeither checks that keys a and b of table m (at dotted path
 // table, "" for the top) are both set or both unset. msg may use {set} and
 // {missing}; the problem is reported on the missing key.
-func BothOrNeither(m map[string]any, table, a, b, msg string) *Problem {
+func BothOrNeither(m map[string]any, table, a, b, msg string) *confkit.Problem {
 	ha, hb := Has(m, a), Has(m, b)
 	if ha == hb {
 		return nil
@@ -56,15 +49,15 @@ func BothOrNeither(m map[string]any, table, a, b, msg string) *Problem {
 	if table != "" {
 		key = table + "." + missing
 	}
-	return &Problem{Key: key, Rule: "x-both-or-neither",
+	return &confkit.Problem{Key: key, Rule: "x-both-or-neither",
 		Message: strings.NewReplacer("{set}", set, "{missing}", missing, "{key}", key, "{value}", "").Replace(msg)}
 }
 
 // ApplyKeyAliases renames alias keys to their canonical key. aliases maps
 // a dotted table path ("" for the top) to alias → key. Setting both a key
 // and its alias is a problem.
-func ApplyKeyAliases(doc map[string]any, aliases map[string]map[string]string) Problems {
-	var ps Problems
+func ApplyKeyAliases(doc map[string]any, aliases map[string]map[string]string) confkit.Problems {
+	var ps confkit.Problems
 	tables := make([]string, 0, len(aliases))
 	for t := range aliases {
 		tables = append(tables, t)
@@ -89,7 +82,7 @@ func ApplyKeyAliases(doc map[string]any, aliases map[string]map[string]string) P
 			delete(m, a)
 			if _, both := m[key]; both {
 				full := joinKey(t, a)
-				ps = append(ps, Problem{Key: full, Value: FormatValue(v), Rule: "x-aliases",
+				ps = append(ps, confkit.Problem{Key: full, Value: FormatValue(v), Rule: "x-aliases",
 					Message: fmt.Sprintf("%s is an alias of %s, which is also set: keep only one", a, key)})
 				continue
 			}
@@ -164,10 +157,10 @@ func NewChecker(name string, schema []byte, spec *SchemaSpec) *Checker {
 }
 
 // Check validates doc and returns every problem (see CheckSchema).
-func (c *Checker) Check(doc map[string]any) Problems {
+func (c *Checker) Check(doc map[string]any) confkit.Problems {
 	c.once.Do(func() { c.s, c.err = CompileSchema(c.name, c.schema) })
 	if c.err != nil {
-		return Problems{{Rule: "schema", Message: c.err.Error()}}
+		return confkit.Problems{{Rule: "schema", Message: c.err.Error()}}
 	}
 	return CheckSchema(c.s, doc, c.spec)
 }
@@ -201,13 +194,10 @@ func PtrValue[T any](p *T) any {
 }
 
 // WrongType is the problem for a value of the wrong JSON type.
-func WrongType(key string, v any, secret bool, want string) Problem {
+func WrongType(key string, v any, secret bool, want string) confkit.Problem {
 	msg := fmt.Sprintf("must be %s, got %s", want, TypeName(v))
 	if !secret {
 		msg += " " + quoteValue(v)
 	}
 	return NewProblem(key, v, secret, "type", msg)
 }
-
-// Ptr returns a pointer to v, for defaults of optional keys.
-func Ptr[T any](v T) *T { return &v }

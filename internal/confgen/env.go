@@ -1,4 +1,4 @@
-package confkit
+package confgen
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // EnvKind is how an environment variable's text is turned into a value.
@@ -155,11 +157,11 @@ type EnvBinding struct {
 }
 
 // BindEnvAll applies every binding (see BindEnv) and returns the problems.
-func BindEnvAll(doc map[string]any, bindings []EnvBinding, prefix string, lookup func(string) (string, bool)) Problems {
+func BindEnvAll(doc map[string]any, bindings []EnvBinding, prefix string, lookup func(string) (string, bool)) confkit.Problems {
 	if lookup == nil {
 		return nil
 	}
-	var ps Problems
+	var ps confkit.Problems
 	for _, b := range bindings {
 		if p := BindEnv(doc, b.Path, prefix+b.Suffix, b.Kind, b.Secret, lookup); p != nil {
 			ps = append(ps, *p)
@@ -176,7 +178,7 @@ func jsonErrText(err error) string {
 // BindEnv reads variable through lookup and, when it is set, stores its
 // parsed value in doc at path, creating nested tables as needed. A bad value
 // gives a Problem naming the variable; secret masks the value in it.
-func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, secret bool, lookup func(string) (string, bool)) *Problem {
+func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, secret bool, lookup func(string) (string, bool)) *confkit.Problem {
 	if lookup == nil || len(path) == 0 {
 		return nil
 	}
@@ -187,7 +189,7 @@ func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, s
 	key := strings.Join(path, ".")
 	shown := text
 	if secret {
-		shown = NewSecret(text).String()
+		shown = confkit.NewSecret(text).String()
 	}
 	v, err := ParseEnvValue(text, kind)
 	if err == nil && kind == EnvList {
@@ -198,14 +200,14 @@ func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, s
 		if secret {
 			msg = fmt.Sprintf("environment variable %s: value %s", variable, err)
 		}
-		return &Problem{Key: key, Value: shown, Rule: "env", Message: msg}
+		return &confkit.Problem{Key: key, Value: shown, Rule: "env", Message: msg}
 	}
 	m := doc
 	for i, p := range path[:len(path)-1] {
 		next, ok := m[p].(map[string]any)
 		if !ok {
 			if _, exists := m[p]; exists {
-				return &Problem{Key: strings.Join(path[:i+1], "."), Value: FormatValue(m[p]), Rule: "env",
+				return &confkit.Problem{Key: strings.Join(path[:i+1], "."), Value: FormatValue(m[p]), Rule: "env",
 					Message: fmt.Sprintf("environment variable %s cannot be applied: %s is not a table", variable, strings.Join(path[:i+1], "."))}
 			}
 			next = map[string]any{}

@@ -1,12 +1,16 @@
-package confkit
+package confgen
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
+)
 
 // NameEnvSources starts the message of every problem of a key that an
 // environment variable of bindings set with "environment variable NAME: ",
 // so that a bad value from the environment does not blame the file, which
 // may say something else. Problems of BindEnv (rule "env") name it already.
-func NameEnvSources(ps Problems, bindings []EnvBinding, prefix string, lookup func(string) (string, bool)) {
+func NameEnvSources(ps confkit.Problems, bindings []EnvBinding, prefix string, lookup func(string) (string, bool)) {
 	if lookup == nil || len(ps) == 0 {
 		return
 	}
