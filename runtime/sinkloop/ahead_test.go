@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
@@ -71,7 +72,7 @@ func TestDeferredSinkCommitsNoOffsetItDidNotReport(t *testing.T) {
 	var open sync.Once
 	openGate := func() { open.Do(func() { close(sink.gate) }) }
 	t.Cleanup(openGate) // runs before run's own stop
-	waitFor(t, "offset 0 accepted", func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return sink.seen == 1 })
+	testwait.For(t, time.Minute, "offset 0 accepted", func() bool { sink.mu.Lock(); defer sink.mu.Unlock(); return sink.seen == 1 })
 	// Consumption stands at 1 while Durable says 10: several commit
 	// intervals pass; the commit must not be 1.
 	deadline := time.Now().Add(500 * time.Millisecond)
@@ -82,7 +83,7 @@ func TestDeferredSinkCommitsNoOffsetItDidNotReport(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	openGate()
-	waitFor(t, "offset 20 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["ahead"] == 20 })
+	testwait.For(t, time.Minute, "offset 20 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["ahead"] == 20 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}

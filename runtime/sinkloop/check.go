@@ -79,25 +79,17 @@ func compile(topics []definition.Topics, baseDir string) (plan, error) {
 			bad("schema: %v", err)
 		}
 		sub.codec = c
-		switch {
-		case t.Pattern != "" && (t.Topic.Literal != "" || t.Topic.IsRule()):
-			bad("pattern: give pattern or topic, not both")
-		case t.Pattern != "":
+		if err := t.CheckSinkTarget(fmt.Sprintf("topics[%d]", i)); err != nil {
+			errs = append(errs, err)
+		} else if t.Pattern != "" {
 			pat := t.Pattern
 			if !strings.HasPrefix(pat, "^") {
 				pat = "^" + pat
 			}
-			re, err := regexp.Compile(pat)
-			if err != nil {
-				bad("pattern %q is not a valid regular expression: %v", t.Pattern, err)
-			}
-			sub.name, sub.re = pat, re
-		case t.Topic.IsRule():
-			bad("topic: a routing rule applies to sources; a sink names a topic or a pattern")
-		case t.Topic.Literal != "":
+			// CheckSinkTarget compiled t.Pattern; "^" before it changes nothing.
+			sub.name, sub.re = pat, regexp.MustCompile(pat)
+		} else {
 			sub.name = t.Topic.Literal
-		default:
-			bad("pattern is missing: give pattern (a regular expression) or topic (a name)")
 		}
 		batches[i] = t.BatchLength
 		if t.BatchLength < 0 {

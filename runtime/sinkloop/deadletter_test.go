@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -57,7 +58,7 @@ func TestRejectedRecordsGoToTheDeadLetterTopic(t *testing.T) {
 	tr := status.New("sink", "dlq", nil)
 	r := run(t, Config{Key: "dlq", Topics: []definition.Topics{{Topic: definition.Route{Literal: "in"}, BatchLength: 10, PollInterval: "20ms", DeadLetterTopic: "in.dead"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr})
-	waitFor(t, "offset 30 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-dlq"); return err == nil && o["in"] == 30 })
+	testwait.For(t, time.Minute, "offset 30 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-dlq"); return err == nil && o["in"] == 30 })
 	r.stop(t)
 	dead := readTopic(t, b, "in.dead")
 	var got []string
@@ -112,7 +113,7 @@ func TestRejectedWithoutDeadLetterTopicFails(t *testing.T) {
 	tr := status.New("sink", "nodlq", nil)
 	r := run(t, Config{Key: "nodlq", Topics: []definition.Topics{{Topic: definition.Route{Literal: "in"}, PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 10 * time.Millisecond})
-	waitFor(t, "offset 3 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-nodlq"); return err == nil && o["in"] == 3 })
+	testwait.For(t, time.Minute, "offset 3 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-nodlq"); return err == nil && o["in"] == 3 })
 	r.stop(t)
 	snap := tr.Snapshot()
 	if calls != 3 || snap.Counters.Nacked != 2 || snap.Counters.DeadLetters != 0 || !strings.Contains(snap.LastError, "has no dead_letter_topic") {
@@ -140,14 +141,14 @@ func TestFailedDeadLetterProduceFailsTheBatch(t *testing.T) {
 	r := run(t, Config{Key: "dlqfail", Topics: []definition.Topics{{Topic: definition.Route{Literal: "in"}, PollInterval: "20ms", DeadLetterTopic: "in.dead"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 100 * time.Millisecond,
 		DeliveryTimeout: 500 * time.Millisecond})
-	waitFor(t, "two failed batches", func() bool { return tr.Snapshot().Counters.Nacked >= 2 })
+	testwait.For(t, time.Minute, "two failed batches", func() bool { return tr.Snapshot().Counters.Nacked >= 2 })
 	if o, _ := fetchCommitted(b, group); o["in"] > 0 {
 		t.Fatalf("committed %v while the dead letters were not written", o)
 	}
 	if err := b.CreateTopic("in.dead"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "offset 5 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["in"] == 5 })
+	testwait.For(t, time.Minute, "offset 5 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["in"] == 5 })
 	r.stop(t)
 	if got := len(readTopic(t, b, "in.dead")); got != 3 {
 		t.Fatalf("%d dead letters, want 3 (offsets 0, 2, 4)", got)
@@ -173,7 +174,7 @@ func TestTransformsRunInSinks(t *testing.T) {
 	r := run(t, Config{Key: "tx", Topics: []definition.Topics{{Topic: definition.Route{Literal: "tx"}, PollInterval: "20ms", DeadLetterTopic: "tx.dead"}},
 		Transforms: []plugin.Transform{transform.DeleteFields([]string{"secret"}), transform.AddFields(map[string]any{"via": "sink"}, true)},
 		Sink:       sink, BootstrapServers: b.Addr(), Tracker: tr})
-	waitFor(t, "offset 3 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-tx"); return err == nil && o["tx"] == 3 })
+	testwait.For(t, time.Minute, "offset 3 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-tx"); return err == nil && o["tx"] == 3 })
 	r.stop(t)
 	if got := fmt.Sprint(values(sink.ok, "tx")); got != `[{"a":1,"via":"sink"} {"a":3,"via":"sink"}]` {
 		t.Fatalf("the sink got %s", got)
@@ -195,7 +196,7 @@ func TestTransformErrorWithoutDeadLetterTopicFails(t *testing.T) {
 	r := run(t, Config{Key: "txfail", Topics: []definition.Topics{{Topic: definition.Route{Literal: "tx"}, PollInterval: "20ms"}},
 		Transforms: []plugin.Transform{transform.AddFields(map[string]any{"x": 1}, true)},
 		Sink:       sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond, ErrorAfter: 2})
-	waitFor(t, "status Error", func() bool { return tr.Status() == status.Error })
+	testwait.For(t, time.Minute, "status Error", func() bool { return tr.Status() == status.Error })
 	r.stop(t)
 	if sink.okCount() != 0 || len(sink.calls) != 0 || !strings.Contains(tr.Snapshot().LastError, "add_fields") {
 		t.Fatalf("ok %d calls %d last error %q", sink.okCount(), len(sink.calls), tr.Snapshot().LastError)
@@ -240,7 +241,7 @@ func TestDeferredSinkCommitsPastDeadLetteredTail(t *testing.T) {
 	tr := status.New("sink", "tail", nil)
 	r := run(t, Config{Key: "tail", Topics: []definition.Topics{{Topic: definition.Route{Literal: "j"}, PollInterval: "20ms", DeadLetterTopic: "j.dead"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond})
-	waitFor(t, "offset 4 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-tail"); return err == nil && o["j"] == 4 })
+	testwait.For(t, time.Minute, "offset 4 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-tail"); return err == nil && o["j"] == 4 })
 	r.stop(t)
 	if m := store.missing("j", 2); len(m) > 0 || len(readTopic(t, b, "j.dead")) != 2 {
 		t.Fatalf("missing %v, dead letters %d", m, len(readTopic(t, b, "j.dead")))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
@@ -169,16 +170,16 @@ func TestDeferredSinkCommitsOnlyDurable(t *testing.T) {
 	tr := status.New("sink", "deferred", nil)
 	r := run(t, Config{Key: "deferred", Topics: []definition.Topics{{Topic: definition.Route{Literal: "d"}, BatchLength: 5, PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond})
-	waitFor(t, "all 20 records accepted while none is durable", func() bool { n, _, _ := sink.state(); return n == 20 })
+	testwait.For(t, time.Minute, "all 20 records accepted while none is durable", func() bool { n, _, _ := sink.state(); return n == 20 })
 	_, calls0, _ := sink.state()
-	waitFor(t, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls0+5 })
+	testwait.For(t, time.Minute, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls0+5 })
 	if offs := committed(t, b, group); offs["d"] > 0 {
 		t.Fatalf("committed %v with nothing durable", offs)
 	}
 	sink.setLimit(12)
-	waitFor(t, "offset 12 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 12 })
+	testwait.For(t, time.Minute, "offset 12 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 12 })
 	_, calls1, _ := sink.state()
-	waitFor(t, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls1+5 })
+	testwait.For(t, time.Minute, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls1+5 })
 	if offs := committed(t, b, group); offs["d"] != 12 {
 		t.Fatalf("committed %v, want 12: no further than durable", offs)
 	}
@@ -186,7 +187,7 @@ func TestDeferredSinkCommitsOnlyDurable(t *testing.T) {
 		t.Fatalf("Committed counter %d, want 12", got)
 	}
 	sink.setLimit(-1)
-	waitFor(t, "offset 20 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 20 })
+	testwait.For(t, time.Minute, "offset 20 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 20 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestDeferredSinkStopCommitsAfterClose(t *testing.T) {
 	sink.setLimit(0)
 	r := run(t, Config{Key: "stopcommit", Topics: []definition.Topics{{Topic: definition.Route{Literal: "d"}, PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr()})
-	waitFor(t, "7 records accepted", func() bool { n, _, _ := sink.state(); return n == 7 })
+	testwait.For(t, time.Minute, "7 records accepted", func() bool { n, _, _ := sink.state(); return n == 7 })
 	// Close makes everything durable, as a flushing sink does.
 	sink.mu.Lock()
 	sink.limit = -1
@@ -224,7 +225,7 @@ func TestDeferredSinkStopCommitsAfterClose(t *testing.T) {
 	sink2 := newDeferSink(store)
 	r2 := run(t, Config{Key: "stopcommit", Topics: []definition.Topics{{Topic: definition.Route{Literal: "d"}, PollInterval: "20ms"}},
 		Sink: sink2, BootstrapServers: b.Addr()})
-	waitFor(t, "offset 8 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 8 })
+	testwait.For(t, time.Minute, "offset 8 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 8 })
 	r2.stop(t)
 	if m := store.missing("d", 8); len(m) > 0 || store.duplicates() > 0 {
 		t.Fatalf("missing %v, %d duplicates", m, store.duplicates())
@@ -266,10 +267,10 @@ func TestConsumeBlockingPastMaxPollInterval(t *testing.T) {
 	<-blocked
 	// The first batch was accepted; it becomes durable on the timer and
 	// is committed while Consume blocks on the second.
-	waitFor(t, "offset 5 committed during the blocked Consume", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 5 })
+	testwait.For(t, time.Minute, "offset 5 committed during the blocked Consume", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 5 })
 	time.Sleep(9 * time.Second) // past max.poll.interval.ms and the session timeout
 	close(unblock)
-	waitFor(t, "offset 10 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 10 })
+	testwait.For(t, time.Minute, "offset 10 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 10 })
 	r.stop(t)
 	if _, _, rel := sink.state(); rel != 0 || logs.count("partitions assigned") != 1 {
 		t.Fatalf("%d releases, %d assignments: the consumer lost its partitions while Consume blocked", rel, logs.count("partitions assigned"))
@@ -333,11 +334,11 @@ func testRebalance(t *testing.T, strategy string) {
 	}()
 	s1 := newDeferSink(store)
 	r1 := run(t, cfg(s1))
-	waitFor(t, "the first loop consuming", func() bool { return len(store.missing("rb.a", 1)) == 0 })
+	testwait.For(t, time.Minute, "the first loop consuming", func() bool { return len(store.missing("rb.a", 1)) == 0 })
 	s2 := newDeferSink(store)
 	r2 := run(t, cfg(s2))
 	produceAll(1)
-	waitFor(t, "a revoke in the first loop", func() bool { _, _, rel := s1.state(); return rel > 0 })
+	testwait.For(t, time.Minute, "a revoke in the first loop", func() bool { _, _, rel := s1.state(); return rel > 0 })
 	produceAll(2)
 	end := int64(3 * perRound)
 	allDurable := func() bool {
@@ -348,14 +349,14 @@ func testRebalance(t *testing.T, strategy string) {
 		}
 		return true
 	}
-	waitFor(t, "every record durable with two members", allDurable)
+	testwait.For(t, time.Minute, "every record durable with two members", allDurable)
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	produceAll(3)
 	end = 4 * perRound
-	waitFor(t, "every record durable after the second left", allDurable)
-	waitFor(t, "every topic committed to its end", func() bool {
+	testwait.For(t, time.Minute, "every record durable after the second left", allDurable)
+	testwait.For(t, time.Minute, "every topic committed to its end", func() bool {
 		offs, err := fetchCommitted(b, group)
 		if err != nil {
 			return false
@@ -444,10 +445,10 @@ func TestDeferredSinkRejectedWithoutDeadLetterTopicHoldsCommits(t *testing.T) {
 	tr := status.New("sink", "hold", nil)
 	r := run(t, Config{Key: "hold", Topics: []definition.Topics{{Topic: definition.Route{Literal: "d"}, BatchLength: 5, PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond, RetryDelay: 10 * time.Millisecond})
-	waitFor(t, "all 20 records accepted", func() bool { n, _, _ := sink.state(); return n == 20 })
-	waitFor(t, "offset 7 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 7 })
+	testwait.For(t, time.Minute, "all 20 records accepted", func() bool { n, _, _ := sink.state(); return n == 20 })
+	testwait.For(t, time.Minute, "offset 7 committed", func() bool { o, err := fetchCommitted(b, group); return err == nil && o["d"] == 7 })
 	_, calls, _ := sink.state()
-	waitFor(t, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls+5 })
+	testwait.For(t, time.Minute, "five more Durable calls", func() bool { _, c, _ := sink.state(); return c >= calls+5 })
 	if offs := committed(t, b, group); offs["d"] != 7 {
 		t.Fatalf("committed %v, want 7: never past the rejected record", offs)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
@@ -47,10 +48,10 @@ func TestFleetSharesPartitions(t *testing.T) {
 	c2 := fleetCfg(b.Addr(), "rt-2", newDeferSink(store))
 	c2.Tracker = tr2
 	r1 := run(t, c1)
-	waitFor(t, "the first loop holding all 8 partitions", func() bool { return len(tr1.Placement().Partitions) == 8 })
+	testwait.For(t, time.Minute, "the first loop holding all 8 partitions", func() bool { return len(tr1.Placement().Partitions) == 8 })
 	run(t, c2)
 	var p1, p2 status.Placement
-	waitFor(t, "the two loops splitting the partitions", func() bool {
+	testwait.For(t, time.Minute, "the two loops splitting the partitions", func() bool {
 		p1, p2 = tr1.Placement(), tr2.Placement()
 		return len(p1.Partitions) > 0 && len(p2.Partitions) > 0 && len(p1.Partitions)+len(p2.Partitions) == 8
 	})
@@ -81,18 +82,18 @@ func TestFleetSharesPartitions(t *testing.T) {
 			return true
 		}
 	}
-	waitFor(t, "every record durable with two members", allDurable(40))
+	testwait.For(t, time.Minute, "every record durable with two members", allDurable(40))
 	if err := r1.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	// A static member does not leave: its partitions move once its session
 	// (6 s here) times out.
 	stopped := time.Now()
-	waitFor(t, "the second loop holding all 8 partitions", func() bool { return len(tr2.Placement().Partitions) == 8 })
+	testwait.For(t, time.Minute, "the second loop holding all 8 partitions", func() bool { return len(tr2.Placement().Partitions) == 8 })
 	t.Logf("the second loop held everything %s after the first stopped (session.timeout.ms 6000)", time.Since(stopped).Round(10*time.Millisecond))
 	produceAll(2, 20)
-	waitFor(t, "every record durable after the first stopped", allDurable(60))
-	waitFor(t, "every topic committed to its end", func() bool {
+	testwait.For(t, time.Minute, "every record durable after the first stopped", allDurable(60))
+	testwait.For(t, time.Minute, "every topic committed to its end", func() bool {
 		offs, err := fetchCommitted(b, "pico-connectors-fleet")
 		if err != nil {
 			return false
@@ -121,7 +122,7 @@ func TestFleetSameInstanceIDFenced(t *testing.T) {
 	c1 := fleetCfg(b.Addr(), "twin", newDeferSink(newStore()))
 	c1.Tracker = tr1
 	r1 := run(t, c1)
-	waitFor(t, "the first loop holding fl.0", func() bool { return len(tr1.Placement().Partitions) == 1 })
+	testwait.For(t, time.Minute, "the first loop holding fl.0", func() bool { return len(tr1.Placement().Partitions) == 1 })
 	c2 := fleetCfg(b.Addr(), "twin", newDeferSink(newStore()))
 	run(t, c2)
 	var err error

@@ -79,7 +79,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"sync"
@@ -87,6 +86,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -1054,12 +1054,5 @@ func (l *loop) place() {
 
 // backoff is the wait before the n-th redelivery in a row.
 func (l *loop) backoff(n int) time.Duration {
-	d := l.cfg.RetryDelay
-	for i := 1; i < n && d < l.cfg.MaxRetryDelay; i++ {
-		d *= 2
-	}
-	if d > l.cfg.MaxRetryDelay {
-		d = l.cfg.MaxRetryDelay
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return backoff.Exponential(l.cfg.RetryDelay, l.cfg.MaxRetryDelay)(n)
 }

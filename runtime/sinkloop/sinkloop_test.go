@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -170,17 +171,6 @@ func (r *running) stop(t *testing.T) error {
 	return nil
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func values(recs []plugin.Record, topic string) []string {
 	var out []string
 	for _, r := range recs {
@@ -214,7 +204,7 @@ func TestPatternLiteralBatchesAndCommits(t *testing.T) {
 		},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr,
 	})
-	waitFor(t, "31 records", func() bool { return sink.okCount() == 31 })
+	testwait.For(t, time.Minute, "31 records", func() bool { return sink.okCount() == 31 })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +243,7 @@ func TestPatternLiteralBatchesAndCommits(t *testing.T) {
 	produce(t, b, "orders.eu", `{"eu":25}`)
 	sink2 := &recSink{}
 	r2 := run(t, Config{Topics: []definition.Topics{{Pattern: `^orders\..*`}}, Sink: sink2, BootstrapServers: b.Addr()})
-	waitFor(t, "the new record", func() bool { return sink2.okCount() >= 1 })
+	testwait.For(t, time.Minute, "the new record", func() bool { return sink2.okCount() >= 1 })
 	time.Sleep(300 * time.Millisecond)
 	r2.stop(t)
 	if got := fmt.Sprint(values(sink2.ok, "orders.eu")); got != `[{"eu":25}]` || sink2.okCount() != 1 {
@@ -283,7 +273,7 @@ func TestFailedConsumeRedeliversAndCommitsOnlyAfterSuccess(t *testing.T) {
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 10 * time.Millisecond, ErrorAfter: 3})
 	// The loop commits, then sets Running, after Consume returns: wait for
 	// both, not only for the sink to have the records.
-	waitFor(t, "8 records consumed and the status back to Running", func() bool {
+	testwait.For(t, time.Minute, "8 records consumed and the status back to Running", func() bool {
 		return sink.okCount() == 8 && tr.Status() == status.Running
 	})
 	snap := tr.Snapshot()
@@ -332,11 +322,11 @@ func TestErrorStatusAfterRepeatedFailuresClears(t *testing.T) {
 	tr := status.New("sink", "e", nil)
 	r := run(t, Config{Key: "e", Topics: []definition.Topics{{Topic: definition.Route{Literal: "e"}, PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond, ErrorAfter: 2})
-	waitFor(t, "status Error", func() bool { return tr.Status() == status.Error })
+	testwait.For(t, time.Minute, "status Error", func() bool { return tr.Status() == status.Error })
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	waitFor(t, "status Running", func() bool { return tr.Status() == status.Running })
+	testwait.For(t, time.Minute, "status Running", func() bool { return tr.Status() == status.Running })
 	r.stop(t)
 	if sink.okCount() != 1 {
 		t.Fatalf("%d records", sink.okCount())
@@ -372,7 +362,7 @@ func TestInvalidJSONHandedOverAsRaw(t *testing.T) {
 	sink := &recSink{}
 	r := run(t, Config{Topics: []definition.Topics{{Topic: definition.Route{Literal: "j"}, Schema: "json", PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr()})
-	waitFor(t, "2 records", func() bool { return sink.okCount() == 2 })
+	testwait.For(t, time.Minute, "2 records", func() bool { return sink.okCount() == 2 })
 	r.stop(t)
 	if sink.ok[0].Schema != plugin.SchemaJSON || sink.ok[1].Schema != plugin.SchemaRaw {
 		t.Fatalf("schemas %s %s", sink.ok[0].Schema, sink.ok[1].Schema)
@@ -391,9 +381,9 @@ func TestBadDefinitionAndOpenFailure(t *testing.T) {
 		{Pattern: "a", PollInterval: "fast", Schema: "xml", Properties: map[string]string{"group.id": "g"}},
 	}, "")
 	for _, want := range []string{
-		`topics[0].pattern "orders.(" is not a valid regular expression`,
-		"topics[1].pattern is missing",
-		"topics[2].topic: a routing rule applies to sources",
+		`topics[0].pattern: "orders.(" is not a valid regular expression`,
+		"topics[1]: missing: set pattern",
+		"topics[2].topic: a sink consumes a literal topic or a pattern",
 		`topics[3].poll_interval "fast"`,
 		`topics[3].schema`,
 		`topics[3].properties."group.id"`,
@@ -416,9 +406,9 @@ func TestPatternPicksUpTopicsCreatedLater(t *testing.T) {
 	sink := &recSink{}
 	r := run(t, Config{Topics: []definition.Topics{{Pattern: `logs\..+`, PollInterval: "20ms",
 		Properties: map[string]string{"topic.metadata.refresh.interval.ms": "200"}}}, Sink: sink, BootstrapServers: b.Addr()})
-	waitFor(t, "logs.a", func() bool { return sink.okCount() == 1 })
+	testwait.For(t, time.Minute, "logs.a", func() bool { return sink.okCount() == 1 })
 	produce(t, b, "logs.b", `{"n":2}`)
-	waitFor(t, "logs.b, created after the subscription", func() bool { return sink.okCount() == 2 })
+	testwait.For(t, time.Minute, "logs.b, created after the subscription", func() bool { return sink.okCount() == 2 })
 	r.stop(t)
 }
 
@@ -436,10 +426,10 @@ func TestBrokerRestartResumes(t *testing.T) {
 	sink := &recSink{}
 	r := run(t, Config{Topics: []definition.Topics{{Topic: definition.Route{Literal: "r"}, PollInterval: "20ms"}}, Sink: sink, BootstrapServers: addr,
 		Properties: map[string]string{"reconnect.backoff.max.ms": "200"}})
-	waitFor(t, "10 records", func() bool { return sink.okCount() == 10 })
+	testwait.For(t, time.Minute, "10 records", func() bool { return sink.okCount() == 10 })
 	// The commit follows Consume: stop the broker only once it is in, or
 	// the batch is (rightly) redelivered after the restart.
-	waitFor(t, "offset 10 committed", func() bool {
+	testwait.For(t, time.Minute, "offset 10 committed", func() bool {
 		offs, err := fetchCommitted(b, "pico-connectors-test_sink")
 		return err == nil && offs["r"] == 10
 	})
@@ -452,7 +442,7 @@ func TestBrokerRestartResumes(t *testing.T) {
 	t.Cleanup(func() { b2.Close() })
 	more := jsonValues("m", 10)
 	produce(t, b2, "r", more...)
-	waitFor(t, "20 records", func() bool { return sink.okCount() >= 20 })
+	testwait.For(t, time.Minute, "20 records", func() bool { return sink.okCount() >= 20 })
 	r.stop(t)
 	got := values(sink.ok, "r")
 	want := append(jsonValues("n", 10), more...)
@@ -481,19 +471,19 @@ func TestSinkHealthSetsErrorWhileIdle(t *testing.T) {
 	tr := status.New("sink", "health", nil)
 	r := run(t, Config{Key: "health", Topics: []definition.Topics{{Topic: definition.Route{Literal: "hl"}, PollInterval: "20ms"}},
 		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, CommitInterval: 20 * time.Millisecond})
-	waitFor(t, "Running", func() bool { return tr.Status() == status.Running })
+	testwait.For(t, time.Minute, "Running", func() bool { return tr.Status() == status.Running })
 	sink.set(errors.New("uploads failing: 500 Internal Server Error"))
-	waitFor(t, "Error with the sink's message", func() bool {
+	testwait.For(t, time.Minute, "Error with the sink's message", func() bool {
 		s := tr.Snapshot()
 		return s.Status == status.Error && strings.Contains(s.LastError, "500 Internal")
 	})
 	produce(t, b, "hl", jsonValues("n", 3)...)
-	waitFor(t, "3 records consumed", func() bool { return sink.okCount() == 3 })
+	testwait.For(t, time.Minute, "3 records consumed", func() bool { return sink.okCount() == 3 })
 	time.Sleep(100 * time.Millisecond)
 	if st := tr.Status(); st != status.Error {
 		t.Fatalf("status %s after a good batch, want Error while Health reports", st)
 	}
 	sink.set(nil)
-	waitFor(t, "Running again", func() bool { return tr.Status() == status.Running })
+	testwait.For(t, time.Minute, "Running again", func() bool { return tr.Status() == status.Running })
 	r.stop(t)
 }

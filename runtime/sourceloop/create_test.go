@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/status"
@@ -46,13 +47,13 @@ func TestTopicCreationFailureNacks(t *testing.T) {
 	tr := status.New("source", "seq", nil)
 	r := start(t, Config{Topics: []definition.Topics{literal("made")}, Source: src, Store: store, BootstrapServers: b.Addr(), Tracker: tr,
 		RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond})
-	waitFor(t, "three nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 3 })
+	testwait.For(t, time.Minute, "three nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 3 })
 	snap := tr.Snapshot()
 	if !strings.Contains(snap.LastError, `create topic "made"`) || snap.Counters.Acked != 0 || store.get("seq") != "" {
 		t.Fatalf("while refusing: %+v, state %q", snap, store.get("seq"))
 	}
 	refuse.Store(false)
-	waitFor(t, "state 20", func() bool { return store.get("seq") == "20" })
+	testwait.For(t, time.Minute, "state 20", func() bool { return store.get("seq") == "20" })
 	if err := r.stop(t); err != nil && !errors.Is(err, ErrTooManyNacks) {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -48,7 +49,7 @@ func TestDeadLettersForDecodeTransformRoute(t *testing.T) {
 		Transforms: []plugin.Transform{transform.DeleteFields([]string{"x"})},
 		Source:     src, Store: store, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: time.Millisecond,
 	})
-	waitFor(t, "state 100", func() bool { return store.get("seq") == strconv.Itoa(limit) })
+	testwait.For(t, time.Minute, "state 100", func() bool { return store.get("seq") == strconv.Itoa(limit) })
 	r.stop(t)
 	var good []int
 	for n := 0; n < limit; n++ {
@@ -100,14 +101,14 @@ func TestDeadLetterProduceFailureNacks(t *testing.T) {
 	top.DeadLetterTopic = "main.dead"
 	r := start(t, Config{Topics: []definition.Topics{top}, Source: src, Store: store, BootstrapServers: b.Addr(), Tracker: tr,
 		RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond})
-	waitFor(t, "two nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 2 })
+	testwait.For(t, time.Minute, "two nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 2 })
 	if !strings.Contains(tr.Snapshot().LastError, `"main.dead" does not exist`) || store.get("seq") != "" {
 		t.Fatalf("last error %q, state %q", tr.Snapshot().LastError, store.get("seq"))
 	}
 	if err := b.CreateTopic("main.dead"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "state 20", func() bool { return store.get("seq") == "20" })
+	testwait.For(t, time.Minute, "state 20", func() bool { return store.get("seq") == "20" })
 	r.stop(t)
 	if n := len(readTopic(t, b, "main.dead")); n != 2 {
 		t.Fatalf("%d dead letters, want the 2 records that are not JSON", n)
@@ -132,7 +133,7 @@ func TestPollFailuresSetErrorThenRunning(t *testing.T) {
 	tr := status.New("source", "seq", nil)
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: b.Addr(),
 		Tracker: tr, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond, MaxPollFailures: 3})
-	waitFor(t, "status Error", func() bool { return tr.Status() == status.Error })
+	testwait.For(t, time.Minute, "status Error", func() bool { return tr.Status() == status.Error })
 	_, polls, _, _ := src.snapshot()
 	if snap := tr.Snapshot(); polls < 3 || !strings.Contains(snap.LastError, "polls in a row failed") || !strings.Contains(snap.LastError, "upstream unavailable") {
 		t.Fatalf("after %d polls: %+v", polls, snap)
@@ -140,8 +141,8 @@ func TestPollFailuresSetErrorThenRunning(t *testing.T) {
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	waitFor(t, "state 10", func() bool { return store.get("seq") == "10" })
-	waitFor(t, "status Running", func() bool { return tr.Status() == status.Running })
+	testwait.For(t, time.Minute, "state 10", func() bool { return store.get("seq") == "10" })
+	testwait.For(t, time.Minute, "status Running", func() bool { return tr.Status() == status.Running })
 	r.stop(t)
 }
 
@@ -178,7 +179,7 @@ func TestPermanentPollErrorSetsErrorAtOnce(t *testing.T) {
 	tr := status.New("source", "seq", nil)
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: &memStore{}, BootstrapServers: b.Addr(),
 		Tracker: tr, RetryDelay: time.Hour, MaxRetryDelay: time.Hour, MaxPollFailures: 50})
-	waitFor(t, "status Error", func() bool { return tr.Status() == status.Error })
+	testwait.For(t, time.Minute, "status Error", func() bool { return tr.Status() == status.Error })
 	if _, polls, _, _ := src.snapshot(); polls != 1 || !strings.Contains(tr.Snapshot().LastError, "public.gone") {
 		t.Fatalf("after %d polls: %+v", polls, tr.Snapshot())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -149,14 +150,14 @@ func TestTransactionsFenceTheStaleOwner(t *testing.T) {
 	const txnID = "pico-connectors.source.seq"
 	srcA := &ownerSource{owner: "a"}
 	a := start(t, Config{Topics: topics, Source: srcA, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID})
-	waitFor(t, "a's first five batches", func() bool { return a.tr.Counters.Acked.Load() >= 5 })
+	testwait.For(t, time.Minute, "a's first five batches", func() bool { return a.tr.Counters.Acked.Load() >= 5 })
 	srcA.pause()
 	<-srcA.blocked
 	ackedA := a.tr.Counters.Acked.Load()
 
 	srcB := &ownerSource{owner: "b"}
 	bRun := start(t, Config{Topics: topics, Source: srcB, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID})
-	waitFor(t, "b's first five batches", func() bool { return bRun.tr.Counters.Acked.Load() >= 5 })
+	testwait.For(t, time.Minute, "b's first five batches", func() bool { return bRun.tr.Counters.Acked.Load() >= 5 })
 	close(srcA.paused)
 	var errA error
 	select {
@@ -261,7 +262,7 @@ func TestTransactionsFenceAStaleCommit(t *testing.T) {
 	const txnID = "pico-connectors.source.seq"
 	srcA := &ownerSource{owner: "a"}
 	a := start(t, Config{Topics: topics, Source: srcA, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID, DeliveryTimeout: 20 * time.Second})
-	waitFor(t, "a's first three batches", func() bool { return a.tr.Counters.Acked.Load() >= 3 })
+	testwait.For(t, time.Minute, "a's first three batches", func() bool { return a.tr.Counters.Acked.Load() >= 3 })
 	mu.Lock()
 	armed = true
 	mu.Unlock()
@@ -270,7 +271,7 @@ func TestTransactionsFenceAStaleCommit(t *testing.T) {
 
 	srcB := &ownerSource{owner: "b"}
 	bRun := start(t, Config{Topics: topics, Source: srcB, Store: newStore(), BootstrapServers: b.Addr(), TransactionalID: txnID})
-	waitFor(t, "b's first three batches", func() bool { return bRun.tr.Counters.Acked.Load() >= 3 })
+	testwait.For(t, time.Minute, "b's first three batches", func() bool { return bRun.tr.Counters.Acked.Load() >= 3 })
 	close(release)
 	select {
 	case err := <-a.done:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -127,7 +128,7 @@ func TestPipelinedSourceSavesInOrder(t *testing.T) {
 	store := &flakyStore{fail: func(n int) bool { return n == 5 || n == 17 || n == 18 }}
 	r := start(t, Config{Topics: []definition.Topics{literal("pipe")}, Source: src, Store: store, BootstrapServers: b.Addr(),
 		RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond})
-	waitFor(t, "state 3000", func() bool { return store.get("seq") == strconv.Itoa(limit) })
+	testwait.For(t, time.Minute, "state 3000", func() bool { return store.get("seq") == strconv.Itoa(limit) })
 	r.stop(t)
 	src.mu.Lock()
 	defer src.mu.Unlock()
@@ -160,7 +161,7 @@ func TestPipelinedSourceBadRecordNacksInOrder(t *testing.T) {
 	store := &flakyStore{fail: func(int) bool { return false }}
 	r := start(t, Config{Topics: []definition.Topics{literal("pipe")}, Source: src, Store: store, BootstrapServers: b.Addr(),
 		RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Millisecond})
-	waitFor(t, "state 1000", func() bool { return store.get("seq") == strconv.Itoa(limit) })
+	testwait.For(t, time.Minute, "state 1000", func() bool { return store.get("seq") == strconv.Itoa(limit) })
 	r.stop(t)
 	src.mu.Lock()
 	defer src.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/status"
@@ -21,11 +22,11 @@ func TestIdempotentProducerSurvivesAFreshBroker(t *testing.T) {
 	tr := status.New("source", "seq", nil)
 	r := start(t, Config{Topics: []definition.Topics{literal("fresh")}, Source: src, Store: store, BootstrapServers: addr, Tracker: tr,
 		RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond, DeliveryTimeout: 2 * time.Second})
-	waitFor(t, "100 acknowledged", func() bool { c, _, _, _ := src.snapshot(); return c >= 100 })
+	testwait.For(t, time.Minute, "100 acknowledged", func() bool { c, _, _, _ := src.snapshot(); return c >= 100 })
 	b.Close()
 	b2 := startBroker(t, broker.Config{Address: addr})
 	before, _ := strconv.Atoi(store.get("seq"))
-	waitFor(t, "records on the fresh broker", func() bool { return b2.HighWatermark("fresh") >= 200 })
+	testwait.For(t, time.Minute, "records on the fresh broker", func() bool { return b2.HighWatermark("fresh") >= 200 })
 	after, _ := strconv.Atoi(store.get("seq"))
 	if after <= before {
 		t.Fatalf("checkpoint %d -> %d", before, after)

@@ -51,12 +51,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -737,20 +737,7 @@ func (l *loop) nack(stop, ctx context.Context, p *pending, failure error, saveFa
 // sleep backs off before attempt n+1: RetryDelay doubled n-1 times, capped,
 // with 20% jitter. It returns early when ctx ends.
 func (l *loop) sleep(ctx context.Context, n int) {
-	d := l.cfg.RetryDelay
-	for i := 1; i < n && d < l.cfg.MaxRetryDelay; i++ {
-		d *= 2
-	}
-	if d > l.cfg.MaxRetryDelay {
-		d = l.cfg.MaxRetryDelay
-	}
-	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = backoff.Sleep(ctx, backoff.Exponential(l.cfg.RetryDelay, l.cfg.MaxRetryDelay)(n))
 }
 
 type outRecord struct {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -216,17 +217,6 @@ func (r *running) stop(t *testing.T) error {
 	return nil
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func seqs(t *testing.T, recs []broker.Record) []int {
 	t.Helper()
 	out := make([]int, 0, len(recs))
@@ -260,7 +250,7 @@ func TestEveryRecordArrivesInOrder(t *testing.T) {
 	src := &seqSource{batch: 100, limit: 2000}
 	store := &memStore{}
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: b.Addr()})
-	waitFor(t, "state 2000", func() bool { return store.get("seq") == "2000" })
+	testwait.For(t, time.Minute, "state 2000", func() bool { return store.get("seq") == "2000" })
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +282,7 @@ func TestFieldRoutingFanOutKeysHeaders(t *testing.T) {
 		literal("all"),
 	}
 	r := start(t, Config{Topics: blocks, Source: src, Store: store, BootstrapServers: b.Addr()})
-	waitFor(t, "state 20", func() bool { return store.get("seq") == "20" })
+	testwait.For(t, time.Minute, "state 20", func() bool { return store.get("seq") == "20" })
 	r.stop(t)
 	for topic, want := range map[string][]int{
 		"orders.t0":    {0, 2, 4, 6, 8, 10, 12, 14, 16, 18},
@@ -377,7 +367,7 @@ func TestFallbackTopic(t *testing.T) {
 		Topics: []definition.Topics{{Topic: definition.Route{Strategy: "field", Path: "tenant", Template: "t.{value}", Fallback: "dead"}, CreateTopics: true}},
 		Source: src, Store: store, BootstrapServers: b.Addr(),
 	})
-	waitFor(t, "state 10", func() bool { return store.get("seq") == "10" })
+	testwait.For(t, time.Minute, "state 10", func() bool { return store.get("seq") == "10" })
 	r.stop(t)
 	if got := fmt.Sprint(seqs(t, readTopic(t, b, "dead"))); got != "[0 2 4 6 8]" {
 		t.Fatalf("fallback topic: %s", got)
@@ -395,7 +385,7 @@ func TestStateSaveFailureSetsErrorThenClears(t *testing.T) {
 	store.setFailing(true)
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: b.Addr(),
 		Tracker: tr, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond})
-	waitFor(t, "two failed saves", func() bool {
+	testwait.For(t, time.Minute, "two failed saves", func() bool {
 		store.mu.Lock()
 		defer store.mu.Unlock()
 		return store.fails >= 2
@@ -413,7 +403,7 @@ func TestStateSaveFailureSetsErrorThenClears(t *testing.T) {
 	}
 	store.setFailing(false)
 	// The status clears after the save returns: wait for both.
-	waitFor(t, "state 50 and status Running", func() bool { return store.get("seq") == "50" && tr.Status() == status.Running })
+	testwait.For(t, time.Minute, "state 50 and status Running", func() bool { return store.get("seq") == "50" && tr.Status() == status.Running })
 	snap = tr.Snapshot()
 	if snap.Status != status.Running || snap.Counters.ConsecNacks != 0 || snap.Counters.Acked == 0 {
 		t.Fatalf("after recovery the Error must clear: %+v", snap)
@@ -460,7 +450,7 @@ func TestPollErrorPollsAgain(t *testing.T) {
 	tr := status.New("source", "seq", nil)
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: b.Addr(),
 		Tracker: tr, RetryDelay: time.Millisecond})
-	waitFor(t, "state 10", func() bool { return store.get("seq") == "10" })
+	testwait.For(t, time.Minute, "state 10", func() bool { return store.get("seq") == "10" })
 	r.stop(t)
 	snap := tr.Snapshot()
 	if !strings.Contains(snap.LastError, "upstream unavailable") || snap.Counters.Nacked != 0 || snap.Status != status.Stopped {
@@ -486,7 +476,7 @@ func TestEmptyBatchAfterNackPersistsNothing(t *testing.T) {
 	var saved []string
 	spy := &spyStore{Store: store, onSave: func(b []byte) { mu.Lock(); saved = append(saved, string(b)); mu.Unlock() }}
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: spy, BootstrapServers: b.Addr(), RetryDelay: time.Millisecond})
-	waitFor(t, "state 5", func() bool { return store.get("seq") == "5" })
+	testwait.For(t, time.Minute, "state 5", func() bool { return store.get("seq") == "5" })
 	r.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
@@ -547,9 +537,9 @@ func TestBrokerDownNacksAndRecovers(t *testing.T) {
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: addr, Tracker: tr,
 		RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, DeliveryTimeout: time.Second,
 		Properties: map[string]string{"reconnect.backoff.max.ms": "200"}})
-	waitFor(t, "some acked batches", func() bool { c, _, _, _ := src.snapshot(); return c >= 200 })
+	testwait.For(t, time.Minute, "some acked batches", func() bool { c, _, _, _ := src.snapshot(); return c >= 200 })
 	b.Close()
-	waitFor(t, "a nack", func() bool { _, _, _, n := src.snapshot(); return n >= 1 })
+	testwait.For(t, time.Minute, "a nack", func() bool { _, _, _, n := src.snapshot(); return n >= 1 })
 	committedAtDown, _, _, _ := src.snapshot()
 	stored := store.get("seq")
 	if stored != strconv.Itoa(committedAtDown) {
@@ -569,7 +559,7 @@ func TestBrokerDownNacksAndRecovers(t *testing.T) {
 	}
 	t.Cleanup(func() { b2.Close() })
 	target := committedAtDown + 200
-	waitFor(t, "progress after the broker came back", func() bool { c, _, _, _ := src.snapshot(); return c >= target })
+	testwait.For(t, time.Minute, "progress after the broker came back", func() bool { c, _, _, _ := src.snapshot(); return c >= target })
 	r.stop(t)
 	final := store.get("seq")
 	n, _ := strconv.Atoi(final)
@@ -621,7 +611,7 @@ func TestCreateTopicsOffNeverCreates(t *testing.T) {
 	tr := status.New("source", "seq", nil)
 	r := start(t, Config{Topics: []definition.Topics{top}, Source: src, Store: store, BootstrapServers: b.Addr(), Tracker: tr,
 		RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond})
-	waitFor(t, "three nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 3 })
+	testwait.For(t, time.Minute, "three nacks", func() bool { _, _, _, n := src.snapshot(); return n >= 3 })
 	if hw := b.HighWatermark("auto"); hw != -1 {
 		t.Fatalf("topic auto exists (high watermark %d); create_topics = false must not create it", hw)
 	}
@@ -631,7 +621,7 @@ func TestCreateTopicsOffNeverCreates(t *testing.T) {
 	if err := b.CreateTopic("auto"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "state 10", func() bool { return store.get("seq") == "10" })
+	testwait.For(t, time.Minute, "state 10", func() bool { return store.get("seq") == "10" })
 	r.stop(t)
 	if got := seqs(t, readTopic(t, b, "auto")); len(got) != 10 {
 		t.Fatalf("topic = %v", got)
@@ -644,7 +634,7 @@ func TestStopWithBrokerDownPurgesAndNacks(t *testing.T) {
 	store := &memStore{}
 	r := start(t, Config{Topics: []definition.Topics{literal("seq")}, Source: src, Store: store, BootstrapServers: b.Addr(),
 		DeliveryTimeout: 10 * time.Minute, StopTimeout: 100 * time.Millisecond})
-	waitFor(t, "acked batches", func() bool { c, _, _, _ := src.snapshot(); return c >= 50 })
+	testwait.For(t, time.Minute, "acked batches", func() bool { c, _, _, _ := src.snapshot(); return c >= 50 })
 	b.Close()
 	// Within moments a batch is in flight that cannot be delivered.
 	time.Sleep(300 * time.Millisecond)

@@ -3,9 +3,11 @@ package sourceloop
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -28,7 +30,7 @@ func TestTransformsAvroAndRouting(t *testing.T) {
 		Transforms: []plugin.Transform{transform.AddFields(map[string]any{"origin": "loop"}, true), transform.DeleteFields([]string{"extra"})},
 		Source:     src, Store: store, BootstrapServers: b.Addr(),
 	})
-	waitFor(t, "state 8", func() bool { return store.get("seq") == "8" })
+	testwait.For(t, time.Minute, "state 8", func() bool { return store.get("seq") == "8" })
 	r.stop(t)
 	schema := avro.MustParse(seqAvro)
 	var got []string
