@@ -59,7 +59,7 @@ func parseFlags(name string, args []string, stderr io.Writer, withJSON bool) (pa
 // source loop will use them, so what would stop a loop at start is refused
 // up front; each problem names the definition file.
 func checkLoops(cfg *definition.Config) error {
-	var ps definition.Problems
+	var ps confkit.Problems
 	for _, d := range cfg.Connectors {
 		var err error
 		switch d.Kind() {
@@ -74,11 +74,11 @@ func checkLoops(cfg *definition.Config) error {
 		var many interface{ Unwrap() []error }
 		if errors.As(err, &many) {
 			for _, e := range many.Unwrap() {
-				ps = append(ps, definition.Problem{File: d.File, Message: e.Error()})
+				ps = append(ps, confkit.Problem{File: d.File, Message: e.Error()})
 			}
 			continue
 		}
-		ps = append(ps, definition.Problem{File: d.File, Message: err.Error()})
+		ps = append(ps, confkit.Problem{File: d.File, Message: err.Error()})
 	}
 	if len(ps) > 0 {
 		return ps
@@ -88,7 +88,7 @@ func checkLoops(cfg *definition.Config) error {
 
 // printProblems writes every problem, one a line, and a count.
 func printProblems(w io.Writer, err error) {
-	var ps definition.Problems
+	var ps confkit.Problems
 	if errors.As(err, &ps) {
 		for _, p := range ps {
 			fmt.Fprintln(w, p.Error())

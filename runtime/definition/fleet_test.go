@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
-func loadRuntime(t *testing.T, body string, env map[string]string) (*Config, Problems) {
+func loadRuntime(t *testing.T, body string, env map[string]string) (*Config, confkit.Problems) {
 	t.Helper()
 	path := writeFiles(t, map[string]string{"runtime.toml": body, "connectors/.keep": ""})
 	cfg, err := Load(path, env)
-	var ps Problems
+	var ps confkit.Problems
 	if err != nil && !errors.As(err, &ps) {
 		t.Fatalf("Load: %v", err)
 	}
