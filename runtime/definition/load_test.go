@@ -490,7 +490,7 @@ func TestRouteCheck(t *testing.T) {
 		{"key with path", Route{Strategy: "key", Path: "x", Template: "t.{value}"}, []string{"topics[0].topic.path: strategy = \"key\" routes by the record key"}},
 		{"no strategy", Route{Template: "t.{value}"}, []string{"topics[0].topic.strategy: missing"}},
 		{"unknown strategy", Route{Strategy: "feild", Path: "x", Template: "t.{value}"}, []string{`topics[0].topic.strategy: "feild" is not allowed; use "field" or "key" or "header" (did you mean "field"?)`}},
-		{"no template", Route{Strategy: "key"}, []string{"topics[0].topic.template: is required"}},
+		{"no template: {value}", Route{Strategy: "key"}, nil},
 		{"template without value", Route{Strategy: "key", Template: "orders"}, []string{`topics[0].topic.template: "orders" has no {value}`}},
 		{"bad fallback", Route{Strategy: "key", Template: "t.{value}", Fallback: ".."}, []string{`topics[0].topic.fallback: ".." must not be . or ..`}},
 	} {

@@ -217,7 +217,7 @@ func validTopicName(name string) string {
 // checkTemplate reports why a rule's template cannot render, or "".
 func checkTemplate(tpl string) string {
 	if tpl == "" {
-		return "is required for a routing rule, such as \"orders.{value}\""
+		return "" // {value}: the value is the topic name
 	}
 	rest := tpl
 	for {

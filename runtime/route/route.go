@@ -49,69 +49,24 @@ type Router struct {
 	fallback string
 }
 
-// Compile checks a route and prepares it. Errors name the bad key.
+// Compile checks a route (definition.Route.Check: the rules Load applies)
+// and prepares it.
 func Compile(r definition.Route) (*Router, error) {
+	if err := r.Check("topic"); err != nil {
+		return nil, err
+	}
 	if r.Literal != "" {
-		if r.Strategy != "" || r.Path != "" || r.Template != "" || r.Fallback != "" {
-			return nil, errors.New("topic: give a literal name or a rule table, not both")
-		}
-		if err := ValidTopic(r.Literal); err != nil {
-			return nil, fmt.Errorf("topic: %w", err)
-		}
 		return &Router{literal: r.Literal}, nil
 	}
-	if r.Strategy == "" {
-		if r.Path != "" || r.Template != "" || r.Fallback != "" {
-			return nil, errors.New("topic.strategy is missing: use field, key or header")
-		}
-		return nil, errors.New("topic is missing: give a topic name or a rule such as { strategy = \"field\", path = \"tenant\", template = \"orders.{value}\" }")
+	rt := &Router{strategy: r.Strategy, fallback: r.Fallback, template: r.Template}
+	if rt.template == "" {
+		rt.template = "{value}"
 	}
-	rt := &Router{strategy: r.Strategy, fallback: r.Fallback}
 	switch r.Strategy {
 	case "field":
-		p := strings.TrimPrefix(strings.TrimPrefix(r.Path, "$"), ".")
-		if p == "" {
-			return nil, errors.New("topic.path is required with strategy \"field\": the JSON field to route by, such as \"tenant\" or \"customer.region\"")
-		}
-		rt.path = strings.Split(p, ".")
-		for _, s := range rt.path {
-			if s == "" {
-				return nil, fmt.Errorf("topic.path %q has an empty segment", r.Path)
-			}
-		}
+		rt.path = strings.Split(strings.TrimPrefix(strings.TrimPrefix(r.Path, "$"), "."), ".")
 	case "header":
-		if r.Path == "" {
-			return nil, errors.New("topic.path is required with strategy \"header\": the header name to route by")
-		}
 		rt.header = r.Path
-	case "key":
-		if r.Path != "" {
-			return nil, fmt.Errorf("topic.path %q does not apply to strategy \"key\"", r.Path)
-		}
-	default:
-		return nil, fmt.Errorf("topic.strategy %q is not one of field, key, header", r.Strategy)
-	}
-	tmpl := r.Template
-	if tmpl == "" {
-		tmpl = "{value}"
-	}
-	if !strings.Contains(tmpl, "{value}") {
-		return nil, fmt.Errorf("topic.template %q must contain {value}", r.Template)
-	}
-	rest := strings.ReplaceAll(tmpl, "{value}", "")
-	if strings.ContainsAny(rest, "{}") {
-		return nil, fmt.Errorf("topic.template %q: the only placeholder is {value}", r.Template)
-	}
-	for _, c := range rest {
-		if !topicChar(c) {
-			return nil, fmt.Errorf("topic.template %q: %q is not allowed in a topic name (letters, digits, '.', '_' and '-')", r.Template, c)
-		}
-	}
-	rt.template = tmpl
-	if r.Fallback != "" {
-		if err := ValidTopic(r.Fallback); err != nil {
-			return nil, fmt.Errorf("topic.fallback: %w", err)
-		}
 	}
 	return rt, nil
 }
@@ -211,25 +166,8 @@ func (r *Router) value(in Input) (string, string) {
 	return "", fmt.Sprintf("field %q is not a string, number or boolean", strings.Join(r.path, "."))
 }
 
-// ValidTopic checks a topic name: 1 to 249 characters from letters,
-// digits, '.', '_' and '-', and not "." or "..".
-func ValidTopic(t string) error {
-	if t == "" {
-		return errors.New("topic name is empty")
-	}
-	if len(t) > 249 {
-		return fmt.Errorf("topic name %.40q... is longer than 249 characters", t)
-	}
-	if t == "." || t == ".." {
-		return fmt.Errorf("topic name %q is not allowed", t)
-	}
-	for _, c := range t {
-		if !topicChar(c) {
-			return fmt.Errorf("topic name %q: %q is not allowed (letters, digits, '.', '_' and '-')", t, c)
-		}
-	}
-	return nil
-}
+// ValidTopic checks a topic name (definition.CheckTopicName).
+func ValidTopic(t string) error { return definition.CheckTopicName(t) }
 
 func topicChar(c rune) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'

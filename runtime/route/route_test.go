@@ -54,7 +54,7 @@ func TestUnroutable(t *testing.T) {
 		{definition.Route{Strategy: "field", Path: "tenant"}, Input{Value: map[string]any{}}, `field "tenant" is missing`},
 		{definition.Route{Strategy: "field", Path: "tenant"}, Input{Value: []byte("raw")}, "not a JSON object"},
 		{definition.Route{Strategy: "field", Path: "tenant"}, Input{Value: map[string]any{"tenant": nil}}, "is null"},
-		{definition.Route{Strategy: "field", Path: "tenant"}, Input{Value: map[string]any{"tenant": "a/b"}}, `'/' is not allowed`},
+		{definition.Route{Strategy: "field", Path: "tenant"}, Input{Value: map[string]any{"tenant": "a/b"}}, `contains '/'`},
 		{definition.Route{Strategy: "key"}, Input{}, "no key"},
 		{definition.Route{Strategy: "header", Path: "h"}, Input{}, `no header "h"`},
 	}
@@ -68,19 +68,19 @@ func TestUnroutable(t *testing.T) {
 
 func TestCompileErrors(t *testing.T) {
 	cases := map[string]definition.Route{
-		"topic is missing":                          {},
-		"strategy is missing":                       {Path: "x"},
-		`"nope" is not one of field, key`:           {Strategy: "nope"},
-		"path is required with strategy \"field\"":  {Strategy: "field"},
-		"path is required with strategy \"header\"": {Strategy: "header"},
-		"does not apply":                            {Strategy: "key", Path: "x"},
-		"must contain {value}":                      {Strategy: "key", Template: "orders"},
-		"only placeholder":                          {Strategy: "key", Template: "{value}.{tenant}"},
-		"not allowed in a topic name":               {Strategy: "key", Template: "a/{value}"},
-		"topic.fallback":                            {Strategy: "key", Fallback: "bad topic"},
-		"not both":                                  {Literal: "a", Strategy: "key"},
-		"empty segment":                             {Strategy: "field", Path: "a..b"},
-		"topic: topic name":                         {Literal: "has space"},
+		"topic: missing":                          {},
+		"topic.strategy: missing":                 {Path: "x"},
+		`"nope" is not allowed`:                   {Strategy: "nope"},
+		`strategy = "field" needs the JSON field`: {Strategy: "field"},
+		`strategy = "header" needs the header`:    {Strategy: "header"},
+		"remove path":                             {Strategy: "key", Path: "x"},
+		"has no {value} placeholder":              {Strategy: "key", Template: "orders"},
+		"only placeholder":                        {Strategy: "key", Template: "{value}.{tenant}"},
+		"topic names use only":                    {Strategy: "key", Template: "a/{value}"},
+		"topic.fallback":                          {Strategy: "key", Fallback: "bad topic"},
+		"not both":                                {Literal: "a", Strategy: "key"},
+		"empty segment":                           {Strategy: "field", Path: "a..b"},
+		`topic: "has space" contains ' '`:         {Literal: "has space"},
 	}
 	for want, r := range cases {
 		if _, err := Compile(r); err == nil || !strings.Contains(err.Error(), want) {

@@ -38,7 +38,7 @@ func reflector() *jsonschema.Reflector {
 				}
 				obj.Properties.Set("strategy", &jsonschema.Schema{Type: "string", Enum: []any{"field", "key", "header"}, Description: "How the topic is chosen: from a payload field, the record key, or a header."})
 				obj.Properties.Set("path", &jsonschema.Schema{Type: "string", Description: "The JSON field path (field) or header name (header)."})
-				obj.Properties.Set("template", &jsonschema.Schema{Type: "string", Description: "Renders the topic; {value} is the routed value."})
+				obj.Properties.Set("template", &jsonschema.Schema{Type: "string", Description: "Renders the topic; {value} is the routed value. Default {value}: the value is the topic name."})
 				obj.Properties.Set("fallback", &jsonschema.Schema{Type: "string", Description: "Topic for records the rule cannot route."})
 				obj.Required = []string{"strategy"}
 				return &jsonschema.Schema{
