@@ -234,226 +234,6 @@ func Default() Config {
 	}
 }
 
-// envBindings lists every key an environment variable can override.
-var envBindings = []confgen.EnvBinding{
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"connection_string"},
-		Secret: true,
-		Suffix: "CONNECTION_STRING",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"mode"},
-		Suffix: "MODE",
-	},
-	{
-		Kind:   confgen.EnvList,
-		Path:   []string{"tables"},
-		Suffix: "TABLES",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"batch_size"},
-		Suffix: "BATCH_SIZE",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"poll_interval"},
-		Suffix: "POLL_INTERVAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"replication_slot"},
-		Suffix: "REPLICATION_SLOT",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"publication"},
-		Suffix: "PUBLICATION",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"create_slot"},
-		Suffix: "CREATE_SLOT",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"create_publication"},
-		Suffix: "CREATE_PUBLICATION",
-	},
-	{
-		Kind:   confgen.EnvList,
-		Path:   []string{"capture_operations"},
-		Suffix: "CAPTURE_OPERATIONS",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"cdc_reader"},
-		Suffix: "CDC_READER",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"snapshot"},
-		Suffix: "SNAPSHOT",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"slot_check_interval"},
-		Suffix: "SLOT_CHECK_INTERVAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"max_retained_wal"},
-		Suffix: "MAX_RETAINED_WAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"heartbeat_interval"},
-		Suffix: "HEARTBEAT_INTERVAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"heartbeat_query"},
-		Suffix: "HEARTBEAT_QUERY",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"tracking_column"},
-		Suffix: "TRACKING_COLUMN",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"initial_offset"},
-		Suffix: "INITIAL_OFFSET",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"processed_column"},
-		Suffix: "PROCESSED_COLUMN",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"delete_after_read"},
-		Suffix: "DELETE_AFTER_READ",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"primary_key_column"},
-		Suffix: "PRIMARY_KEY_COLUMN",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"include_metadata"},
-		Suffix: "INCLUDE_METADATA",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"numeric_format"},
-		Suffix: "NUMERIC_FORMAT",
-	},
-}
-
-// keyAliases maps a table path to alias → key.
-var keyAliases = map[string]map[string]string{}
-
-// enumAliases maps a key path to alias → enum value.
-var enumAliases = map[string]map[string]string{}
-
-// keyOrder is every key path in schema order, for sorting problems.
-var keyOrder = []string{
-	"connection_string",
-	"mode",
-	"tables",
-	"batch_size",
-	"poll_interval",
-	"replication_slot",
-	"publication",
-	"create_slot",
-	"create_publication",
-	"capture_operations",
-	"cdc_reader",
-	"snapshot",
-	"slot_check_interval",
-	"max_retained_wal",
-	"heartbeat_interval",
-	"heartbeat_query",
-	"tracking_column",
-	"initial_offset",
-	"processed_column",
-	"delete_after_read",
-	"primary_key_column",
-	"include_metadata",
-	"numeric_format",
-}
-
-// checker runs the JSON Schema check and words its errors.
-var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-	Keys: map[string]confgen.KeyInfo{
-		"connection_string": {
-			Messages: map[string]string{
-				"minLength": "connection_string must not be empty",
-				"required":  "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db",
-			},
-			Secret: true,
-		},
-		"tables": {Messages: map[string]string{
-			"minItems": "tables must name at least one table",
-			"required": "tables is required: list the tables to read, such as [\"public.orders\"]",
-		}},
-		"batch_size": {Messages: map[string]string{
-			"maximum": "batch_size ({value}) must be at most 1000000",
-			"minimum": "batch_size ({value}) must be at least 1",
-		}},
-		"poll_interval": {Messages: map[string]string{
-			"x-exclusive-minimum": "poll_interval ({value}) must be above 0",
-			"x-maximum":           "poll_interval ({value}) must be at most 1h",
-		}},
-		"replication_slot": {Messages: map[string]string{
-			"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _",
-		}},
-		"capture_operations": {Messages: map[string]string{
-			"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate",
-		}},
-		"slot_check_interval": {Messages: map[string]string{
-			"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0",
-			"x-maximum":           "slot_check_interval ({value}) must be at most 1h",
-		}},
-		"max_retained_wal": {Messages: map[string]string{
-			"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more",
-		}},
-		"heartbeat_interval": {Messages: map[string]string{
-			"x-maximum": "heartbeat_interval ({value}) must be at most 1h",
-			"x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more",
-		}},
-	},
-	Known: map[string][]string{
-		"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
-	},
-})
-
-// Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
-// then the environment variables envPrefix + KEY (nested keys joined by _) read
-// through env (nil reads none), resolves enum aliases, checks the table against
-// Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems; the problem of a value read from the
-// environment names the variable.
-func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confgen.NormalizeTable(raw)
-	ps := confgen.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confgen.ApplyEnumAliases(doc, enumAliases)
-	ps = append(ps, checker.Check(doc)...)
-	var c Config
-	decodeConfig(&c, doc, &ps, &c.warnings)
-	if len(ps) > 0 {
-		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
-		confgen.SortProblems(ps, keyOrder)
-		return Config{}, ps
-	}
-	return c, nil
-}
-
 // Validate checks a Config built in code the way Load checks a table, with the
 // same rules and problems: it loads c's keys as a table, leaving out the keys
 // that are not set (an empty string, a nil list or pointer) unless they have a
@@ -463,192 +243,128 @@ func (c Config) Validate() error {
 	return err
 }
 
+// spec is what Load needs to know of the schema.
+var spec = confgen.Spec{
+	Env: []confgen.EnvBinding{
+		{Kind: confgen.EnvString, Path: []string{"connection_string"}, Suffix: "CONNECTION_STRING", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"mode"}, Suffix: "MODE"},
+		{Kind: confgen.EnvList, Path: []string{"tables"}, Suffix: "TABLES"},
+		{Kind: confgen.EnvInt, Path: []string{"batch_size"}, Suffix: "BATCH_SIZE"},
+		{Kind: confgen.EnvString, Path: []string{"poll_interval"}, Suffix: "POLL_INTERVAL"},
+		{Kind: confgen.EnvString, Path: []string{"replication_slot"}, Suffix: "REPLICATION_SLOT"},
+		{Kind: confgen.EnvString, Path: []string{"publication"}, Suffix: "PUBLICATION"},
+		{Kind: confgen.EnvBool, Path: []string{"create_slot"}, Suffix: "CREATE_SLOT"},
+		{Kind: confgen.EnvBool, Path: []string{"create_publication"}, Suffix: "CREATE_PUBLICATION"},
+		{Kind: confgen.EnvList, Path: []string{"capture_operations"}, Suffix: "CAPTURE_OPERATIONS"},
+		{Kind: confgen.EnvString, Path: []string{"cdc_reader"}, Suffix: "CDC_READER"},
+		{Kind: confgen.EnvString, Path: []string{"snapshot"}, Suffix: "SNAPSHOT"},
+		{Kind: confgen.EnvString, Path: []string{"slot_check_interval"}, Suffix: "SLOT_CHECK_INTERVAL"},
+		{Kind: confgen.EnvString, Path: []string{"max_retained_wal"}, Suffix: "MAX_RETAINED_WAL"},
+		{Kind: confgen.EnvString, Path: []string{"heartbeat_interval"}, Suffix: "HEARTBEAT_INTERVAL"},
+		{Kind: confgen.EnvString, Path: []string{"heartbeat_query"}, Suffix: "HEARTBEAT_QUERY"},
+		{Kind: confgen.EnvString, Path: []string{"tracking_column"}, Suffix: "TRACKING_COLUMN"},
+		{Kind: confgen.EnvString, Path: []string{"initial_offset"}, Suffix: "INITIAL_OFFSET"},
+		{Kind: confgen.EnvString, Path: []string{"processed_column"}, Suffix: "PROCESSED_COLUMN"},
+		{Kind: confgen.EnvBool, Path: []string{"delete_after_read"}, Suffix: "DELETE_AFTER_READ"},
+		{Kind: confgen.EnvString, Path: []string{"primary_key_column"}, Suffix: "PRIMARY_KEY_COLUMN"},
+		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
+		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
+	},
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Keys: map[string]confgen.KeyInfo{
+			"connection_string": {
+				Messages: map[string]string{
+					"minLength": "connection_string must not be empty",
+					"required":  "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db",
+				},
+				Secret: true,
+			},
+			"tables": {Messages: map[string]string{
+				"minItems": "tables must name at least one table",
+				"required": "tables is required: list the tables to read, such as [\"public.orders\"]",
+			}},
+			"batch_size": {Messages: map[string]string{
+				"maximum": "batch_size ({value}) must be at most 1000000",
+				"minimum": "batch_size ({value}) must be at least 1",
+			}},
+			"poll_interval": {Messages: map[string]string{
+				"x-exclusive-minimum": "poll_interval ({value}) must be above 0",
+				"x-maximum":           "poll_interval ({value}) must be at most 1h",
+			}},
+			"replication_slot": {Messages: map[string]string{
+				"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _",
+			}},
+			"capture_operations": {Messages: map[string]string{
+				"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate",
+			}},
+			"slot_check_interval": {Messages: map[string]string{
+				"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0",
+				"x-maximum":           "slot_check_interval ({value}) must be at most 1h",
+			}},
+			"max_retained_wal": {Messages: map[string]string{
+				"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more",
+			}},
+			"heartbeat_interval": {Messages: map[string]string{
+				"x-maximum": "heartbeat_interval ({value}) must be at most 1h",
+				"x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more",
+			}},
+		},
+		Known: map[string][]string{
+			"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
+		},
+	}),
+	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
+}
+
+// Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
+// then the environment variables envPrefix + KEY (nested keys joined by _) read
+// through env (nil reads none), resolves enum aliases, checks the table against
+// Schema, decodes it with defaults, and checks the rules between keys. It returns
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
+func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
+	return confgen.Load(raw, envPrefix, env, &spec, decodeConfig)
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
-func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
+func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	*c = Default()
-	if v, ok := m["connection_string"]; ok && !ps.Has("connection_string") {
-		if x, ok := confgen.AsString(v); ok {
-			c.ConnectionString = confkit.NewSecret(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("connection_string", v, true, "a string"))
-		}
+	d := confgen.Decoder{Table: m, Problems: ps}
+	confgen.Decode(d, "connection_string", confgen.Secret, &c.ConnectionString)
+	confgen.Decode(d, "mode", confgen.Enum[Mode], &c.Mode)
+	confgen.Decode(d, "tables", confgen.Strings, &c.Tables)
+	confgen.Decode(d, "batch_size", confgen.Int, &c.BatchSize)
+	if confgen.Decode(d, "poll_interval", confgen.Duration, &c.PollInterval) {
+		d.Bound("poll_interval", c.PollInterval <= 0, "x-exclusive-minimum", "poll_interval ({value}) must be above 0")
+		d.Bound("poll_interval", c.PollInterval > time.Hour, "x-maximum", "poll_interval ({value}) must be at most 1h")
 	}
-	if v, ok := m["mode"]; ok && !ps.Has("mode") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Mode = Mode(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("mode", v, false, "a string"))
-		}
+	confgen.Decode(d, "replication_slot", confgen.String, &c.ReplicationSlot)
+	confgen.Decode(d, "publication", confgen.String, &c.Publication)
+	confgen.Decode(d, "create_slot", confgen.Bool, &c.CreateSlot)
+	confgen.Decode(d, "create_publication", confgen.Bool, &c.CreatePublication)
+	confgen.Decode(d, "capture_operations", confgen.Strings, &c.CaptureOperations)
+	confgen.Decode(d, "cdc_reader", confgen.Enum[CDCReader], &c.CDCReader)
+	confgen.Decode(d, "snapshot", confgen.Enum[Snapshot], &c.Snapshot)
+	if confgen.Decode(d, "slot_check_interval", confgen.Duration, &c.SlotCheckInterval) {
+		d.Bound("slot_check_interval", c.SlotCheckInterval <= 0, "x-exclusive-minimum", "slot_check_interval ({value}) must be above 0")
+		d.Bound("slot_check_interval", c.SlotCheckInterval > time.Hour, "x-maximum", "slot_check_interval ({value}) must be at most 1h")
 	}
-	if v, ok := m["tables"]; ok && !ps.Has("tables") {
-		if x, ok := confgen.AsStrings(v); ok {
-			c.Tables = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("tables", v, false, "an array of strings"))
-		}
+	if confgen.Decode(d, "max_retained_wal", confgen.Size, &c.MaxRetainedWal) {
+		d.Bound("max_retained_wal", c.MaxRetainedWal < 0, "x-minimum", "max_retained_wal ({value}) must be 0 (off) or more")
 	}
-	if v, ok := m["batch_size"]; ok && !ps.Has("batch_size") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.BatchSize = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("batch_size", v, false, "an integer"))
-		}
+	if confgen.Decode(d, "heartbeat_interval", confgen.Duration, &c.HeartbeatInterval) {
+		d.Bound("heartbeat_interval", c.HeartbeatInterval < 0, "x-minimum", "heartbeat_interval ({value}) must be 0s (off) or more")
+		d.Bound("heartbeat_interval", c.HeartbeatInterval > time.Hour, "x-maximum", "heartbeat_interval ({value}) must be at most 1h")
 	}
-	if v, ok := m["poll_interval"]; ok && !ps.Has("poll_interval") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("poll_interval", v, false, "format", err.Error()))
-		} else {
-			c.PollInterval = x
-			if x <= 0 {
-				*ps = append(*ps, confgen.NewProblem("poll_interval", v, false, "x-exclusive-minimum", "poll_interval ({value}) must be above 0"))
-			}
-			if x > time.Hour {
-				*ps = append(*ps, confgen.NewProblem("poll_interval", v, false, "x-maximum", "poll_interval ({value}) must be at most 1h"))
-			}
-		}
-	}
-	if v, ok := m["replication_slot"]; ok && !ps.Has("replication_slot") {
-		if x, ok := confgen.AsString(v); ok {
-			c.ReplicationSlot = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("replication_slot", v, false, "a string"))
-		}
-	}
-	if v, ok := m["publication"]; ok && !ps.Has("publication") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Publication = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("publication", v, false, "a string"))
-		}
-	}
-	if v, ok := m["create_slot"]; ok && !ps.Has("create_slot") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.CreateSlot = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("create_slot", v, false, "a boolean"))
-		}
-	}
-	if v, ok := m["create_publication"]; ok && !ps.Has("create_publication") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.CreatePublication = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("create_publication", v, false, "a boolean"))
-		}
-	}
-	if v, ok := m["capture_operations"]; ok && !ps.Has("capture_operations") {
-		if x, ok := confgen.AsStrings(v); ok {
-			c.CaptureOperations = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("capture_operations", v, false, "an array of strings"))
-		}
-	}
-	if v, ok := m["cdc_reader"]; ok && !ps.Has("cdc_reader") {
-		if x, ok := confgen.AsString(v); ok {
-			c.CDCReader = CDCReader(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("cdc_reader", v, false, "a string"))
-		}
-	}
-	if v, ok := m["snapshot"]; ok && !ps.Has("snapshot") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Snapshot = Snapshot(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("snapshot", v, false, "a string"))
-		}
-	}
-	if v, ok := m["slot_check_interval"]; ok && !ps.Has("slot_check_interval") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("slot_check_interval", v, false, "format", err.Error()))
-		} else {
-			c.SlotCheckInterval = x
-			if x <= 0 {
-				*ps = append(*ps, confgen.NewProblem("slot_check_interval", v, false, "x-exclusive-minimum", "slot_check_interval ({value}) must be above 0"))
-			}
-			if x > time.Hour {
-				*ps = append(*ps, confgen.NewProblem("slot_check_interval", v, false, "x-maximum", "slot_check_interval ({value}) must be at most 1h"))
-			}
-		}
-	}
-	if v, ok := m["max_retained_wal"]; ok && !ps.Has("max_retained_wal") {
-		if x, err := confgen.AsSize(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("max_retained_wal", v, false, "format", err.Error()))
-		} else {
-			c.MaxRetainedWal = x
-			if x < 0 {
-				*ps = append(*ps, confgen.NewProblem("max_retained_wal", v, false, "x-minimum", "max_retained_wal ({value}) must be 0 (off) or more"))
-			}
-		}
-	}
-	if v, ok := m["heartbeat_interval"]; ok && !ps.Has("heartbeat_interval") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("heartbeat_interval", v, false, "format", err.Error()))
-		} else {
-			c.HeartbeatInterval = x
-			if x < 0 {
-				*ps = append(*ps, confgen.NewProblem("heartbeat_interval", v, false, "x-minimum", "heartbeat_interval ({value}) must be 0s (off) or more"))
-			}
-			if x > time.Hour {
-				*ps = append(*ps, confgen.NewProblem("heartbeat_interval", v, false, "x-maximum", "heartbeat_interval ({value}) must be at most 1h"))
-			}
-		}
-	}
-	if v, ok := m["heartbeat_query"]; ok && !ps.Has("heartbeat_query") {
-		if x, ok := confgen.AsString(v); ok {
-			c.HeartbeatQuery = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("heartbeat_query", v, false, "a string"))
-		}
-	}
-	if v, ok := m["tracking_column"]; ok && !ps.Has("tracking_column") {
-		if x, ok := confgen.AsString(v); ok {
-			c.TrackingColumn = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("tracking_column", v, false, "a string"))
-		}
-	}
-	if v, ok := m["initial_offset"]; ok && !ps.Has("initial_offset") {
-		if x, ok := confgen.AsString(v); ok {
-			c.InitialOffset = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("initial_offset", v, false, "a string"))
-		}
-	}
-	if v, ok := m["processed_column"]; ok && !ps.Has("processed_column") {
-		if x, ok := confgen.AsString(v); ok {
-			c.ProcessedColumn = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("processed_column", v, false, "a string"))
-		}
-	}
-	if v, ok := m["delete_after_read"]; ok && !ps.Has("delete_after_read") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.DeleteAfterRead = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("delete_after_read", v, false, "a boolean"))
-		}
-	}
-	if v, ok := m["primary_key_column"]; ok && !ps.Has("primary_key_column") {
-		if x, ok := confgen.AsString(v); ok {
-			c.PrimaryKeyColumn = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("primary_key_column", v, false, "a string"))
-		}
-	}
-	if v, ok := m["include_metadata"]; ok && !ps.Has("include_metadata") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.IncludeMetadata = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("include_metadata", v, false, "a boolean"))
-		}
-	}
-	if v, ok := m["numeric_format"]; ok && !ps.Has("numeric_format") {
-		if x, ok := confgen.AsString(v); ok {
-			c.NumericFormat = NumericFormat(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("numeric_format", v, false, "a string"))
-		}
-	}
+	confgen.Decode(d, "heartbeat_query", confgen.String, &c.HeartbeatQuery)
+	confgen.Decode(d, "tracking_column", confgen.String, &c.TrackingColumn)
+	confgen.Decode(d, "initial_offset", confgen.String, &c.InitialOffset)
+	confgen.Decode(d, "processed_column", confgen.String, &c.ProcessedColumn)
+	confgen.Decode(d, "delete_after_read", confgen.Bool, &c.DeleteAfterRead)
+	confgen.Decode(d, "primary_key_column", confgen.String, &c.PrimaryKeyColumn)
+	confgen.Decode(d, "include_metadata", confgen.Bool, &c.IncludeMetadata)
+	confgen.Decode(d, "numeric_format", confgen.Enum[NumericFormat], &c.NumericFormat)
 }
 
 // table returns c as a table for Load: secrets revealed, sizes, durations and

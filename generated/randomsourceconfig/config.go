@@ -124,98 +124,6 @@ func Default() Config {
 	}
 }
 
-// envBindings lists every key an environment variable can override.
-var envBindings = []confgen.EnvBinding{
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"records_per_batch"},
-		Suffix: "RECORDS_PER_BATCH",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"payload_size"},
-		Suffix: "PAYLOAD_SIZE",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"interval"},
-		Suffix: "INTERVAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"key_shape"},
-		Suffix: "KEY_SHAPE",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"key_size"},
-		Suffix: "KEY_SIZE",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"payload_shape"},
-		Suffix: "PAYLOAD_SHAPE",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"max_records"},
-		Suffix: "MAX_RECORDS",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"seed"},
-		Suffix: "SEED",
-	},
-}
-
-// keyAliases maps a table path to alias → key.
-var keyAliases = map[string]map[string]string{}
-
-// enumAliases maps a key path to alias → enum value.
-var enumAliases = map[string]map[string]string{}
-
-// keyOrder is every key path in schema order, for sorting problems.
-var keyOrder = []string{
-	"records_per_batch",
-	"payload_size",
-	"interval",
-	"key_shape",
-	"key_size",
-	"payload_shape",
-	"max_records",
-	"seed",
-}
-
-// checker runs the JSON Schema check and words its errors.
-var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-	Keys: map[string]confgen.KeyInfo{},
-	Known: map[string][]string{
-		"": {"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"},
-	},
-})
-
-// Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
-// then the environment variables envPrefix + KEY (nested keys joined by _) read
-// through env (nil reads none), resolves enum aliases, checks the table against
-// Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems; the problem of a value read from the
-// environment names the variable.
-func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confgen.NormalizeTable(raw)
-	ps := confgen.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confgen.ApplyEnumAliases(doc, enumAliases)
-	ps = append(ps, checker.Check(doc)...)
-	var c Config
-	decodeConfig(&c, doc, &ps, &c.warnings)
-	if len(ps) > 0 {
-		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
-		confgen.SortProblems(ps, keyOrder)
-		return Config{}, ps
-	}
-	return c, nil
-}
-
 // Validate checks a Config built in code the way Load checks a table, with the
 // same rules and problems: it loads c's keys as a table, leaving out the keys
 // that are not set (an empty string, a nil list or pointer) unless they have a
@@ -225,72 +133,53 @@ func (c Config) Validate() error {
 	return err
 }
 
+// spec is what Load needs to know of the schema.
+var spec = confgen.Spec{
+	Env: []confgen.EnvBinding{
+		{Kind: confgen.EnvInt, Path: []string{"records_per_batch"}, Suffix: "RECORDS_PER_BATCH"},
+		{Kind: confgen.EnvString, Path: []string{"payload_size"}, Suffix: "PAYLOAD_SIZE"},
+		{Kind: confgen.EnvString, Path: []string{"interval"}, Suffix: "INTERVAL"},
+		{Kind: confgen.EnvString, Path: []string{"key_shape"}, Suffix: "KEY_SHAPE"},
+		{Kind: confgen.EnvInt, Path: []string{"key_size"}, Suffix: "KEY_SIZE"},
+		{Kind: confgen.EnvString, Path: []string{"payload_shape"}, Suffix: "PAYLOAD_SHAPE"},
+		{Kind: confgen.EnvInt, Path: []string{"max_records"}, Suffix: "MAX_RECORDS"},
+		{Kind: confgen.EnvInt, Path: []string{"seed"}, Suffix: "SEED"},
+	},
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Keys: map[string]confgen.KeyInfo{},
+		Known: map[string][]string{
+			"": {"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"},
+		},
+	}),
+	KeyOrder: []string{"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"},
+}
+
+// Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
+// then the environment variables envPrefix + KEY (nested keys joined by _) read
+// through env (nil reads none), resolves enum aliases, checks the table against
+// Schema, decodes it with defaults, and checks the rules between keys. It returns
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
+func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
+	return confgen.Load(raw, envPrefix, env, &spec, decodeConfig)
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
-func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
+func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	*c = Default()
-	if v, ok := m["records_per_batch"]; ok && !ps.Has("records_per_batch") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.RecordsPerBatch = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("records_per_batch", v, false, "an integer"))
-		}
+	d := confgen.Decoder{Table: m, Problems: ps}
+	confgen.Decode(d, "records_per_batch", confgen.Int, &c.RecordsPerBatch)
+	if confgen.Decode(d, "payload_size", confgen.Size, &c.PayloadSize) {
+		d.Bound("payload_size", c.PayloadSize < confkit.Size(1), "x-minimum", "must be at least 1B, got {value}")
+		d.Bound("payload_size", c.PayloadSize > confkit.MiB, "x-maximum", "must be at most 1MiB, got {value}")
 	}
-	if v, ok := m["payload_size"]; ok && !ps.Has("payload_size") {
-		if x, err := confgen.AsSize(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("payload_size", v, false, "format", err.Error()))
-		} else {
-			c.PayloadSize = x
-			if x < confkit.Size(1) {
-				*ps = append(*ps, confgen.NewProblem("payload_size", v, false, "x-minimum", "must be at least 1B, got {value}"))
-			}
-			if x > confkit.MiB {
-				*ps = append(*ps, confgen.NewProblem("payload_size", v, false, "x-maximum", "must be at most 1MiB, got {value}"))
-			}
-		}
-	}
-	if v, ok := m["interval"]; ok && !ps.Has("interval") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("interval", v, false, "format", err.Error()))
-		} else {
-			c.Interval = x
-		}
-	}
-	if v, ok := m["key_shape"]; ok && !ps.Has("key_shape") {
-		if x, ok := confgen.AsString(v); ok {
-			c.KeyShape = KeyShape(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("key_shape", v, false, "a string"))
-		}
-	}
-	if v, ok := m["key_size"]; ok && !ps.Has("key_size") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.KeySize = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("key_size", v, false, "an integer"))
-		}
-	}
-	if v, ok := m["payload_shape"]; ok && !ps.Has("payload_shape") {
-		if x, ok := confgen.AsString(v); ok {
-			c.PayloadShape = PayloadShape(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("payload_shape", v, false, "a string"))
-		}
-	}
-	if v, ok := m["max_records"]; ok && !ps.Has("max_records") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.MaxRecords = &x
-		} else {
-			*ps = append(*ps, confgen.WrongType("max_records", v, false, "an integer"))
-		}
-	}
-	if v, ok := m["seed"]; ok && !ps.Has("seed") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.Seed = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("seed", v, false, "an integer"))
-		}
-	}
+	confgen.Decode(d, "interval", confgen.Duration, &c.Interval)
+	confgen.Decode(d, "key_shape", confgen.Enum[KeyShape], &c.KeyShape)
+	confgen.Decode(d, "key_size", confgen.Int, &c.KeySize)
+	confgen.Decode(d, "payload_shape", confgen.Enum[PayloadShape], &c.PayloadShape)
+	confgen.Decode(d, "max_records", confgen.Optional(confgen.Int), &c.MaxRecords)
+	confgen.Decode(d, "seed", confgen.Int, &c.Seed)
 }
 
 // table returns c as a table for Load: secrets revealed, sizes, durations and

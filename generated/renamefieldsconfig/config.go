@@ -53,56 +53,6 @@ func Default() Config {
 	return Config{}
 }
 
-// envBindings lists every key an environment variable can override.
-var envBindings = []confgen.EnvBinding{
-	{
-		Kind:   confgen.EnvObject,
-		Path:   []string{"fields"},
-		Suffix: "FIELDS",
-	},
-}
-
-// keyAliases maps a table path to alias → key.
-var keyAliases = map[string]map[string]string{}
-
-// enumAliases maps a key path to alias → enum value.
-var enumAliases = map[string]map[string]string{}
-
-// keyOrder is every key path in schema order, for sorting problems.
-var keyOrder = []string{
-	"fields",
-}
-
-// checker runs the JSON Schema check and words its errors.
-var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-	Keys: map[string]confgen.KeyInfo{},
-	Known: map[string][]string{
-		"": {"fields"},
-	},
-})
-
-// Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
-// then the environment variables envPrefix + KEY (nested keys joined by _) read
-// through env (nil reads none), resolves enum aliases, checks the table against
-// Schema, decodes it with defaults, and checks the rules between keys. It returns
-// every problem at once as confkit.Problems; the problem of a value read from the
-// environment names the variable.
-func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confgen.NormalizeTable(raw)
-	ps := confgen.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confgen.ApplyEnumAliases(doc, enumAliases)
-	ps = append(ps, checker.Check(doc)...)
-	var c Config
-	decodeConfig(&c, doc, &ps, &c.warnings)
-	if len(ps) > 0 {
-		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
-		confgen.SortProblems(ps, keyOrder)
-		return Config{}, ps
-	}
-	return c, nil
-}
-
 // Validate checks a Config built in code the way Load checks a table, with the
 // same rules and problems: it loads c's keys as a table, leaving out the keys
 // that are not set (an empty string, a nil list or pointer) unless they have a
@@ -112,16 +62,35 @@ func (c Config) Validate() error {
 	return err
 }
 
+// spec is what Load needs to know of the schema.
+var spec = confgen.Spec{
+	Env: []confgen.EnvBinding{
+		{Kind: confgen.EnvObject, Path: []string{"fields"}, Suffix: "FIELDS"},
+	},
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Keys: map[string]confgen.KeyInfo{},
+		Known: map[string][]string{
+			"": {"fields"},
+		},
+	}),
+	KeyOrder: []string{"fields"},
+}
+
+// Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
+// then the environment variables envPrefix + KEY (nested keys joined by _) read
+// through env (nil reads none), resolves enum aliases, checks the table against
+// Schema, decodes it with defaults, and checks the rules between keys. It returns
+// every problem at once as confkit.Problems; the problem of a value read from the
+// environment names the variable.
+func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
+	return confgen.Load(raw, envPrefix, env, &spec, decodeConfig)
+}
+
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
-func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
-	if v, ok := m["fields"]; ok && !ps.Has("fields") {
-		if x, ok := confgen.AsMap(v, confgen.AsString); ok {
-			c.Fields = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("fields", v, false, "a table"))
-		}
-	}
+func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
+	d := confgen.Decoder{Table: m, Problems: ps}
+	confgen.Decode(d, "fields", confgen.Map(confgen.AsString), &c.Fields)
 }
 
 // table returns c as a table for Load: secrets revealed, sizes, durations and

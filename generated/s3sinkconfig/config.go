@@ -25,7 +25,6 @@ import (
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -335,248 +334,122 @@ func DefaultColumnsItem() ColumnsItem {
 	}
 }
 
-// envBindings lists every key an environment variable can override.
-var envBindings = []confgen.EnvBinding{
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"bucket"},
-		Suffix: "BUCKET",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"region"},
-		Suffix: "REGION",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"prefix"},
-		Suffix: "PREFIX",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"endpoint"},
-		Suffix: "ENDPOINT",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"access_key_id"},
-		Secret: true,
-		Suffix: "ACCESS_KEY_ID",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"secret_access_key"},
-		Secret: true,
-		Suffix: "SECRET_ACCESS_KEY",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"path_template"},
-		Suffix: "PATH_TEMPLATE",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"file_rotation"},
-		Suffix: "FILE_ROTATION",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"max_file_size"},
-		Suffix: "MAX_FILE_SIZE",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"max_messages_per_file"},
-		Suffix: "MAX_MESSAGES_PER_FILE",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"rotate_interval"},
-		Suffix: "ROTATE_INTERVAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"flush_interval"},
-		Suffix: "FLUSH_INTERVAL",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"output_format"},
-		Suffix: "OUTPUT_FORMAT",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"compression"},
-		Suffix: "COMPRESSION",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"parquet_compression"},
-		Suffix: "PARQUET_COMPRESSION",
-	},
-	{
-		Kind:   confgen.EnvList,
-		Path:   []string{"columns"},
-		Suffix: "COLUMNS",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"include_metadata"},
-		Suffix: "INCLUDE_METADATA",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"include_headers"},
-		Suffix: "INCLUDE_HEADERS",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"max_attempts"},
-		Suffix: "MAX_ATTEMPTS",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"retry_delay"},
-		Suffix: "RETRY_DELAY",
-	},
-	{
-		Kind:   confgen.EnvBool,
-		Path:   []string{"path_style"},
-		Suffix: "PATH_STYLE",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"delivery"},
-		Suffix: "DELIVERY",
-	},
-	{
-		Kind:   confgen.EnvString,
-		Path:   []string{"max_buffer_size"},
-		Suffix: "MAX_BUFFER_SIZE",
-	},
-	{
-		Kind:   confgen.EnvInt,
-		Path:   []string{"max_in_flight"},
-		Suffix: "MAX_IN_FLIGHT",
-	},
+// Validate checks a Config built in code the way Load checks a table, with the
+// same rules and problems: it loads c's keys as a table, leaving out the keys
+// that are not set (an empty string, a nil list or pointer) unless they have a
+// default. It returns every problem at once as confkit.Problems.
+func (c Config) Validate() error {
+	_, err := Load(c.table(), "", nil)
+	return err
 }
 
-// keyAliases maps a table path to alias → key.
-var keyAliases = map[string]map[string]string{
-	"": {"max_retries": "max_attempts"},
-}
-
-// enumAliases maps a key path to alias → enum value.
-var enumAliases = map[string]map[string]string{
-	"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
-}
-
-// keyOrder is every key path in schema order, for sorting problems.
-var keyOrder = []string{
-	"bucket",
-	"region",
-	"prefix",
-	"endpoint",
-	"access_key_id",
-	"secret_access_key",
-	"path_template",
-	"file_rotation",
-	"max_file_size",
-	"max_messages_per_file",
-	"rotate_interval",
-	"flush_interval",
-	"output_format",
-	"compression",
-	"parquet_compression",
-	"columns",
-	"columns[].name",
-	"columns[].type",
-	"columns[].path",
-	"columns[].optional",
-	"columns[].precision",
-	"columns[].scale",
-	"include_metadata",
-	"include_headers",
-	"max_attempts",
-	"retry_delay",
-	"path_style",
-	"delivery",
-	"max_buffer_size",
-	"max_in_flight",
-}
-
-// checker runs the JSON Schema check and words its errors.
-var checker = confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-	Keys: map[string]confgen.KeyInfo{
-		"bucket": {Messages: map[string]string{
-			"maxLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
-			"minLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
-			"pattern":   "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
-			"required":  "bucket is required: name an existing S3 bucket",
-		}},
-		"region": {Messages: map[string]string{
-			"required":         "region is required: name an AWS region such as eu-west-1",
-			"x-pattern-unless": "Invalid S3 region '{value}'",
-		}},
-		"endpoint": {Messages: map[string]string{
-			"pattern": "endpoint '{value}' is not a URL: use http://host:port or https://host",
-		}},
-		"access_key_id": {
-			Messages: map[string]string{
-				"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain",
+// spec is what Load needs to know of the schema.
+var spec = confgen.Spec{
+	KeyAliases: map[string]map[string]string{
+		"": {"max_retries": "max_attempts"},
+	},
+	Env: []confgen.EnvBinding{
+		{Kind: confgen.EnvString, Path: []string{"bucket"}, Suffix: "BUCKET"},
+		{Kind: confgen.EnvString, Path: []string{"region"}, Suffix: "REGION"},
+		{Kind: confgen.EnvString, Path: []string{"prefix"}, Suffix: "PREFIX"},
+		{Kind: confgen.EnvString, Path: []string{"endpoint"}, Suffix: "ENDPOINT"},
+		{Kind: confgen.EnvString, Path: []string{"access_key_id"}, Suffix: "ACCESS_KEY_ID", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"secret_access_key"}, Suffix: "SECRET_ACCESS_KEY", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"path_template"}, Suffix: "PATH_TEMPLATE"},
+		{Kind: confgen.EnvString, Path: []string{"file_rotation"}, Suffix: "FILE_ROTATION"},
+		{Kind: confgen.EnvString, Path: []string{"max_file_size"}, Suffix: "MAX_FILE_SIZE"},
+		{Kind: confgen.EnvInt, Path: []string{"max_messages_per_file"}, Suffix: "MAX_MESSAGES_PER_FILE"},
+		{Kind: confgen.EnvString, Path: []string{"rotate_interval"}, Suffix: "ROTATE_INTERVAL"},
+		{Kind: confgen.EnvString, Path: []string{"flush_interval"}, Suffix: "FLUSH_INTERVAL"},
+		{Kind: confgen.EnvString, Path: []string{"output_format"}, Suffix: "OUTPUT_FORMAT"},
+		{Kind: confgen.EnvString, Path: []string{"compression"}, Suffix: "COMPRESSION"},
+		{Kind: confgen.EnvString, Path: []string{"parquet_compression"}, Suffix: "PARQUET_COMPRESSION"},
+		{Kind: confgen.EnvList, Path: []string{"columns"}, Suffix: "COLUMNS"},
+		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
+		{Kind: confgen.EnvBool, Path: []string{"include_headers"}, Suffix: "INCLUDE_HEADERS"},
+		{Kind: confgen.EnvInt, Path: []string{"max_attempts"}, Suffix: "MAX_ATTEMPTS"},
+		{Kind: confgen.EnvString, Path: []string{"retry_delay"}, Suffix: "RETRY_DELAY"},
+		{Kind: confgen.EnvBool, Path: []string{"path_style"}, Suffix: "PATH_STYLE"},
+		{Kind: confgen.EnvString, Path: []string{"delivery"}, Suffix: "DELIVERY"},
+		{Kind: confgen.EnvString, Path: []string{"max_buffer_size"}, Suffix: "MAX_BUFFER_SIZE"},
+		{Kind: confgen.EnvInt, Path: []string{"max_in_flight"}, Suffix: "MAX_IN_FLIGHT"},
+	},
+	EnumAliases: map[string]map[string]string{
+		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
+	},
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Keys: map[string]confgen.KeyInfo{
+			"bucket": {Messages: map[string]string{
+				"maxLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
+				"minLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
+				"pattern":   "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'",
+				"required":  "bucket is required: name an existing S3 bucket",
+			}},
+			"region": {Messages: map[string]string{
+				"required":         "region is required: name an AWS region such as eu-west-1",
+				"x-pattern-unless": "Invalid S3 region '{value}'",
+			}},
+			"endpoint": {Messages: map[string]string{
+				"pattern": "endpoint '{value}' is not a URL: use http://host:port or https://host",
+			}},
+			"access_key_id": {
+				Messages: map[string]string{
+					"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain",
+				},
+				Secret: true,
 			},
-			Secret: true,
+			"secret_access_key": {Secret: true},
+			"max_file_size": {Messages: map[string]string{
+				"x-exclusive-minimum": "max_file_size ({value}) must be above 0",
+				"x-maximum":           "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB",
+			}},
+			"max_messages_per_file": {Messages: map[string]string{
+				"minimum":       "max_messages_per_file ({value}) must be at least 1",
+				"x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured",
+			}},
+			"rotate_interval": {Messages: map[string]string{
+				"x-maximum": "rotate_interval ({value}) must be at most 168h",
+				"x-minimum": "rotate_interval ({value}) must be 0s (off) or more",
+			}},
+			"flush_interval": {Messages: map[string]string{
+				"x-maximum": "flush_interval ({value}) must be at most 24h",
+				"x-minimum": "flush_interval ({value}) must be 0s (off) or more",
+			}},
+			"output_format": {Messages: map[string]string{
+				"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice",
+			}},
+			"columns": {Messages: map[string]string{
+				"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type",
+				"x-unique":      "{key}: column name {value} is used twice",
+			}},
+			"columns[].type": {Messages: map[string]string{
+				"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json",
+			}},
+			"columns[].precision": {Messages: map[string]string{
+				"x-required-if": "{key} is required for a decimal column (1 to 38)",
+			}},
+			"max_attempts": {Messages: map[string]string{
+				"maximum": "max_attempts ({value}) must be at most 100",
+				"minimum": "max_attempts ({value}) must be at least 1",
+			}},
+			"retry_delay": {Messages: map[string]string{
+				"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off",
+			}},
+			"max_buffer_size": {Messages: map[string]string{
+				"x-minimum": "max_buffer_size ({value}) must be at least 1MiB",
+			}},
+			"max_in_flight": {Messages: map[string]string{
+				"maximum": "max_in_flight ({value}) must be at most 64",
+				"minimum": "max_in_flight ({value}) must be at least 1",
+			}},
 		},
-		"secret_access_key": {Secret: true},
-		"max_file_size": {Messages: map[string]string{
-			"x-exclusive-minimum": "max_file_size ({value}) must be above 0",
-			"x-maximum":           "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB",
-		}},
-		"max_messages_per_file": {Messages: map[string]string{
-			"minimum":       "max_messages_per_file ({value}) must be at least 1",
-			"x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured",
-		}},
-		"rotate_interval": {Messages: map[string]string{
-			"x-maximum": "rotate_interval ({value}) must be at most 168h",
-			"x-minimum": "rotate_interval ({value}) must be 0s (off) or more",
-		}},
-		"flush_interval": {Messages: map[string]string{
-			"x-maximum": "flush_interval ({value}) must be at most 24h",
-			"x-minimum": "flush_interval ({value}) must be 0s (off) or more",
-		}},
-		"output_format": {Messages: map[string]string{
-			"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice",
-		}},
-		"columns": {Messages: map[string]string{
-			"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type",
-			"x-unique":      "{key}: column name {value} is used twice",
-		}},
-		"columns[].type": {Messages: map[string]string{
-			"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json",
-		}},
-		"columns[].precision": {Messages: map[string]string{
-			"x-required-if": "{key} is required for a decimal column (1 to 38)",
-		}},
-		"max_attempts": {Messages: map[string]string{
-			"maximum": "max_attempts ({value}) must be at most 100",
-			"minimum": "max_attempts ({value}) must be at least 1",
-		}},
-		"retry_delay": {Messages: map[string]string{
-			"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off",
-		}},
-		"max_buffer_size": {Messages: map[string]string{
-			"x-minimum": "max_buffer_size ({value}) must be at least 1MiB",
-		}},
-		"max_in_flight": {Messages: map[string]string{
-			"maximum": "max_in_flight ({value}) must be at most 64",
-			"minimum": "max_in_flight ({value}) must be at least 1",
-		}},
-	},
-	Known: map[string][]string{
-		"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
-		"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
-	},
-})
+		Known: map[string][]string{
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
+		},
+	}),
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+}
 
 // patternRegion is the x-pattern-unless rule of region.
 var patternRegion = regexp.MustCompile("^(us|eu|ap|sa|ca|me|af|il|mx|cn|eusc)(-gov|-iso|-isob|-isoe|-isof)?-(north|south|east|west|central|northeast|northwest|southeast|southwest|de-east)-[0-9]+$")
@@ -594,159 +467,39 @@ var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
 func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
-	doc := confgen.NormalizeTable(raw)
-	ps := confgen.ApplyKeyAliases(doc, keyAliases)
-	ps = append(ps, confgen.BindEnvAll(doc, envBindings, envPrefix, env)...)
-	confgen.ApplyEnumAliases(doc, enumAliases)
-	ps = append(ps, checker.Check(doc)...)
-	var c Config
-	decodeConfig(&c, doc, &ps, &c.warnings)
-	if len(ps) > 0 {
-		confgen.NameEnvSources(ps, envBindings, envPrefix, env)
-		confgen.SortProblems(ps, keyOrder)
-		return Config{}, ps
-	}
-	return c, nil
-}
-
-// Validate checks a Config built in code the way Load checks a table, with the
-// same rules and problems: it loads c's keys as a table, leaving out the keys
-// that are not set (an empty string, a nil list or pointer) unless they have a
-// default. It returns every problem at once as confkit.Problems.
-func (c Config) Validate() error {
-	_, err := Load(c.table(), "", nil)
-	return err
+	return confgen.Load(raw, envPrefix, env, &spec, decodeConfig)
 }
 
 // decodeConfig fills c from the table m (nil when absent): defaults first, then every
 // key without a problem, then the rules between keys.
-func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[]string) {
+func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	*c = Default()
-	if v, ok := m["bucket"]; ok && !ps.Has("bucket") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Bucket = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("bucket", v, false, "a string"))
-		}
+	warnings := &c.warnings
+	d := confgen.Decoder{Table: m, Problems: ps}
+	confgen.Decode(d, "bucket", confgen.String, &c.Bucket)
+	confgen.Decode(d, "region", confgen.String, &c.Region)
+	confgen.Decode(d, "prefix", confgen.Trimmed("/"), &c.Prefix)
+	confgen.Decode(d, "endpoint", confgen.String, &c.Endpoint)
+	confgen.Decode(d, "access_key_id", confgen.Secret, &c.AccessKeyID)
+	confgen.Decode(d, "secret_access_key", confgen.Secret, &c.SecretAccessKey)
+	confgen.Decode(d, "path_template", confgen.Template(placeholdersPathTemplate), &c.PathTemplate)
+	confgen.Decode(d, "file_rotation", confgen.Enum[FileRotation], &c.FileRotation)
+	if confgen.Decode(d, "max_file_size", confgen.Size, &c.MaxFileSize) {
+		d.Bound("max_file_size", c.MaxFileSize <= 0, "x-exclusive-minimum", "max_file_size ({value}) must be above 0")
+		d.Bound("max_file_size", c.MaxFileSize > 5*confkit.GiB, "x-maximum", "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB")
 	}
-	if v, ok := m["region"]; ok && !ps.Has("region") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Region = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("region", v, false, "a string"))
-		}
+	confgen.Decode(d, "max_messages_per_file", confgen.Optional(confgen.Int), &c.MaxMessagesPerFile)
+	if confgen.Decode(d, "rotate_interval", confgen.Duration, &c.RotateInterval) {
+		d.Bound("rotate_interval", c.RotateInterval < 0, "x-minimum", "rotate_interval ({value}) must be 0s (off) or more")
+		d.Bound("rotate_interval", c.RotateInterval > 168*time.Hour, "x-maximum", "rotate_interval ({value}) must be at most 168h")
 	}
-	if v, ok := m["prefix"]; ok && !ps.Has("prefix") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Prefix = strings.Trim(x, "/")
-		} else {
-			*ps = append(*ps, confgen.WrongType("prefix", v, false, "a string"))
-		}
+	if confgen.Decode(d, "flush_interval", confgen.Duration, &c.FlushInterval) {
+		d.Bound("flush_interval", c.FlushInterval < 0, "x-minimum", "flush_interval ({value}) must be 0s (off) or more")
+		d.Bound("flush_interval", c.FlushInterval > 24*time.Hour, "x-maximum", "flush_interval ({value}) must be at most 24h")
 	}
-	if v, ok := m["endpoint"]; ok && !ps.Has("endpoint") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Endpoint = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("endpoint", v, false, "a string"))
-		}
-	}
-	if v, ok := m["access_key_id"]; ok && !ps.Has("access_key_id") {
-		if x, ok := confgen.AsString(v); ok {
-			c.AccessKeyID = confkit.NewSecret(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("access_key_id", v, true, "a string"))
-		}
-	}
-	if v, ok := m["secret_access_key"]; ok && !ps.Has("secret_access_key") {
-		if x, ok := confgen.AsString(v); ok {
-			c.SecretAccessKey = confkit.NewSecret(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("secret_access_key", v, true, "a string"))
-		}
-	}
-	if v, ok := m["path_template"]; ok && !ps.Has("path_template") {
-		if s, ok := confgen.AsString(v); !ok {
-			*ps = append(*ps, confgen.WrongType("path_template", v, false, "a string"))
-		} else if x, err := confkit.ParseTemplate(s, placeholdersPathTemplate); err != nil {
-			*ps = append(*ps, confgen.NewProblem("path_template", v, false, "x-placeholders", err.Error()))
-		} else {
-			c.PathTemplate = x
-		}
-	}
-	if v, ok := m["file_rotation"]; ok && !ps.Has("file_rotation") {
-		if x, ok := confgen.AsString(v); ok {
-			c.FileRotation = FileRotation(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("file_rotation", v, false, "a string"))
-		}
-	}
-	if v, ok := m["max_file_size"]; ok && !ps.Has("max_file_size") {
-		if x, err := confgen.AsSize(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("max_file_size", v, false, "format", err.Error()))
-		} else {
-			c.MaxFileSize = x
-			if x <= 0 {
-				*ps = append(*ps, confgen.NewProblem("max_file_size", v, false, "x-exclusive-minimum", "max_file_size ({value}) must be above 0"))
-			}
-			if x > 5*confkit.GiB {
-				*ps = append(*ps, confgen.NewProblem("max_file_size", v, false, "x-maximum", "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"))
-			}
-		}
-	}
-	if v, ok := m["max_messages_per_file"]; ok && !ps.Has("max_messages_per_file") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.MaxMessagesPerFile = &x
-		} else {
-			*ps = append(*ps, confgen.WrongType("max_messages_per_file", v, false, "an integer"))
-		}
-	}
-	if v, ok := m["rotate_interval"]; ok && !ps.Has("rotate_interval") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("rotate_interval", v, false, "format", err.Error()))
-		} else {
-			c.RotateInterval = x
-			if x < 0 {
-				*ps = append(*ps, confgen.NewProblem("rotate_interval", v, false, "x-minimum", "rotate_interval ({value}) must be 0s (off) or more"))
-			}
-			if x > 168*time.Hour {
-				*ps = append(*ps, confgen.NewProblem("rotate_interval", v, false, "x-maximum", "rotate_interval ({value}) must be at most 168h"))
-			}
-		}
-	}
-	if v, ok := m["flush_interval"]; ok && !ps.Has("flush_interval") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("flush_interval", v, false, "format", err.Error()))
-		} else {
-			c.FlushInterval = x
-			if x < 0 {
-				*ps = append(*ps, confgen.NewProblem("flush_interval", v, false, "x-minimum", "flush_interval ({value}) must be 0s (off) or more"))
-			}
-			if x > 24*time.Hour {
-				*ps = append(*ps, confgen.NewProblem("flush_interval", v, false, "x-maximum", "flush_interval ({value}) must be at most 24h"))
-			}
-		}
-	}
-	if v, ok := m["output_format"]; ok && !ps.Has("output_format") {
-		if x, ok := confgen.AsString(v); ok {
-			c.OutputFormat = OutputFormat(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("output_format", v, false, "a string"))
-		}
-	}
-	if v, ok := m["compression"]; ok && !ps.Has("compression") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Compression = Compression(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("compression", v, false, "a string"))
-		}
-	}
-	if v, ok := m["parquet_compression"]; ok && !ps.Has("parquet_compression") {
-		if x, ok := confgen.AsString(v); ok {
-			c.ParquetCompression = ParquetCompression(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("parquet_compression", v, false, "a string"))
-		}
-	}
+	confgen.Decode(d, "output_format", confgen.Enum[OutputFormat], &c.OutputFormat)
+	confgen.Decode(d, "compression", confgen.Enum[Compression], &c.Compression)
+	confgen.Decode(d, "parquet_compression", confgen.Enum[ParquetCompression], &c.ParquetCompression)
 	if v, ok := m["columns"]; ok && !ps.Has("columns") {
 		if l, ok := v.([]any); ok {
 			c.Columns = make([]ColumnsItem, len(l))
@@ -766,68 +519,18 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 			*ps = append(*ps, confgen.WrongType("columns", v, false, "an array of tables"))
 		}
 	}
-	if v, ok := m["include_metadata"]; ok && !ps.Has("include_metadata") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.IncludeMetadata = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("include_metadata", v, false, "a boolean"))
-		}
+	confgen.Decode(d, "include_metadata", confgen.Bool, &c.IncludeMetadata)
+	confgen.Decode(d, "include_headers", confgen.Bool, &c.IncludeHeaders)
+	confgen.Decode(d, "max_attempts", confgen.Int, &c.MaxAttempts)
+	if confgen.Decode(d, "retry_delay", confgen.Duration, &c.RetryDelay) {
+		d.Bound("retry_delay", c.RetryDelay > time.Minute, "x-maximum", "retry_delay ({value}) must be at most 60s, the cap of the back-off")
 	}
-	if v, ok := m["include_headers"]; ok && !ps.Has("include_headers") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.IncludeHeaders = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("include_headers", v, false, "a boolean"))
-		}
+	confgen.Decode(d, "path_style", confgen.Bool, &c.PathStyle)
+	confgen.Decode(d, "delivery", confgen.Enum[Delivery], &c.Delivery)
+	if confgen.Decode(d, "max_buffer_size", confgen.Size, &c.MaxBufferSize) {
+		d.Bound("max_buffer_size", c.MaxBufferSize < confkit.MiB, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB")
 	}
-	if v, ok := m["max_attempts"]; ok && !ps.Has("max_attempts") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.MaxAttempts = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("max_attempts", v, false, "an integer"))
-		}
-	}
-	if v, ok := m["retry_delay"]; ok && !ps.Has("retry_delay") {
-		if x, err := confgen.AsDuration(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("retry_delay", v, false, "format", err.Error()))
-		} else {
-			c.RetryDelay = x
-			if x > time.Minute {
-				*ps = append(*ps, confgen.NewProblem("retry_delay", v, false, "x-maximum", "retry_delay ({value}) must be at most 60s, the cap of the back-off"))
-			}
-		}
-	}
-	if v, ok := m["path_style"]; ok && !ps.Has("path_style") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.PathStyle = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("path_style", v, false, "a boolean"))
-		}
-	}
-	if v, ok := m["delivery"]; ok && !ps.Has("delivery") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Delivery = Delivery(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType("delivery", v, false, "a string"))
-		}
-	}
-	if v, ok := m["max_buffer_size"]; ok && !ps.Has("max_buffer_size") {
-		if x, err := confgen.AsSize(v); err != nil {
-			*ps = append(*ps, confgen.NewProblem("max_buffer_size", v, false, "format", err.Error()))
-		} else {
-			c.MaxBufferSize = x
-			if x < confkit.MiB {
-				*ps = append(*ps, confgen.NewProblem("max_buffer_size", v, false, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB"))
-			}
-		}
-	}
-	if v, ok := m["max_in_flight"]; ok && !ps.Has("max_in_flight") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.MaxInFlight = x
-		} else {
-			*ps = append(*ps, confgen.WrongType("max_in_flight", v, false, "an integer"))
-		}
-	}
+	confgen.Decode(d, "max_in_flight", confgen.Int, &c.MaxInFlight)
 	if !confgen.Has(m, "endpoint") && confgen.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
 		*ps = append(*ps, confgen.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
 	}
@@ -853,48 +556,13 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems, warnings *[
 // at is the table's key path in problems, such as columns[2].
 func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, warnings *[]string, at string) {
 	*c = DefaultColumnsItem()
-	if v, ok := m["name"]; ok && !ps.Has(at+".name") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Name = x
-		} else {
-			*ps = append(*ps, confgen.WrongType(at+".name", v, false, "a string"))
-		}
-	}
-	if v, ok := m["type"]; ok && !ps.Has(at+".type") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Type = ColumnsType(x)
-		} else {
-			*ps = append(*ps, confgen.WrongType(at+".type", v, false, "a string"))
-		}
-	}
-	if v, ok := m["path"]; ok && !ps.Has(at+".path") {
-		if x, ok := confgen.AsString(v); ok {
-			c.Path = strings.Trim(x, ".")
-		} else {
-			*ps = append(*ps, confgen.WrongType(at+".path", v, false, "a string"))
-		}
-	}
-	if v, ok := m["optional"]; ok && !ps.Has(at+".optional") {
-		if x, ok := confgen.AsBool(v); ok {
-			c.Optional = x
-		} else {
-			*ps = append(*ps, confgen.WrongType(at+".optional", v, false, "a boolean"))
-		}
-	}
-	if v, ok := m["precision"]; ok && !ps.Has(at+".precision") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.Precision = &x
-		} else {
-			*ps = append(*ps, confgen.WrongType(at+".precision", v, false, "an integer"))
-		}
-	}
-	if v, ok := m["scale"]; ok && !ps.Has(at+".scale") {
-		if x, ok := confgen.AsInt(v); ok {
-			c.Scale = x
-		} else {
-			*ps = append(*ps, confgen.WrongType(at+".scale", v, false, "an integer"))
-		}
-	}
+	d := confgen.Decoder{Table: m, Problems: ps, At: at + "."}
+	confgen.Decode(d, "name", confgen.String, &c.Name)
+	confgen.Decode(d, "type", confgen.Enum[ColumnsType], &c.Type)
+	confgen.Decode(d, "path", confgen.Trimmed("."), &c.Path)
+	confgen.Decode(d, "optional", confgen.Bool, &c.Optional)
+	confgen.Decode(d, "precision", confgen.Optional(confgen.Int), &c.Precision)
+	confgen.Decode(d, "scale", confgen.Int, &c.Scale)
 	if c.Type == ColumnsTypeDecimal && !confgen.Has(m, "precision") && !ps.Has(at+".precision") {
 		*ps = append(*ps, confgen.NewProblem(at+".precision", nil, false, "x-required-if", "{key} is required for a decimal column (1 to 38)"))
 	}

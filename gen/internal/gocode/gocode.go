@@ -54,9 +54,9 @@ func Generate(s *model.Schema) ([]byte, error) {
 	for _, o := range s.Root.Objects() {
 		g.defaults(f, o)
 	}
+	g.validate(f)
 	g.tables(f)
 	g.load(f)
-	g.validate(f)
 	for _, o := range s.Root.Objects() {
 		g.decodeFunc(f, o)
 	}
@@ -656,25 +656,19 @@ func CheckEnvCollisions(s *model.Schema) error {
 
 func (g *generator) tables(f *jen.File) {
 	// Environment bindings.
-	f.Comment("envBindings lists every key an environment variable can override.")
-	f.Var().Id("envBindings").Op("=").Index().Add(kit("EnvBinding")).ValuesFunc(func(gr *jen.Group) {
+	envLit := jen.Index().Add(kit("EnvBinding")).ValuesFunc(func(gr *jen.Group) {
 		g.s.Root.Walk(func(pr *model.Property) {
 			if pr.Kind == model.Nested || pr.InElement() {
 				return
 			}
-			d := jen.Dict{
-				jen.Id("Path"):   pathLit(pr.Path),
-				jen.Id("Suffix"): jen.Lit(envSuffix(pr.Path)),
-				jen.Id("Kind"):   kit(envKind(pr)),
-			}
+			items := []jen.Code{jen.Id("Kind").Op(":").Add(kit(envKind(pr))), jen.Id("Path").Op(":").Add(pathLit(pr.Path)), jen.Id("Suffix").Op(":").Lit(envSuffix(pr.Path))}
 			if masked(pr) {
-				d[jen.Id("Secret")] = jen.True()
+				items = append(items, jen.Id("Secret").Op(":").True())
 			}
-			gr.Line().Values(d)
+			gr.Line().Values(items...)
 		})
 		gr.Line()
 	})
-	f.Line()
 	// Key aliases.
 	type alias struct{ table, alias, key string }
 	var keyAliases []alias
@@ -689,8 +683,7 @@ func (g *generator) tables(f *jen.File) {
 			enumAliases = append(enumAliases, pr)
 		}
 	})
-	f.Comment("keyAliases maps a table path to alias → key.")
-	f.Var().Id("keyAliases").Op("=").Map(jen.String()).Map(jen.String()).String().ValuesFunc(func(gr *jen.Group) {
+	keyAliasLit := jen.Map(jen.String()).Map(jen.String()).String().ValuesFunc(func(gr *jen.Group) {
 		byTable := map[string][]alias{}
 		var tables []string
 		for _, a := range keyAliases {
@@ -710,9 +703,7 @@ func (g *generator) tables(f *jen.File) {
 			gr.Line()
 		}
 	})
-	f.Line()
-	f.Comment("enumAliases maps a key path to alias → enum value.")
-	f.Var().Id("enumAliases").Op("=").Map(jen.String()).Map(jen.String()).String().ValuesFunc(func(gr *jen.Group) {
+	enumAliasLit := jen.Map(jen.String()).Map(jen.String()).String().ValuesFunc(func(gr *jen.Group) {
 		for _, pr := range enumAliases {
 			gr.Line().Lit(pr.DotPath()).Op(":").ValuesFunc(func(g2 *jen.Group) {
 				for _, a := range pr.EnumAliases {
@@ -724,20 +715,13 @@ func (g *generator) tables(f *jen.File) {
 			gr.Line()
 		}
 	})
-	f.Line()
-	f.Comment("keyOrder is every key path in schema order, for sorting problems.")
-	f.Var().Id("keyOrder").Op("=").Index().String().ValuesFunc(func(gr *jen.Group) {
+	orderLit := jen.Index().String().ValuesFunc(func(gr *jen.Group) {
 		for _, k := range order {
-			gr.Line().Lit(k)
-		}
-		if len(order) > 0 {
-			gr.Line()
+			gr.Lit(k)
 		}
 	})
-	f.Line()
 	// Schema spec.
-	f.Comment("checker runs the JSON Schema check and words its errors.")
-	f.Var().Id("checker").Op("=").Add(kit("NewChecker")).Call(jen.Id("Name"), jen.Id("Schema"), jen.Op("&").Add(kit("SchemaSpec")).Values(jen.Dict{
+	checkerLit := kit("NewChecker").Call(jen.Id("Name"), jen.Id("Schema"), jen.Op("&").Add(kit("SchemaSpec")).Values(jen.Dict{
 		jen.Id("Keys"): jen.Map(jen.String()).Add(kit("KeyInfo")).ValuesFunc(func(gr *jen.Group) {
 			n := 0
 			g.s.Root.Walk(func(pr *model.Property) {
@@ -772,6 +756,19 @@ func (g *generator) tables(f *jen.File) {
 			gr.Line()
 		}),
 	}))
+	f.Comment("spec is what Load needs to know of the schema.")
+	f.Var().Id("spec").Op("=").Add(kit("Spec")).ValuesFunc(func(gr *jen.Group) {
+		if len(keyAliases) > 0 {
+			gr.Line().Id("KeyAliases").Op(":").Add(keyAliasLit)
+		}
+		gr.Line().Id("Env").Op(":").Add(envLit)
+		if len(enumAliases) > 0 {
+			gr.Line().Id("EnumAliases").Op(":").Add(enumAliasLit)
+		}
+		gr.Line().Id("Checker").Op(":").Add(checkerLit)
+		gr.Line().Id("KeyOrder").Op(":").Add(orderLit)
+		gr.Line()
+	})
 	f.Line()
 	// Placeholders and patterns.
 	g.s.Root.Walk(func(pr *model.Property) {
@@ -850,19 +847,7 @@ func (g *generator) load(f *jen.File) {
 		jen.Id("envPrefix").String(),
 		jen.Id("env").Qual(pluginPath, "LookupEnv"),
 	).Params(jen.Id("Config"), jen.Error()).Block(
-		jen.Id("doc").Op(":=").Add(kit("NormalizeTable")).Call(jen.Id("raw")),
-		jen.Id("ps").Op(":=").Add(kit("ApplyKeyAliases")).Call(jen.Id("doc"), jen.Id("keyAliases")),
-		jen.Id("ps").Op("=").Append(jen.Id("ps"), kit("BindEnvAll").Call(jen.Id("doc"), jen.Id("envBindings"), jen.Id("envPrefix"), jen.Id("env")).Op("...")),
-		kit("ApplyEnumAliases").Call(jen.Id("doc"), jen.Id("enumAliases")),
-		jen.Id("ps").Op("=").Append(jen.Id("ps"), jen.Id("checker").Dot("Check").Call(jen.Id("doc")).Op("...")),
-		jen.Var().Id("c").Id("Config"),
-		jen.Id("decodeConfig").Call(jen.Op("&").Id("c"), jen.Id("doc"), jen.Op("&").Id("ps"), jen.Op("&").Id("c").Dot("warnings")),
-		jen.If(jen.Len(jen.Id("ps")).Op(">").Lit(0)).Block(
-			kit("NameEnvSources").Call(jen.Id("ps"), jen.Id("envBindings"), jen.Id("envPrefix"), jen.Id("env")),
-			kit("SortProblems").Call(jen.Id("ps"), jen.Id("keyOrder")),
-			jen.Return(jen.Id("Config").Values(), jen.Id("ps")),
-		),
-		jen.Return(jen.Id("c"), jen.Nil()),
+		jen.Return(kit("Load").Call(jen.Id("raw"), jen.Id("envPrefix"), jen.Id("env"), jen.Op("&").Id("spec"), jen.Id("decodeConfig"))),
 	)
 	f.Line()
 }
@@ -902,7 +887,10 @@ func (g *generator) decodeFunc(f *jen.File, o *model.Object) {
 		jen.Id("c").Op("*").Id(o.TypeName),
 		jen.Id("m").Map(jen.String()).Any(),
 		jen.Id("ps").Op("*").Add(kit("Problems")),
-		jen.Id("warnings").Op("*").Index().String(),
+	}
+	root := o == g.s.Root
+	if !root {
+		params = append(params, jen.Id("warnings").Op("*").Index().String())
 	}
 	if o.Element {
 		params = append(params, jen.Id("at").String())
@@ -910,6 +898,18 @@ func (g *generator) decodeFunc(f *jen.File, o *model.Object) {
 	f.Func().Id(name).Params(params...).BlockFunc(func(gr *jen.Group) {
 		if hasDefaults(o) {
 			gr.Op("*").Id("c").Op("=").Id(defaultName(o)).Call()
+		}
+		if root && usesWarnings(o) {
+			gr.Id("warnings").Op(":=").Op("&").Id("c").Dot("warnings")
+		}
+		if hasScalars(o) {
+			d := []jen.Code{jen.Id("Table").Op(":").Id("m"), jen.Id("Problems").Op(":").Id("ps")}
+			if o.Element {
+				d = append(d, jen.Id("At").Op(":").Id("at").Op("+").Lit("."))
+			} else if !root {
+				d = append(d, jen.Id("At").Op(":").Lit(o.Key()+"."))
+			}
+			gr.Id("d").Op(":=").Add(kit("Decoder")).Values(d...)
 		}
 		for _, pr := range o.Props {
 			g.decodeProp(gr, pr)
@@ -919,6 +919,28 @@ func (g *generator) decodeFunc(f *jen.File, o *model.Object) {
 		}
 	})
 	f.Line()
+}
+
+// usesWarnings reports whether the decode function of o adds warnings or
+// hands them on: o has a deprecated key, a table or an array of tables.
+func usesWarnings(o *model.Object) bool {
+	for _, pr := range o.Props {
+		if pr.Deprecated || pr.Kind == model.Nested || pr.Kind == model.ObjectList {
+			return true
+		}
+	}
+	return false
+}
+
+// hasScalars reports whether o has a key that is not a table or an array
+// of tables, which its decode function reads with a confgen.Decoder.
+func hasScalars(o *model.Object) bool {
+	for _, pr := range o.Props {
+		if pr.Kind != model.Nested && pr.Kind != model.ObjectList {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *generator) decodeProp(gr *jen.Group, pr *model.Property) {
@@ -975,78 +997,62 @@ func (g *generator) decodeProp(gr *jen.Group, pr *model.Property) {
 		)
 		return
 	}
-	secret := jen.Lit(pr.Secret)
-	wrong := func(want string) *jen.Statement {
-		return jen.Else().Block(appendProblem(kit("WrongType").Call(key(pr), jen.Id("v"), secret, jen.Lit(want))))
-	}
-	var body []jen.Code
+	var kind jen.Code
 	switch pr.Kind {
-	case model.String, model.Enum, model.Secret:
-		var val jen.Code = jen.Id("x")
+	case model.String:
+		kind = jen.Qual(confgenPath, "String")
 		if pr.Trim != "" {
-			val = jen.Qual("strings", "Trim").Call(jen.Id("x"), jen.Lit(pr.Trim))
+			kind = jen.Qual(confgenPath, "Trimmed").Call(jen.Lit(pr.Trim))
 		}
-		switch pr.Kind {
-		case model.Enum:
-			val = jen.Id(pr.EnumType).Call(val)
-		case model.Secret:
-			val = kit("NewSecret").Call(val)
-		}
-		body = append(body, jen.If(jen.List(jen.Id("x"), jen.Id("ok")).Op(":=").Add(kit("AsString")).Call(jen.Id("v")), jen.Id("ok")).Block(
-			field.Clone().Op("=").Add(val),
-		).Add(wrong("a string")))
-	case model.Int, model.Number, model.Bool:
-		conv, want := "AsInt", "an integer"
-		if pr.Kind == model.Number {
-			conv, want = "AsFloat", "a number"
-		} else if pr.Kind == model.Bool {
-			conv, want = "AsBool", "a boolean"
-		}
-		var val jen.Code = jen.Id("x")
-		if pr.Optional {
-			val = jen.Op("&").Id("x")
-		}
-		body = append(body, jen.If(jen.List(jen.Id("x"), jen.Id("ok")).Op(":=").Add(kit(conv)).Call(jen.Id("v")), jen.Id("ok")).Block(
-			field.Clone().Op("=").Add(val),
-		).Add(wrong(want)))
-	case model.StringList, model.IntList, model.NumberList:
-		conv, want := "AsStrings", "an array of strings"
-		if pr.Kind == model.IntList {
-			conv, want = "AsInts", "an array of integers"
-		} else if pr.Kind == model.NumberList {
-			conv, want = "AsFloats", "an array of numbers"
-		}
-		body = append(body, jen.If(jen.List(jen.Id("x"), jen.Id("ok")).Op(":=").Add(kit(conv)).Call(jen.Id("v")), jen.Id("ok")).Block(
-			field.Clone().Op("=").Id("x"),
-		).Add(wrong(want)))
+	case model.Enum:
+		kind = jen.Qual(confgenPath, "Enum").Index(jen.Id(pr.EnumType))
+	case model.Secret:
+		kind = jen.Qual(confgenPath, "Secret")
+	case model.Int:
+		kind = jen.Qual(confgenPath, "Int")
+	case model.Number:
+		kind = jen.Qual(confgenPath, "Float")
+	case model.Bool:
+		kind = jen.Qual(confgenPath, "Bool")
+	case model.StringList:
+		kind = jen.Qual(confgenPath, "Strings")
+	case model.IntList:
+		kind = jen.Qual(confgenPath, "Ints")
+	case model.NumberList:
+		kind = jen.Qual(confgenPath, "Floats")
 	case model.Map:
-		body = append(body, jen.If(jen.List(jen.Id("x"), jen.Id("ok")).Op(":=").Add(kit("AsMap")).Call(jen.Id("v"), elemConv(pr.MapElem)), jen.Id("ok")).Block(
-			field.Clone().Op("=").Id("x"),
-		).Add(wrong("a table")))
-	case model.Size, model.Duration:
-		conv := "AsSize"
-		if pr.Kind == model.Duration {
-			conv = "AsDuration"
-		}
-		ok := []jen.Code{field.Clone().Op("=").Id("x")}
-		for _, b := range pr.Bounds {
-			ok = append(ok, g.bound(pr, b))
-		}
-		body = append(body, jen.If(jen.List(jen.Id("x"), jen.Err()).Op(":=").Add(kit(conv)).Call(jen.Id("v")), jen.Err().Op("!=").Nil()).Block(
-			appendProblem(kit("NewProblem").Call(key(pr), jen.Id("v"), secret, jen.Lit("format"), or2(pr, "format", jen.Err().Dot("Error").Call()))),
-		).Else().Block(ok...))
+		kind = jen.Qual(confgenPath, "Map").Call(elemConv(pr.MapElem))
+	case model.Size:
+		kind = jen.Qual(confgenPath, "Size")
+	case model.Duration:
+		kind = jen.Qual(confgenPath, "Duration")
 	case model.Template:
 		var allowed jen.Code = jen.Nil()
 		if pr.Placeholders != nil {
 			allowed = jen.Id("placeholders" + varSuffix(pr))
 		}
-		body = append(body, jen.If(jen.List(jen.Id("s"), jen.Id("ok")).Op(":=").Add(kit("AsString")).Call(jen.Id("v")), jen.Op("!").Id("ok")).Block(
-			appendProblem(kit("WrongType").Call(key(pr), jen.Id("v"), secret, jen.Lit("a string"))),
-		).Else().If(jen.List(jen.Id("x"), jen.Err()).Op(":=").Add(kit("ParseTemplate")).Call(jen.Id("s"), allowed), jen.Err().Op("!=").Nil()).Block(
-			appendProblem(kit("NewProblem").Call(key(pr), jen.Id("v"), secret, jen.Lit("x-placeholders"), or2(pr, "x-placeholders", jen.Err().Dot("Error").Call()))),
-		).Else().Block(field.Clone().Op("=").Id("x")))
+		kind = jen.Qual(confgenPath, "Template").Call(allowed)
 	}
-	gr.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("m").Index(jen.Lit(pr.Key)), jen.Id("ok").Op("&&").Add(notBad(pr))).Block(body...)
+	rule := "format"
+	if pr.Kind == model.Template {
+		rule = "x-placeholders"
+	}
+	if m, ok := pr.Messages[rule]; ok && (pr.Kind == model.Size || pr.Kind == model.Duration || pr.Kind == model.Template) {
+		kind = jen.Qual(confgenPath, "Reworded").Call(kind, jen.Lit(rule), jen.Lit(m))
+	}
+	if pr.Optional && (pr.Kind == model.Int || pr.Kind == model.Bool) {
+		kind = jen.Qual(confgenPath, "Optional").Call(kind)
+	}
+	decode := kit("Decode").Call(jen.Id("d"), jen.Lit(pr.Key), kind, jen.Op("&").Add(field))
+	if len(pr.Bounds) == 0 {
+		gr.Add(decode)
+		return
+	}
+	gr.If(decode).BlockFunc(func(b *jen.Group) {
+		for _, bd := range pr.Bounds {
+			b.Add(g.bound(pr, bd))
+		}
+	})
 }
 
 // or2 uses the schema's message for rule when there is one, else def.
@@ -1075,10 +1081,8 @@ func (g *generator) bound(pr *model.Property, b model.Bound) jen.Code {
 	} else {
 		lit = durationLit(time.Duration(b.Value))
 	}
-	return jen.If(jen.Id("x").Op(op).Add(lit)).Block(
-		appendProblem(kit("NewProblem").Call(key(pr), jen.Id("v"), jen.Lit(pr.Secret), jen.Lit(b.Rule),
-			msg(pr, b.Rule, words+b.Raw+", got {value}"))),
-	)
+	return jen.Id("d").Dot("Bound").Call(jen.Lit(pr.Key), jen.Id("c").Dot(pr.GoName).Op(op).Add(lit), jen.Lit(b.Rule),
+		msg(pr, b.Rule, words+b.Raw+", got {value}"))
 }
 
 func condExpr(c model.Cond) *jen.Statement {
