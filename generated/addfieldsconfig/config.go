@@ -46,12 +46,6 @@ type Config struct {
 	warnings []string
 }
 
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
-}
-
 // Default returns the Config of an empty plugin_config table: every key at its
 // schema default, the others at their zero value. A Config built from it is
 // checked with Validate.
@@ -66,8 +60,7 @@ func Default() Config {
 // that are not set (an empty string, a nil list or pointer) unless they have a
 // default. It returns every problem at once as confkit.Problems.
 func (c Config) Validate() error {
-	_, err := Load(c.table(), "", nil)
-	return err
+	return confgen.Validate(c.table(), &spec, decodeConfig)
 }
 
 // spec is what Load needs to know of the schema.
@@ -110,9 +103,7 @@ func (c Config) table() map[string]any {
 	m := map[string]any{
 		"overwrite": c.Overwrite,
 	}
-	if c.Fields != nil {
-		m["fields"] = c.Fields
-	}
+	confgen.PutIf(m, c.Fields != nil, "fields", c.Fields)
 	return m
 }
 
@@ -123,6 +114,12 @@ func (c Config) Redacted() map[string]any {
 		"fields":    maps.Clone(c.Fields),
 		"overwrite": c.Overwrite,
 	}
+}
+
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
 }
 
 // RegisterTransform registers the add_fields transform with the runtime under Path. The connector's

@@ -40,12 +40,6 @@ type Config struct {
 	warnings []string
 }
 
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
-}
-
 // Default returns the Config of an empty plugin_config table: every key at its
 // schema default, the others at their zero value. A Config built from it is
 // checked with Validate.
@@ -58,8 +52,7 @@ func Default() Config {
 // that are not set (an empty string, a nil list or pointer) unless they have a
 // default. It returns every problem at once as confkit.Problems.
 func (c Config) Validate() error {
-	_, err := Load(c.table(), "", nil)
-	return err
+	return confgen.Validate(c.table(), &spec, decodeConfig)
 }
 
 // spec is what Load needs to know of the schema.
@@ -97,9 +90,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{}
-	if c.Fields != nil {
-		m["fields"] = c.Fields
-	}
+	confgen.PutIf(m, c.Fields != nil, "fields", c.Fields)
 	return m
 }
 
@@ -109,6 +100,12 @@ func (c Config) Redacted() map[string]any {
 	return map[string]any{
 		"fields": slices.Clone(c.Fields),
 	}
+}
+
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
 }
 
 // RegisterTransform registers the delete_fields transform with the runtime under Path. The connector's

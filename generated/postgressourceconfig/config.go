@@ -206,12 +206,6 @@ type Config struct {
 	warnings []string
 }
 
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
-}
-
 // Default returns the Config of an empty plugin_config table: every key at its
 // schema default, the others at their zero value. A Config built from it is
 // checked with Validate.
@@ -239,8 +233,7 @@ func Default() Config {
 // that are not set (an empty string, a nil list or pointer) unless they have a
 // default. It returns every problem at once as confkit.Problems.
 func (c Config) Validate() error {
-	_, err := Load(c.table(), "", nil)
-	return err
+	return confgen.Validate(c.table(), &spec, decodeConfig)
 }
 
 // spec is what Load needs to know of the schema.
@@ -273,41 +266,17 @@ var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Keys: map[string]confgen.KeyInfo{
 			"connection_string": {
-				Messages: map[string]string{
-					"minLength": "connection_string must not be empty",
-					"required":  "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db",
-				},
-				Secret: true,
+				Messages: map[string]string{"minLength": "connection_string must not be empty", "required": "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db"},
+				Secret:   true,
 			},
-			"tables": {Messages: map[string]string{
-				"minItems": "tables must name at least one table",
-				"required": "tables is required: list the tables to read, such as [\"public.orders\"]",
-			}},
-			"batch_size": {Messages: map[string]string{
-				"maximum": "batch_size ({value}) must be at most 1000000",
-				"minimum": "batch_size ({value}) must be at least 1",
-			}},
-			"poll_interval": {Messages: map[string]string{
-				"x-exclusive-minimum": "poll_interval ({value}) must be above 0",
-				"x-maximum":           "poll_interval ({value}) must be at most 1h",
-			}},
-			"replication_slot": {Messages: map[string]string{
-				"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _",
-			}},
-			"capture_operations": {Messages: map[string]string{
-				"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate",
-			}},
-			"slot_check_interval": {Messages: map[string]string{
-				"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0",
-				"x-maximum":           "slot_check_interval ({value}) must be at most 1h",
-			}},
-			"max_retained_wal": {Messages: map[string]string{
-				"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more",
-			}},
-			"heartbeat_interval": {Messages: map[string]string{
-				"x-maximum": "heartbeat_interval ({value}) must be at most 1h",
-				"x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more",
-			}},
+			"tables":              {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
+			"batch_size":          {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
+			"poll_interval":       {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
+			"replication_slot":    {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
+			"capture_operations":  {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
+			"slot_check_interval": {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
+			"max_retained_wal":    {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
+			"heartbeat_interval":  {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
 		},
 		Known: map[string][]string{
 			"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
@@ -386,33 +355,15 @@ func (c Config) table() map[string]any {
 		"include_metadata":    c.IncludeMetadata,
 		"numeric_format":      string(c.NumericFormat),
 	}
-	if c.ConnectionString.IsSet() {
-		m["connection_string"] = c.ConnectionString.Reveal()
-	}
-	if c.Tables != nil {
-		m["tables"] = c.Tables
-	}
-	if c.ReplicationSlot != "" {
-		m["replication_slot"] = c.ReplicationSlot
-	}
-	if c.Publication != "" {
-		m["publication"] = c.Publication
-	}
-	if c.HeartbeatQuery != "" {
-		m["heartbeat_query"] = c.HeartbeatQuery
-	}
-	if c.TrackingColumn != "" {
-		m["tracking_column"] = c.TrackingColumn
-	}
-	if c.InitialOffset != "" {
-		m["initial_offset"] = c.InitialOffset
-	}
-	if c.ProcessedColumn != "" {
-		m["processed_column"] = c.ProcessedColumn
-	}
-	if c.PrimaryKeyColumn != "" {
-		m["primary_key_column"] = c.PrimaryKeyColumn
-	}
+	confgen.PutIf(m, c.ConnectionString.IsSet(), "connection_string", c.ConnectionString.Reveal())
+	confgen.PutIf(m, c.Tables != nil, "tables", c.Tables)
+	confgen.PutIf(m, c.ReplicationSlot != "", "replication_slot", c.ReplicationSlot)
+	confgen.PutIf(m, c.Publication != "", "publication", c.Publication)
+	confgen.PutIf(m, c.HeartbeatQuery != "", "heartbeat_query", c.HeartbeatQuery)
+	confgen.PutIf(m, c.TrackingColumn != "", "tracking_column", c.TrackingColumn)
+	confgen.PutIf(m, c.InitialOffset != "", "initial_offset", c.InitialOffset)
+	confgen.PutIf(m, c.ProcessedColumn != "", "processed_column", c.ProcessedColumn)
+	confgen.PutIf(m, c.PrimaryKeyColumn != "", "primary_key_column", c.PrimaryKeyColumn)
 	return m
 }
 
@@ -444,6 +395,12 @@ func (c Config) Redacted() map[string]any {
 		"include_metadata":    c.IncludeMetadata,
 		"numeric_format":      string(c.NumericFormat),
 	}
+}
+
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
 }
 
 // RegisterSource registers the postgres_source source with the runtime under Path. The connector's

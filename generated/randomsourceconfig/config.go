@@ -103,12 +103,6 @@ type Config struct {
 	warnings []string
 }
 
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
-}
-
 // Default returns the Config of an empty plugin_config table: every key at its
 // schema default, the others at their zero value. A Config built from it is
 // checked with Validate.
@@ -129,8 +123,7 @@ func Default() Config {
 // that are not set (an empty string, a nil list or pointer) unless they have a
 // default. It returns every problem at once as confkit.Problems.
 func (c Config) Validate() error {
-	_, err := Load(c.table(), "", nil)
-	return err
+	return confgen.Validate(c.table(), &spec, decodeConfig)
 }
 
 // spec is what Load needs to know of the schema.
@@ -194,9 +187,7 @@ func (c Config) table() map[string]any {
 		"payload_shape":     string(c.PayloadShape),
 		"seed":              c.Seed,
 	}
-	if c.MaxRecords != nil {
-		m["max_records"] = *c.MaxRecords
-	}
+	confgen.PutPtr(m, "max_records", c.MaxRecords)
 	return m
 }
 
@@ -213,6 +204,12 @@ func (c Config) Redacted() map[string]any {
 		"max_records":       confgen.PtrValue(c.MaxRecords),
 		"seed":              c.Seed,
 	}
+}
+
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
 }
 
 // RegisterSource registers the random_source source with the runtime under Path. The connector's

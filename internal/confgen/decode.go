@@ -43,6 +43,14 @@ func Load[C any](raw map[string]any, prefix string, env func(string) (string, bo
 	return c, nil
 }
 
+// Validate checks a Config built in code, given as the table its generated
+// table method returns, the way Load checks a table from a file, with the
+// same rules and problems.
+func Validate[C any](table map[string]any, spec *Spec, decode func(c *C, m map[string]any, ps *confkit.Problems)) error {
+	_, err := Load(table, "", nil, spec, decode)
+	return err
+}
+
 // Decoder reads the keys of one table for a generated decode function.
 type Decoder struct {
 	// Table is the table (nil when absent).
@@ -207,5 +215,20 @@ func Reworded[T any](kind Kind[T], rule, msg string) Kind[T] {
 			m = msg
 		}
 		return x, r, m
+	}
+}
+
+// PutIf sets m[key] to v when set; a generated table method leaves out
+// with it the keys a Config does not set.
+func PutIf(m map[string]any, set bool, key string, v any) {
+	if set {
+		m[key] = v
+	}
+}
+
+// PutPtr sets m[key] to *p unless p is nil.
+func PutPtr[T any](m map[string]any, key string, p *T) {
+	if p != nil {
+		m[key] = *p
 	}
 }

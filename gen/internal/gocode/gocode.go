@@ -45,27 +45,22 @@ func Generate(s *model.Schema) ([]byte, error) {
 	if err := g.keyConstants(f); err != nil {
 		return nil, err
 	}
-	for _, o := range s.Root.Objects() {
-		g.enums(f, o)
+	objects := s.Root.Objects()
+	each := func(write func(*jen.File, *model.Object)) {
+		for _, o := range objects {
+			write(f, o)
+		}
 	}
-	for _, o := range s.Root.Objects() {
-		g.structType(f, o)
-	}
-	for _, o := range s.Root.Objects() {
-		g.defaults(f, o)
-	}
+	each(g.enums)
+	each(g.structType)
+	each(g.defaults)
 	g.validate(f)
 	g.tables(f)
 	g.load(f)
-	for _, o := range s.Root.Objects() {
-		g.decodeFunc(f, o)
-	}
-	for _, o := range s.Root.Objects() {
-		g.table(f, o)
-	}
-	for _, o := range s.Root.Objects() {
-		g.redacted(f, o)
-	}
+	each(g.decodeFunc)
+	each(g.table)
+	each(g.redacted)
+	g.warnings(f)
 	g.register(f)
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
@@ -301,8 +296,7 @@ func (g *generator) validate(f *jen.File) {
 	f.Comment("that are not set (an empty string, a nil list or pointer) unless they have a")
 	f.Comment("default. It returns every problem at once as confkit.Problems.")
 	f.Func().Params(jen.Id("c").Id("Config")).Id("Validate").Params().Error().Block(
-		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("Load").Call(jen.Id("c").Dot("table").Call(), jen.Lit(""), jen.Nil()),
-		jen.Return(jen.Err()),
+		jen.Return(kit("Validate").Call(jen.Id("c").Dot("table").Call(), jen.Op("&").Id("spec"), jen.Id("decodeConfig"))),
 	)
 	f.Line()
 }
@@ -362,7 +356,11 @@ func (g *generator) table(f *jen.File, o *model.Object) {
 					jen.Id("m").Index(set).Op("=").Id("l"),
 				)
 			default:
-				gr.If(isSet(pr, field.Clone())).Block(jen.Id("m").Index(set).Op("=").Add(tableValue(pr, field.Clone())))
+				if (pr.Kind == model.Int || pr.Kind == model.Bool) && pr.Optional {
+					gr.Add(kit("PutPtr")).Call(jen.Id("m"), set, field.Clone())
+				} else {
+					gr.Add(kit("PutIf")).Call(jen.Id("m"), isSet(pr, field.Clone()), set, tableValue(pr, field.Clone()))
+				}
 			}
 		}
 		gr.Return(jen.Id("m"))
@@ -534,14 +532,15 @@ func (g *generator) structType(f *jen.File, o *model.Object) {
 		}
 	})
 	f.Line()
-	if o.TypeName == "Config" {
-		f.Comment("Warnings returns notes about the configuration that are not errors, such as")
-		f.Comment("deprecated keys in use.")
-		f.Func().Params(jen.Id("c").Id("Config")).Id("Warnings").Params().Index().String().Block(
-			jen.Return(jen.Append(jen.Index().String().Values(), jen.Id("c").Dot("warnings").Op("..."))),
-		)
-		f.Line()
-	}
+}
+
+func (g *generator) warnings(f *jen.File) {
+	f.Comment("Warnings returns notes about the configuration that are not errors, such as")
+	f.Comment("deprecated keys in use.")
+	f.Func().Params(jen.Id("c").Id("Config")).Id("Warnings").Params().Index().String().Block(
+		jen.Return(jen.Append(jen.Index().String().Values(), jen.Id("c").Dot("warnings").Op("..."))),
+	)
+	f.Line()
 }
 
 func or(a, b string) string {
@@ -610,24 +609,16 @@ func envSuffix(path []string) string {
 // EnvSuffix is envSuffix for the docs generator.
 func EnvSuffix(path []string) string { return envSuffix(path) }
 
+// envKinds is the confgen.EnvKind of each kind of key that is not read
+// as text (EnvString).
+var envKinds = map[model.Kind]string{
+	model.Int: "EnvInt", model.Number: "EnvNumber", model.Bool: "EnvBool", model.Map: "EnvObject",
+	model.StringList: "EnvList", model.IntList: "EnvIntList", model.NumberList: "EnvNumberList", model.ObjectList: "EnvList",
+}
+
 func envKind(pr *model.Property) string {
-	switch pr.Kind {
-	case model.Int:
-		return "EnvInt"
-	case model.Number:
-		return "EnvNumber"
-	case model.Bool:
-		return "EnvBool"
-	case model.StringList:
-		return "EnvList"
-	case model.IntList:
-		return "EnvIntList"
-	case model.NumberList:
-		return "EnvNumberList"
-	case model.Map:
-		return "EnvObject"
-	case model.ObjectList:
-		return "EnvList"
+	if k, ok := envKinds[pr.Kind]; ok {
+		return k
 	}
 	return "EnvString"
 }
@@ -821,9 +812,8 @@ func messagesLit(m map[string]string) *jen.Statement {
 	sort.Strings(keys)
 	return jen.Map(jen.String()).String().ValuesFunc(func(gr *jen.Group) {
 		for _, k := range keys {
-			gr.Line().Lit(k).Op(":").Lit(m[k])
+			gr.Lit(k).Op(":").Lit(m[k])
 		}
-		gr.Line()
 	})
 }
 
@@ -932,6 +922,13 @@ func usesWarnings(o *model.Object) bool {
 	return false
 }
 
+// decodeKinds is the confgen.Kind of each kind of key that takes no
+// argument from the schema.
+var decodeKinds = map[model.Kind]string{
+	model.String: "String", model.Secret: "Secret", model.Int: "Int", model.Number: "Float", model.Bool: "Bool",
+	model.StringList: "Strings", model.IntList: "Ints", model.NumberList: "Floats", model.Size: "Size", model.Duration: "Duration",
+}
+
 // hasScalars reports whether o has a key that is not a table or an array
 // of tables, which its decode function reads with a confgen.Decoder.
 func hasScalars(o *model.Object) bool {
@@ -997,36 +994,15 @@ func (g *generator) decodeProp(gr *jen.Group, pr *model.Property) {
 		)
 		return
 	}
-	var kind jen.Code
-	switch pr.Kind {
-	case model.String:
-		kind = jen.Qual(confgenPath, "String")
-		if pr.Trim != "" {
-			kind = jen.Qual(confgenPath, "Trimmed").Call(jen.Lit(pr.Trim))
-		}
-	case model.Enum:
+	var kind jen.Code = jen.Qual(confgenPath, decodeKinds[pr.Kind])
+	switch {
+	case pr.Kind == model.String && pr.Trim != "":
+		kind = jen.Qual(confgenPath, "Trimmed").Call(jen.Lit(pr.Trim))
+	case pr.Kind == model.Enum:
 		kind = jen.Qual(confgenPath, "Enum").Index(jen.Id(pr.EnumType))
-	case model.Secret:
-		kind = jen.Qual(confgenPath, "Secret")
-	case model.Int:
-		kind = jen.Qual(confgenPath, "Int")
-	case model.Number:
-		kind = jen.Qual(confgenPath, "Float")
-	case model.Bool:
-		kind = jen.Qual(confgenPath, "Bool")
-	case model.StringList:
-		kind = jen.Qual(confgenPath, "Strings")
-	case model.IntList:
-		kind = jen.Qual(confgenPath, "Ints")
-	case model.NumberList:
-		kind = jen.Qual(confgenPath, "Floats")
-	case model.Map:
+	case pr.Kind == model.Map:
 		kind = jen.Qual(confgenPath, "Map").Call(elemConv(pr.MapElem))
-	case model.Size:
-		kind = jen.Qual(confgenPath, "Size")
-	case model.Duration:
-		kind = jen.Qual(confgenPath, "Duration")
-	case model.Template:
+	case pr.Kind == model.Template:
 		var allowed jen.Code = jen.Nil()
 		if pr.Placeholders != nil {
 			allowed = jen.Id("placeholders" + varSuffix(pr))
