@@ -33,6 +33,12 @@ const (
 	KeyOverwrite = "overwrite"
 )
 
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
+}
+
 // Config is the plugin_config of add_fields. Load builds it; a zero Config is not valid.
 type Config struct {
 	// Fields is the fields key: Field name to value. Dotted names address nested objects, which are created when missing.
@@ -114,12 +120,6 @@ func (c Config) Redacted() map[string]any {
 		"fields":    maps.Clone(c.Fields),
 		"overwrite": c.Overwrite,
 	}
-}
-
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
 }
 
 // RegisterTransform registers the add_fields transform with the runtime under Path. The connector's

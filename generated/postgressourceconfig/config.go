@@ -104,6 +104,12 @@ const (
 	NumericFormatString NumericFormat = "string"
 )
 
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
+}
+
 // Config is the plugin_config of postgres_source. Load builds it; a zero Config is not valid.
 type Config struct {
 	// ConnectionString is the connection_string key: libpq connection string, URL (postgres://user:pass@host:5432/db) or key=value pairs. Redacted in the API and logs. CDC needs a user with the REPLICATION attribute and SELECT on the tables.
@@ -395,12 +401,6 @@ func (c Config) Redacted() map[string]any {
 		"include_metadata":    c.IncludeMetadata,
 		"numeric_format":      string(c.NumericFormat),
 	}
-}
-
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
 }
 
 // RegisterSource registers the postgres_source source with the runtime under Path. The connector's

@@ -60,6 +60,12 @@ const (
 	PayloadShapeBytes PayloadShape = "bytes"
 )
 
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
+}
+
 // Config is the plugin_config of random_source. Load builds it; a zero Config is not valid.
 type Config struct {
 	// RecordsPerBatch is the records_per_batch key: Records returned by each poll.
@@ -204,12 +210,6 @@ func (c Config) Redacted() map[string]any {
 		"max_records":       confgen.PtrValue(c.MaxRecords),
 		"seed":              c.Seed,
 	}
-}
-
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
 }
 
 // RegisterSource registers the random_source source with the runtime under Path. The connector's

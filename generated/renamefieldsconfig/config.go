@@ -32,6 +32,12 @@ const (
 	KeyFields = "fields"
 )
 
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
+}
+
 // Config is the plugin_config of rename_fields. Load builds it; a zero Config is not valid.
 type Config struct {
 	// Fields is the fields key: Old field name to new field name. Dotted names address nested objects. Missing fields are ignored; an existing field under the new name is replaced.
@@ -100,12 +106,6 @@ func (c Config) Redacted() map[string]any {
 	return map[string]any{
 		"fields": maps.Clone(c.Fields),
 	}
-}
-
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
 }
 
 // RegisterTransform registers the rename_fields transform with the runtime under Path. The connector's

@@ -157,6 +157,12 @@ const (
 	ColumnsTypeJSON ColumnsType = "json"
 )
 
+// Warnings returns notes about the configuration that are not errors, such as
+// deprecated keys in use.
+func (c Config) Warnings() []string {
+	return append([]string{}, c.warnings...)
+}
+
 // Config is the plugin_config of s3_sink. Load builds it; a zero Config is not valid.
 type Config struct {
 	// Bucket is the bucket key: Bucket name. Must already exist.
@@ -620,12 +626,6 @@ func (c ColumnsItem) redacted() map[string]any {
 		"precision": confgen.PtrValue(c.Precision),
 		"scale":     c.Scale,
 	}
-}
-
-// Warnings returns notes about the configuration that are not errors, such as
-// deprecated keys in use.
-func (c Config) Warnings() []string {
-	return append([]string{}, c.warnings...)
 }
 
 // RegisterSink registers the s3_sink sink with the runtime under Path. The connector's

@@ -52,6 +52,7 @@ func Generate(s *model.Schema) ([]byte, error) {
 		}
 	}
 	each(g.enums)
+	g.warnings(f)
 	each(g.structType)
 	each(g.defaults)
 	g.validate(f)
@@ -60,7 +61,6 @@ func Generate(s *model.Schema) ([]byte, error) {
 	each(g.decodeFunc)
 	each(g.table)
 	each(g.redacted)
-	g.warnings(f)
 	g.register(f)
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
@@ -431,30 +431,19 @@ func (g *generator) enums(f *jen.File, o *model.Object) {
 
 func goType(pr *model.Property) *jen.Statement {
 	switch pr.Kind {
-	case model.String:
-		return jen.String()
-	case model.Int:
+	case model.Int, model.Bool:
 		if pr.Optional {
-			return jen.Op("*").Int()
+			return jen.Op("*").Add(elemType(pr.Kind))
 		}
-		return jen.Int()
-	case model.Number:
-		return jen.Float64()
-	case model.Bool:
-		if pr.Optional {
-			return jen.Op("*").Bool()
-		}
-		return jen.Bool()
+		return elemType(pr.Kind)
+	case model.String, model.Number:
+		return elemType(pr.Kind)
 	case model.Enum:
 		return jen.Id(pr.EnumType)
-	case model.Size:
-		return kit("Size")
+	case model.Size, model.Template, model.Secret:
+		return kit(map[model.Kind]string{model.Size: "Size", model.Template: "Template", model.Secret: "Secret"}[pr.Kind])
 	case model.Duration:
 		return jen.Qual("time", "Duration")
-	case model.Template:
-		return kit("Template")
-	case model.Secret:
-		return kit("Secret")
 	case model.StringList:
 		return jen.Index().String()
 	case model.IntList:
@@ -471,30 +460,26 @@ func goType(pr *model.Property) *jen.Statement {
 	panic("unknown kind")
 }
 
+// elems are the Go type and the confgen converter of the values a map key
+// can hold; any other kind is any, with AsAny.
+var elems = map[model.Kind]struct {
+	typ  func() *jen.Statement
+	conv string
+}{
+	model.String: {jen.String, "AsString"}, model.Int: {jen.Int, "AsInt"},
+	model.Number: {jen.Float64, "AsFloat"}, model.Bool: {jen.Bool, "AsBool"},
+}
+
 func elemType(k model.Kind) *jen.Statement {
-	switch k {
-	case model.String:
-		return jen.String()
-	case model.Int:
-		return jen.Int()
-	case model.Number:
-		return jen.Float64()
-	case model.Bool:
-		return jen.Bool()
+	if e, ok := elems[k]; ok {
+		return e.typ()
 	}
 	return jen.Any()
 }
 
 func elemConv(k model.Kind) *jen.Statement {
-	switch k {
-	case model.String:
-		return kit("AsString")
-	case model.Int:
-		return kit("AsInt")
-	case model.Number:
-		return kit("AsFloat")
-	case model.Bool:
-		return kit("AsBool")
+	if e, ok := elems[k]; ok {
+		return kit(e.conv)
 	}
 	return kit("AsAny")
 }
