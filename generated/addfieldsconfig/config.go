@@ -71,16 +71,13 @@ func (c Config) Validate() error {
 
 // spec is what Load needs to know of the schema.
 var spec = confgen.Spec{
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Known: map[string][]string{"": {"fields", "overwrite"}},
+	}),
 	Env: []confgen.EnvBinding{
 		{Kind: confgen.EnvObject, Path: []string{"fields"}, Suffix: "FIELDS"},
 		{Kind: confgen.EnvBool, Path: []string{"overwrite"}, Suffix: "OVERWRITE"},
 	},
-	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-		Keys: map[string]confgen.KeyInfo{},
-		Known: map[string][]string{
-			"": {"fields", "overwrite"},
-		},
-	}),
 	KeyOrder: []string{"fields", "overwrite"},
 }
 

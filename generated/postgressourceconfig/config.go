@@ -244,6 +244,23 @@ func (c Config) Validate() error {
 
 // spec is what Load needs to know of the schema.
 var spec = confgen.Spec{
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Known: map[string][]string{"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"}},
+		Keys: map[string]confgen.KeyInfo{
+			"connection_string": {
+				Messages: map[string]string{"minLength": "connection_string must not be empty", "required": "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db"},
+				Secret:   true,
+			},
+			"tables":              {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
+			"batch_size":          {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
+			"poll_interval":       {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
+			"replication_slot":    {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
+			"capture_operations":  {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
+			"slot_check_interval": {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
+			"max_retained_wal":    {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
+			"heartbeat_interval":  {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
+		},
+	}),
 	Env: []confgen.EnvBinding{
 		{Kind: confgen.EnvString, Path: []string{"connection_string"}, Suffix: "CONNECTION_STRING", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"mode"}, Suffix: "MODE"},
@@ -269,25 +286,6 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-		Keys: map[string]confgen.KeyInfo{
-			"connection_string": {
-				Messages: map[string]string{"minLength": "connection_string must not be empty", "required": "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db"},
-				Secret:   true,
-			},
-			"tables":              {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
-			"batch_size":          {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
-			"poll_interval":       {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
-			"replication_slot":    {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
-			"capture_operations":  {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
-			"slot_check_interval": {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
-			"max_retained_wal":    {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
-			"heartbeat_interval":  {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
-		},
-		Known: map[string][]string{
-			"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
-		},
-	}),
 	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
 }
 

@@ -134,6 +134,9 @@ func (c Config) Validate() error {
 
 // spec is what Load needs to know of the schema.
 var spec = confgen.Spec{
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Known: map[string][]string{"": {"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"}},
+	}),
 	Env: []confgen.EnvBinding{
 		{Kind: confgen.EnvInt, Path: []string{"records_per_batch"}, Suffix: "RECORDS_PER_BATCH"},
 		{Kind: confgen.EnvString, Path: []string{"payload_size"}, Suffix: "PAYLOAD_SIZE"},
@@ -144,12 +147,6 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvInt, Path: []string{"max_records"}, Suffix: "MAX_RECORDS"},
 		{Kind: confgen.EnvInt, Path: []string{"seed"}, Suffix: "SEED"},
 	},
-	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-		Keys: map[string]confgen.KeyInfo{},
-		Known: map[string][]string{
-			"": {"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"},
-		},
-	}),
 	KeyOrder: []string{"records_per_batch", "payload_size", "interval", "key_shape", "key_size", "payload_shape", "max_records", "seed"},
 }
 

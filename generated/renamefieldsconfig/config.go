@@ -63,15 +63,12 @@ func (c Config) Validate() error {
 
 // spec is what Load needs to know of the schema.
 var spec = confgen.Spec{
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Known: map[string][]string{"": {"fields"}},
+	}),
 	Env: []confgen.EnvBinding{
 		{Kind: confgen.EnvObject, Path: []string{"fields"}, Suffix: "FIELDS"},
 	},
-	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-		Keys: map[string]confgen.KeyInfo{},
-		Known: map[string][]string{
-			"": {"fields"},
-		},
-	}),
 	KeyOrder: []string{"fields"},
 }
 

@@ -344,6 +344,34 @@ func (c Config) Validate() error {
 
 // spec is what Load needs to know of the schema.
 var spec = confgen.Spec{
+	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
+		Known: map[string][]string{
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
+		},
+		Keys: map[string]confgen.KeyInfo{
+			"bucket":   {Messages: map[string]string{"maxLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "minLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "pattern": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "required": "bucket is required: name an existing S3 bucket"}},
+			"region":   {Messages: map[string]string{"required": "region is required: name an AWS region such as eu-west-1", "x-pattern-unless": "Invalid S3 region '{value}'"}},
+			"endpoint": {Messages: map[string]string{"pattern": "endpoint '{value}' is not a URL: use http://host:port or https://host"}},
+			"access_key_id": {
+				Messages: map[string]string{"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"},
+				Secret:   true,
+			},
+			"secret_access_key":     {Secret: true},
+			"max_file_size":         {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
+			"max_messages_per_file": {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
+			"rotate_interval":       {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
+			"flush_interval":        {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
+			"output_format":         {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
+			"columns":               {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
+			"columns[].type":        {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
+			"columns[].precision":   {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
+			"max_attempts":          {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
+			"retry_delay":           {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
+			"max_buffer_size":       {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
+			"max_in_flight":         {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+		},
+	}),
 	KeyAliases: map[string]map[string]string{
 		"": {"max_retries": "max_attempts"},
 	},
@@ -376,34 +404,6 @@ var spec = confgen.Spec{
 	EnumAliases: map[string]map[string]string{
 		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
 	},
-	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-		Keys: map[string]confgen.KeyInfo{
-			"bucket":   {Messages: map[string]string{"maxLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "minLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "pattern": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "required": "bucket is required: name an existing S3 bucket"}},
-			"region":   {Messages: map[string]string{"required": "region is required: name an AWS region such as eu-west-1", "x-pattern-unless": "Invalid S3 region '{value}'"}},
-			"endpoint": {Messages: map[string]string{"pattern": "endpoint '{value}' is not a URL: use http://host:port or https://host"}},
-			"access_key_id": {
-				Messages: map[string]string{"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"},
-				Secret:   true,
-			},
-			"secret_access_key":     {Secret: true},
-			"max_file_size":         {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
-			"max_messages_per_file": {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
-			"rotate_interval":       {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
-			"flush_interval":        {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
-			"output_format":         {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
-			"columns":               {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
-			"columns[].type":        {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
-			"columns[].precision":   {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
-			"max_attempts":          {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
-			"retry_delay":           {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
-			"max_buffer_size":       {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
-			"max_in_flight":         {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
-		},
-		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
-			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
-		},
-	}),
 	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
 }
 

@@ -8,14 +8,14 @@ import (
 
 // Spec is what Load needs to know of one generated package's schema.
 type Spec struct {
+	// Checker runs the JSON Schema check and words its errors.
+	Checker *Checker
 	// KeyAliases maps a table path ("" for the top) to alias → key.
 	KeyAliases map[string]map[string]string
 	// Env lists every key an environment variable can override.
 	Env []EnvBinding
 	// EnumAliases maps a key path to alias → enum value.
 	EnumAliases map[string]map[string]string
-	// Checker runs the JSON Schema check and words its errors.
-	Checker *Checker
 	// KeyOrder is every key path in schema order, for sorting problems.
 	KeyOrder []string
 }

@@ -697,43 +697,50 @@ func (g *generator) tables(f *jen.File) {
 		}
 	})
 	// Schema spec.
-	checkerLit := kit("NewChecker").Call(jen.Id("Name"), jen.Id("Schema"), jen.Op("&").Add(kit("SchemaSpec")).Values(jen.Dict{
-		jen.Id("Keys"): jen.Map(jen.String()).Add(kit("KeyInfo")).ValuesFunc(func(gr *jen.Group) {
-			n := 0
-			g.s.Root.Walk(func(pr *model.Property) {
-				if !masked(pr) && len(pr.Messages) == 0 {
-					return
+	var keyInfos []jen.Code
+	g.s.Root.Walk(func(pr *model.Property) {
+		if !masked(pr) && len(pr.Messages) == 0 {
+			return
+		}
+		d := jen.Dict{}
+		if masked(pr) {
+			d[jen.Id("Secret")] = jen.True()
+		}
+		if len(pr.Messages) > 0 {
+			d[jen.Id("Messages")] = messagesLit(pr.Messages)
+		}
+		keyInfos = append(keyInfos, jen.Line().Lit(pr.DotPath()).Op(":").Values(d))
+	})
+	objects := g.s.Root.Objects()
+	known := jen.Map(jen.String()).Index().String().ValuesFunc(func(gr *jen.Group) {
+		for _, o := range objects {
+			var keys []jen.Code
+			for _, pr := range o.Props {
+				keys = append(keys, jen.Lit(pr.Key))
+				for _, a := range pr.Aliases {
+					keys = append(keys, jen.Lit(a))
 				}
-				n++
-				d := jen.Dict{}
-				if masked(pr) {
-					d[jen.Id("Secret")] = jen.True()
-				}
-				if len(pr.Messages) > 0 {
-					d[jen.Id("Messages")] = messagesLit(pr.Messages)
-				}
-				gr.Line().Lit(pr.DotPath()).Op(":").Values(d)
-			})
-			if n > 0 {
-				gr.Line()
 			}
-		}),
-		jen.Id("Known"): jen.Map(jen.String()).Index().String().ValuesFunc(func(gr *jen.Group) {
-			for _, o := range g.s.Root.Objects() {
-				var keys []jen.Code
-				for _, pr := range o.Props {
-					keys = append(keys, jen.Lit(pr.Key))
-					for _, a := range pr.Aliases {
-						keys = append(keys, jen.Lit(a))
-					}
-				}
-				gr.Line().Lit(o.Key()).Op(":").Values(keys...)
+			entry := jen.Lit(o.Key()).Op(":").Values(keys...)
+			if len(objects) > 1 {
+				entry = jen.Line().Add(entry)
 			}
+			gr.Add(entry)
+		}
+		if len(objects) > 1 {
 			gr.Line()
-		}),
+		}
+	})
+	checkerLit := kit("NewChecker").Call(jen.Id("Name"), jen.Id("Schema"), jen.Op("&").Add(kit("SchemaSpec")).ValuesFunc(func(gr *jen.Group) {
+		gr.Line().Id("Known").Op(":").Add(known)
+		if len(keyInfos) > 0 {
+			gr.Line().Id("Keys").Op(":").Map(jen.String()).Add(kit("KeyInfo")).Values(append(keyInfos, jen.Line())...)
+		}
+		gr.Line()
 	}))
 	f.Comment("spec is what Load needs to know of the schema.")
 	f.Var().Id("spec").Op("=").Add(kit("Spec")).ValuesFunc(func(gr *jen.Group) {
+		gr.Line().Id("Checker").Op(":").Add(checkerLit)
 		if len(keyAliases) > 0 {
 			gr.Line().Id("KeyAliases").Op(":").Add(keyAliasLit)
 		}
@@ -741,7 +748,6 @@ func (g *generator) tables(f *jen.File) {
 		if len(enumAliases) > 0 {
 			gr.Line().Id("EnumAliases").Op(":").Add(enumAliasLit)
 		}
-		gr.Line().Id("Checker").Op(":").Add(checkerLit)
 		gr.Line().Id("KeyOrder").Op(":").Add(orderLit)
 		gr.Line()
 	})
