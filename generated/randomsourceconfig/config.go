@@ -213,12 +213,7 @@ func (c Config) Redacted() map[string]any {
 // package calls it from init: func init() { randomsourceconfig.RegisterSource(New) }.
 func RegisterSource(newSource func(cfg Config, env plugin.Env) (plugin.Source, error)) {
 	plugin.Register(plugin.Registration{
-		Kind:      plugin.KindSource,
-		Load:      plugin.TypedLoad(Load),
-		Name:      Name,
-		NewSource: plugin.TypedSource(Name, newSource),
-		Path:      Path,
-		Schema:    Schema,
-		Summary:   Summary,
+		Kind: plugin.KindSource, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
+		Load: plugin.TypedLoad(Load), NewSource: plugin.TypedSource(Name, newSource),
 	})
 }

@@ -109,12 +109,7 @@ func (c Config) Redacted() map[string]any {
 // package calls it from init: func init() { renamefieldsconfig.RegisterTransform(New) }.
 func RegisterTransform(newTransform func(cfg Config) (plugin.Transform, error)) {
 	plugin.Register(plugin.Registration{
-		Kind:         plugin.KindTransform,
-		Load:         plugin.TypedLoad(Load),
-		Name:         Name,
-		NewTransform: plugin.TypedTransform(Name, newTransform),
-		Path:         Path,
-		Schema:       Schema,
-		Summary:      Summary,
+		Kind: plugin.KindTransform, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
+		Load: plugin.TypedLoad(Load), NewTransform: plugin.TypedTransform(Name, newTransform),
 	})
 }

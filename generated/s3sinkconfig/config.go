@@ -632,12 +632,7 @@ func (c ColumnsItem) redacted() map[string]any {
 // package calls it from init: func init() { s3sinkconfig.RegisterSink(New) }.
 func RegisterSink(newSink func(cfg Config, env plugin.Env) (plugin.Sink, error)) {
 	plugin.Register(plugin.Registration{
-		Kind:    plugin.KindSink,
-		Load:    plugin.TypedLoad(Load),
-		Name:    Name,
-		NewSink: plugin.TypedSink(Name, newSink),
-		Path:    Path,
-		Schema:  Schema,
-		Summary: Summary,
+		Kind: plugin.KindSink, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
+		Load: plugin.TypedLoad(Load), NewSink: plugin.TypedSink(Name, newSink),
 	})
 }
