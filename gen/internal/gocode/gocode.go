@@ -7,8 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"go/format"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -796,11 +797,7 @@ func varSuffix(pr *model.Property) string {
 }
 
 func messagesLit(m map[string]string) *jen.Statement {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	return jen.Map(jen.String()).String().ValuesFunc(func(gr *jen.Group) {
 		for _, k := range keys {
 			gr.Lit(k).Op(":").Lit(m[k])
@@ -1246,11 +1243,7 @@ func valueLit(pr *model.Property, v any) jen.Code {
 		return goType(pr).Values(items...)
 	case model.Map:
 		m := v.(map[string]any)
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(m))
 		return goType(pr).ValuesFunc(func(gr *jen.Group) {
 			for _, k := range keys {
 				gr.Lit(k).Op(":").Add(anyLit(m[k], pr.MapElem))
@@ -1296,11 +1289,7 @@ func anyLit(v any, elem model.Kind) jen.Code {
 			}
 		})
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(x))
 		return jen.Map(jen.String()).Any().ValuesFunc(func(gr *jen.Group) {
 			for _, k := range keys {
 				gr.Lit(k).Op(":").Add(anyLit(x[k], model.AnyElem))
