@@ -56,23 +56,11 @@ func Normalize(v any) any {
 		}
 		return out
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = Normalize(e)
-		}
-		return out
+		return normalizeList(x)
 	case []string:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = e
-		}
-		return out
+		return normalizeList(x)
 	case []map[string]any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = Normalize(e)
-		}
-		return out
+		return normalizeList(x)
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
@@ -95,6 +83,15 @@ func Normalize(v any) any {
 		return rv.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// normalizeList is Normalize for a list.
+func normalizeList[T any](l []T) []any {
+	out := make([]any, len(l))
+	for i, e := range l {
+		out[i] = Normalize(e)
+	}
+	return out
 }
 
 // NormalizeTable is Normalize for a whole table; nil gives an empty table.
