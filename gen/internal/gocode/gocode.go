@@ -335,7 +335,8 @@ func (g *generator) table(f *jen.File, o *model.Object) {
 		}
 		gr.Id("m").Op(":=").Map(jen.String()).Any().ValuesFunc(func(vg *jen.Group) {
 			for _, pr := range always {
-				vg.Line().Lit(pr.Key).Op(":").Add(tableValue(pr, jen.Id("c").Dot(pr.GoName)))
+				v, _ := tableEntry(pr, func() *jen.Statement { return jen.Id("c").Dot(pr.GoName) })
+				vg.Line().Lit(pr.Key).Op(":").Add(v)
 			}
 			if len(always) > 0 {
 				vg.Line()
@@ -360,7 +361,8 @@ func (g *generator) table(f *jen.File, o *model.Object) {
 				if (pr.Kind == model.Int || pr.Kind == model.Bool) && pr.Optional {
 					gr.Add(kit("PutPtr")).Call(jen.Id("m"), set, field.Clone())
 				} else {
-					gr.Add(kit("PutIf")).Call(jen.Id("m"), isSet(pr, field.Clone()), set, tableValue(pr, field.Clone()))
+					v, isSet := tableEntry(pr, field.Clone)
+					gr.Add(kit("PutIf")).Call(jen.Id("m"), isSet, set, v)
 				}
 			}
 		}
@@ -369,40 +371,27 @@ func (g *generator) table(f *jen.File, o *model.Object) {
 	f.Line()
 }
 
-// isSet is the test that a key without a default is set in code.
-func isSet(pr *model.Property, field *jen.Statement) *jen.Statement {
-	switch pr.Kind {
-	case model.Int, model.Bool:
-		return field.Op("!=").Nil()
-	case model.Secret:
-		return field.Dot("IsSet").Call()
-	case model.Template:
-		return field.Dot("Source").Op("!=").Lit("")
-	case model.String, model.Enum:
-		return field.Op("!=").Lit("")
-	case model.Size, model.Duration:
-		return field.Op("!=").Lit(0)
-	}
-	return field.Op("!=").Nil() // lists and maps
-}
-
-// tableValue is a key's value as a table holds it.
-func tableValue(pr *model.Property, field *jen.Statement) jen.Code {
+// tableEntry is a key's value as a table holds it, and the test that the
+// key is set in code (for a key without a default); field writes the
+// key's field.
+func tableEntry(pr *model.Property, field func() *jen.Statement) (value jen.Code, set *jen.Statement) {
 	switch pr.Kind {
 	case model.Size, model.Duration:
-		return field.Dot("String").Call()
+		return field().Dot("String").Call(), field().Op("!=").Lit(0)
 	case model.Secret:
-		return field.Dot("Reveal").Call()
+		return field().Dot("Reveal").Call(), field().Dot("IsSet").Call()
 	case model.Template:
-		return field.Dot("Source")
+		return field().Dot("Source"), field().Dot("Source").Op("!=").Lit("")
 	case model.Enum:
-		return jen.String().Call(field)
+		return jen.String().Call(field()), field().Op("!=").Lit("")
+	case model.String:
+		return field(), field().Op("!=").Lit("")
 	case model.Int, model.Bool:
 		if pr.Optional {
-			return jen.Op("*").Add(field)
+			return jen.Op("*").Add(field()), field().Op("!=").Nil()
 		}
 	}
-	return field
+	return field(), field().Op("!=").Nil() // lists and maps
 }
 
 func (g *generator) enums(f *jen.File, o *model.Object) {
