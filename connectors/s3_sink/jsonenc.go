@@ -216,21 +216,8 @@ func (c *compactor) object(depth int) bool {
 		if !c.value(depth) {
 			return false
 		}
-		c.skipSpace()
-		if c.i >= len(c.src) {
-			return false
-		}
-		switch c.src[c.i] {
-		case ',':
-			c.dst = append(c.dst, ',')
-			c.i++
-			c.skipSpace()
-		case '}':
-			c.dst = append(c.dst, '}')
-			c.i++
-			return true
-		default:
-			return false
+		if more, ok := c.sep('}'); !more {
+			return ok
 		}
 	}
 }
@@ -251,23 +238,31 @@ func (c *compactor) array(depth int) bool {
 		if !c.value(depth) {
 			return false
 		}
-		c.skipSpace()
-		if c.i >= len(c.src) {
-			return false
-		}
-		switch c.src[c.i] {
-		case ',':
-			c.dst = append(c.dst, ',')
-			c.i++
-			c.skipSpace()
-		case ']':
-			c.dst = append(c.dst, ']')
-			c.i++
-			return true
-		default:
-			return false
+		if more, ok := c.sep(']'); !more {
+			return ok
 		}
 	}
+}
+
+// sep reads what follows a member or an element: a comma, when more follow,
+// or close, which ends the object or array. ok is false on anything else.
+func (c *compactor) sep(close byte) (more, ok bool) {
+	c.skipSpace()
+	if c.i >= len(c.src) {
+		return false, false
+	}
+	switch c.src[c.i] {
+	case ',':
+		c.dst = append(c.dst, ',')
+		c.i++
+		c.skipSpace()
+		return true, true
+	case close:
+		c.dst = append(c.dst, close)
+		c.i++
+		return false, true
+	}
+	return false, false
 }
 
 // plainStr[b] is true for bytes a JSON string token holds without a
