@@ -50,6 +50,17 @@
 // tracker's Placement: the partitions held ("topic/partition", sorted) and
 // the count of rebalance events seen.
 //
+// Stranded partitions: a DeferredSink's partitions are given up like lost
+// ones (released, not committed, their records ignored) when a rebalance
+// has not completed for a third of the session timeout (librdkafka's
+// statistics every 500 ms show the join state): PicoMQ's broker expires a
+// member that waits in JoinGroup past its session, without answering it,
+// and hands its partitions to another member while librdkafka goes on
+// fetching them here. Two writers of one partition would each upload a
+// file from the same offset, and a stop's upload cut short is not the
+// other's. Once the group is steady again, those still assigned are read
+// again from their last commit.
+//
 // Pattern subscriptions: librdkafka reads the topic list again every
 // topic.metadata.refresh.interval.ms (5000 unless [broker.properties] or the
 // block's properties say otherwise); a new topic that matches is assigned
@@ -76,6 +87,7 @@ package sinkloop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -233,6 +245,11 @@ type loop struct {
 	generation   int64         // rebalance events seen (Placement.Generation)
 	fatal        error         // the consumer cannot go on (fenced by a member with the same InstanceID)
 	instance     string        // the group.instance.id in effect, "" for a dynamic member
+	// unsteadySince: when the statistics first showed a rebalance in
+	// progress; zero while the group is steady.
+	unsteadySince time.Time
+	strandAfter   time.Duration
+	stranded      map[plugin.TopicPartition]bool // given up during a long rebalance, still assigned
 
 	consumeH, transformH plugin.Histogram
 	ackedC, nackedC      plugin.Counter
@@ -282,6 +299,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		based:      map[plugin.TopicPartition]bool{},
 		skips:      map[plugin.TopicPartition][]int64{},
 		holds:      map[plugin.TopicPartition]int64{},
+		stranded:   map[plugin.TopicPartition]bool{},
 		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
 		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
 		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
@@ -401,6 +419,8 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		// in a fraction of that (measured: 2.4x the S3 sink's throughput
 		// with 1 KiB records at 10 ms).
 		"fetch.queue.backoff.ms": 10,
+		// The join state, for stranded partitions (see stats).
+		"statistics.interval.ms": 500,
 	}
 	if l.cfg.InstanceID != "" {
 		defaults["group.instance.id"] = l.cfg.InstanceID
@@ -426,6 +446,12 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		l.instance = fmt.Sprint(v)
 	}
 	l.pauseAfter = time.Second
+	l.strandAfter = 15 * time.Second // librdkafka's 45 s session, a third
+	if v, ok := cm["session.timeout.ms"]; ok {
+		if ms, err := strconv.Atoi(fmt.Sprint(v)); err == nil && ms > 0 {
+			l.strandAfter = time.Duration(ms) * time.Millisecond / 3
+		}
+	}
 	if v, ok := cm["max.poll.interval.ms"]; ok {
 		if ms, err := strconv.Atoi(fmt.Sprint(v)); err == nil && ms > 0 {
 			l.pauseAfter = min(l.pauseAfter, time.Duration(ms)*time.Millisecond/4)
@@ -850,6 +876,8 @@ func (l *loop) handle(ev kafka.Event) {
 			l.commits.base(l.lastTP, int64(e.TopicPartition.Offset))
 		}
 		l.pending = append(l.pending, l.record(e))
+	case *kafka.Stats:
+		l.stats(e.String())
 	case kafka.Error:
 		if e.Code() == kafka.ErrFencedInstanceID {
 			what := fmt.Sprintf("runtime.id %q", l.instance)
@@ -926,7 +954,9 @@ func (l *loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 			return err
 		}
 		for _, tp := range e.Partitions {
-			l.assigned[plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}] = true
+			p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+			l.assigned[p] = true
+			delete(l.stranded, p)
 		}
 		if l.paused || l.stopping {
 			if err := c.Pause(e.Partitions); err != nil {
@@ -947,10 +977,34 @@ func (l *loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 	lost := c.AssignmentLost()
 	revoked := make([]plugin.TopicPartition, 0, len(parts))
-	gone := map[plugin.TopicPartition]bool{}
 	for _, tp := range parts {
 		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 		revoked = append(revoked, p)
+		delete(l.stranded, p)
+	}
+	l.giveUp(revoked, lost)
+	var err error
+	if l.cooperative {
+		err = c.IncrementalUnassign(parts)
+	} else {
+		err = c.Unassign()
+	}
+	if err != nil {
+		l.log.Warn("unassign failed", "err", err)
+	}
+	if len(l.assigned) == 0 {
+		l.paused = false // a new assignment starts unpaused
+	}
+	l.place()
+	l.log.Info("partitions revoked", "partitions", len(parts), "lost", lost, "owned", len(l.assigned))
+}
+
+// giveUp forgets partitions: the Consume in progress finishes, a
+// DeferredSink releases them, the commits are made unless lost, and the
+// loop drops their records.
+func (l *loop) giveUp(revoked []plugin.TopicPartition, lost bool) {
+	gone := map[plugin.TopicPartition]bool{}
+	for _, p := range revoked {
 		gone[p] = true
 	}
 	if f := l.inflight; f != nil {
@@ -1001,20 +1055,92 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 		}
 		l.retryDead = l.ownedDead(l.retryDead)
 	}
-	var err error
-	if l.cooperative {
-		err = c.IncrementalUnassign(parts)
-	} else {
-		err = c.Unassign()
+}
+
+// joinStats is the part of librdkafka's statistics the loop reads.
+type joinStats struct {
+	Cgrp *struct {
+		JoinState string `json:"join_state"`
+	} `json:"cgrp"`
+}
+
+// stats reads the consumer group's join state from librdkafka's
+// statistics. A DeferredSink's partitions are stranded when the member has
+// waited longer than strandAfter for a rebalance to complete: the group
+// coordinator may have expired this member meanwhile (PicoMQ's broker
+// expires a member whose JoinGroup waits past its session timeout, without
+// answering it) and handed its partitions to another member, while
+// librdkafka goes on fetching them here. The sink releases them (open files
+// dropped, not uploaded), their records are ignored, and once the group is
+// steady again those still assigned are read again from their last commit.
+func (l *loop) stats(js string) {
+	var st joinStats
+	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Cgrp == nil || l.deferred == nil || l.stopping {
+		return
 	}
-	if err != nil {
-		l.log.Warn("unassign failed", "err", err)
+	if st.Cgrp.JoinState == "steady" {
+		l.unsteadySince = time.Time{}
+		if len(l.stranded) > 0 {
+			l.retake()
+		}
+		return
 	}
-	if len(l.assigned) == 0 {
-		l.paused = false // a new assignment starts unpaused
+	if l.unsteadySince.IsZero() {
+		l.unsteadySince = time.Now()
+		return
+	}
+	if time.Since(l.unsteadySince) < l.strandAfter || len(l.assigned) == 0 {
+		return
+	}
+	parts := l.held()
+	l.log.Warn("the consumer group rebalance has not completed for longer than a third of the session timeout: the partitions may have moved to another member; the sink drops their open files and reads them again from the last commit once the group is steady",
+		"group", l.cfg.GroupID, "join_state", st.Cgrp.JoinState, "waited", time.Since(l.unsteadySince).Round(time.Millisecond), "partitions", len(parts))
+	l.giveUp(parts, true)
+	for _, p := range parts {
+		l.stranded[p] = true
 	}
 	l.place()
-	l.log.Info("partitions revoked", "partitions", len(parts), "lost", lost, "owned", len(l.assigned))
+}
+
+// retake reads the stranded partitions still assigned again from their
+// last commit.
+func (l *loop) retake() {
+	asg, err := l.c.Assignment()
+	if err != nil {
+		l.log.Warn("assignment", "err", err)
+		return
+	}
+	var parts []kafka.TopicPartition
+	for _, tp := range asg {
+		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		if l.stranded[p] {
+			parts = append(parts, tp)
+		}
+	}
+	clear(l.stranded)
+	if len(parts) == 0 {
+		return
+	}
+	committed, err := l.c.Committed(parts, int(l.cfg.CloseTimeout.Milliseconds()))
+	if err != nil {
+		l.log.Warn("stranded partitions: reading the committed offsets failed; they stay given up until the next rebalance", "err", err)
+		return
+	}
+	for _, tp := range committed {
+		if tp.Offset < 0 {
+			tp.Offset = kafka.OffsetBeginning
+		}
+		if err := l.c.Seek(tp, 0); err != nil {
+			l.log.Warn("stranded partition: seek to the last commit failed; it stays given up until the next rebalance", "topic", *tp.Topic, "err", err)
+			continue
+		}
+		l.assigned[plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}] = true
+	}
+	if l.paused {
+		_ = l.c.Pause(committed)
+	}
+	l.place()
+	l.log.Info("group steady again: stranded partitions read again from their last commit", "partitions", len(committed))
 }
 
 // release calls a DeferredSink's Release with parts, bounded by
