@@ -579,7 +579,7 @@ func TestBadDefinition(t *testing.T) {
 	}, "")
 	for _, want := range []string{
 		"topics[0].partitions = 3: PicoMQ topics have one partition",
-		`topics[1].topic.strategy "bogus"`,
+		`topics[1].topic.strategy: "bogus" is not allowed`,
 		"topics[1].replication_factor = 2",
 		`topics[1].linger_time "soon"`,
 		`topics[1].schema: schema "xml"`,
