@@ -14,38 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
-
-// readCommitted returns the values of every committed record of topic.
-func readCommitted(t *testing.T, addr, topic string) [][]byte {
-	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fleet-test", "isolation.level": "read_committed",
-		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		switch e := c.Poll(100).(type) {
-		case *kafka.Message:
-			out = append(out, e.Value)
-		case kafka.PartitionEOF:
-			return out
-		}
-	}
-	t.Fatalf("no end of %s in 60s", topic)
-	return nil
-}
 
 // TestDistributedOneOwnerThenTakeover: two runtimes in distributed mode
 // with the same source: one runs it, the other stands by and shows the
@@ -115,14 +89,14 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	if err := bsup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	recs := readCommitted(t, b.Addr(), "seq_gen")
+	recs := fleet.ReadCommitted(t, b.Addr(), "seq_gen")
 	for i, v := range recs {
 		var r struct{ Seq int }
 		if err := json.Unmarshal(v, &r); err != nil || r.Seq != i {
 			t.Fatalf("committed record %d is %s: a gap or a duplicate", i, v)
 		}
 	}
-	cps := readCommitted(t, b.Addr(), "pico-connectors.state.gen")
+	cps := fleet.ReadCommitted(t, b.Addr(), "pico-connectors.state.gen")
 	if last := string(cps[len(cps)-1]); last != fmt.Sprint(len(recs)) {
 		t.Fatalf("last checkpoint %s, %d records committed", last, len(recs))
 	}
@@ -220,7 +194,7 @@ func TestStandaloneBrokerStore(t *testing.T) {
 			t.Fatalf("record %d = %s: the second runtime did not go on from the checkpoint", i, r.Value)
 		}
 	}
-	cps := readCommitted(t, b.Addr(), "ckpt.gen")
+	cps := fleet.ReadCommitted(t, b.Addr(), "ckpt.gen")
 	if len(cps) == 0 {
 		t.Fatal("no checkpoint in the broker")
 	}
