@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
 
@@ -117,24 +117,7 @@ func committed(t *testing.T, b *broker.Broker, group string) map[string]int64 {
 // fetchCommitted reads a group's committed offsets by topic; an error while
 // the group does not exist yet is normal.
 func fetchCommitted(b *broker.Broker, group string) (map[string]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	res.Each(func(o kadm.OffsetResponse) {
-		if o.Err == nil {
-			out[o.Topic] = o.At
-		}
-	})
-	return out, nil
+	return fleet.Committed(b.Addr(), group)
 }
 
 type running struct {
