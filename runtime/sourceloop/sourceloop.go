@@ -26,9 +26,12 @@
 //	a batch succeeds              consecutive Nacks reset; Error cleared to Running
 //	empty batch                   Ack without touching the store; any state it carries is ignored
 //
-// A source that implements plugin.Pipelined is polled again while earlier batches
-// are being delivered; batches are still resolved and saved one at a time,
-// in order.
+// Batches are produced one at a time: a batch is produced only after the
+// one before it is resolved (every record delivered and the state saved,
+// or nacked), so a crash repeats one batch at most. A source that
+// implements plugin.Pipelined is polled and prepared ahead (up to
+// PollAhead batches in all) while the batch before is being delivered,
+// and its next batch is produced the moment that one is saved.
 //
 // With Config.TransactionalID (distributed mode), every batch is one
 // transaction of each block's producer: its records, its dead letters and
@@ -160,6 +163,8 @@ type loop struct {
 	blocks []*block
 	// known holds topics seen to exist (or created).
 	known map[string]bool
+	// spare is the records slice of the last batch sent, for the next.
+	spare []outRecord
 
 	decodeH, transformH, produceH, saveH plugin.Histogram
 	ackedC, nackedC                      plugin.Counter
@@ -412,13 +417,14 @@ func (l *loop) close() {
 // once.
 const DefaultMaxPollFailures = 10
 
-// pending is a batch whose records are produced and whose delivery reports
-// are outstanding.
+// pending is a polled batch: prepared (decoded, transformed, routed, its
+// topics known to exist), then produced, then resolved.
 type pending struct {
 	batch   plugin.Batch
 	n       int64 // messages polled
 	dead    int64 // of the records sent, those for a dead-letter topic
-	reports chan kafka.Event
+	out     []outRecord
+	reports chan kafka.Event // set once produced
 	sent    int
 	start   time.Time
 	failure error // why the batch fails, before or while sending
@@ -426,6 +432,13 @@ type pending struct {
 }
 
 // run is the poll task.
+//
+// Batches are produced one at a time: a batch is produced only once the
+// batch before it is resolved (acknowledged and its state saved, or
+// nacked), so a crash repeats one batch at most. A Pipelined source is
+// polled ahead: while one batch is being delivered, the next ones are
+// polled and prepared (up to PollAhead batches in all), ready to be produced
+// the moment the one before them is saved.
 func (l *loop) run(ctx context.Context) error {
 	depth := 1
 	if p, ok := l.cfg.Source.(plugin.Pipelined); ok && l.txn == nil {
@@ -433,19 +446,24 @@ func (l *loop) run(ctx context.Context) error {
 	}
 	// The batches are resolved even if ctx was cancelled meanwhile.
 	bctx := context.WithoutCancel(ctx)
+	// queue holds the batches polled and not yet resolved, oldest first;
+	// only queue[0] is ever produced.
 	var queue []*pending
-	// resolveOldest resolves the oldest batch in flight. When it fails,
-	// the later ones must not save ahead of it: their records are awaited
-	// (so the copies the next Poll produces come after them) and they are
-	// dropped without a result; the Nack drops their candidates. It
-	// returns an error wrapping ErrTooManyNacks when the poll task stops.
+	// resolveOldest resolves queue[0] and produces the next batch. When it
+	// fails, the later batches, never produced, are dropped without a
+	// result: the Nack drops their candidates. It returns an error
+	// wrapping ErrTooManyNacks when the poll task stops.
 	resolveOldest := func() error {
 		p := queue[0]
 		queue = queue[1:]
 		failure, saveFailed := l.await(ctx, bctx, p)
 		if failure == nil {
+			if len(queue) > 0 {
+				l.send(ctx, bctx, queue[0])
+			}
 			return nil
 		}
+		queue = nil
 		if errors.Is(failure, ErrFenced) {
 			// Another runtime owns the source: no retry here.
 			l.log.Warn("producer fenced; this runtime stops the source", "err", failure)
@@ -454,10 +472,6 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			return failure
 		}
-		for _, later := range queue {
-			_ = l.wait(ctx, later)
-		}
-		queue = nil
 		return l.nack(ctx, bctx, p, failure, saveFailed)
 	}
 	resolveAll := func() error {
@@ -472,7 +486,7 @@ func (l *loop) run(ctx context.Context) error {
 	pollFails := 0
 	for ctx.Err() == nil {
 		l.checkHealth() // plugin.Health, see below
-		if len(queue) >= depth {
+		if len(queue) >= depth || len(queue) > 1 && queue[0].delivered() {
 			if err := resolveOldest(); err != nil {
 				return err
 			}
@@ -523,8 +537,11 @@ func (l *loop) run(ctx context.Context) error {
 			continue
 		}
 		c.Polled.Add(int64(len(batch.Messages)))
-		p := l.send(ctx, bctx, batch)
+		p := l.prepareBatch(ctx, batch)
 		queue = append(queue, p)
+		if len(queue) == 1 {
+			l.send(ctx, bctx, p)
+		}
 		if p.failure != nil {
 			// No use polling ahead of a batch that already failed.
 			if err := resolveAll(); err != nil {
@@ -535,40 +552,55 @@ func (l *loop) run(ctx context.Context) error {
 	return resolveAll()
 }
 
-// send prepares one batch and produces it without waiting for the
-// delivery reports.
-func (l *loop) send(stop, ctx context.Context, batch plugin.Batch) *pending {
-	p := &pending{batch: batch, n: int64(len(batch.Messages)), start: time.Now()}
+// prepareBatch decodes, transforms and routes a polled batch and makes
+// sure its topics exist; a failure is kept in the pending batch.
+func (l *loop) prepareBatch(ctx context.Context, batch plugin.Batch) *pending {
+	p := &pending{batch: batch, n: int64(len(batch.Messages))}
 	out, dead, err := l.prepare(batch.Messages)
 	if err != nil {
 		p.failure = err
 		return p
 	}
-	p.dead = int64(dead)
-	if err := l.ensureTopics(ctx, out); err != nil {
-		p.failure = err
-		return p
+	p.out, p.dead = out, int64(dead)
+	p.failure = l.ensureTopics(ctx, out)
+	return p
+}
+
+// delivered reports whether every record p sent has its delivery report
+// waiting (or p failed before sending).
+func (p *pending) delivered() bool {
+	return p.failure != nil || p.reports != nil && len(p.reports) >= p.sent
+}
+
+// send produces a prepared batch without waiting for the delivery
+// reports; a failure is kept in p. In transactional mode it opens the
+// batch's transactions and adds the checkpoint to block 0's.
+func (l *loop) send(stop, ctx context.Context, p *pending) {
+	p.start = time.Now()
+	if p.failure != nil {
+		return
 	}
 	if l.txn != nil {
 		if err := l.begin(stop, ctx); err != nil {
 			p.failure = err
-			return p
+			return
 		}
 		p.open = true
 	}
-	p.reports = make(chan kafka.Event, len(out))
-	p.sent, p.failure = l.produce(out, p.reports)
-	if l.txn != nil && p.failure == nil && batch.State != nil {
+	p.reports = make(chan kafka.Event, len(p.out))
+	p.sent, p.failure = l.produce(p.out, p.reports)
+	// The producer copied the records: the next batch reuses the slice.
+	l.spare, p.out = p.out, nil
+	if l.txn != nil && p.failure == nil && p.batch.State != nil {
 		// The checkpoint rides in block 0's transaction; its report is not
 		// awaited: the commit fails when it could not be written.
-		if err := l.blocks[0].producer.Produce(l.txn.Checkpoint(l.cfg.Key, batch.State), nil); err != nil {
+		if err := l.blocks[0].producer.Produce(l.txn.Checkpoint(l.cfg.Key, p.batch.State), nil); err != nil {
 			p.failure = fmt.Errorf("produce the checkpoint: %w", err)
 		}
 	}
 	if l.txn != nil && p.failure != nil {
 		p.failure = l.txnError(p.failure)
 	}
-	return p
 }
 
 // begin starts a transaction on every block's producer.
@@ -742,7 +774,7 @@ func (l *loop) sleep(ctx context.Context, n int) {
 
 type outRecord struct {
 	b   *block
-	msg *kafka.Message
+	msg kafka.Message
 }
 
 // prepare decodes, transforms, routes and encodes every message once per
@@ -750,18 +782,25 @@ type outRecord struct {
 // block's dead_letter_topic when it has one (dead counts those), and fails
 // the batch otherwise.
 func (l *loop) prepare(msgs []plugin.Message) (out []outRecord, dead int, err error) {
-	out = make([]outRecord, 0, len(msgs)*len(l.blocks))
+	if n := len(msgs) * len(l.blocks); cap(l.spare) >= n {
+		out, l.spare = l.spare[:0], nil
+	} else {
+		out = make([]outRecord, 0, n)
+	}
 	var decodeT, transformT time.Duration
 	for _, b := range l.blocks {
 		fast := len(l.cfg.Transforms) == 0 && !b.router.NeedsValue()
+		// topic points at the topic of the last record, shared by the
+		// next records with the same one.
+		var topic *string
+		t0 := time.Now()
 		for i := range msgs {
 			m := &msgs[i]
-			t0 := time.Now()
 			var (
 				value   []byte
 				key     = m.Key
 				headers = m.Headers
-				topic   string
+				name    string
 				stage   deadletter.Stage
 				err     error
 			)
@@ -772,41 +811,44 @@ func (l *loop) prepare(msgs []plugin.Message) (out []outRecord, dead int, err er
 					err = fmt.Errorf("schema %s: %w", b.codec.Schema(), err)
 				} else {
 					stage = deadletter.StageRoute
-					topic, err = b.router.Topic(route.Input{Key: key, Headers: headers})
+					name, err = b.router.Topic(route.Input{Key: key, Headers: headers})
 				}
-				decodeT += time.Since(t0)
 			} else {
-				topic, key, headers, value, stage, err = l.slowPath(b, m, &decodeT, &transformT)
+				name, key, headers, value, stage, err = l.slowPath(b, m, &decodeT, &transformT)
 			}
 			if err != nil {
 				err = fmt.Errorf("record %d of the batch, topics[%d]: %w", i, b.idx, err)
 				if b.def.DeadLetterTopic == "" {
 					return nil, 0, err
 				}
-				if topic == "" {
-					topic = b.def.Topic.Literal
+				if name == "" {
+					name = b.def.Topic.Literal
 				}
 				dl := b.def.DeadLetterTopic
-				km := &kafka.Message{
+				out = append(out, outRecord{b: b, msg: kafka.Message{
 					TopicPartition: kafka.TopicPartition{Topic: &dl, Partition: kafka.PartitionAny},
 					Key:            m.Key,
 					Value:          m.Payload,
 					Timestamp:      m.Timestamp,
-					Headers:        kafkaHeaders(deadletter.Headers(m.Headers, deadletter.Origin{Connector: l.cfg.Key, Stage: stage, Topic: topic, Offset: -1, Timestamp: m.Timestamp}, err)),
-				}
+					Headers:        kafkaHeaders(deadletter.Headers(m.Headers, deadletter.Origin{Connector: l.cfg.Key, Stage: stage, Topic: name, Offset: -1, Timestamp: m.Timestamp}, err)),
+				}})
 				l.log.Debug("record sent to the dead-letter topic", "dead_letter_topic", dl, "err", err)
-				out = append(out, outRecord{b: b, msg: km})
 				dead++
 				continue
 			}
-			km := &kafka.Message{
-				TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			if topic == nil || *topic != name {
+				topic = &name
+			}
+			out = append(out, outRecord{b: b, msg: kafka.Message{
+				TopicPartition: kafka.TopicPartition{Topic: topic, Partition: kafka.PartitionAny},
 				Key:            key,
 				Value:          value,
 				Timestamp:      m.Timestamp,
 				Headers:        kafkaHeaders(headers),
-			}
-			out = append(out, outRecord{b: b, msg: km})
+			}})
+		}
+		if fast {
+			decodeT += time.Since(t0)
 		}
 	}
 	l.decodeH.Observe(decodeT.Seconds())
@@ -874,8 +916,14 @@ func (l *loop) ensureTopics(ctx context.Context, out []outRecord) error {
 	}
 	var missing []need
 	seen := map[string]bool{}
-	for _, r := range out {
-		t := *r.msg.TopicPartition.Topic
+	var last *string // records in a row share their topic's pointer
+	for i := range out {
+		r := &out[i]
+		if r.msg.TopicPartition.Topic == last {
+			continue
+		}
+		last = r.msg.TopicPartition.Topic
+		t := *last
 		if l.known[t] || seen[t] {
 			continue
 		}
@@ -921,9 +969,10 @@ func (l *loop) ensureTopics(ctx context.Context, out []outRecord) error {
 // returns how many were sent and, when one could not be, why.
 func (l *loop) produce(out []outRecord, reports chan kafka.Event) (int, error) {
 	sent := 0
-	for _, r := range out {
+	for i := range out {
+		r := &out[i]
 		for {
-			err := r.b.producer.Produce(r.msg, reports)
+			err := r.b.producer.Produce(&r.msg, reports)
 			if err == nil {
 				sent++
 				break
