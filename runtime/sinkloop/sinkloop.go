@@ -1103,7 +1103,9 @@ func (l *loop) stats(js string) {
 }
 
 // retake reads the stranded partitions still assigned again from their
-// last commit.
+// last commit. Those it cannot read again yet (the committed offsets or
+// the seek failed) stay stranded and are tried again at the next
+// statistics of a steady group.
 func (l *loop) retake() {
 	asg, err := l.c.Assignment()
 	if err != nil {
@@ -1111,36 +1113,57 @@ func (l *loop) retake() {
 		return
 	}
 	var parts []kafka.TopicPartition
+	still := map[plugin.TopicPartition]bool{}
 	for _, tp := range asg {
 		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 		if l.stranded[p] {
 			parts = append(parts, tp)
+			still[p] = true
 		}
 	}
-	clear(l.stranded)
+	l.stranded = still
 	if len(parts) == 0 {
 		return
 	}
 	committed, err := l.c.Committed(parts, int(l.cfg.CloseTimeout.Milliseconds()))
 	if err != nil {
-		l.log.Warn("stranded partitions: reading the committed offsets failed; they stay given up until the next rebalance", "err", err)
+		l.log.Warn("stranded partitions: reading the committed offsets failed; tried again while the group is steady", "err", err)
 		return
 	}
+	back := make([]kafka.TopicPartition, 0, len(committed))
 	for _, tp := range committed {
+		if tp.Error != nil {
+			l.log.Warn("stranded partition: reading its committed offset failed; tried again while the group is steady", "topic", *tp.Topic, "err", tp.Error)
+			continue
+		}
 		if tp.Offset < 0 {
 			tp.Offset = kafka.OffsetBeginning
 		}
 		if err := l.c.Seek(tp, 0); err != nil {
-			l.log.Warn("stranded partition: seek to the last commit failed; it stays given up until the next rebalance", "topic", *tp.Topic, "err", err)
+			l.log.Warn("stranded partition: seek to the last commit failed; tried again while the group is steady", "topic", *tp.Topic, "err", err)
 			continue
 		}
-		l.assigned[plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}] = true
+		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		delete(l.stranded, p)
+		l.assigned[p] = true
+		back = append(back, tp)
 	}
+	if len(back) == 0 {
+		return
+	}
+	// setPaused pauses and resumes only the partitions held: one stranded
+	// while the loop had them paused is still paused in librdkafka, and
+	// would stay so for good once the loop resumed the others.
 	if l.paused {
-		_ = l.c.Pause(committed)
+		err = l.c.Pause(back)
+	} else {
+		err = l.c.Resume(back)
+	}
+	if err != nil {
+		l.log.Warn("pause/resume failed", "pause", l.paused, "err", err)
 	}
 	l.place()
-	l.log.Info("group steady again: stranded partitions read again from their last commit", "partitions", len(committed))
+	l.log.Info("group steady again: stranded partitions read again from their last commit", "partitions", len(back))
 }
 
 // release calls a DeferredSink's Release with parts, bounded by
