@@ -994,38 +994,50 @@ func (l *loop) produce(out []outRecord, reports chan kafka.Event) (int, error) {
 func (l *loop) collect(stop context.Context, reports chan kafka.Event, sent int) (int, error) {
 	var firstErr error
 	delivered := 0
+	// take counts a delivery report; it returns false for another event.
+	take := func(e kafka.Event) bool {
+		m, ok := e.(*kafka.Message)
+		if !ok {
+			return false
+		}
+		if m.TopicPartition.Error == nil {
+			delivered++
+		} else if firstErr == nil {
+			firstErr = fmt.Errorf("delivery to %q failed: %w", *m.TopicPartition.Topic, m.TopicPartition.Error)
+		}
+		return true
+	}
 	deadline := time.NewTimer(l.cfg.DeliveryTimeout + 10*time.Second)
 	defer deadline.Stop()
 	stopping := stop.Done()
 	var purge <-chan time.Time
-	for got := 0; got < sent; got++ {
+	for got := 0; got < sent; {
+		// Reports come in bursts, one per record of a produce request:
+		// those already waiting are taken without the full select.
+		select {
+		case e := <-reports:
+			if take(e) {
+				got++
+			}
+			continue
+		default:
+		}
 		select {
 		case <-stopping:
 			stopping = nil
 			t := time.NewTimer(l.cfg.StopTimeout)
 			defer t.Stop()
 			purge = t.C
-			got--
 		case <-purge:
 			purge = nil
 			l.log.Warn("stopping: purging undelivered records; the batch is nacked", "undelivered", sent-got)
 			for _, b := range l.blocks {
 				_ = b.producer.Purge(kafka.PurgeQueue | kafka.PurgeInFlight | kafka.PurgeNonBlocking)
 			}
-			got--
 		case e := <-reports:
-			m, ok := e.(*kafka.Message)
-			if !ok {
-				got--
-				continue
+			if take(e) {
+				got++
 			}
-			if m.TopicPartition.Error != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("delivery to %q failed: %w", *m.TopicPartition.Topic, m.TopicPartition.Error)
-				}
-				continue
-			}
-			delivered++
 		case <-deadline.C:
 			if firstErr == nil {
 				firstErr = fmt.Errorf("%d of %d delivery reports missing after %s", sent-got, sent, l.cfg.DeliveryTimeout+10*time.Second)
