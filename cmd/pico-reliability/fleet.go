@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
+	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 )
 
 // fleetScenario is a quick version of TestFleet (cmd/pico-connectors):
@@ -118,7 +119,18 @@ func (s *suite) fleetScenario() {
 	for t, n := range acked {
 		want[t] = max(0, n-100)
 	}
-	fleet.WaitCommitted(s.h, b.Addr, group, want, 120*time.Second)
+	if err := standalone.Catch(func() { fleet.WaitCommitted(s.h, b.Addr, group, want, 120*time.Second) }); err != nil {
+		// What each sink shows, and its last warnings, to tell a stall.
+		for _, r := range rts {
+			en, eerr := r.Entry("sink", sinkKey)
+			s.note("%s sink: %s, partitions %v, generation %d, consumed %d, committed %d, last error %q (%v)", r.ID, en.Status,
+				en.Placement.Partitions, en.Placement.Generation, en.Counters.Consumed, en.Counters.Committed, en.LastError, eerr)
+			for _, l := range warnings(r.Output(), 15) {
+				s.note("  %s", l)
+			}
+		}
+		mustf("%v", err)
+	}
 	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		seen := fleet.CountField(s.h, b.Addr, "src.cdc", "id")
 		if missing, _ := fleet.Exactly(seen, 1, rows+1); missing == 0 || time.Now().After(deadline) {
@@ -142,4 +154,16 @@ func (s *suite) fleetScenario() {
 	s.check(err == nil, "%s: %d checkpoints, never backwards (%v)", cdcKey, len(cps), err)
 	missing, twice := fleet.Exactly(fleet.CountField(s.h, b.Addr, "src.cdc", "id"), 1, rows+1)
 	s.check(missing == 0 && twice == 0, "src.cdc read_committed: rows 1..%d, %d missing, %d more than once", rows, missing, twice)
+}
+
+// warnings returns the last n lines of a runtime's JSON log at level WARN
+// or ERROR.
+func warnings(out string, n int) []string {
+	var w []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			w = append(w, l)
+		}
+	}
+	return w[max(0, len(w)-n):]
 }
