@@ -84,14 +84,15 @@ func BenchmarkLoopNoopSink(b *testing.B) {
 }
 
 // BenchmarkBareConsumer is the baseline of BenchmarkLoopNoopSink: a bare
-// confluent-kafka-go consumer over the same records.
+// confluent-kafka-go consumer over the same records, with the loop's
+// fetch.queue.backoff.ms.
 func BenchmarkBareConsumer(b *testing.B) {
 	br := benchBroker(b)
 	defer br.Close()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": br.Addr(), "group.id": "bare-" + strconv.Itoa(i),
-			"enable.auto.commit": false, "auto.offset.reset": "earliest", "enable.metrics.push": false})
+			"enable.auto.commit": false, "auto.offset.reset": "earliest", "enable.metrics.push": false, "fetch.queue.backoff.ms": 10})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -35,10 +35,9 @@ func (l *loop) topic(topic string) topicInfo {
 	return ti
 }
 
-// record builds the plugin.Record of a message as consumed; prepare
-// checks and transforms it later, off the poll loop.
-func (l *loop) record(m *kafka.Message) plugin.Record {
-	topic := *m.TopicPartition.Topic
+// record builds the plugin.Record of a message of topic as consumed;
+// prepare checks and transforms it later, off the poll loop.
+func record(m *kafka.Message, topic string, schema plugin.Schema) plugin.Record {
 	r := plugin.Record{
 		Topic:     topic,
 		Partition: m.TopicPartition.Partition,
@@ -46,7 +45,7 @@ func (l *loop) record(m *kafka.Message) plugin.Record {
 		Timestamp: m.Timestamp,
 		Key:       m.Key,
 		Payload:   m.Value,
-		Schema:    l.topic(topic).schema,
+		Schema:    schema,
 	}
 	if len(m.Headers) > 0 {
 		r.Headers = make([]plugin.Header, len(m.Headers))
@@ -77,9 +76,12 @@ func (l *loop) prepare(batch []plugin.Record) (out []plugin.Record, dead []deadL
 		}
 	}
 	transforms := len(l.cfg.Transforms) > 0
+	var info topicInfo
 	for i := range batch {
 		r := batch[i]
-		info := l.topic(r.Topic)
+		if i == 0 || r.Topic != batch[i-1].Topic {
+			info = l.topic(r.Topic) // records come in runs of one topic
+		}
 		dlq := ""
 		if info.sub != nil {
 			dlq = info.sub.dlq

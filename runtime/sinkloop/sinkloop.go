@@ -240,6 +240,7 @@ type loop struct {
 	holds        map[plugin.TopicPartition]int64   // a DeferredSink's lowest rejected offset with no dead_letter_topic: commits stay below it
 	lastTP       plugin.TopicPartition             // the partition of the last polled record
 	lastOK       bool                              // lastTP is set and assigned
+	lastSchema   plugin.Schema                     // the schema of lastTP's topic
 	nextCommit   time.Time
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 	generation   int64         // rebalance events seen (Placement.Generation)
@@ -531,7 +532,7 @@ func (l *loop) run(ctx context.Context) {
 			}
 			l.handle(l.c.Poll(0))
 		} else {
-			l.handle(l.c.Poll(l.pollWait()))
+			l.drain(l.c.Poll(l.pollWait()))
 			if l.inflight != nil {
 				select {
 				case r := <-l.results:
@@ -543,6 +544,26 @@ func (l *loop) run(ctx context.Context) {
 		if !time.Now().Before(l.nextCommit) {
 			l.tick()
 		}
+	}
+}
+
+// drain takes a polled event and then, while records come and the batch
+// in hand has room, those already queued behind it (Poll(0), at most a
+// batch_length of events): the loop's other work (the clock, the flight
+// in progress, the commit timer) runs once per burst, not once per record.
+func (l *loop) drain(ev kafka.Event) {
+	for range l.plan.batch {
+		if ev == nil {
+			return
+		}
+		l.handle(ev)
+		if _, ok := ev.(*kafka.Message); !ok || len(l.pending) >= l.plan.batch || l.stopping || l.fatal != nil {
+			return
+		}
+		ev = l.c.Poll(0)
+	}
+	if ev != nil {
+		l.handle(ev)
 	}
 }
 
@@ -858,12 +879,18 @@ func (l *loop) handle(ev kafka.Event) {
 			// on the next start.
 			return
 		}
+		// Records come in runs of one partition: the partition's checks
+		// and its topic's schema are looked up once per run.
 		if t := *e.TopicPartition.Topic; !l.lastOK || t != l.lastTP.Topic || e.TopicPartition.Partition != l.lastTP.Partition {
 			p := plugin.TopicPartition{Topic: t, Partition: e.TopicPartition.Partition}
 			if !l.assigned[p] {
 				return // polled after a revoke: the next owner reads it
 			}
-			l.lastTP, l.lastOK = p, true
+			l.lastTP, l.lastOK, l.lastSchema = p, true, l.topic(t).schema
+			if !l.based[p] {
+				l.based[p] = true
+				l.commits.base(p, int64(e.TopicPartition.Offset))
+			}
 		}
 		if len(l.pending) == 0 {
 			l.pendingSince = time.Now()
@@ -871,11 +898,7 @@ func (l *loop) handle(ev kafka.Event) {
 				l.pending = make([]plugin.Record, 0, l.plan.batch)
 			}
 		}
-		if _, ok := l.based[l.lastTP]; !ok {
-			l.based[l.lastTP] = true
-			l.commits.base(l.lastTP, int64(e.TopicPartition.Offset))
-		}
-		l.pending = append(l.pending, l.record(e))
+		l.pending = append(l.pending, record(e, l.lastTP.Topic, l.lastSchema))
 	case *kafka.Stats:
 		l.stats(e.String())
 	case kafka.Error:
