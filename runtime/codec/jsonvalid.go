@@ -139,18 +139,22 @@ const (
 // plainWord reports whether the 8 bytes of w are all plain: no '"', no
 // '\\', none below 0x20. (x - 0x01...) &^ x has a lane's high bit set where
 // that lane of x is 0 (exact for the question "is any lane 0"), and
-// (w - 0x20...) &^ w where a lane of w is below 0x20.
+// (w - 0x20...) &^ w where a lane of w is below 0x20. x = w ^ '"'... and
+// w ^ '\\'... keep w's high bits ('"' and '\\' are ASCII), so one &^ w
+// serves the three.
 func plainWord(w uint64) bool {
 	q := w ^ (lanes01 * '"')
 	s := w ^ (lanes01 * '\\')
-	return ((q-lanes01)&^q|(s-lanes01)&^s|(w-lanes01*0x20)&^w)&lanes80 == 0
+	return ((q-lanes01)|(s-lanes01)|(w-lanes01*0x20))&^w&lanes80 == 0
 }
 
 // str parses a string body from b[i] (after the opening quote).
 func str(b []byte, i int) (int, bool) {
 	for i < len(b) {
-		for i+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
+		for ; i+8 <= len(b); i += 8 {
+			if !plainWord(binary.LittleEndian.Uint64(b[i : i+8])) {
+				break
+			}
 		}
 		for i < len(b) && plain[b[i]] {
 			i++
