@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -165,6 +166,9 @@ type loop struct {
 	known map[string]bool
 	// spare is the records slice of the last batch sent, for the next.
 	spare []outRecord
+	// flushes are the Flush calls that send a batch's last records at
+	// once (see send); close waits for them.
+	flushes sync.WaitGroup
 
 	decodeH, transformH, produceH, saveH plugin.Histogram
 	ackedC, nackedC                      plugin.Counter
@@ -399,6 +403,7 @@ func (l *loop) drainEvents(ctx context.Context, b *block) {
 }
 
 func (l *loop) close() {
+	l.flushes.Wait()
 	for _, b := range l.blocks {
 		if b.admin != nil {
 			b.admin.Close()
@@ -589,8 +594,6 @@ func (l *loop) send(stop, ctx context.Context, p *pending) {
 	}
 	p.reports = make(chan kafka.Event, len(p.out))
 	p.sent, p.failure = l.produce(p.out, p.reports)
-	// The producer copied the records: the next batch reuses the slice.
-	l.spare, p.out = p.out, nil
 	if l.txn != nil && p.failure == nil && p.batch.State != nil {
 		// The checkpoint rides in block 0's transaction; its report is not
 		// awaited: the commit fails when it could not be written.
@@ -598,8 +601,35 @@ func (l *loop) send(stop, ctx context.Context, p *pending) {
 			p.failure = fmt.Errorf("produce the checkpoint: %w", err)
 		}
 	}
+	l.sendNow(p.out)
+	// The producer copied the records: the next batch reuses the slice.
+	l.spare, p.out = p.out, nil
 	if l.txn != nil && p.failure != nil {
 		p.failure = l.txnError(p.failure)
+	}
+}
+
+// sendNow has each producer left holding part of a librdkafka batch (fewer
+// than batch_length records) send it at once instead of waiting out
+// linger_time: nothing more is produced before this batch is resolved, so
+// the wait would only delay it. The Flush (librdkafka ignores linger.ms
+// while one runs) runs aside, so a Pipelined source is polled meanwhile;
+// it ends when every record is acknowledged, or after linger_time.
+func (l *loop) sendNow(out []outRecord) {
+	counts := make([]int, len(l.blocks))
+	for i := range out {
+		counts[out[i].b.idx]++
+	}
+	for i, b := range l.blocks {
+		if counts[i]%b.batch == 0 {
+			continue
+		}
+		l.flushes.Add(1)
+		go func() {
+			defer l.flushes.Done()
+			// A millisecond more, or it returns before it flushes.
+			b.producer.Flush(b.linger + 1)
+		}()
 	}
 }
 

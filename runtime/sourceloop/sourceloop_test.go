@@ -272,6 +272,27 @@ func TestEveryRecordArrivesInOrder(t *testing.T) {
 	}
 }
 
+// TestSmallBatchIsNotLingered: a batch of fewer records than batch_length
+// is sent at once, not after linger_time (20 s here), since nothing more
+// is produced before it is resolved; two blocks, one of them full.
+func TestSmallBatchIsNotLingered(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	src := &seqSource{batch: 10, limit: 100}
+	store := &memStore{}
+	small, full := literal("small"), literal("full")
+	small.LingerTime, full.LingerTime, full.BatchLength = "20s", "20s", 10
+	r := start(t, Config{Topics: []definition.Topics{small, full}, Source: src, Store: store, BootstrapServers: b.Addr()})
+	testwait.For(t, 15*time.Second, "state 100 (ten batches) before one linger_time", func() bool { return store.get("seq") == "100" })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"small", "full"} {
+		if got := seqs(t, readTopic(t, b, topic)); len(got) != 100 {
+			t.Fatalf("%s has %d records, want 100", topic, len(got))
+		}
+	}
+}
+
 func TestFieldRoutingFanOutKeysHeaders(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	src := &seqSource{batch: 10, limit: 20}
