@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Size is a byte count, written in configuration as a number with an
@@ -68,7 +69,7 @@ func ParseSize(s string) (Size, error) {
 		return 0, fmt.Errorf("invalid size %q: must not be negative", s)
 	}
 	num = strings.TrimPrefix(num, "+")
-	mult, ok := sizeUnits[strings.ToLower(unit)]
+	mult, ok := unitOf(unit)
 	if !ok {
 		return 0, fmt.Errorf("invalid size %q: unknown unit %q, use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", s, unit)
 	}
@@ -97,6 +98,26 @@ func ParseSize(s string) (Size, error) {
 		return 0, fmt.Errorf("invalid size %q: too large, the limit is %d bytes", s, int64(math.MaxInt64))
 	}
 	return Size(r.Num().Int64()), nil
+}
+
+// unitOf looks unit up in sizeUnits whatever its case, without allocating
+// for the short ASCII units sizes are written with.
+func unitOf(unit string) (Size, bool) {
+	var buf [3]byte // "kib", the longest unit
+	n := 0
+	for ; n < len(unit) && n < len(buf) && unit[n] < utf8.RuneSelf; n++ {
+		c := unit[n]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[n] = c
+	}
+	if n < len(unit) { // longer than any unit, or not ASCII
+		mult, ok := sizeUnits[strings.ToLower(unit)]
+		return mult, ok
+	}
+	mult, ok := sizeUnits[string(buf[:n])]
+	return mult, ok
 }
 
 // Bytes returns the size as a number of bytes.

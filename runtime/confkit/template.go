@@ -36,72 +36,103 @@ type TemplatePart struct {
 // ParseTemplate rejects unknown placeholders (with a suggestion), unbalanced
 // or nested braces, empty placeholders, ".." path segments and a leading "/".
 func ParseTemplate(s string, allowed []string) (Template, error) {
-	t := Template{Source: s}
-	plain := map[string]bool{}
-	indexed := map[string]bool{}
-	var names []string
-	for _, a := range allowed {
-		if i := strings.IndexByte(a, '['); i > 0 && strings.HasSuffix(a, "]") {
-			indexed[a[:i]] = true
-			names = append(names, a[:i])
-		} else {
-			plain[a] = true
-			names = append(names, a)
-		}
-	}
 	if strings.HasPrefix(s, "/") {
 		return Template{}, fmt.Errorf("template %q must not start with '/'", s)
 	}
-	for _, seg := range strings.Split(s, "/") {
+	for rest, more := s, true; more; {
+		var seg string
+		seg, rest, more = strings.Cut(rest, "/")
 		if seg == ".." {
 			return Template{}, fmt.Errorf("template %q must not contain '..' path segments", s)
 		}
 	}
-	var lit strings.Builder
+	t := Template{Source: s}
+	if s != "" {
+		// Every placeholder may follow a literal, and one literal may end it.
+		t.Parts = make([]TemplatePart, 0, 2*strings.Count(s, "{")+1)
+	}
+	lit := 0 // where the current literal starts
 	for i := 0; i < len(s); {
-		c := s[i]
-		switch c {
+		switch s[i] {
 		case '}':
 			return Template{}, fmt.Errorf("template %q has an unbalanced '}' at byte %d", s, i)
 		case '{':
-			end := strings.IndexAny(s[i+1:], "{}")
-			if end < 0 || s[i+1+end] == '{' {
+			end := i + 1 // the brace that closes it
+			for end < len(s) && s[end] != '{' && s[end] != '}' {
+				end++
+			}
+			if end == len(s) || s[end] == '{' {
 				return Template{}, fmt.Errorf("template %q has an unbalanced '{' at byte %d", s, i)
 			}
-			body := s[i+1 : i+1+end]
+			body := s[i+1 : end]
 			p, err := parsePlaceholder(s, body)
 			if err != nil {
 				return Template{}, err
 			}
 			if allowed != nil {
-				switch {
-				case p.HasArg && !indexed[p.Name] && plain[p.Name]:
-					return Template{}, fmt.Errorf("template %q: placeholder {%s} takes no index", s, p.Name)
-				case !p.HasArg && indexed[p.Name] && !plain[p.Name]:
-					return Template{}, fmt.Errorf("template %q: placeholder {%s} needs an index, such as {%s[0]} or {%s[-1]}", s, p.Name, p.Name, p.Name)
-				case !plain[p.Name] && !indexed[p.Name]:
-					msg := fmt.Sprintf("template %q: unknown placeholder {%s}", s, body)
-					if sug := Suggest(p.Name, names); sug != "" {
-						msg += fmt.Sprintf(" (did you mean {%s}?)", sug)
-					}
-					return Template{}, errors.New(msg + "; allowed: " + allowedList(allowed))
+				if err := checkAllowed(s, body, p, allowed); err != nil {
+					return Template{}, err
 				}
 			}
-			if lit.Len() > 0 {
-				t.Parts = append(t.Parts, TemplatePart{Text: lit.String()})
-				lit.Reset()
+			if lit < i {
+				t.Parts = append(t.Parts, TemplatePart{Text: s[lit:i]})
 			}
 			t.Parts = append(t.Parts, p)
-			i += end + 2
+			i = end + 1
+			lit = i
 		default:
-			lit.WriteByte(c)
 			i++
 		}
 	}
-	if lit.Len() > 0 {
-		t.Parts = append(t.Parts, TemplatePart{Text: lit.String()})
+	if lit < len(s) {
+		t.Parts = append(t.Parts, TemplatePart{Text: s[lit:]})
 	}
 	return t, nil
+}
+
+// checkAllowed says why allowed does not permit the placeholder p, written
+// {body} in the template src, or nil when it does.
+func checkAllowed(src, body string, p TemplatePart, allowed []string) error {
+	// p.Name is letters, digits and _, so an entry that equals it is plain
+	// and an indexed entry of it is p.Name + "[" ... "]".
+	plain, indexed := false, false
+	n := len(p.Name)
+	for _, a := range allowed {
+		switch {
+		case a == p.Name:
+			plain = true
+		case len(a) > n+1 && a[n] == '[' && a[:n] == p.Name && a[len(a)-1] == ']':
+			indexed = true
+		}
+	}
+	switch {
+	case p.HasArg && !indexed && plain:
+		return fmt.Errorf("template %q: placeholder {%s} takes no index", src, p.Name)
+	case !p.HasArg && indexed && !plain:
+		return fmt.Errorf("template %q: placeholder {%s} needs an index, such as {%s[0]} or {%s[-1]}", src, p.Name, p.Name, p.Name)
+	case !plain && !indexed:
+		names := make([]string, len(allowed))
+		for i, a := range allowed {
+			names[i] = a
+			if name, ok := indexedName(a); ok {
+				names[i] = name
+			}
+		}
+		msg := fmt.Sprintf("template %q: unknown placeholder {%s}", src, body)
+		if sug := Suggest(p.Name, names); sug != "" {
+			msg += fmt.Sprintf(" (did you mean {%s}?)", sug)
+		}
+		return errors.New(msg + "; allowed: " + allowedList(allowed))
+	}
+	return nil
+}
+
+// indexedName returns name for an allowed entry "name[n]".
+func indexedName(a string) (string, bool) {
+	if i := strings.IndexByte(a, '['); i > 0 && strings.HasSuffix(a, "]") {
+		return a[:i], true
+	}
+	return "", false
 }
 
 func allowedList(allowed []string) string {
