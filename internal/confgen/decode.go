@@ -2,6 +2,7 @@ package confgen
 
 import (
 	"strings"
+	"sync/atomic"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
@@ -18,6 +19,8 @@ type Spec struct {
 	EnumAliases map[string]map[string]string
 	// KeyOrder is every key path in schema order, for sorting problems.
 	KeyOrder []string
+
+	lastEnv atomic.Pointer[prefixNames] // see envNames
 }
 
 // Load is the body of every generated Load: it normalizes raw, applies the
@@ -29,7 +32,9 @@ type Spec struct {
 func Load[C any](raw map[string]any, prefix string, env func(string) (string, bool), spec *Spec, decode func(c *C, m map[string]any, ps *confkit.Problems)) (C, error) {
 	doc := NormalizeTable(raw)
 	ps := ApplyKeyAliases(doc, spec.KeyAliases)
-	ps = append(ps, BindEnvAll(doc, spec.Env, prefix, env)...)
+	if env != nil {
+		ps = append(ps, bindEnvAll(doc, spec.Env, spec.envNames(prefix), env)...)
+	}
 	ApplyEnumAliases(doc, spec.EnumAliases)
 	ps = append(ps, spec.Checker.Check(doc)...)
 	var c C
@@ -75,8 +80,7 @@ func Decode[T any](d Decoder, name string, kind Kind[T], dst *T) bool {
 	if !ok {
 		return false
 	}
-	key := d.At + name
-	if d.Problems.Has(key) {
+	if len(*d.Problems) > 0 && d.Problems.Has(d.At+name) {
 		return false
 	}
 	x, rule, msg := kind(v)
@@ -84,6 +88,7 @@ func Decode[T any](d Decoder, name string, kind Kind[T], dst *T) bool {
 		*dst = x
 		return true
 	}
+	key := d.At + name
 	_, secret := any(dst).(*confkit.Secret)
 	if rule == "type" {
 		*d.Problems = append(*d.Problems, WrongType(key, v, secret, msg))

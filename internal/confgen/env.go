@@ -156,18 +156,47 @@ type EnvBinding struct {
 	Secret bool
 }
 
-// BindEnvAll applies every binding (see BindEnv) and returns the problems.
-func BindEnvAll(doc map[string]any, bindings []EnvBinding, prefix string, lookup func(string) (string, bool)) confkit.Problems {
+// bindEnvAll applies every binding (see BindEnv), names[i] the variable of
+// bindings[i], and returns the problems.
+func bindEnvAll(doc map[string]any, bindings []EnvBinding, names []string, lookup func(string) (string, bool)) confkit.Problems {
 	if lookup == nil {
 		return nil
 	}
 	var ps confkit.Problems
-	for _, b := range bindings {
-		if p := BindEnv(doc, b.Path, prefix+b.Suffix, b.Kind, b.Secret, lookup); p != nil {
+	for i, b := range bindings {
+		if p := BindEnv(doc, b.Path, names[i], b.Kind, b.Secret, lookup); p != nil {
 			ps = append(ps, *p)
 		}
 	}
 	return ps
+}
+
+// envNames returns the names of the variables of bindings: prefix + Suffix.
+func envNames(bindings []EnvBinding, prefix string) []string {
+	names := make([]string, len(bindings))
+	for i, b := range bindings {
+		names[i] = prefix + b.Suffix
+	}
+	return names
+}
+
+// prefixNames are the variable names of a Spec's bindings under one prefix.
+type prefixNames struct {
+	prefix string
+	names  []string
+}
+
+// envNames returns the variable names of the bindings under prefix. The
+// names of the last prefix are kept: a connector's definition is loaded
+// again with the same prefix (a reload, a check through the API), and a
+// Load then builds none.
+func (s *Spec) envNames(prefix string) []string {
+	if last := s.lastEnv.Load(); last != nil && last.prefix == prefix {
+		return last.names
+	}
+	names := envNames(s.Env, prefix)
+	s.lastEnv.Store(&prefixNames{prefix: prefix, names: names})
+	return names
 }
 
 func jsonErrText(err error) string {

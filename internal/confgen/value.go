@@ -3,6 +3,7 @@ package confgen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"sort"
@@ -18,9 +19,10 @@ import (
 // string, bool, int64, float64 and json.Number. Times become RFC 3339
 // strings; other unknown types become their fmt representation.
 func Normalize(v any) any {
+	if plain(v) {
+		return v
+	}
 	switch x := v.(type) {
-	case nil, string, bool, int64, float64, json.Number:
-		return x
 	case int:
 		return int64(x)
 	case int8:
@@ -50,9 +52,16 @@ func Normalize(v any) any {
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
 	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = Normalize(e)
+		if x == nil {
+			return map[string]any{}
+		}
+		// Cloning copies the table whole, which is cheaper than inserting
+		// every key again; only the values that are not plain yet change.
+		out := maps.Clone(x)
+		for k, e := range out {
+			if !plain(e) {
+				out[k] = Normalize(e)
+			}
 		}
 		return out
 	case []any:
@@ -83,6 +92,15 @@ func Normalize(v any) any {
 		return rv.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// plain reports whether Normalize returns v as it is.
+func plain(v any) bool {
+	switch v.(type) {
+	case nil, string, bool, int64, float64, json.Number:
+		return true
+	}
+	return false
 }
 
 // normalizeList is Normalize for a list.
