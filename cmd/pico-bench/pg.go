@@ -42,22 +42,6 @@ func pgDefaultReader() string {
 	return string(c.CDCReader)
 }
 
-// pgExec runs SQL on dsn.
-func pgExec(dsn, sql string) error {
-	ctx, cancel := bounded(2 * time.Minute)
-	defer cancel()
-	conn, err := pgconn.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql).ReadAll()
-	if err != nil {
-		return fmt.Errorf("%w\nin: %s", err, sql)
-	}
-	return nil
-}
-
 // startPG launches PostgreSQL 15 and creates the benchmark table: pgRows
 // rows of about 200 bytes as JSON, written in transactions of 1,000 after
 // the slot "pristine" was created, so every pass re-reads the same WAL
@@ -69,13 +53,13 @@ func (b *bench) startPG() string {
 	}
 	b.must(err)
 	b.h.Cleanup(srv.Close)
-	b.must(pgExec(srv.DSN(), "CREATE DATABASE bench"))
+	b.must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE bench"))
 	dsn := srv.DSNFor("postgres", "bench")
-	b.must(pgExec(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);
+	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);
 CREATE PUBLICATION `+pgPub+` FOR TABLE ev`))
-	b.must(pgExec(dsn, `SELECT pg_create_logical_replication_slot('pristine', 'pgoutput')`))
+	b.must(pgtest.ExecDSN(dsn, `SELECT pg_create_logical_replication_slot('pristine', 'pgoutput')`))
 	for i := 0; i < pgRows; i += 1000 {
-		b.must(pgExec(dsn, fmt.Sprintf(`INSERT INTO ev SELECT g, 'tenant-' || (g %% 10), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 second',
+		b.must(pgtest.ExecDSN(dsn, fmt.Sprintf(`INSERT INTO ev SELECT g, 'tenant-' || (g %% 10), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 second',
   repeat('x', 90) FROM generate_series(%d, %d) g`, i+1, i+1000)))
 	}
 	return dsn
@@ -156,7 +140,7 @@ func rawStream(dsn, slot string) (time.Duration, error) {
 func dropSlot(dsn, slot string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := pgExec(dsn, `SELECT pg_drop_replication_slot('`+slot+`')`)
+		err := pgtest.ExecDSN(dsn, `SELECT pg_drop_replication_slot('`+slot+`')`)
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
@@ -210,14 +194,14 @@ func (b *bench) pgRows() []row {
 	var rawT, cdcT, cdcBareT, selT, pollT, pollBareT time.Duration
 	for i := 0; i < rounds; i++ {
 		slot := fmt.Sprintf("raw_%d", i)
-		b.must(pgExec(dsn, `SELECT pg_copy_logical_replication_slot('pristine', '`+slot+`')`))
+		b.must(pgtest.ExecDSN(dsn, `SELECT pg_copy_logical_replication_slot('pristine', '`+slot+`')`))
 		t, err := rawStream(dsn, slot)
 		b.must(err)
 		rawT += t
 		b.must(dropSlot(dsn, slot))
 
 		slot = fmt.Sprintf("src_%d", i)
-		b.must(pgExec(dsn, `SELECT pg_copy_logical_replication_slot('pristine', '`+slot+`')`))
+		b.must(pgtest.ExecDSN(dsn, `SELECT pg_copy_logical_replication_slot('pristine', '`+slot+`')`))
 		src, err := newSource("libpicomq_connector_postgres_source", map[string]any{
 			"connection_string": dsn, "mode": "cdc", "tables": []any{"public.ev"}, "batch_size": int64(pgBatch),
 			"replication_slot": slot, "publication": pgPub, "create_slot": false, "create_publication": false,
@@ -273,7 +257,7 @@ func (b *bench) pgRows() []row {
 // 10,000 as fast as PostgreSQL takes them, and reads the process's peak
 // RSS (VmHWM) once every row is on the topic.
 func (b *bench) pgRSS(dsn string, br *broker.Broker, reader string) row {
-	b.must(pgExec(dsn, `CREATE TABLE big (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`))
+	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE big (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`))
 	bin := runtimebin.Build(b.h)
 	defer runtimebin.Remove()
 	dir := b.h.TempDir()
@@ -328,7 +312,7 @@ include_metadata = false
 		}
 	}
 	wait("the slot", time.Minute, func() bool {
-		return pgExec(dsn, `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'rss_slot') THEN RAISE 'no slot'; END IF; END $$`) == nil
+		return pgtest.ExecDSN(dsn, `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'rss_slot') THEN RAISE 'no slot'; END IF; END $$`) == nil
 	})
 	time.Sleep(time.Second)
 	idle, err := procstat.KiB(pid, "VmRSS")
@@ -336,7 +320,7 @@ include_metadata = false
 	b.logf("pg rss: runtime idle at %.1f MiB; inserting %d rows", float64(idle)/1024, pgRSSRows)
 	t0 := time.Now()
 	for i := 0; i < pgRSSRows; i += 10_000 {
-		b.must(pgExec(dsn, fmt.Sprintf(`INSERT INTO big SELECT g, 'tenant-' || (g %% 10), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 second',
+		b.must(pgtest.ExecDSN(dsn, fmt.Sprintf(`INSERT INTO big SELECT g, 'tenant-' || (g %% 10), g * 1.25, '2024-01-01'::timestamptz + g * interval '1 second',
   repeat('x', 90) FROM generate_series(%d, %d) g`, i+1, i+10_000)))
 	}
 	wait("every row on the topic", 5*time.Minute, func() bool { return br.HighWatermark(topic) >= pgRSSRows })

@@ -30,38 +30,11 @@ func (s *suite) startPG(db string) *pgEnv {
 	}
 	must(err)
 	s.h.Cleanup(srv.Close)
-	must(pgExec(srv.DSN(), "CREATE DATABASE "+db))
+	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE "+db))
 	dsn := srv.DSNFor("postgres", db)
-	must(pgExec(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text, done boolean NOT NULL DEFAULT false); CREATE PUBLICATION rel_pub FOR TABLE t`))
-	must(pgExec(dsn, `SELECT pg_create_logical_replication_slot('rel_slot', 'pgoutput')`))
+	must(pgtest.ExecDSN(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text, done boolean NOT NULL DEFAULT false); CREATE PUBLICATION rel_pub FOR TABLE t`))
+	must(pgtest.ExecDSN(dsn, `SELECT pg_create_logical_replication_slot('rel_slot', 'pgoutput')`))
 	return &pgEnv{srv: srv, dsn: dsn}
-}
-
-// pgQueryRow scans the one row of sql into dest.
-func pgQueryRow(dsn, sql string, dest ...any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, sql).Scan(dest...)
-}
-
-func pgExec(dsn, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	if err != nil {
-		return fmt.Errorf("%w\nin: %s", err, sql)
-	}
-	return nil
 }
 
 // writer inserts rows with increasing ids in small transactions until
@@ -255,7 +228,7 @@ func (s *suite) killPostgres(mode string) {
 		var unmarked int64
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			must(pgQueryRow(pg.dsn, `SELECT count(*) FROM t WHERE NOT done`, &unmarked))
+			must(pgtest.QueryRow(pg.dsn, `SELECT count(*) FROM t WHERE NOT done`, &unmarked))
 			if unmarked == 0 || time.Now().After(deadline) {
 				break
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
@@ -34,9 +31,9 @@ func (s *suite) soakPG() {
 	}
 	must(err)
 	s.h.Cleanup(srv.Close)
-	must(pgExec(srv.DSN(), "CREATE DATABASE soak_pg"))
+	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE soak_pg"))
 	dsn := srv.DSNFor("postgres", "soak_pg")
-	must(pgExec(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
+	must(pgtest.ExecDSN(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	must(err)
 	defer b.Close()
@@ -192,15 +189,8 @@ func liveHeapPeak(out string) (mb int, at float64, gcs int) {
 
 // pgValue runs a query returning one text value, "" on any error.
 func pgValue(dsn, sql string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return ""
-	}
-	defer conn.Close(context.Background())
 	var v string
-	if err := conn.QueryRow(ctx, sql).Scan(&v); err != nil {
+	if pgtest.QueryRow(dsn, sql, &v) != nil {
 		return ""
 	}
 	return v

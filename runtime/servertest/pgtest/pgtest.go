@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -277,16 +278,37 @@ func (s *Server) DSNFor(user, database string) string {
 // superuser, failing the test on error.
 func (s *Server) Exec(t testing.TB, sql string) {
 	t.Helper()
+	if err := ExecDSN(s.DSN(), sql); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+}
+
+// ExecDSN runs SQL statements (several may be separated by semicolons) on
+// the database of dsn; the error of a statement quotes the SQL.
+func ExecDSN(dsn, sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgconn.Connect(ctx, s.DSN())
+	conn, err := pgconn.Connect(ctx, dsn)
 	if err != nil {
-		t.Fatalf("pgtest: connect: %v", err)
+		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
-		t.Fatalf("pgtest: %v\nin: %s", err, sql)
+		return fmt.Errorf("%w\nin: %s", err, sql)
 	}
+	return nil
+}
+
+// QueryRow scans the one row of the query sql on dsn into dest.
+func QueryRow(dsn, sql string, dest ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx, sql).Scan(dest...)
 }
 
 func freePort() (int, error) {
