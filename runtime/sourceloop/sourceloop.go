@@ -167,7 +167,7 @@ type loop struct {
 	// spare is the records slice of the last batch sent, for the next.
 	spare []outRecord
 	// flushes are the Flush calls that send a batch's last records at
-	// once (see send); close waits for them.
+	// once (see sendNow); close waits for them.
 	flushes sync.WaitGroup
 
 	decodeH, transformH, produceH, saveH plugin.Histogram
@@ -436,14 +436,7 @@ type pending struct {
 	open    bool  // a transaction is open for the batch (transactional mode)
 }
 
-// run is the poll task.
-//
-// Batches are produced one at a time: a batch is produced only once the
-// batch before it is resolved (acknowledged and its state saved, or
-// nacked), so a crash repeats one batch at most. A Pipelined source is
-// polled ahead: while one batch is being delivered, the next ones are
-// polled and prepared (up to PollAhead batches in all), ready to be produced
-// the moment the one before them is saved.
+// run is the poll task; the package doc says how batches are pipelined.
 func (l *loop) run(ctx context.Context) error {
 	depth := 1
 	if p, ok := l.cfg.Source.(plugin.Pipelined); ok && l.txn == nil {
