@@ -57,17 +57,19 @@ type Source struct {
 
 	mu        sync.Mutex
 	committed int64 // next seq acknowledged
-	candidate int64 // next seq if the batch in flight is acknowledged
-	lastPoll  time.Time
-	now       func() time.Time
-	// batchTS is the time of the first attempt of the batch starting at
-	// batchStart, reused when that batch is read again after a Nack.
-	batchTS    time.Time
-	batchStart int64
+	next      int64 // first seq of the next Poll: after the batches in flight
+	// outstanding holds the candidates (next seq) of the batches polled
+	// and not yet resolved, oldest first.
+	outstanding []int64
+	lastPoll    time.Time
+	now         func() time.Time
+	// firstTS is the time of the first attempt of each unacknowledged
+	// batch, by its first seq, reused when it is read again after a Nack.
+	firstTS map[int64]time.Time
 }
 
 func newSource(cfg randomsourceconfig.Config) *Source {
-	return &Source{cfg: cfg, now: time.Now}
+	return &Source{cfg: cfg, now: time.Now, firstTS: map[int64]time.Time{}}
 }
 
 // maxRecords is max_records, or 0 when it is not set (no limit).
@@ -87,7 +89,7 @@ func (s *Source) Open(_ context.Context, state []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.committed, s.candidate = st.NextSeq, st.NextSeq
+	s.committed, s.next, s.outstanding = st.NextSeq, st.NextSeq, nil
 	return nil
 }
 
@@ -99,14 +101,18 @@ func (s *Source) Committed() int64 {
 	return s.committed
 }
 
+// PollAhead lets the source loop poll the next batch while the one before
+// is being delivered (plugin.Pipelined): Poll continues after the batches
+// in flight.
+func (s *Source) PollAhead() int { return 2 }
+
 // Poll waits out the interval since the previous poll, then returns the
-// next records_per_batch records after the committed sequence number. With
-// max_records reached it waits for the interval (at least 100ms) and
-// returns an empty batch.
+// next records_per_batch records after the batches in flight (after the
+// committed sequence number when none is). With max_records reached it
+// waits for the interval (at least 100ms) and returns an empty batch.
 func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	s.mu.Lock()
-	start, last := s.committed, s.lastPoll
-	s.candidate = s.committed
+	start, last := s.next, s.lastPoll
 	s.mu.Unlock()
 	n := int64(s.cfg.RecordsPerBatch)
 	if limit := s.maxRecords(); limit > 0 && start+n > limit {
@@ -134,10 +140,11 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 		return plugin.Batch{}, nil
 	}
 	s.mu.Lock()
-	if s.batchTS.IsZero() || s.batchStart != start {
-		s.batchTS, s.batchStart = s.now().UTC(), start
+	ts, ok := s.firstTS[start]
+	if !ok {
+		ts = s.now().UTC()
+		s.firstTS[start] = ts
 	}
-	ts := s.batchTS
 	s.mu.Unlock()
 	tsText := ts.AppendFormat(nil, "2006-01-02T15:04:05.000Z07:00")
 	b := plugin.Batch{Messages: make([]plugin.Message, n)}
@@ -147,19 +154,25 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	next := start + n
 	b.State, _ = json.Marshal(State{NextSeq: next})
 	s.mu.Lock()
-	s.candidate = next
+	s.next = next
+	s.outstanding = append(s.outstanding, next)
 	s.mu.Unlock()
 	return b, nil
 }
 
-// OnBatchResult promotes the candidate on Ack and drops it on Nack.
+// OnBatchResult promotes the oldest candidate on Ack (an empty batch's
+// Ack, with none outstanding, changes nothing) and drops every candidate
+// on Nack: the next Poll reads again from the committed sequence number.
 func (s *Source) OnBatchResult(_ context.Context, r plugin.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r == plugin.Ack {
-		s.committed = s.candidate
-	} else {
-		s.candidate = s.committed
+	if r == plugin.Nack {
+		s.outstanding, s.next = nil, s.committed
+		return nil
+	}
+	if len(s.outstanding) > 0 {
+		delete(s.firstTS, s.committed)
+		s.committed, s.outstanding = s.outstanding[0], s.outstanding[1:]
 	}
 	return nil
 }

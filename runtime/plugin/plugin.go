@@ -217,8 +217,8 @@ type Source interface {
 // earlier batch was acknowledged and saved, and calls OnBatchResult once per
 // resolved batch, in order. Ack promotes the oldest outstanding candidate.
 // Nack drops every outstanding candidate: the batches polled after the failed
-// one are discarded without a result of their own (their records may be on
-// the topic already, as duplicates of what the source reads again), and the
+// one are discarded without a result of their own (they were not produced:
+// the loop produces a batch only after the one before it is saved), and the
 // next Poll reads again from the committed state. Before an empty batch or a
 // Poll error is handled, every batch in flight is resolved.
 type Pipelined interface {
