@@ -19,6 +19,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -266,14 +267,7 @@ func (b *bench) pgRSS(dsn string, br *broker.Broker, reader string) row {
 	const topic = "pg.rss"
 	b.must(os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(fmt.Sprintf(
 		"[broker]\nbootstrap_servers = %q\n[http]\naddress = %q\n[state]\npath = \"state\"\n[log]\nlevel = \"warn\"\n", br.Addr(), api)), 0o644))
-	b.must(os.WriteFile(filepath.Join(dir, "connectors", "rss.toml"), []byte(fmt.Sprintf(`type = "source"
-key = "rss"
-path = "libpicomq_connector_postgres_source"
-[[topics]]
-topic = %q
-create_topics = true
-[plugin_config]
-connection_string = %q
+	b.must(os.WriteFile(filepath.Join(dir, "connectors", "rss.toml"), []byte(fleet.SourceDef("rss", "libpicomq_connector_postgres_source", topic, fmt.Sprintf(`connection_string = %q
 mode = "cdc"
 tables = ["public.big"]
 batch_size = %d
@@ -281,7 +275,7 @@ poll_interval = "10ms"
 replication_slot = "rss_slot"
 publication = "rss_pub"
 include_metadata = false
-`, topic, dsn, pgBatch)), 0o644))
+`, dsn, pgBatch))), 0o644))
 	cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
 	out := &runtimebin.Output{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
 
@@ -119,20 +120,13 @@ publication = "rel_pub"`
 		extra = `tracking_column = "id"
 processed_column = "done"`
 	}
-	return fmt.Sprintf(`type = "source"
-key = %q
-path = "libpicomq_connector_postgres_source"
-[[topics]]
-topic = %q
-create_topics = true
-[plugin_config]
-connection_string = %q
+	return fleet.SourceDef(key, "libpicomq_connector_postgres_source", topic, fmt.Sprintf(`connection_string = %q
 mode = %q
 tables = ["public.t"]
 batch_size = %d
 poll_interval = "20ms"
 %s
-`, key, topic, dsn, mode, batch, extra)
+`, dsn, mode, batch, extra))
 }
 
 // idCheck reads the topic and checks ids 1..n are all there; duplicates

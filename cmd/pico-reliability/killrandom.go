@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
 // waitEnd waits until topic holds at least n records, failing after limit
@@ -31,18 +32,11 @@ func (s *suite) waitEnd(r *rt, addr, topic string, n int64, limit time.Duration)
 
 // randomDef is a random source definition.
 func randomDef(key, topic string, perBatch int, interval string) string {
-	return fmt.Sprintf(`type = "source"
-key = %q
-path = "libpicomq_connector_random_source"
-[[topics]]
-topic = %q
-create_topics = true
-[plugin_config]
-records_per_batch = %d
+	return fleet.SourceDef(key, "libpicomq_connector_random_source", topic, fmt.Sprintf(`records_per_batch = %d
 interval = %q
 payload_size = "64B"
 key_shape = "sequence"
-`, key, topic, perBatch, interval)
+`, perBatch, interval))
 }
 
 func readSeq(path string) int64 {

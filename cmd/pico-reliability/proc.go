@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 )
@@ -188,10 +189,10 @@ func (r *rt) waitStatus(kind, key string, limit time.Duration, cond func(entry) 
 	return e, false
 }
 
-// goroutines reads go_goroutines from GET /metrics.
-func (r *rt) goroutines() (int64, error) {
+// metricValue reads one unlabelled sample from GET /metrics.
+func metricValue(api, name string) (float64, error) {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + r.api + "/metrics")
+	resp, err := c.Get("http://" + api + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -199,12 +200,31 @@ func (r *rt) goroutines() (int64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int64(f), err
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0, fmt.Errorf("no go_goroutines in /metrics")
+	return 0, fmt.Errorf("no %s in /metrics", name)
+}
+
+// goroutines reads go_goroutines from GET /metrics.
+func (r *rt) goroutines() (int64, error) {
+	f, err := metricValue(r.api, "go_goroutines")
+	return int64(f), err
+}
+
+// sample calls take every every until dur has passed since t0, with the
+// time since t0 (to the second), the runtime's RSS in KiB and its
+// goroutines.
+func (r *rt) sample(t0 time.Time, dur, every time.Duration, take func(at time.Duration, rss, goroutines int64)) {
+	for time.Since(t0) < dur {
+		time.Sleep(every)
+		rss, err := procstat.KiB(r.cmd.Process.Pid, "VmRSS")
+		must(err)
+		g, err := r.goroutines()
+		must(err)
+		take(time.Since(t0).Round(time.Second), rss, g)
+	}
 }
 
 // record is one record read back from a topic.

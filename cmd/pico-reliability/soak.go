@@ -7,7 +7,6 @@ import (
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
 
 // soak runs the random source into the broker and the S3 sink out of it
@@ -30,7 +29,6 @@ func (s *suite) soak() {
 	dur := time.Duration(s.pick(180, 30)) * time.Second
 	every := time.Duration(s.pick(10, 3)) * time.Second
 	r.start()
-	pid := r.cmd.Process.Pid
 	s.inject("random source (200 records every 20 ms) -> broker -> S3 sink (1 MiB files) for %s, sampling every %s", dur, every)
 	type sample struct {
 		at        time.Duration
@@ -38,21 +36,15 @@ func (s *suite) soak() {
 		prod, con int64
 	}
 	var samples []sample
-	t0 := time.Now()
-	for time.Since(t0) < dur {
-		time.Sleep(every)
-		rss, err := procstat.KiB(pid, "VmRSS")
-		must(err)
-		g, err := r.goroutines()
-		must(err)
+	r.sample(time.Now(), dur, every, func(at time.Duration, rss, g int64) {
 		src, _ := r.status("source", "soaksrc")
 		snk, _ := r.status("sink", "soaks3")
 		if src.Status != "Running" || snk.Status != "Running" {
-			s.check(false, "statuses at %s: source %s (%s), sink %s (%s)", time.Since(t0).Round(time.Second), src.Status, src.LastError, snk.Status, snk.LastError)
+			s.check(false, "statuses at %s: source %s (%s), sink %s (%s)", at, src.Status, src.LastError, snk.Status, snk.LastError)
 		}
-		samples = append(samples, sample{time.Since(t0).Round(time.Second), rss, g, src.Counters.Produced, snk.Counters.Consumed})
-		s.note("t=%-5s RSS %6.1f MiB  goroutines %4d  produced %8d  consumed %8d", samples[len(samples)-1].at, float64(rss)/1024, g, src.Counters.Produced, snk.Counters.Consumed)
-	}
+		samples = append(samples, sample{at, rss, g, src.Counters.Produced, snk.Counters.Consumed})
+		s.note("t=%-5s RSS %6.1f MiB  goroutines %4d  produced %8d  consumed %8d", at, float64(rss)/1024, g, src.Counters.Produced, snk.Counters.Consumed)
+	})
 	err = r.term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	if len(samples) < 3 {

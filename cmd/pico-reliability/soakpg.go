@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
-	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
 
 // soakPG runs the Postgres source in CDC mode (default reader) and in
@@ -44,19 +41,12 @@ func (s *suite) soakPG() {
 	const batch, pad, txnRows, pause = 5000, 1000, 100, 12 * time.Millisecond
 	const cdcTopic, pollTopic = "soak.cdc", "soak.poll"
 	def := func(key, topic, table, extra string) string {
-		return fmt.Sprintf(`type = "source"
-key = %q
-path = "libpicomq_connector_postgres_source"
-[[topics]]
-topic = %q
-create_topics = true
-[plugin_config]
-connection_string = %q
+		return fleet.SourceDef(key, "libpicomq_connector_postgres_source", topic, fmt.Sprintf(`connection_string = %q
 tables = [%q]
 batch_size = %d
 poll_interval = "20ms"
 %s
-`, key, topic, dsn, table, batch, extra)
+`, dsn, table, batch, extra))
 	}
 	r := s.newRT(b.Addr(), "", map[string]string{
 		"cdc.toml":  def("soakcdc", cdcTopic, "public.c", "mode = \"cdc\"\nreplication_slot = \"soak_slot\"\npublication = \"soak_pub\""),
@@ -67,7 +57,6 @@ poll_interval = "20ms"
 	// where the RSS check does not look.
 	r.env = append(r.env, "GODEBUG=gctrace=1")
 	r.start()
-	pid := r.cmd.Process.Pid
 	// The CDC source creates its slot at start; rows are written after.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -103,22 +92,17 @@ poll_interval = "20ms"
 	}
 	var samples []sample
 	t0 := time.Now()
-	for time.Since(t0) < dur {
-		time.Sleep(every)
-		rss, err := procstat.KiB(pid, "VmRSS")
-		must(err)
-		g, err := r.goroutines()
-		must(err)
+	r.sample(t0, dur, every, func(at time.Duration, rss, g int64) {
 		heap, _ := metricValue(r.api, "go_memstats_heap_inuse_bytes")
 		ec, _ := r.status("source", "soakcdc")
 		ep, _ := r.status("source", "soakpoll")
 		if ec.Status != "Running" || ep.Status != "Running" {
-			s.check(false, "statuses at %s: CDC %s (%s), polling %s (%s)", time.Since(t0).Round(time.Second), ec.Status, ec.LastError, ep.Status, ep.LastError)
+			s.check(false, "statuses at %s: CDC %s (%s), polling %s (%s)", at, ec.Status, ec.LastError, ep.Status, ep.LastError)
 		}
-		x := sample{time.Since(t0).Round(time.Second), rss, g, b.HighWatermark(cdcTopic), b.HighWatermark(pollTopic), wc.written.Load(), wp.written.Load()}
+		x := sample{at, rss, g, b.HighWatermark(cdcTopic), b.HighWatermark(pollTopic), wc.written.Load(), wp.written.Load()}
 		samples = append(samples, x)
 		s.note("t=%-5s RSS %6.1f MiB (Go heap %6.1f MiB)  goroutines %4d  CDC %8d/%8d rows  polling %8d/%8d rows", x.at, float64(rss)/1024, heap/(1<<20), g, x.cdc, x.wc, x.poll, x.wp)
-	}
+	})
 	nc, np := wc.halt(), wp.halt()
 	stopped = true
 	took := time.Since(t0)
@@ -194,22 +178,4 @@ func pgValue(dsn, sql string) string {
 		return ""
 	}
 	return v
-}
-
-// metricValue reads one unlabelled sample from GET /metrics.
-func metricValue(api, name string) (float64, error) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + api + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /metrics", name)
 }
