@@ -54,19 +54,13 @@ func Render(o Options) (Files, error) {
 	schemaDir := o.path(o.Schemas, "schemas")
 	outRel := relOr(o, o.path(o.Out, "generated"), "generated")
 	rtRel := relOr(o, o.path(o.RuntimeSchemas, "schemas/runtime"), "schemas/runtime")
-	schemas, err := LoadSchemas(schemaDir)
+	connectors, err := RenderSchemas(schemaDir)
 	if err != nil {
 		return nil, err
 	}
 	files := Files{}
-	for _, s := range schemas {
-		code, err := gocode.Generate(s)
-		if err != nil {
-			return nil, err
-		}
-		files[outRel+"/"+s.Package+"/config.go"] = code
-		files[outRel+"/"+s.Package+"/schema.json"] = s.Embedded
-		files[outRel+"/docs/"+s.Name+".md"] = docs.Connector(s)
+	for name, b := range connectors {
+		files[outRel+"/"+name] = b
 	}
 	reg, err := registry.Generate(o.Root)
 	if err != nil {
