@@ -21,6 +21,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
+	"github.com/picomq/pico-connectors/runtime/status"
 )
 
 // buildRuntime compiles cmd/pico-connectors once, with a progress line.
@@ -145,18 +146,9 @@ func (r *rt) term(limit time.Duration) error {
 
 // entry is what GET /sources/{key} and /sinks/{key} return.
 type entry struct {
-	Status    string `json:"status"`
-	LastError string `json:"last_error"`
-	Counters  struct {
-		Produced    int64 `json:"records_produced"`
-		Consumed    int64 `json:"records_consumed"`
-		Acked       int64 `json:"batches_acked"`
-		Nacked      int64 `json:"batches_nacked"`
-		StateSaves  int64 `json:"state_saves"`
-		StateFails  int64 `json:"state_save_failures"`
-		ConsecNacks int64 `json:"consecutive_nacks"`
-		Redelivered int64 `json:"batches_redelivered"`
-	} `json:"counters"`
+	Status    string         `json:"status"`
+	LastError string         `json:"last_error"`
+	Counters  status.Figures `json:"counters"`
 }
 
 // status reads GET /{kind}s/{key}.
