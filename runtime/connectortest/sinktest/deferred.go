@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
@@ -166,14 +165,8 @@ func (h Harness) killLosesNothing(t *testing.T) {
 	}
 	first := &killable{DeferredSink: h.newDeferred(t), accepted: -1}
 	const topic, group = "sinktest", "sinktest-kill"
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
-	if err != nil {
-		t.Fatalf("start the embedded broker: %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
-	n := h.BatchSize * h.Batches
-	sent := Records(topic, 0, n)
-	produce(t, b.Addr(), topic, sent)
+	b, sent := h.seeded(t, topic)
+	n := len(sent)
 
 	start := func(s plugin.Sink) (stop func() error, done chan error) {
 		ctx, cancel := context.WithCancel(context.Background())

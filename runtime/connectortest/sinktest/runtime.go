@@ -65,14 +65,8 @@ func (h Harness) runtimeRedelivers(t *testing.T) {
 	sink := &watched{Sink: s, okUpTo: -1}
 
 	const topic = "sinktest"
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
-	if err != nil {
-		t.Fatalf("start the embedded broker: %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
-	n := h.BatchSize * h.Batches
-	sent := Records(topic, 0, n)
-	produce(t, b.Addr(), topic, sent)
+	b, sent := h.seeded(t, topic)
+	n := len(sent)
 
 	restore := h.Break(t)
 	restored := false
@@ -152,6 +146,20 @@ func (h Harness) runtimeRedelivers(t *testing.T) {
 	}
 	t.Logf("%d failed Consume calls, %d redeliveries", failures, tr.Snapshot().Counters.Redelivered)
 	CheckWritten(t, sent, h.Written(t))
+}
+
+// seeded starts an embedded broker, stopped when the test ends, whose topic
+// holds the h.BatchSize*h.Batches records of Records; it returns the broker
+// and the records.
+func (h Harness) seeded(t *testing.T, topic string) (*broker.Broker, []plugin.Record) {
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
+	if err != nil {
+		t.Fatalf("start the embedded broker: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	sent := Records(topic, 0, h.BatchSize*h.Batches)
+	produce(t, b.Addr(), topic, sent)
+	return b, sent
 }
 
 // produce writes recs to topic through a franz-go client.

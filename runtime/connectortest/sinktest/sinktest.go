@@ -211,22 +211,13 @@ func CheckWritten(t testing.TB, sent []plugin.Record, written [][]byte) {
 	if pos == len(sent) {
 		return
 	}
-	seen := map[string]bool{}
-	for _, w := range written {
-		seen[string(w)] = true
-	}
-	var missing []string
-	for _, r := range sent {
-		if !seen[string(r.Payload)] {
-			missing = append(missing, string(r.Payload))
-		}
-	}
-	if n := len(missing); n > 0 {
+	if lost := missing(sent, written); len(lost) > 0 {
+		n := len(lost)
 		if n > 5 {
-			missing = append(missing[:5], fmt.Sprintf("and %d more", len(missing)-5))
+			lost = append(lost[:5], fmt.Sprintf("and %d more", n-5))
 		}
 		t.Fatalf("the destination lacks %d of %d records sent (it holds %d payloads); missing: %q",
-			n, len(sent), len(written), missing)
+			n, len(sent), len(written), lost)
 	}
 	t.Fatalf("the destination holds every record but not in offset order: in order up to record %d (%s)",
 		pos, sent[pos].Payload)
