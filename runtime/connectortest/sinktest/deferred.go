@@ -20,13 +20,7 @@ import (
 // subtest when the sink is a plain plugin.Sink.
 func (h Harness) newDeferred(t *testing.T) plugin.DeferredSink {
 	t.Helper()
-	if h.Setup != nil {
-		h.Setup(t)
-	}
-	s, err := h.New(t)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	s := h.newSink(t)
 	d, ok := s.(plugin.DeferredSink)
 	if !ok {
 		_ = s.Close(context.Background())

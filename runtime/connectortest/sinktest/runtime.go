@@ -55,13 +55,7 @@ func (h Harness) runtimeRedelivers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the runtime's sink loop (librdkafka); skipped with -short")
 	}
-	if h.Setup != nil {
-		h.Setup(t)
-	}
-	s, err := h.New(t)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	s := h.newSink(t)
 	sink := &watched{Sink: s, okUpTo: -1}
 
 	const topic = "sinktest"

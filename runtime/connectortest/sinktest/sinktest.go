@@ -102,7 +102,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DeferredKillLosesNothing", h.killLosesNothing)
 }
 
-func (h Harness) open(t *testing.T) *Driver {
+// newSink runs Setup, then New, and fails t when New fails.
+func (h Harness) newSink(t *testing.T) plugin.Sink {
 	t.Helper()
 	if h.Setup != nil {
 		h.Setup(t)
@@ -111,6 +112,12 @@ func (h Harness) open(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	return s
+}
+
+func (h Harness) open(t *testing.T) *Driver {
+	t.Helper()
+	s := h.newSink(t)
 	if s == nil {
 		t.Fatal("New returned a nil sink and no error")
 	}
