@@ -280,14 +280,15 @@ const (
 )
 
 // specialInWord reports whether any of the eight bytes of w is a control
-// character, '"', '\\' or not ASCII. It may not report which one.
+// character, '"', '\\' or not ASCII. It may not report which one. A lane's
+// high bit is set in (x - 0x01...) &^ x where that lane of x is 0, and in
+// (w - 0x20...) &^ w where it is below 0x20; w ^ '"'... and w ^ '\\'...
+// keep w's high bits, so one &^ w serves the three, and a lane whose high
+// bit w has is not ASCII anyway.
 func specialInWord(w uint64) bool {
-	lt20 := (w - ones*0x20) & ^w & highs
 	q := w ^ (ones * '"')
-	quote := (q - ones) & ^q & highs
 	b := w ^ (ones * '\\')
-	backslash := (b - ones) & ^b & highs
-	return (lt20 | quote | backslash | w&highs) != 0
+	return ((w-ones*0x20)|(q-ones)|(b-ones)|w)&highs != 0
 }
 
 // str copies a string token as it is, checking escapes, control
@@ -299,8 +300,10 @@ func (c *compactor) str() bool {
 	for {
 		// Eight bytes at a time while none needs a closer look, then
 		// byte by byte.
-		for i+8 <= len(src) && !specialInWord(binary.LittleEndian.Uint64(src[i:])) {
-			i += 8
+		for ; i+8 <= len(src); i += 8 {
+			if specialInWord(binary.LittleEndian.Uint64(src[i : i+8])) {
+				break
+			}
 		}
 		for i < len(src) && plainStr[src[i]] {
 			i++
