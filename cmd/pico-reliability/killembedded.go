@@ -41,9 +41,7 @@ func (s *suite) killEmbedded() {
 				return
 			}
 		}
-		s.waitEnd(r, addr, topic, cp+int64(500+s.rng.IntN(3000)), 30*time.Second)
-		time.Sleep(time.Duration(s.rng.IntN(40)) * time.Millisecond)
-		r.kill()
+		s.killPast(r, addr, topic, cp+int64(500+s.rng.IntN(3000)), 40)
 		cp = readSeq(statePath)
 		checkpoints = append(checkpoints, cp)
 		s.inject("SIGKILL %d/%d of the runtime and its embedded broker, checkpoint next_seq=%d", i+1, kills, cp)

@@ -203,10 +203,7 @@ func (s *suite) killPostgres(mode string) {
 	var last int64
 	for i := 0; i < kills; i++ {
 		r.start()
-		target := last + int64(200+s.rng.IntN(2000))
-		s.waitEnd(r, b.Addr(), topic, target, 30*time.Second)
-		time.Sleep(time.Duration(s.rng.IntN(60)) * time.Millisecond)
-		r.kill()
+		s.killPast(r, b.Addr(), topic, last+int64(200+s.rng.IntN(2000)), 60)
 		last = b.HighWatermark(topic)
 		s.inject("SIGKILL %d/%d with %d records on the topic, %d rows committed", i+1, kills, last, w.written.Load())
 	}

@@ -11,6 +11,14 @@ import (
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
+// killPast waits until topic on addr holds at least n records, then up to
+// pauseMs milliseconds more (at random), and kills r with SIGKILL.
+func (s *suite) killPast(r *rt, addr, topic string, n int64, pauseMs int) {
+	s.waitEnd(r, addr, topic, n, 30*time.Second)
+	time.Sleep(time.Duration(s.rng.IntN(pauseMs)) * time.Millisecond)
+	r.kill()
+}
+
 // waitEnd waits until topic holds at least n records, failing after limit
 // or when the runtime died.
 func (s *suite) waitEnd(r *rt, addr, topic string, n int64, limit time.Duration) int64 {
@@ -119,10 +127,7 @@ func (s *suite) killRandom() {
 	var last int64
 	for i := 0; i < kills; i++ {
 		r.start()
-		target := last + int64(500+s.rng.IntN(3000))
-		s.waitEnd(r, b.Addr(), topic, target, 30*time.Second)
-		time.Sleep(time.Duration(s.rng.IntN(40)) * time.Millisecond)
-		r.kill()
+		s.killPast(r, b.Addr(), topic, last+int64(500+s.rng.IntN(3000)), 40)
 		last = b.HighWatermark(topic)
 		cp := readSeq(statePath)
 		checkpoints = append(checkpoints, cp)
