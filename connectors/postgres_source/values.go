@@ -135,19 +135,13 @@ func isNumberLiteral(v []byte) bool {
 	if v[i] == '0' {
 		i++
 	} else if v[i] >= '1' && v[i] <= '9' {
-		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
-			i++
-		}
+		i = skipDigits(v, i)
 	} else {
 		return false
 	}
 	if i < len(v) && v[i] == '.' {
-		i++
-		start := i
-		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
-			i++
-		}
-		if i == start {
+		start := i + 1
+		if i = skipDigits(v, start); i == start {
 			return false
 		}
 	}
@@ -157,14 +151,20 @@ func isNumberLiteral(v []byte) bool {
 			i++
 		}
 		start := i
-		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
-			i++
-		}
-		if i == start {
+		if i = skipDigits(v, start); i == start {
 			return false
 		}
 	}
 	return i == len(v)
+}
+
+// skipDigits returns the index of the first byte from v[i] on that is not
+// a decimal digit.
+func skipDigits(v []byte, i int) int {
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // appendTimestamp turns the ISO text form ("2024-01-02 03:04:05.5+00",
