@@ -300,27 +300,21 @@ func (s *Server) list(kind, plural string) http.HandlerFunc {
 	}
 }
 
-func (s *Server) get(kind string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		key := r.PathValue("key")
-		e, ok := s.conns.Get(kind, key)
-		if !ok {
-			notFound(w, kind, key)
-			return
-		}
-		writeJSON(w, http.StatusOK, e)
-	}
-}
+func (s *Server) get(kind string) http.HandlerFunc { return serveFound(kind, s.conns.Get) }
 
-func (s *Server) config(kind string) http.HandlerFunc {
+func (s *Server) config(kind string) http.HandlerFunc { return serveFound(kind, s.conns.Config) }
+
+// serveFound writes what find returns for the connector the path's key
+// names, or 404 when there is none.
+func serveFound[T any](kind string, find func(kind, key string) (T, bool)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("key")
-		c, ok := s.conns.Config(kind, key)
+		v, ok := find(kind, key)
 		if !ok {
 			notFound(w, kind, key)
 			return
 		}
-		writeJSON(w, http.StatusOK, c)
+		writeJSON(w, http.StatusOK, v)
 	}
 }
 
