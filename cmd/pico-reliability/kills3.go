@@ -197,10 +197,14 @@ func covered(keys []string) int64 {
 
 // killS3 runs killS3Mode for delivery = "exactly_once" (the default: nothing
 // lost, nothing twice) and "buffered" (the spec's loss window, measured).
-func (s *suite) killS3() {
+func (s *suite) killS3() { s.eachDelivery(s.killS3Mode) }
+
+// eachDelivery runs mode against one S3 server for delivery =
+// "exactly_once", then "buffered".
+func (s *suite) eachDelivery(mode func(srv *s3test.Server, delivery string)) {
 	srv := s.startS3()
-	s.killS3Mode(srv, "exactly_once")
-	s.killS3Mode(srv, "buffered")
+	mode(srv, "exactly_once")
+	mode(srv, "buffered")
 }
 
 // killS3Mode stops the runtime running the S3 sink with SIGTERM (nothing

@@ -15,11 +15,7 @@ import (
 )
 
 // s3Faults runs s3FaultsMode for delivery = "exactly_once" and "buffered".
-func (s *suite) s3Faults() {
-	srv := s.startS3()
-	s.s3FaultsMode(srv, "exactly_once")
-	s.s3FaultsMode(srv, "buffered")
-}
+func (s *suite) s3Faults() { s.eachDelivery(s.s3FaultsMode) }
 
 // s3FaultsMode runs the S3 sink through a fault-injecting proxy in front of
 // versitygw and injects 5xx bursts, 429, connection resets, latency, a
