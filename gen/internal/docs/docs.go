@@ -144,18 +144,16 @@ func envPrefix(s *model.Schema) (prefix, block, where string) {
 	return "PICOMQ_CONNECTORS_<TYPE>_<KEY>_TRANSFORMS_<i>_", "[[transforms]]", "where `<TYPE>` is SINK or SOURCE, `<KEY>` the connector's key upper-cased and `<i>` the block's index from 0 (for a `[transforms." + s.Name + "]` table, `<i>` is " + Code(strings.ToUpper(s.Name)) + ")"
 }
 
+// scalarWords names the scalar kinds, of a key or of a table's values.
+var scalarWords = map[model.Kind]string{model.String: "string", model.Int: "integer", model.Number: "number", model.Bool: "boolean"}
+
 func typeWords(pr *model.Property) string {
+	if w, ok := scalarWords[pr.Kind]; ok {
+		return w
+	}
 	switch pr.Kind {
-	case model.String:
-		return "string"
 	case model.Secret:
 		return "string, secret"
-	case model.Int:
-		return "integer"
-	case model.Number:
-		return "number"
-	case model.Bool:
-		return "boolean"
 	case model.Enum:
 		var vs []string
 		for _, e := range pr.Enum {
@@ -181,17 +179,9 @@ func typeWords(pr *model.Property) string {
 	case model.ObjectList:
 		return "list of tables, see " + Code(pr.DotPath()+"[]")
 	case model.Map:
-		switch pr.MapElem {
-		case model.String:
-			return "table of strings"
-		case model.Int:
-			return "table of integers"
-		case model.Number:
-			return "table of numbers"
-		case model.Bool:
-			return "table of booleans"
+		if w, ok := scalarWords[pr.MapElem]; ok {
+			return "table of " + w + "s"
 		}
-		return "table"
 	}
 	return "table"
 }
