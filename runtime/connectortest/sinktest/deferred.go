@@ -86,10 +86,7 @@ type killable struct {
 var errKilled = errors.New("sinktest: the process was killed")
 
 func (k *killable) Consume(ctx context.Context, batch []plugin.Record) error {
-	k.mu.Lock()
-	dead := k.killed
-	k.mu.Unlock()
-	if dead {
+	if k.dead() {
 		return errKilled
 	}
 	if err := k.DeferredSink.Consume(ctx, batch); err != nil {
@@ -113,20 +110,14 @@ func (k *killable) Durable() map[plugin.TopicPartition]int64 {
 }
 
 func (k *killable) Release(ctx context.Context, parts []plugin.TopicPartition) error {
-	k.mu.Lock()
-	dead := k.killed
-	k.mu.Unlock()
-	if dead {
+	if k.dead() {
 		return nil
 	}
 	return k.DeferredSink.Release(ctx, parts)
 }
 
 func (k *killable) Close(ctx context.Context) error {
-	k.mu.Lock()
-	dead := k.killed
-	k.mu.Unlock()
-	if dead {
+	if k.dead() {
 		return nil
 	}
 	return k.DeferredSink.Close(ctx)
@@ -139,6 +130,13 @@ func (k *killable) kill() map[plugin.TopicPartition]int64 {
 	k.frozen = k.DeferredSink.Durable()
 	k.killed = true
 	return k.frozen
+}
+
+// dead reports whether kill was called.
+func (k *killable) dead() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.killed
 }
 
 func (k *killable) acceptedUpTo() int64 {
