@@ -201,37 +201,15 @@ func Marshal(n *Node) []byte {
 func write(b *bytes.Buffer, n *Node, indent string) {
 	switch {
 	case n.kind == 'o':
-		if len(n.Keys) == 0 {
-			b.WriteString("{}")
-			return
-		}
-		b.WriteString("{\n")
-		for i, k := range n.Keys {
-			b.WriteString(indent + "  ")
-			writeString(b, k)
+		writeList(b, "{", "}", len(n.Keys), indent, func(i int) {
+			writeString(b, n.Keys[i])
 			b.WriteString(": ")
-			write(b, n.Fields[k], indent+"  ")
-			if i < len(n.Keys)-1 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('\n')
-		}
-		b.WriteString(indent + "}")
+			write(b, n.Fields[n.Keys[i]], indent+"  ")
+		})
 	case n.kind == 'a':
-		if len(n.Items) == 0 {
-			b.WriteString("[]")
-			return
-		}
-		b.WriteString("[\n")
-		for i, it := range n.Items {
-			b.WriteString(indent + "  ")
-			write(b, it, indent+"  ")
-			if i < len(n.Items)-1 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('\n')
-		}
-		b.WriteString(indent + "]")
+		writeList(b, "[", "]", len(n.Items), indent, func(i int) {
+			write(b, n.Items[i], indent+"  ")
+		})
 	case n.kind == 's':
 		writeString(b, n.Value.(string))
 	default:
@@ -244,6 +222,25 @@ func write(b *bytes.Buffer, n *Node, indent string) {
 			b.WriteString(string(v))
 		}
 	}
+}
+
+// writeList writes n items between opening and closing, one a line indented
+// below indent and written by item, or opening and closing alone when n is 0.
+func writeList(b *bytes.Buffer, opening, closing string, n int, indent string, item func(i int)) {
+	if n == 0 {
+		b.WriteString(opening + closing)
+		return
+	}
+	b.WriteString(opening + "\n")
+	for i := range n {
+		b.WriteString(indent + "  ")
+		item(i)
+		if i < n-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString(indent + closing)
 }
 
 func writeString(b *bytes.Buffer, s string) {
