@@ -184,6 +184,16 @@ func (s suite) begin(t *testing.T) {
 
 // open builds a source, opens it with state and arranges for it to be
 // closed at the end of the test unless the test closes it first.
+// firstBatch begins a subtest, opens the source without state and polls
+// its first batch with records, which it resolves with r.
+func (s suite) firstBatch(t *testing.T, r plugin.Result) (*Driver, plugin.Batch) {
+	s.begin(t)
+	d := s.open(t, nil)
+	first := d.PollNonEmpty()
+	d.Result(r)
+	return d, first
+}
+
 func (s suite) open(t *testing.T, state []byte) *Driver {
 	t.Helper()
 	src, err := s.factory(t)
@@ -202,10 +212,7 @@ func (s suite) open(t *testing.T, state []byte) *Driver {
 }
 
 func (s suite) nackRepeats(t *testing.T) {
-	s.begin(t)
-	d := s.open(t, nil)
-	first := d.PollNonEmpty()
-	d.Result(plugin.Nack)
+	d, first := s.firstBatch(t, plugin.Nack)
 	again := d.PollNonEmpty()
 	if !s.isPrefix(first.Messages, again.Messages) {
 		t.Fatalf("after Nack, Poll returned other records:\nfirst poll: %s\nafter Nack: %s",
@@ -225,10 +232,7 @@ func (s suite) nackRepeats(t *testing.T) {
 }
 
 func (s suite) ackMovesOn(t *testing.T) {
-	s.begin(t)
-	d := s.open(t, nil)
-	first := d.PollNonEmpty()
-	d.Result(plugin.Ack)
+	d, first := s.firstBatch(t, plugin.Ack)
 	next := d.PollNonEmpty()
 	if s.isPrefix(first.Messages, next.Messages) || s.isPrefix(next.Messages, first.Messages) {
 		t.Fatalf("after Ack, Poll returned the acknowledged records again:\nfirst poll: %s\nafter Ack:  %s",
@@ -241,10 +245,7 @@ func (s suite) ackMovesOn(t *testing.T) {
 }
 
 func (s suite) resume(t *testing.T) {
-	s.begin(t)
-	d := s.open(t, nil)
-	first := d.PollNonEmpty()
-	d.Result(plugin.Ack)
+	d, first := s.firstBatch(t, plugin.Ack)
 	committed := first.State
 	// The batch the old instance would deliver next, polled but never
 	// resolved: a crash between read and acknowledgement.
