@@ -75,13 +75,23 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 		}
 		return
 	}
-	retried := func(name string, f faultproxy.Fault, n int) {
+	// failNext fails the next n PutObject requests with f, feeds a file's
+	// records and waits for a new object (a new .lost marker when lost);
+	// false when none came.
+	failNext := func(name string, f faultproxy.Fault, n int, lost bool) bool {
 		proxy.ResetLog()
-		data, _ := s3Objects(srv, key)
+		data, markers := s3Objects(srv, key)
+		before := len(data)
+		if lost {
+			before = len(markers)
+		}
 		s.inject("%s on the next %d PutObject requests", name, n)
 		proxy.InjectMatching(isPut, n, f)
 		feed(perFile)
-		if !waitObjects(name, false, len(data)) {
+		return waitObjects(name, lost, before)
+	}
+	retried := func(name string, f faultproxy.Fault, n int) {
+		if !failNext(name, f, n, false) {
 			return
 		}
 		faults, ok := injectedPuts()
@@ -106,12 +116,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	proxy.Clear()
 
 	lostStep := func(name string, f faultproxy.Fault, n, wantAttempts int) {
-		proxy.ResetLog()
-		_, lostBefore := s3Objects(srv, key)
-		s.inject("%s on the next %d PutObject requests", name, n)
-		proxy.InjectMatching(isPut, n, f)
-		feed(perFile)
-		if !waitObjects(name, true, len(lostBefore)) {
+		if !failNext(name, f, n, true) {
 			return
 		}
 		faults, _ := injectedPuts()
