@@ -1578,9 +1578,21 @@ func (g *group) removeMember(m *groupMember) {
 	if m.t != nil {
 		m.t.Stop()
 	}
-	if !m.waitingReply.empty() {
+	if m.waitingJoin() {
 		g.nJoining--
 	}
+}
+
+// waitingJoin reports whether the member waits for its JoinGroup answer:
+// nJoining counts those only, not members waiting for their SyncGroup
+// answer (counting those drove nJoining below zero, and the group never
+// completed a rebalance before its rebalance timeout).
+func (m *groupMember) waitingJoin() bool {
+	if m.waitingReply.empty() {
+		return false
+	}
+	_, ok := m.waitingReply.kreq.(*kmsg.JoinGroupRequest)
+	return ok
 }
 
 // validateInstanceID checks that the given instanceID and memberID are
@@ -1611,7 +1623,7 @@ func (g *group) updateMemberAndRebalance(m *groupMember, waitingReply *clientReq
 		for _, p := range m.join.Protocols {
 			g.protocols[p.Name]++
 		}
-		if m.waitingReply.empty() && !waitingReply.empty() {
+		if !m.waitingJoin() && !waitingReply.empty() {
 			g.nJoining++
 		}
 		m.waitingReply = waitingReply
