@@ -53,10 +53,13 @@
 // Stranded partitions: a DeferredSink's partitions are given up like lost
 // ones (released, not committed, their records ignored) when a rebalance
 // has not completed for a third of the session timeout (librdkafka's
-// statistics every 500 ms show the join state): PicoMQ's broker expires a
-// member that waits in JoinGroup past its session, without answering it,
-// and hands its partitions to another member while librdkafka goes on
-// fetching them here. Two writers of one partition would each upload a
+// statistics every 500 ms show the join state): a broker built on upstream
+// kfake expires a member that waits in JoinGroup past its session, without
+// answering it, and hands its partitions to another member while
+// librdkafka goes on fetching them here. The embedded broker is patched
+// (third_party/kfake) and Kafka keeps such a member; the safeguard stays
+// for an external broker that does not, and costs a correct one no more
+// than a re-read after a rebalance slower than a third of the session. Two writers of one partition would each upload a
 // file from the same offset, and a stop's upload cut short is not the
 // other's. Once the group is steady again, those still assigned are read
 // again from their last commit.
@@ -1090,9 +1093,9 @@ type joinStats struct {
 // stats reads the consumer group's join state from librdkafka's
 // statistics. A DeferredSink's partitions are stranded when the member has
 // waited longer than strandAfter for a rebalance to complete: the group
-// coordinator may have expired this member meanwhile (PicoMQ's broker
-// expires a member whose JoinGroup waits past its session timeout, without
-// answering it) and handed its partitions to another member, while
+// coordinator may have expired this member meanwhile (a broker built on
+// upstream kfake expires a member whose JoinGroup waits past its session
+// timeout, without answering it) and handed its partitions to another member, while
 // librdkafka goes on fetching them here. The sink releases them (open files
 // dropped, not uploaded), their records are ignored, and once the group is
 // steady again those still assigned are read again from their last commit.
