@@ -20,6 +20,8 @@ func bareProduce(addr, topic string, msgs []plugin.Message) (time.Duration, erro
 		"bootstrap.servers":            addr,
 		"enable.metrics.push":          false,
 		"acks":                         "all",
+		"enable.idempotence":           true,
+		"go.delivery.report.fields":    "none",
 		"batch.num.messages":           1000,
 		"linger.ms":                    5,
 		"queue.buffering.max.messages": 1000000,

@@ -139,6 +139,6 @@ func (b *bench) randomRow(what string, cfg broker.Config) row {
 	return row{
 		Name: "Source loop, random source (256 B JSON), " + what, Value: loop, Unit: "rec/s",
 		BaseName: "bare confluent-kafka-go producer", BaseValue: bare, BaseUnit: "rec/s", Ratio: loop / bare,
-		Note: "same records; loop idempotent, bare producer acks=all only; 3 interleaved rounds of 200k; " + pipelined,
+		Note: "same records; both idempotent, acks=all; 3 interleaved rounds of 200k; " + pipelined,
 	}
 }
