@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	// Links the connectors into the registry the benchmarks build them from.
@@ -89,6 +90,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	b := &bench{h: standalone.New("pico-bench"), start: time.Now(), progress: stderr, load: loadAverage()}
 	defer b.h.Close()
+	// The groups that run the runtime as a process share one build of it.
+	defer runtimebin.Remove()
 	b.logf("load average at start: %s (ratios are honest only on an idle machine: a loaded one slows the baseline too)", b.load)
 	var rows []row
 	var failures []string

@@ -260,7 +260,6 @@ func (b *bench) pgRows() []row {
 func (b *bench) pgRSS(dsn string, br *broker.Broker, reader string) row {
 	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE big (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`))
 	bin := runtimebin.Build(b.h)
-	defer runtimebin.Remove()
 	dir := b.h.TempDir()
 	b.must(os.MkdirAll(filepath.Join(dir, "connectors"), 0o755))
 	api := freeAddr()
