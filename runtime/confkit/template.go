@@ -39,9 +39,7 @@ func ParseTemplate(s string, allowed []string) (Template, error) {
 	if strings.HasPrefix(s, "/") {
 		return Template{}, fmt.Errorf("template %q must not start with '/'", s)
 	}
-	for rest, more := s, true; more; {
-		var seg string
-		seg, rest, more = strings.Cut(rest, "/")
+	for seg := range strings.SplitSeq(s, "/") {
 		if seg == ".." {
 			return Template{}, fmt.Errorf("template %q must not contain '..' path segments", s)
 		}
@@ -57,13 +55,11 @@ func ParseTemplate(s string, allowed []string) (Template, error) {
 		case '}':
 			return Template{}, fmt.Errorf("template %q has an unbalanced '}' at byte %d", s, i)
 		case '{':
-			end := i + 1 // the brace that closes it
-			for end < len(s) && s[end] != '{' && s[end] != '}' {
-				end++
-			}
-			if end == len(s) || s[end] == '{' {
+			end := strings.IndexAny(s[i+1:], "{}") // the brace that closes it
+			if end < 0 || s[i+1+end] == '{' {
 				return Template{}, fmt.Errorf("template %q has an unbalanced '{' at byte %d", s, i)
 			}
+			end += i + 1
 			body := s[i+1 : end]
 			p, err := parsePlaceholder(s, body)
 			if err != nil {
@@ -93,16 +89,12 @@ func ParseTemplate(s string, allowed []string) (Template, error) {
 // checkAllowed says why allowed does not permit the placeholder p, written
 // {body} in the template src, or nil when it does.
 func checkAllowed(src, body string, p TemplatePart, allowed []string) error {
-	// p.Name is letters, digits and _, so an entry that equals it is plain
-	// and an indexed entry of it is p.Name + "[" ... "]".
 	plain, indexed := false, false
-	n := len(p.Name)
 	for _, a := range allowed {
-		switch {
-		case a == p.Name:
-			plain = true
-		case len(a) > n+1 && a[n] == '[' && a[:n] == p.Name && a[len(a)-1] == ']':
-			indexed = true
+		if name, ok := indexedName(a); ok {
+			indexed = indexed || name == p.Name
+		} else {
+			plain = plain || a == p.Name
 		}
 	}
 	switch {
