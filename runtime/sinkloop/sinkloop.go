@@ -59,10 +59,11 @@
 // librdkafka goes on fetching them here. The embedded broker is patched
 // (third_party/kfake) and Kafka keeps such a member; the safeguard stays
 // for an external broker that does not, and costs a correct one no more
-// than a re-read after a rebalance slower than a third of the session. Two writers of one partition would each upload a
-// file from the same offset, and a stop's upload cut short is not the
-// other's. Once the group is steady again, those still assigned are read
-// again from their last commit.
+// than a re-read after a rebalance slower than a third of the session.
+// Two writers of one partition would each upload a file from the same
+// offset, and a stop's upload cut short is not the other's. Once the group
+// is steady again, those still assigned are read again from their last
+// commit.
 //
 // Pattern subscriptions: librdkafka reads the topic list again every
 // topic.metadata.refresh.interval.ms (5000 unless [broker.properties] or the
@@ -1095,8 +1096,8 @@ type joinStats struct {
 // waited longer than strandAfter for a rebalance to complete: the group
 // coordinator may have expired this member meanwhile (a broker built on
 // upstream kfake expires a member whose JoinGroup waits past its session
-// timeout, without answering it) and handed its partitions to another member, while
-// librdkafka goes on fetching them here. The sink releases them (open files
+// timeout, without answering it) and handed its partitions to another
+// member, while librdkafka goes on fetching them here. The sink releases them (open files
 // dropped, not uploaded), their records are ignored, and once the group is
 // steady again those still assigned are read again from their last commit.
 func (l *loop) stats(js string) {
