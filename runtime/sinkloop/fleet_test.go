@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/internal/testwait"
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
@@ -21,6 +22,20 @@ func fleetCfg(addr, id string, s *deferSink) Config {
 			Properties: map[string]string{"topic.metadata.refresh.interval.ms": "500"}}}}
 }
 
+// seedTopics returns the topics prefix.0 to prefix.n-1 and a function that
+// produces count JSON records of one round to each of them.
+func seedTopics(t *testing.T, b *broker.Broker, prefix string, n int) ([]string, func(round, count int)) {
+	topics := make([]string, n)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("%s.%d", prefix, i)
+	}
+	return topics, func(round, count int) {
+		for _, tp := range topics {
+			produce(t, b, tp, jsonValues(fmt.Sprintf("%s-%d", tp, round), count)...)
+		}
+	}
+}
+
 // TestFleetSharesPartitions: two loops with the same key and different
 // InstanceIDs split the partitions of 8 topics, each one's placement shows
 // its share, and together they hold all; once one stops, the other holds
@@ -30,15 +45,7 @@ func TestFleetSharesPartitions(t *testing.T) {
 		t.Skip("group rebalances and a session timeout take seconds")
 	}
 	b := startBroker(t)
-	var topics []string
-	for i := range 8 {
-		topics = append(topics, fmt.Sprintf("fl.%d", i))
-	}
-	produceAll := func(round, n int) {
-		for _, tp := range topics {
-			produce(t, b, tp, jsonValues(fmt.Sprintf("%s-%d", tp, round), n)...)
-		}
-	}
+	topics, produceAll := seedTopics(t, b, "fl", 8)
 	produceAll(0, 20)
 	store := newStore()
 	tr1 := status.New("sink", "fleet", nil)

@@ -2,7 +2,6 @@ package sinkloop
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,11 +43,8 @@ func TestJoinWaitPastSessionAnswered(t *testing.T) {
 		t.Skip("a rebalance held past the session timeout")
 	}
 	b := startBroker(t)
-	var topics []string
-	for i := range 4 {
-		topics = append(topics, fmt.Sprintf("join.%d", i))
-		produce(t, b, topics[i], jsonValues(topics[i], 5)...)
-	}
+	_, produceAll := seedTopics(t, b, "join", 4)
+	produceAll(0, 5)
 	cfg := func(id string, s plugin.Sink, tr *status.Tracker) Config {
 		return Config{Key: "join", InstanceID: id, SessionTimeout: 6 * time.Second, Sink: s, BootstrapServers: b.Addr(), Tracker: tr,
 			CommitInterval: 30 * time.Millisecond,

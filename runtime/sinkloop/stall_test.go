@@ -2,7 +2,6 @@ package sinkloop
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -43,15 +42,7 @@ func TestStrandedWhilePausedResumes(t *testing.T) {
 		t.Skip("a rebalance held for seconds")
 	}
 	b := startBroker(t)
-	var topics []string
-	for i := range 4 {
-		topics = append(topics, fmt.Sprintf("stall.%d", i))
-	}
-	produceAll := func(round, n int) {
-		for _, tp := range topics {
-			produce(t, b, tp, jsonValues(fmt.Sprintf("%s-%d", tp, round), n)...)
-		}
-	}
+	topics, produceAll := seedTopics(t, b, "stall", 4)
 	produceAll(0, 20)
 	store := newStore()
 	sink := newDeferSink(store)
