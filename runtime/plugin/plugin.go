@@ -118,7 +118,9 @@ type Sink interface {
 	// the sink before any record is consumed.
 	Open(ctx context.Context) error
 	// Consume hands over one batch of records, in offset order per
-	// partition.
+	// partition. The batch slice is the runtime's again once Consume
+	// returns (it takes the next records): keep copies of the Records, not
+	// the slice. Their Key, Headers and Payload stay valid and may be kept.
 	Consume(ctx context.Context, batch []Record) error
 	// Close flushes and releases everything the sink holds.
 	Close(ctx context.Context) error

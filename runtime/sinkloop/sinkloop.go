@@ -224,6 +224,7 @@ type loop struct {
 	topics   sync.Map // topic -> topicInfo
 
 	pending      []plugin.Record // polled, not yet handed over
+	spare        []plugin.Record // a consumed batch's array, for the next pending
 	pendingSince time.Time
 	inflight     *flight
 	results      chan outcome
@@ -740,6 +741,11 @@ func (l *loop) finish(r outcome) {
 		}
 	}
 	l.commits.kick()
+	// The sink is done with the batch (plugin.Sink: Consume keeps no
+	// slice of it): its array takes the next records, without the
+	// allocation and clearing of a new one, which cost the loop 5% of its
+	// CPU with 100 B records.
+	l.spare = f.batch[:0]
 	if l.tr.Status() == status.Error && len(l.holds) == 0 && !l.tr.Unhealthy() {
 		l.log.Info("batch consumed after failures; status back to Running")
 		l.tr.Set(status.Running)
@@ -898,6 +904,9 @@ func (l *loop) handle(ev kafka.Event) {
 		}
 		if len(l.pending) == 0 {
 			l.pendingSince = time.Now()
+			if l.pending == nil {
+				l.pending, l.spare = l.spare, nil
+			}
 			if l.pending == nil {
 				l.pending = make([]plugin.Record, 0, l.plan.batch)
 			}

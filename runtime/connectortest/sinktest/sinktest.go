@@ -297,11 +297,20 @@ func (d *Driver) Open() error {
 	return d.Sink.Open(ctx)
 }
 
-// Consume hands batch to the sink.
+// Consume hands the sink a copy of batch, and overwrites the copy once
+// Consume returns, as the sink loop reuses its batch slices: a sink that
+// keeps the slice instead of its records writes the overwritten records
+// and fails the test that reads them back.
 func (d *Driver) Consume(batch []plugin.Record) error {
 	ctx, cancel := d.ctx()
 	defer cancel()
-	return d.Sink.Consume(ctx, batch)
+	own := append([]plugin.Record(nil), batch...)
+	defer func() {
+		for i := range own {
+			own[i] = plugin.Record{Topic: "sinktest-reused-slice", Offset: -1, Payload: []byte(`"kept the batch slice"`)}
+		}
+	}()
+	return d.Sink.Consume(ctx, own)
 }
 
 // Close closes the sink once, failing the test on an error; later calls do
