@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -185,15 +186,19 @@ func (b *bench) s3Rows() []row {
 		// Two interleaved rounds each, so machine noise hits both alike.
 		const rounds = 2
 		var bareT, sinkT time.Duration
+		var bareCPU, sinkCPU float64
 		prefix := fmt.Sprintf("e2e-%d", c.size)
 		for i := 0; i < rounds; i++ {
+			c0 := cpuSeconds(srv.PID())
 			t, err := bareConsume(br.Addr(), topic, c.n)
 			b.must(err)
 			bareT += t
+			c1 := cpuSeconds(srv.PID())
 			sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": fmt.Sprintf("%s/%d", prefix, i), "max_file_size": "8MiB", "output_format": "json_lines", "include_metadata": true})
 			b.must(err)
 			st := b.sinkRun(br.Addr(), sink, pattern, c.n, 10000)
 			sinkT += st
+			bareCPU, sinkCPU = bareCPU+c1-c0, sinkCPU+cpuSeconds(srv.PID())-c1
 			b.logf("s3: round %d: bare consumer %.0f rec/s, sink %.0f rec/s", i+1, float64(c.n)/t.Seconds(), float64(c.n)/st.Seconds())
 		}
 		bare := float64(rounds*c.n) / bareT.Seconds()
@@ -204,23 +209,34 @@ func (b *bench) s3Rows() []row {
 		// burst into the store's page cache runs faster than the sink's
 		// sustained writes could.
 		objs := max(12, int((total/rounds+8<<20-1)/(8<<20)))
+		c0 := cpuSeconds(srv.PID())
 		put, err := putRate(srv, fmt.Sprintf("put-%d", c.size), 8<<20, objs, sinkInFlight)
 		b.must(err)
 		byPut := put * 1e6 / perRec
+		// CPU per record, this process and the S3 server together: the
+		// sink runs the consumer's work and the uploads' on the same cores,
+		// which each baseline has to itself.
+		records := float64(rounds * c.n)
+		bareUS, sinkUS := bareCPU/records*1e6, sinkCPU/records*1e6
+		putUS := (cpuSeconds(srv.PID()) - c0) / (float64(objs*(8<<20)) / perRec) * 1e6
+		ceiling := float64(runtime.NumCPU()) / (bareUS + putUS) * 1e6
 		limit, binding := bare, "bare confluent-kafka-go consumer"
 		if byPut < bare {
 			limit, binding = byPut, "raw PutObject / bytes per record"
 		}
 		b.logf("s3: sink %.0f rec/s into %d objects (%.0f B per record); bare consumer %.0f rec/s; PutObject %.1f MB/s = %.0f rec/s",
 			rate, objects/rounds, perRec, bare, put, byPut)
+		b.logf("s3: CPU per record (this process and the S3 server): bare consumer %.2f us, PutObject %.2f us, sink %.2f us; %d cores / (consumer + PutObject) = %.0f rec/s",
+			bareUS, putUS, sinkUS, runtime.NumCPU(), ceiling)
 		label := fmt.Sprintf("%d B", c.size)
 		if c.size == 1024 {
 			label = "1 KiB"
 		}
 		rows = append(rows, row{Name: "S3 sink end to end, " + label + " records", Value: rate, Unit: "rec/s",
 			BaseName: "binding limit: " + binding, BaseValue: limit, BaseUnit: "rec/s", Ratio: rate / limit,
-			Note: fmt.Sprintf("bare consumer %.0fk rec/s; PutObject %.0f MB/s (%d x 8 MiB, %d at once) / %.0f B per record = %.0fk rec/s; %dk records x %d rounds, exactly_once, json_lines+metadata, fetch.queue.backoff.ms=10 for both",
-				bare/1000, put, objs, sinkInFlight, perRec, byPut/1000, c.n/1000, rounds)})
+			Note: fmt.Sprintf("bare consumer %.0fk rec/s; PutObject %.0f MB/s (%d x 8 MiB, %d at once) / %.0f B per record = %.0fk rec/s; %dk records x %d rounds, exactly_once, json_lines+metadata, fetch.queue.backoff.ms=10 for both; "+
+				"CPU per record, bench and S3 server: consumer %.2f us + PutObject %.2f us, so %d cores carry both at most %.0fk rec/s (%.2f of the limit); the sink took %.2f us",
+				bare/1000, put, objs, sinkInFlight, perRec, byPut/1000, c.n/1000, rounds, bareUS, putUS, runtime.NumCPU(), ceiling/1000, ceiling/limit, sinkUS)})
 	}
 
 	// none, gzip and zstd on 1 KiB records whose filler is random hex, so

@@ -207,6 +207,10 @@ func NewClient(endpoint, access, secret string) *s3.Client {
 	})
 }
 
+// PID is the server process's id, for a benchmark that counts the CPU
+// time it spends.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 func (s *Server) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var err error
