@@ -18,6 +18,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
@@ -172,6 +173,14 @@ func (b *bench) s3Rows() []row {
 	b.must(err)
 	defer br.Close()
 	var rows []row
+	// CPU seconds of this process and the S3 server together.
+	cpuSeconds := func() float64 {
+		self, err := procstat.CPUSeconds(0)
+		b.must(err)
+		server, err := procstat.CPUSeconds(srv.PID())
+		b.must(err)
+		return self + server
+	}
 	// Each round writes more than max_buffer_size (256 MiB), so the sink
 	// runs as long with its buffer full, paced by its uploads, as it
 	// fills it: a 1 KiB round of 120k records (137 MB) fitted in the
@@ -189,16 +198,16 @@ func (b *bench) s3Rows() []row {
 		var bareCPU, sinkCPU float64
 		prefix := fmt.Sprintf("e2e-%d", c.size)
 		for i := 0; i < rounds; i++ {
-			c0 := cpuSeconds(srv.PID())
+			c0 := cpuSeconds()
 			t, err := bareConsume(br.Addr(), topic, c.n)
 			b.must(err)
 			bareT += t
-			c1 := cpuSeconds(srv.PID())
+			c1 := cpuSeconds()
 			sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": fmt.Sprintf("%s/%d", prefix, i), "max_file_size": "8MiB", "output_format": "json_lines", "include_metadata": true})
 			b.must(err)
 			st := b.sinkRun(br.Addr(), sink, pattern, c.n, 10000)
 			sinkT += st
-			bareCPU, sinkCPU = bareCPU+c1-c0, sinkCPU+cpuSeconds(srv.PID())-c1
+			bareCPU, sinkCPU = bareCPU+c1-c0, sinkCPU+cpuSeconds()-c1
 			b.logf("s3: round %d: bare consumer %.0f rec/s, sink %.0f rec/s", i+1, float64(c.n)/t.Seconds(), float64(c.n)/st.Seconds())
 		}
 		bare := float64(rounds*c.n) / bareT.Seconds()
@@ -209,7 +218,7 @@ func (b *bench) s3Rows() []row {
 		// burst into the store's page cache runs faster than the sink's
 		// sustained writes could.
 		objs := max(12, int((total/rounds+8<<20-1)/(8<<20)))
-		c0 := cpuSeconds(srv.PID())
+		c0 := cpuSeconds()
 		put, err := putRate(srv, fmt.Sprintf("put-%d", c.size), 8<<20, objs, sinkInFlight)
 		b.must(err)
 		byPut := put * 1e6 / perRec
@@ -218,7 +227,7 @@ func (b *bench) s3Rows() []row {
 		// which each baseline has to itself.
 		records := float64(rounds * c.n)
 		bareUS, sinkUS := bareCPU/records*1e6, sinkCPU/records*1e6
-		putUS := (cpuSeconds(srv.PID()) - c0) / (float64(objs*(8<<20)) / perRec) * 1e6
+		putUS := (cpuSeconds() - c0) / (float64(objs*(8<<20)) / perRec) * 1e6
 		ceiling := float64(runtime.NumCPU()) / (bareUS + putUS) * 1e6
 		limit, binding := bare, "bare confluent-kafka-go consumer"
 		if byPut < bare {

@@ -743,8 +743,8 @@ func (l *loop) finish(r outcome) {
 	l.commits.kick()
 	// The sink is done with the batch (plugin.Sink: Consume keeps no
 	// slice of it): its array takes the next records, without the
-	// allocation and clearing of a new one, which cost the loop 5% of its
-	// CPU with 100 B records.
+	// allocation and clearing of a new one (3.5% of the loop's CPU with
+	// 100 B records, and GC work besides).
 	l.spare = f.batch[:0]
 	if l.tr.Status() == status.Error && len(l.holds) == 0 && !l.tr.Unhealthy() {
 		l.log.Info("batch consumed after failures; status back to Running")
