@@ -25,16 +25,33 @@ import (
 	"github.com/picomq/pico-connectors/runtime/status"
 )
 
-// timedSink notes when the first batch arrives.
+// timedSink notes when the first batch arrives, and stops the loop as soon
+// as Consume has taken the n-th record.
 type timedSink struct {
 	plugin.Sink
-	once  sync.Once
+	n    int
+	stop context.CancelFunc
+
+	mu    sync.Mutex
+	got   int
 	first time.Time
 }
 
 func (t *timedSink) Consume(ctx context.Context, batch []plugin.Record) error {
-	t.once.Do(func() { t.first = time.Now() })
-	return t.Sink.Consume(ctx, batch)
+	t.mu.Lock()
+	if t.first.IsZero() {
+		t.first = time.Now()
+	}
+	t.mu.Unlock()
+	if err := t.Sink.Consume(ctx, batch); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.got += len(batch); t.got >= t.n {
+		t.stop()
+	}
+	return nil
 }
 
 // s3Target is where a sink writes.
@@ -74,42 +91,42 @@ func (b *bench) startS3() *s3test.Server {
 	return srv
 }
 
-// sinkRun runs the sink loop over topics until n records were consumed,
-// then stops it (Close uploads what is buffered) and returns the time from
-// the first batch to the end of Close.
 func (b *bench) sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) time.Duration {
 	t, err := sinkRun(addr, sink, pattern, n, batch)
 	b.must(err)
 	return t
 }
 
+// sinkRun runs the sink loop over topics until n records were consumed,
+// then stops it (Close uploads what is buffered) and returns the time from
+// the first batch to the end of Close. The sink cancels the loop from the
+// Consume that takes the n-th record: the loop notices a stop between
+// polls, and a bench that cancelled it from outside waited out an idle
+// Poll of up to 100 ms after the last record, a tenth of a 100 B round.
 func sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) (time.Duration, error) {
-	ts := &timedSink{Sink: sink}
-	tr := status.New("sink", "bench", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ts := &timedSink{Sink: sink, n: n, stop: cancel}
+	tr := status.New("sink", "bench", nil)
 	done := make(chan error, 1)
 	go func() {
 		done <- sinkloop.Run(ctx, sinkloop.Config{Key: "bench", Topics: []definition.Topics{{Pattern: pattern, Schema: "json", BatchLength: batch, PollInterval: "100ms"}},
 			Sink: ts, BootstrapServers: addr, Properties: consumerProps, GroupID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Logger: quiet(), Tracker: tr})
 	}()
-	deadline := time.Now().Add(3 * time.Minute)
-	for tr.Counters.Consumed.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			cancel()
-			return 0, fmt.Errorf("sink: %d of %d records consumed after 3 minutes (last error %q)", tr.Counters.Consumed.Load(), n, tr.Snapshot().LastError)
-		}
-		select {
-		case err := <-done:
+	select {
+	case err := <-done:
+		if ctx.Err() == nil {
 			return 0, fmt.Errorf("sink loop stopped early: %v", err)
-		default:
 		}
-		time.Sleep(500 * time.Microsecond)
+		if err != nil {
+			return 0, fmt.Errorf("sink loop: %w", err)
+		}
+	case <-time.After(3 * time.Minute):
+		cancel()
+		return 0, fmt.Errorf("sink: %d of %d records consumed after 3 minutes (last error %q)", tr.Counters.Consumed.Load(), n, tr.Snapshot().LastError)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		return 0, fmt.Errorf("sink loop: %w", err)
-	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	return time.Since(ts.first), nil
 }
 
