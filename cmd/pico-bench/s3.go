@@ -130,9 +130,9 @@ func sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) (t
 	return time.Since(ts.first), nil
 }
 
-// putRate uploads count objects of size bytes, inFlight at a time as the
-// sink's max_in_flight uploads do, and returns MB/s.
-func putRate(srv *s3test.Server, prefix string, size, count, inFlight int) (float64, error) {
+// putRound uploads count objects of size bytes, inFlight at a time as the
+// sink's max_in_flight uploads do, and returns the time they took.
+func putRound(srv *s3test.Server, prefix string, size, count, inFlight int) (time.Duration, error) {
 	body := bytes.Repeat([]byte(`{"offset":1,"payload":{"id":1}}`+"\n"), size/32+1)[:size]
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -157,10 +157,7 @@ func putRate(srv *s3test.Server, prefix string, size, count, inFlight int) (floa
 		}(i)
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
-	}
-	return float64(size*count) / 1e6 / time.Since(start).Seconds(), nil
+	return time.Since(start), firstErr
 }
 
 // written sums the sizes of the objects under prefix/.
@@ -198,21 +195,30 @@ func (b *bench) s3Rows() []row {
 		b.must(err)
 		return self + server
 	}
-	// Each round writes more than max_buffer_size (256 MiB), so the sink
-	// runs as long with its buffer full, paced by its uploads, as it
-	// fills it: a 1 KiB round of 120k records (137 MB) fitted in the
-	// buffer, and the end of a round (the last batch's poll_interval, the
-	// final upload) weighed a tenth of it.
-	for _, c := range []struct{ size, n int }{{100, 400_000}, {1024, 400_000}} {
+	// Each round writes more than max_buffer_size (256 MiB: 1.3M records
+	// of 100 B, 400k of 1 KiB), so the sink runs as long with its buffer
+	// full, paced by its uploads, as it fills it: a 1 KiB round of 120k
+	// records (137 MB) fitted in the buffer, and the end of a round (the
+	// last batch's poll_interval, the final upload) weighed a tenth of it,
+	// as it did in 100 B rounds of 400k.
+	for _, c := range []struct{ size, n int }{{100, 1_300_000}, {1024, 400_000}} {
 		topic := fmt.Sprintf("s3bench.r%d", c.size)
 		pattern := `s3bench\.r` + fmt.Sprint(c.size)
 		b.logf("s3: writing %d records of %d B to %s", c.n, c.size, topic)
 		b.must(fill(br.Addr(), []string{topic}, c.n, c.size))
 
-		// Two interleaved rounds each, so machine noise hits both alike.
+		// Two rounds each of the three, interleaved, so machine noise hits
+		// all alike. The PutObject rounds write as many bytes as the sink's
+		// round before them (at least 12 objects): a short burst into the
+		// store's page cache runs faster than the sink's sustained writes,
+		// and after them the store's disk may throttle writes for a while
+		// (PutObject measured last ran at 150 to 290k rec/s of 1 KiB from
+		// run to run, with the sink's rate the same in each).
 		const rounds = 2
 		var bareT, sinkT time.Duration
-		var bareCPU, sinkCPU float64
+		var bareCPU, sinkCPU, putCPU, putMB, putS float64
+		var total int64
+		var objects, putObjs int
 		prefix := fmt.Sprintf("e2e-%d", c.size)
 		for i := 0; i < rounds; i++ {
 			c0 := cpuSeconds()
@@ -220,31 +226,32 @@ func (b *bench) s3Rows() []row {
 			b.must(err)
 			bareT += t
 			c1 := cpuSeconds()
-			sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": fmt.Sprintf("%s/%d", prefix, i), "max_file_size": "8MiB", "output_format": "json_lines", "include_metadata": true})
+			sinkPrefix := fmt.Sprintf("%s/%d", prefix, i)
+			sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": sinkPrefix, "max_file_size": "8MiB", "output_format": "json_lines", "include_metadata": true})
 			b.must(err)
 			st := b.sinkRun(br.Addr(), sink, pattern, c.n, 10000)
 			sinkT += st
-			bareCPU, sinkCPU = bareCPU+c1-c0, sinkCPU+cpuSeconds()-c1
-			b.logf("s3: round %d: bare consumer %.0f rec/s, sink %.0f rec/s", i+1, float64(c.n)/t.Seconds(), float64(c.n)/st.Seconds())
+			c2 := cpuSeconds()
+			size, objs := b.written(srv, sinkPrefix)
+			total, objects = total+size, objects+objs
+			n := max(12, int((size+8<<20-1)/(8<<20)))
+			pt, err := putRound(srv, fmt.Sprintf("put-%d/%d", c.size, i), 8<<20, n, sinkInFlight)
+			b.must(err)
+			putObjs, putMB, putS = putObjs+n, putMB+float64(n*(8<<20))/1e6, putS+pt.Seconds()
+			bareCPU, sinkCPU, putCPU = bareCPU+c1-c0, sinkCPU+c2-c1, putCPU+cpuSeconds()-c2
+			b.logf("s3: round %d: bare consumer %.0f rec/s, sink %.0f rec/s, PutObject %.0f MB/s", i+1, float64(c.n)/t.Seconds(), float64(c.n)/st.Seconds(), float64(n*(8<<20))/1e6/pt.Seconds())
 		}
 		bare := float64(rounds*c.n) / bareT.Seconds()
 		rate := float64(rounds*c.n) / sinkT.Seconds()
-		total, objects := b.written(srv, prefix)
 		perRec := float64(total) / float64(rounds*c.n)
-		// As many bytes as one round wrote (at least 12 objects): a short
-		// burst into the store's page cache runs faster than the sink's
-		// sustained writes could.
-		objs := max(12, int((total/rounds+8<<20-1)/(8<<20)))
-		c0 := cpuSeconds()
-		put, err := putRate(srv, fmt.Sprintf("put-%d", c.size), 8<<20, objs, sinkInFlight)
-		b.must(err)
+		put := putMB / putS
 		byPut := put * 1e6 / perRec
 		// CPU per record, this process and the S3 server together: the
 		// sink runs the consumer's work and the uploads' on the same cores,
 		// which each baseline has to itself.
 		records := float64(rounds * c.n)
 		bareUS, sinkUS := bareCPU/records*1e6, sinkCPU/records*1e6
-		putUS := (cpuSeconds() - c0) / (float64(objs*(8<<20)) / perRec) * 1e6
+		putUS := putCPU / (putMB * 1e6 / perRec) * 1e6
 		ceiling := float64(runtime.NumCPU()) / (bareUS + putUS) * 1e6
 		limit, binding := bare, "bare confluent-kafka-go consumer"
 		if byPut < bare {
@@ -260,9 +267,9 @@ func (b *bench) s3Rows() []row {
 		}
 		rows = append(rows, row{Name: "S3 sink end to end, " + label + " records", Value: rate, Unit: "rec/s",
 			BaseName: "binding limit: " + binding, BaseValue: limit, BaseUnit: "rec/s", Ratio: rate / limit,
-			Note: fmt.Sprintf("bare consumer %.0fk rec/s; PutObject %.0f MB/s (%d x 8 MiB, %d at once) / %.0f B per record = %.0fk rec/s; %dk records x %d rounds, exactly_once, json_lines+metadata, fetch.queue.backoff.ms=10 for both; "+
+			Note: fmt.Sprintf("bare consumer %.0fk rec/s; PutObject %.0f MB/s (%d x 8 MiB in %d rounds, %d at once) / %.0f B per record = %.0fk rec/s; %dk records x %d rounds, exactly_once, json_lines+metadata, fetch.queue.backoff.ms=10 for both; "+
 				"CPU per record, bench and S3 server: consumer %.2f us + PutObject %.2f us, so %d cores carry both at most %.0fk rec/s (%.2f of the limit); the sink took %.2f us",
-				bare/1000, put, objs, sinkInFlight, perRec, byPut/1000, c.n/1000, rounds, bareUS, putUS, runtime.NumCPU(), ceiling/1000, ceiling/limit, sinkUS)})
+				bare/1000, put, putObjs, rounds, sinkInFlight, perRec, byPut/1000, c.n/1000, rounds, bareUS, putUS, runtime.NumCPU(), ceiling/1000, ceiling/limit, sinkUS)})
 	}
 
 	// none, gzip and zstd on 1 KiB records whose filler is random hex, so
