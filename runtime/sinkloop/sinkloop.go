@@ -28,11 +28,13 @@
 //     before the batch counts as consumed. A failed dead-letter produce
 //     fails the batch.
 //  5. On success, commits. A plain plugin.Sink: the offset after the
-//     batch's last record of each partition (the commit runs off the poll
-//     loop). A plugin.DeferredSink: per partition, its Durable() offset once
-//     the loop has consumed up to it, after each Consume and every
-//     CommitInterval, so commits trail durability while consumption goes
-//     on, and every commit is an offset the sink reported. Counters.Committed counts the committed records.
+//     batch's last record of each partition. A plugin.DeferredSink: per
+//     partition, its Durable() offset once the loop has consumed up to it,
+//     after each Consume and every CommitInterval, so commits trail
+//     durability while consumption goes on, and every commit is an offset
+//     the sink reported. Commits run off the poll loop, at most every 100
+//     ms, each with the latest offsets. Counters.Committed counts the
+//     committed records.
 //  6. On failure (an error from Consume, a failed transform or dead-letter
 //     produce), backs off (exponential, capped) and redelivers the same
 //     batch; a DeferredSink skips what it already accepted.
