@@ -1,0 +1,73 @@
+package sinkloop
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/picomq/pico-connectors/internal/testwait"
+	"github.com/picomq/pico-connectors/runtime/definition"
+)
+
+// TestCommitsAreSpaced consumes 300 small batches for about a second and
+// checks the offset commits the broker receives: every record committed in
+// the end, and consecutive commits at least commitSpacing apart, where a
+// commit after every batch came within a millisecond of the one before.
+func TestCommitsAreSpaced(t *testing.T) {
+	b := startBroker(t)
+	const topic, group, n = "spaced", "spaced-group", 3000
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, 0, n)
+	for _, v := range jsonValues("n", n) {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+
+	var mu sync.Mutex
+	var at []time.Time
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req.(*kmsg.OffsetCommitRequest).Group == group {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+		}
+		return nil, nil, false
+	})
+	sink := &recSink{inside: func(int) { time.Sleep(3 * time.Millisecond) }}
+	r := run(t, Config{Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json", BatchLength: 10, PollInterval: "1s"}},
+		Sink: sink, BootstrapServers: b.Addr(), GroupID: group})
+	testwait.For(t, time.Minute, "every record committed", func() bool {
+		got, err := fetchCommitted(b, group)
+		return err == nil && got[topic] == n
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) < 3 {
+		t.Fatalf("%d commits for 300 batches of 3 ms each; the test needs several to compare", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		// The broker's clock: a commit's request arrives at least
+		// commitSpacing after the one before it was answered.
+		if gap := at[i].Sub(at[i-1]); gap < commitSpacing-5*time.Millisecond {
+			t.Fatalf("commit %d came %v after the one before it (%d commits in all); want at least %v", i+1, gap, len(at), commitSpacing)
+		}
+	}
+	t.Logf("%d commits for 300 batches, %v from the first to the last", len(at), at[len(at)-1].Sub(at[0]))
+}
