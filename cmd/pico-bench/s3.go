@@ -91,6 +91,7 @@ func (b *bench) startS3() *s3test.Server {
 	return srv
 }
 
+// sinkRun is the function sinkRun; an error ends the bench.
 func (b *bench) sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) time.Duration {
 	t, err := sinkRun(addr, sink, pattern, n, batch)
 	b.must(err)
