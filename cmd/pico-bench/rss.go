@@ -60,7 +60,7 @@ func rssChild(args []string) int {
 		}
 	}
 	rep.StartKiB, _ = procstat.KiB(0, "VmRSS")
-	if _, err := sinkRun(p.Broker, sink, fmt.Sprintf(`rss%d\..*`, p.Partitions), p.Records, 1000); err != nil {
+	if _, _, err := sinkRun(p.Broker, sink, fmt.Sprintf(`rss%d\..*`, p.Partitions), p.Records, 1000); err != nil {
 		rep.Err = err.Error()
 		return out()
 	}
