@@ -50,7 +50,7 @@ func rssChild(args []string) int {
 		rep.Err = "usage: " + rssChildFlag + " JSON"
 		return out()
 	}
-	var sink plugin.Sink = &noopSink{n: p.Records, reached: make(chan struct{})} // sinkloop.go
+	var sink plugin.Sink = noopSink{} // sinkloop.go
 	if !p.NoOp {
 		var err error
 		sink, err = newS3Sink(p.Target, map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize, "max_buffer_size": p.MaxBuffer})

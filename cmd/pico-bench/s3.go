@@ -25,8 +25,9 @@ import (
 	"github.com/picomq/pico-connectors/runtime/status"
 )
 
-// timedSink notes when the first batch arrives and how big it was, and
-// stops the loop as soon as Consume has taken the n-th record.
+// timedSink notes when the first batch arrives and how big it was and when
+// Close returns, and stops the loop as soon as Consume has taken the n-th
+// record.
 type timedSink struct {
 	plugin.Sink
 	n    int
@@ -36,6 +37,7 @@ type timedSink struct {
 	got        int
 	first      time.Time
 	firstBatch int
+	closed     time.Time
 }
 
 func (t *timedSink) Consume(ctx context.Context, batch []plugin.Record) error {
@@ -53,6 +55,14 @@ func (t *timedSink) Consume(ctx context.Context, batch []plugin.Record) error {
 		t.stop()
 	}
 	return nil
+}
+
+func (t *timedSink) Close(ctx context.Context) error {
+	err := t.Sink.Close(ctx)
+	t.mu.Lock()
+	t.closed = time.Now()
+	t.mu.Unlock()
+	return err
 }
 
 // deferredSink is what the S3 sink is to the loop, which commits what its
@@ -133,7 +143,8 @@ func (b *bench) sinkRun(addr string, sink plugin.Sink, pattern string, n int, ba
 // then stops it (Close uploads what is buffered) and returns how many
 // records it timed and the time from the first batch to the end of Close:
 // the first batch's records are left out, as they were polled before the
-// clock started. The sink cancels the loop from the
+// clock started, and so is the consumer's close after the sink's (its last
+// commit and leaving the group). The sink cancels the loop from the
 // Consume that takes the n-th record: the loop notices a stop between
 // polls, and a bench that cancelled it from outside waited out an idle
 // Poll of up to 100 ms after the last record, a tenth of a 100 B round.
@@ -165,7 +176,7 @@ func sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) (i
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return n - ts.firstBatch, time.Since(ts.first), nil
+	return n - ts.firstBatch, ts.closed.Sub(ts.first), nil
 }
 
 // putObjects uploads count objects of size bytes, inFlight at a time as the

@@ -3,74 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
+	"regexp"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
-	"github.com/picomq/pico-connectors/runtime/sinkloop"
-	"github.com/picomq/pico-connectors/runtime/status"
 )
 
-// noopSink accepts every batch and notes when the first one arrived, how
-// big it was, and when the n-th record came.
-type noopSink struct {
-	n int
+// noopSink accepts every batch and does nothing with it.
+type noopSink struct{}
 
-	mu         sync.Mutex
-	got        int
-	firstBatch int
-	first      time.Time
-	done       time.Time
-	reached    chan struct{}
-}
-
-func (s *noopSink) Open(context.Context) error  { return nil }
-func (s *noopSink) Close(context.Context) error { return nil }
-
-func (s *noopSink) Consume(_ context.Context, batch []plugin.Record) error {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.got == 0 {
-		s.first, s.firstBatch = now, len(batch)
-	}
-	s.got += len(batch)
-	if s.got >= s.n && s.done.IsZero() {
-		s.done = now
-		close(s.reached)
-	}
-	return nil
-}
-
-// sinkLoopRun runs the sink loop with a no-op sink over topic until n
-// records were consumed and returns how many records it timed and the time
-// they took, counted from the first Consume (so the records of the first
-// batch, polled before the clock starts, are left out).
-func sinkLoopRun(addr, topic string, n, batch int) (int, time.Duration, error) {
-	sink := &noopSink{n: n, reached: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- sinkloop.Run(ctx, sinkloop.Config{Key: "bench", Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json", BatchLength: batch}}, Properties: consumerProps,
-			Sink: sink, BootstrapServers: addr, GroupID: fmt.Sprintf("bench-loop-%d", time.Now().UnixNano()), Logger: quiet(),
-			Tracker: status.New("sink", "bench", nil)})
-	}()
-	select {
-	case <-sink.reached:
-	case err := <-done:
-		return 0, 0, fmt.Errorf("sink loop stopped early: %v", err)
-	case <-time.After(3 * time.Minute):
-		return 0, 0, fmt.Errorf("sink loop: %d of %d records after 3 minutes", sink.got, n)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		return 0, 0, fmt.Errorf("sink loop: %w", err)
-	}
-	return n - sink.firstBatch, sink.done.Sub(sink.first), nil
-}
+func (noopSink) Open(context.Context) error                     { return nil }
+func (noopSink) Close(context.Context) error                    { return nil }
+func (noopSink) Consume(context.Context, []plugin.Record) error { return nil }
 
 // sinkLoopRows measures the sink loop's own overhead: a no-op sink through
 // it against a bare confluent-kafka-go consumer on the same topic and
@@ -90,7 +35,7 @@ func (b *bench) sinkLoopRows() []row {
 	for i := 0; i < rounds; i++ {
 		t, err := bareConsume(br.Addr(), topic, n)
 		b.must(err)
-		ln, lt, err := sinkLoopRun(br.Addr(), topic, n, batch)
+		ln, lt, err := sinkRun(br.Addr(), noopSink{}, regexp.QuoteMeta(topic)+"$", n, batch)
 		b.must(err)
 		b.logf("sinkloop: round %d: bare consumer %.0f rec/s, sink loop with a no-op sink %.0f rec/s", i+1, float64(n-1)/t.Seconds(), float64(ln)/lt.Seconds())
 		bareN, bareT = bareN+n-1, bareT+t
