@@ -133,6 +133,29 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo implements io.WriterTo: it writes the unread chunks to w as they
+// are, so io.Copy (the SDK's checksum pass over the body) does not first
+// copy them into a buffer of its own.
+func (r *chunkReader) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for r.off < r.size && r.ci < len(r.chunks) {
+		c := r.chunks[r.ci][r.co:]
+		k, err := w.Write(c)
+		n += int64(k)
+		r.off += int64(k)
+		if r.co += k; r.co >= len(r.chunks[r.ci]) {
+			r.ci, r.co = r.ci+1, 0
+		}
+		if err != nil {
+			return n, err
+		}
+		if k < len(c) {
+			return n, io.ErrShortWrite
+		}
+	}
+	return n, nil
+}
+
 // Seek implements io.Seeker.
 func (r *chunkReader) Seek(offset int64, whence int) (int64, error) {
 	var abs int64

@@ -45,6 +45,28 @@ func TestChunkReader(t *testing.T) {
 			t.Fatalf("seek %d: %q", off, rest)
 		}
 	}
+	for _, off := range []int64{0, 5, 6, 12, 13, 18, 19} {
+		if _, err := r.Seek(off, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		n, err := r.WriteTo(&got)
+		if err != nil || n != int64(len(want))-off || !bytes.Equal(got.Bytes(), want[off:]) {
+			t.Fatalf("WriteTo after seek %d: %d, %v, %q", off, n, err, got.Bytes())
+		}
+		if r.Len() != 0 {
+			t.Fatalf("WriteTo after seek %d left Len %d", off, r.Len())
+		}
+		if k, err := r.Read(make([]byte, 4)); k != 0 || err != io.EOF {
+			t.Fatalf("Read after WriteTo from %d: %d, %v", off, k, err)
+		}
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.WriteTo(shortWriter{}); n != 3 || err != io.ErrShortWrite || r.Len() != len(want)-3 {
+		t.Fatalf("WriteTo into a short writer: %d, %v, Len %d", n, err, r.Len())
+	}
 	if p, _ := r.Seek(-5, io.SeekEnd); p != int64(len(want)-5) {
 		t.Fatalf("SeekEnd = %d", p)
 	}
@@ -121,3 +143,8 @@ func TestSmallFilesHoldLittle(t *testing.T) {
 		}
 	}
 }
+
+// shortWriter takes at most three bytes of each write and reports no error.
+type shortWriter struct{}
+
+func (shortWriter) Write(p []byte) (int, error) { return min(len(p), 3), nil }
