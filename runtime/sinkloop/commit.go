@@ -16,8 +16,9 @@ import (
 // committer commits offsets off the poll loop: the loop adds offsets and
 // goes on polling while a goroutine commits the latest ones, at most once
 // per commitSpacing (a commit carries the highest offset added per
-// partition, so a slow commit coalesces the next ones). flush commits
-// synchronously, for a revoke and the stop, after any commit in progress.
+// partition, so a slow commit coalesces the next ones), and retries a
+// failed one on its own. flush commits synchronously, for a revoke and the
+// stop, after any commit in progress.
 type committer struct {
 	c   *kafka.Consumer
 	log *slog.Logger
@@ -44,23 +45,40 @@ const commitSpacing = 100 * time.Millisecond
 func newCommitter(c *kafka.Consumer, log *slog.Logger, tr *status.Tracker) *committer {
 	k := &committer{c: c, log: log, tr: tr, pending: map[plugin.TopicPartition]int64{}, last: map[plugin.TopicPartition]int64{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer close(k.stopped)
-		for {
-			select {
-			case <-k.done:
-				return
-			case <-k.wake:
-				k.flush()
-				select {
-				case <-k.done:
-					return
-				case <-time.After(commitSpacing):
-				}
-			}
-		}
-	}()
+	go k.serve()
 	return k
+}
+
+// maxCommitRetry bounds the back-off between retries of a failed commit.
+const maxCommitRetry = 5 * time.Second
+
+// serve commits on every kick, at most once per commitSpacing. A failed
+// commit is retried on its own, after a back-off from commitSpacing
+// doubling up to maxCommitRetry: a sink whose topics went idle gets no
+// more kicks, and its last offsets would stay uncommitted (redelivered
+// after a restart) until the next record.
+func (k *committer) serve() {
+	defer close(k.stopped)
+	var retry <-chan time.Time
+	backoff := commitSpacing
+	for {
+		select {
+		case <-k.done:
+			return
+		case <-k.wake:
+		case <-retry:
+		}
+		if k.flush() {
+			retry, backoff = nil, commitSpacing
+		} else {
+			retry, backoff = time.After(backoff), min(2*backoff, maxCommitRetry)
+		}
+		select {
+		case <-k.done:
+			return
+		case <-time.After(commitSpacing):
+		}
+	}
 }
 
 // base records the first offset the loop consumed of a partition since it
@@ -91,15 +109,16 @@ func (k *committer) kick() {
 	}
 }
 
-// flush commits what was added, after any commit in progress. A failed
-// commit keeps its offsets for the next one.
-func (k *committer) flush() {
+// flush commits what was added, after any commit in progress, and reports
+// whether every offset was committed. A failed commit keeps its offsets
+// for the next one.
+func (k *committer) flush() bool {
 	k.run.Lock()
 	defer k.run.Unlock()
 	k.mu.Lock()
 	if len(k.pending) == 0 {
 		k.mu.Unlock()
-		return
+		return true
 	}
 	take := k.pending
 	k.pending = map[plugin.TopicPartition]int64{}
@@ -128,7 +147,7 @@ func (k *committer) flush() {
 				k.pending[p] = o
 			}
 		}
-		return
+		return false
 	}
 	failed := map[plugin.TopicPartition]bool{}
 	for _, r := range res {
@@ -153,6 +172,7 @@ func (k *committer) flush() {
 			k.last[p] = o
 		}
 	}
+	return len(failed) == 0
 }
 
 // forget drops what is known of partitions the loop no longer owns; call

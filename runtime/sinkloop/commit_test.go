@@ -72,3 +72,79 @@ func TestCommitsAreSpaced(t *testing.T) {
 	}
 	t.Logf("%d commits for 300 batches, %v from the first to the last", len(at), at[len(at)-1].Sub(at[0]))
 }
+
+// TestFailedCommitIsRetried fails the broker's answers to the first offset
+// commits after every record was consumed, then sends no more records: the
+// committer must retry on its own (without the retry, nothing kicked it
+// again until the next record, and the offsets stayed uncommitted).
+func TestFailedCommitIsRetried(t *testing.T) {
+	b := startBroker(t)
+	const topic, group, n, fails = "retried", "retried-group", 50, 3
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, 0, n)
+	for _, v := range jsonValues("n", n) {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var failed, passed int
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		if r.Group != group {
+			return nil, nil, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if failed == fails {
+			passed++
+			return nil, nil, false
+		}
+		failed++
+		// A per-partition error the client hands back as it is, without
+		// a rejoin or a retry of its own.
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Version = r.Version
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = 12 // OFFSET_METADATA_TOO_LARGE
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	sink := &recSink{}
+	r := run(t, Config{Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json", BatchLength: n, PollInterval: "100ms"}},
+		Sink: sink, BootstrapServers: b.Addr(), GroupID: group})
+	testwait.For(t, 30*time.Second, "every record committed after the failed commits", func() bool {
+		got, err := fetchCommitted(b, group)
+		return err == nil && got[topic] == n
+	})
+	mu.Lock()
+	f, p := failed, passed
+	mu.Unlock()
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if f != fails || p == 0 {
+		t.Fatalf("%d commits failed and %d passed; want %d failed, then one passed", f, p, fails)
+	}
+	if got := len(sink.ok); got != n {
+		t.Fatalf("the sink took %d records, want %d", got, n)
+	}
+}
