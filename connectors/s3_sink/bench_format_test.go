@@ -170,3 +170,44 @@ func BenchmarkFormatRatio(b *testing.B) {
 	b.ReportMetric(float64(rawNs)/float64(sinkNs), "x_vs_encjson")
 	b.ReportMetric(float64(decNs)/float64(sinkNs), "x_vs_encjson_decoded")
 }
+
+// BenchmarkCompactValid compacts valid JSON payloads of 100 B and 1 KiB,
+// written compact and with a space after each colon and comma (as
+// Python's json.dumps writes them), with the checking compactor
+// (appendCompactJSON, for raw payloads) and with appendStripped (for json
+// payloads, which the runtime has checked).
+func BenchmarkCompactValid(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		recs := benchRecords(64, size)
+		for _, spaced := range []bool{false, true} {
+			payloads := make([][]byte, len(recs))
+			for i, r := range recs {
+				payloads[i] = r.Payload
+				if spaced {
+					payloads[i] = []byte(strings.NewReplacer(`,"`, `, "`, `":`, `": `).Replace(string(r.Payload)))
+				}
+			}
+			name := fmt.Sprintf("%dB", size)
+			if spaced {
+				name += "_spaced"
+			}
+			for _, f := range []struct {
+				name string
+				fn   func(dst, src []byte) []byte
+			}{
+				{"appendCompactJSON", func(dst, src []byte) []byte { out, _ := appendCompactJSON(dst, src); return out }},
+				{"appendStripped", appendStripped},
+			} {
+				b.Run(name+"/"+f.name, func(b *testing.B) {
+					buf := make([]byte, 0, 4096)
+					b.SetBytes(int64(len(payloads[0])))
+					i := 0
+					for b.Loop() {
+						buf = f.fn(buf[:0], payloads[i%len(payloads)])
+						i++
+					}
+				})
+			}
+		}
+	}
+}

@@ -188,8 +188,11 @@ func nextSame(hs []plugin.Header, i int) int {
 //	raw                the document if valid JSON, otherwise base64
 //	flatbuffer, avro   base64
 //
-// A json payload that is not valid JSON (the runtime checks, so only a
-// record produced around it) is written as base64, like raw.
+// A json payload is valid JSON: the runtime checked it and hands one that
+// fails the check over as raw (plugin.Record). So it is compacted without
+// a second check of its grammar, once it is found to be valid UTF-8, which
+// the runtime's check leaves out; one that is not is written as base64,
+// like raw.
 func appendPayload(dst []byte, rec *plugin.Record) []byte {
 	p := rec.Payload
 	switch rec.Schema {
@@ -201,6 +204,10 @@ func appendPayload(dst []byte, rec *plugin.Record) []byte {
 		if len(p) == 0 {
 			return append(dst, "null"...)
 		}
+		if utf8.Valid(p) {
+			return appendStripped(dst, p)
+		}
+		return appendBase64(dst, p)
 	}
 	if out, ok := appendCompactJSON(dst, p); ok {
 		return out

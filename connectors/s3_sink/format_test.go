@@ -44,7 +44,7 @@ func TestPayloadConversion(t *testing.T) {
 		{plugin.SchemaJSON, `"just a string"`, `"just a string"`},
 		{plugin.SchemaJSON, `12`, `12`},
 		{plugin.SchemaJSON, ``, `null`},
-		{plugin.SchemaJSON, `{bad`, `"e2JhZA=="`},
+		{plugin.SchemaJSON, "{\"a\":\"\xff\"}", `"eyJhIjoi/yJ9"`}, // not UTF-8
 		// text and proto: a string
 		{plugin.SchemaText, "héllo \"w\"\n\t\x01</>", `"héllo \"w\"\n\t\u0001</>"`},
 		{plugin.SchemaText, "", `""`},
@@ -97,6 +97,9 @@ func TestCompactJSONAgreesWithEncodingJSON(t *testing.T) {
 		`{"a":{"b":[{"c":"d"}]}}`, "\t[1,\n2]\r\n",
 		`01`, `1.`, `.5`, `-`, `+1`, `1e`, `[1,]`, `{"a":1,}`, `{"a"}`, `{a:1}`, `"\x"`, `"\u12g4"`, "\"a\x01\"",
 		`tru`, `nul`, `[`, `{"a":`, `"abc`, "\"\xff\"", `[1 2]`, `{"a":1 "b":2}`, ``, ` `, `1 2`,
+		// escapes around the end of appendStripped's byte loop (16 bytes)
+		`[ "a\\" , "b\"" ]`, `{"k": "0123456789abcd\\" , "v" : 1}`, `{"k": "0123456789abcde\"x y\\\" z" , "v" : 1}`,
+		`[ "0123456789abcdefghijklmnop\\\\" , 2 ]`, `"0123456789abcdefghijklmn\" \\"`,
 	}
 	for _, in := range inputs {
 		got, ok := appendCompactJSON([]byte("prefix"), []byte(in))
@@ -116,6 +119,9 @@ func TestCompactJSONAgreesWithEncodingJSON(t *testing.T) {
 		}
 		if ok && string(got) != "prefix"+ref.String() {
 			t.Errorf("%q: got %s want %s", in, got, ref.String())
+		}
+		if stripped := appendStripped([]byte("prefix"), []byte(in)); ok && string(stripped) != "prefix"+ref.String() {
+			t.Errorf("%q: appendStripped wrote %s, want %s", in, stripped, ref.String())
 		}
 		if !ok && string(got) != "prefix" {
 			t.Errorf("%q: dst not restored: %q", in, got)

@@ -7,11 +7,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
 // FuzzCompactJSON checks the compactor against encoding/json: it accepts
-// exactly the valid UTF-8 JSON values and writes what json.Compact writes.
+// exactly the valid UTF-8 JSON values and writes what json.Compact writes,
+// and so does appendStripped on those.
 func FuzzCompactJSON(f *testing.F) {
 	for _, s := range []string{`{"a": [1, 2.5e3, "x\u00e9\n", true, null]}`, ` "str" `, `[`, `{"a":1,}`, "\"\xff\"", `-0.0E+1`} {
 		f.Add([]byte(s))
@@ -22,18 +24,24 @@ func FuzzCompactJSON(f *testing.F) {
 		if ok != want {
 			t.Fatalf("%q: ok=%v, want %v", in, ok, want)
 		}
+		stripped := appendStripped(nil, in) // must not panic on any input
 		if ok {
 			var ref bytes.Buffer
 			_ = json.Compact(&ref, in)
 			if !bytes.Equal(out, ref.Bytes()) {
 				t.Fatalf("%q: got %s want %s", in, out, ref.Bytes())
 			}
+			if !bytes.Equal(stripped, ref.Bytes()) {
+				t.Fatalf("%q: appendStripped wrote %s, want %s", in, stripped, ref.Bytes())
+			}
 		}
 	})
 }
 
 // FuzzFormatRecord checks that every record, whatever its bytes, formats
-// to one valid UTF-8 JSON object per line, within the size estimate.
+// to one valid UTF-8 JSON object per line, within the size estimate. A
+// json payload that is not valid JSON comes as raw, as the runtime hands
+// it over (plugin.Record).
 func FuzzFormatRecord(f *testing.F) {
 	f.Add("orders.eu", []byte("k"), []byte(`{"a":1}`), "h", []byte("v"), uint8(0))
 	f.Add("t\x00", []byte(nil), []byte("\xff\xfe"), "\xff", []byte{0x80}, uint8(2))
@@ -44,6 +52,9 @@ func FuzzFormatRecord(f *testing.F) {
 		fm := newFormatter(&o)
 		r := plugin.Record{Topic: topic, Offset: 5, Timestamp: time.Unix(1, 0), Key: key, Payload: payload,
 			Headers: []plugin.Header{{Key: hk, Value: hv}}, Schema: schemas[int(schema)%len(schemas)]}
+		if r.Schema == plugin.SchemaJSON && !codec.ValidSinkPayload(r.Schema, r.Payload) {
+			r.Schema = plugin.SchemaRaw // as the runtime hands it over
+		}
 		out := fm.appendRecord(nil, &r, true, metaTail(topic, 0))
 		if est := fm.estimate(&r, len(topic)); len(out) > est {
 			t.Fatalf("wrote %d bytes, estimate %d", len(out), est)
