@@ -33,8 +33,9 @@
 //     after each Consume and every CommitInterval, so commits trail
 //     durability while consumption goes on, and every commit is an offset
 //     the sink reported. Commits run off the poll loop, at most every 100
-//     ms, each with the latest offsets. Counters.Committed counts the
-//     committed records.
+//     ms, each with the latest offsets; a failed one is retried on its own,
+//     backing off up to 5 s. Counters.Committed counts the committed
+//     records.
 //  6. On failure (an error from Consume, a failed transform or dead-letter
 //     produce), backs off (exponential, capped) and redelivers the same
 //     batch; a DeferredSink skips what it already accepted.
