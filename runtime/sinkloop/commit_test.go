@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/picomq/pico-connectors/internal/testwait"
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 )
 
@@ -20,20 +21,7 @@ import (
 func TestCommitsAreSpaced(t *testing.T) {
 	b := startBroker(t)
 	const topic, group, n = "spaced", "spaced-group", 3000
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := make([]*kgo.Record, 0, n)
-	for _, v := range jsonValues("n", n) {
-		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
+	produceMany(t, b, topic, n)
 
 	var mu sync.Mutex
 	var at []time.Time
@@ -80,20 +68,7 @@ func TestCommitsAreSpaced(t *testing.T) {
 func TestFailedCommitIsRetried(t *testing.T) {
 	b := startBroker(t)
 	const topic, group, n, fails = "retried", "retried-group", 50, 3
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	recs := make([]*kgo.Record, 0, n)
-	for _, v := range jsonValues("n", n) {
-		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceMany(t, b, topic, n)
 
 	var mu sync.Mutex
 	var failed, passed int
@@ -146,5 +121,24 @@ func TestFailedCommitIsRetried(t *testing.T) {
 	}
 	if got := len(sink.ok); got != n {
 		t.Fatalf("the sink took %d records, want %d", got, n)
+	}
+}
+
+// produceMany writes n small JSON records to topic in one ProduceSync.
+func produceMany(t *testing.T, b *broker.Broker, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, 0, n)
+	for _, v := range jsonValues("n", n) {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 }
