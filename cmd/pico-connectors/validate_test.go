@@ -154,7 +154,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if code := Main([]string{"validate", "--config", path}, &out, &out, []string{"PICOMQ_CONNECTORS_SINK_OUT_TOPICS_0_BATCH_LENGTH=-5"}); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"a.toml: colour:", "a.toml: version:", "a.toml: path: missing", "a.toml: topics[0].partitions:", "a.toml: topics[0].linger_time:", "b.toml: topics[0].batch_length: -5 (from environment variable PICOMQ_CONNECTORS_SINK_OUT_TOPICS_0_BATCH_LENGTH): must be at least 1", "6 problems found"} {
+	for _, want := range []string{"a.toml: colour:", "a.toml: version:", "a.toml: path: missing", "a.toml: topics[0].partitions:", "a.toml: topics[0].linger_time:", "b.toml: topics[0].batch_length: -5 (from environment variable PICOMQ_CONNECTORS_SINK_OUT_TOPICS_0_BATCH_LENGTH): must be 1 to 1000000", "6 problems found"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in:\n%s", want, out.String())
 		}

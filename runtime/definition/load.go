@@ -44,6 +44,14 @@ const (
 	DefaultLingerTime   = "5ms"
 )
 
+// Bounds of a [[topics]] block, librdkafka's own: batch.num.messages for a
+// source's batch_length (a sink holds one batch in memory, so the same
+// bound keeps it sane), queue.buffering.max.ms for linger_time.
+const (
+	MaxBatchLength = 1_000_000
+	MaxLingerTime  = 15 * time.Minute
+)
+
 // Config is a loaded runtime config with every definition in its
 // connectors_dir, after environment overrides, defaults and validation.
 type Config struct {
@@ -488,6 +496,9 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 			d.add(p.Key, "%s", p.Message)
 		}
 		d.duration(k("linger_time"), t.LingerTime)
+		if l, err := parseDuration(t.LingerTime); err == nil && l > MaxLingerTime {
+			d.add(k("linger_time"), "%q%s is too long; use at most 15m (librdkafka's queue.buffering.max.ms bound)", t.LingerTime, d.origin(k("linger_time")))
+		}
 		for _, f := range []struct {
 			name string
 			v    int
@@ -520,8 +531,8 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 	}
 	t.checkDeadLetterTopic(d, key, typ)
 	d.checkProducerProperties(k("properties"), t.Properties)
-	if d.defined[k("batch_length")] && t.BatchLength < 1 {
-		d.add(k("batch_length"), "%d%s: must be at least 1", t.BatchLength, d.origin(k("batch_length")))
+	if d.defined[k("batch_length")] && (t.BatchLength < 1 || t.BatchLength > MaxBatchLength) {
+		d.add(k("batch_length"), "%d%s: must be 1 to %d", t.BatchLength, d.origin(k("batch_length")), MaxBatchLength)
 	}
 }
 

@@ -179,6 +179,21 @@ key = "b"
 topic = "t"
 `,
 		"connectors/bad.toml": "type = \n",
+		"connectors/d.toml": `type = "source"
+key = "d"
+path = "libpicomq_connector_test_source"
+[[topics]]
+topic = "t"
+batch_length = 2000000
+linger_time = "1000h"
+`,
+		"connectors/e.toml": `type = "sink"
+key = "e"
+path = "libpicomq_connector_test_sink"
+[[topics]]
+topic = "t"
+batch_length = 1000000000
+`,
 	})
 	env := map[string]string{
 		"PICOMQ_CONNECTORS_SOURCE_B_TOPICS_0_BATCH_LENGTH": "many",
@@ -206,6 +221,9 @@ topic = "t"
 		`c.toml: path: missing`,
 		`c.toml: key: source key "b" is already used by`,
 		`bad.toml: line 1:`,
+		`d.toml: topics[0].batch_length: 2000000: must be 1 to 1000000`,
+		`d.toml: topics[0].linger_time: "1000h" is too long; use at most 15m`,
+		`e.toml: topics[0].batch_length: 1000000000: must be 1 to 1000000`,
 		`environment variable PICOMQ_CONNECTORS_SINK_ZZZ_ENABLED names no sink definition`,
 	} {
 		if !strings.Contains(text, want) {

@@ -29,7 +29,7 @@ type Runtime struct {
 
 // Fleet tunes how runtimes in distributed mode share the sources.
 type Fleet struct {
-	SessionTimeout string `toml:"session_timeout" json:"session_timeout,omitempty" jsonschema:"description=How long the broker waits for a runtime that stopped answering (crashed or paused) before its sources and sink partitions move to the others: a takeover takes this plus the source's start-up. A runtime that stops gracefully hands its sources over at once; one restarted under the same id within it gets them back at once. It is also the session.timeout.ms of the sinks' consumers. The broker bounds it (6s at least on the embedded broker).,default=10s"`
+	SessionTimeout string `toml:"session_timeout" json:"session_timeout,omitempty" jsonschema:"description=How long the broker waits for a runtime that stopped answering (crashed or paused) before its sources and sink partitions move to the others: a takeover takes this plus the source's start-up. A runtime that stops gracefully hands its sources over at once; one restarted under the same id within it gets them back at once. It is also the session.timeout.ms of the sinks' consumers: 1s to 1h. The broker bounds it too (6s at least on the embedded broker).,default=10s"`
 	LeaseTopic     string `toml:"lease_topic" json:"lease_topic,omitempty" jsonschema:"description=One-partition topic each source's lease group subscribes to; created when missing. It holds no records.,default=pico-connectors.leases"`
 }
 
@@ -96,11 +96,11 @@ type Topics struct {
 	// Both sides.
 	Topic       Route  `toml:"topic" json:"topic,omitempty" jsonschema:"description=A literal topic name, or a routing rule (sources)."`
 	Schema      string `toml:"schema" json:"schema,omitempty" jsonschema:"enum=json,enum=raw,enum=text,enum=proto,enum=flatbuffer,enum=avro,default=json"`
-	BatchLength int    `toml:"batch_length" json:"batch_length,omitempty" jsonschema:"description=Sinks: records per batch. Sources: producer batch size.,default=1000"`
+	BatchLength int    `toml:"batch_length" json:"batch_length,omitempty" jsonschema:"description=Sinks: records per batch. Sources: producer batch size. 1 to 1000000 (librdkafka's batch.num.messages bound).,default=1000,minimum=1,maximum=1000000"`
 	// Source side.
 	AvroSchemaJSON    string            `toml:"avro_schema_json" json:"avro_schema_json,omitempty" jsonschema:"description=The Avro schema, inline, when schema = avro."`
 	AvroSchemaPath    string            `toml:"avro_schema_path" json:"avro_schema_path,omitempty" jsonschema:"description=The Avro schema file, when schema = avro."`
-	LingerTime        string            `toml:"linger_time" json:"linger_time,omitempty" jsonschema:"description=Producer linger, passed to librdkafka.,default=5ms"`
+	LingerTime        string            `toml:"linger_time" json:"linger_time,omitempty" jsonschema:"description=Producer linger, passed to librdkafka; at most 15m.,default=5ms"`
 	CreateTopics      bool              `toml:"create_topics" json:"create_topics,omitempty" jsonschema:"description=Create missing destination topics through the admin API."`
 	Partitions        int               `toml:"partitions" json:"partitions,omitempty" jsonschema:"description=Accepted only as 1.,default=1"`
 	ReplicationFactor int               `toml:"replication_factor" json:"replication_factor,omitempty" jsonschema:"description=Accepted only as 1.,default=1"`

@@ -92,8 +92,8 @@ func compile(topics []definition.Topics, baseDir string) (plan, error) {
 			sub.name = t.Topic.Literal
 		}
 		batches[i] = t.BatchLength
-		if t.BatchLength < 0 {
-			bad("batch_length = %d: must be at least 1", t.BatchLength)
+		if t.BatchLength < 0 || t.BatchLength > definition.MaxBatchLength {
+			bad("batch_length = %d: must be 1 to %d", t.BatchLength, definition.MaxBatchLength)
 		}
 		if batches[i] == 0 {
 			batches[i] = DefaultBatchLength

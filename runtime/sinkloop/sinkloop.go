@@ -911,7 +911,9 @@ func (l *loop) handle(ev kafka.Event) {
 				l.pending, l.spare = l.spare, nil
 			}
 			if l.pending == nil {
-				l.pending = make([]plugin.Record, 0, l.plan.batch)
+				// Grown by append up to the batch: a large batch_length
+				// reserves nothing before its records arrive.
+				l.pending = make([]plugin.Record, 0, min(l.plan.batch, 4096))
 			}
 		}
 		l.pending = append(l.pending, record(e, l.lastTP.Topic, l.lastSchema))

@@ -65,8 +65,8 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 			bad("replication_factor = %d: only 1 is accepted", t.ReplicationFactor)
 		}
 		switch {
-		case t.BatchLength < 0:
-			bad("batch_length = %d: must be at least 1", t.BatchLength)
+		case t.BatchLength < 0 || t.BatchLength > definition.MaxBatchLength:
+			bad("batch_length = %d: must be 1 to %d", t.BatchLength, definition.MaxBatchLength)
 		case t.BatchLength == 0:
 			spec.batch = DefaultBatchLength
 		}
@@ -77,6 +77,8 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 		d, err := confkit.ParseDuration(linger)
 		if err != nil || d < 0 {
 			bad("linger_time %q: want a duration such as \"5ms\" or \"1s\"", t.LingerTime)
+		} else if d > definition.MaxLingerTime {
+			bad("linger_time %q: use at most 15m (librdkafka's queue.buffering.max.ms bound)", t.LingerTime)
 		} else {
 			spec.linger = int(d.Milliseconds())
 		}
