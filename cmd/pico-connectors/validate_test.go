@@ -122,7 +122,7 @@ func TestValidateMessages(t *testing.T) {
 		{"routing rule", "", strings.Replace(validSource, `topic = "numbers"`, `topic = { strategy = "feild", template = "orders.{tenant}" }`, 1), nil,
 			`connectors/def.toml: topics[0].topic.strategy: "feild" is not allowed; use "field" or "key" or "header" (did you mean "field"?)`},
 		{"duplicate key in a file", "", strings.Replace(validSource, "key = \"gen\"", "key = \"gen\"\nkey = \"gen2\"", 1), nil,
-			`connectors/def.toml: line 3: Key 'key' has already been defined.`},
+			`connectors/def.toml: line 3 (key): Key 'key' has already been defined.`},
 		{"weakening producer property", "", strings.Replace(validSource, "linger_time", "properties = { acks = \"0\" }\nlinger_time", 1), nil,
 			`connectors/def.toml: topics[0].properties.acks: the runtime produces with acks=all`},
 		{"weakening property from env", "", validSource, []string{"PICOMQ_CONNECTORS_BROKER_PROPERTIES_ENABLE_IDEMPOTENCE=false"},
@@ -130,7 +130,9 @@ func TestValidateMessages(t *testing.T) {
 		{"reserved producer property (source loop check)", "", strings.Replace(validSource, "linger_time", "properties = { \"transactional.id\" = \"x\" }\nlinger_time", 1), nil,
 			`connectors/def.toml: topics[0].properties."transactional.id" is set by the runtime and cannot be overridden`},
 		{"syntax error", "", "type = \"source\"\nkey = \n", nil,
-			`connectors/def.toml: line 2: expected value but found '\n' instead`},
+			`connectors/def.toml: line 2 (key): expected value but found '\n' instead`},
+		{"unquoted secret", "", strings.Replace(validSource, "[plugin_config]", "[plugin_config]\napi_token = tok-CANARY-123", 1), nil,
+			`connectors/def.toml: line 10 (plugin_config.api_token): expected value but found text not shown instead (it may be a secret); a string needs quotes, as in api_token = "..."`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +144,9 @@ func TestValidateMessages(t *testing.T) {
 			}
 			if !strings.Contains(out.String(), tc.want) {
 				t.Fatalf("output lacks\n  %s\ngot:\n%s", tc.want, out.String())
+			}
+			if all := out.String() + errOut.String(); strings.Contains(all, "CANARY") || strings.Contains(all, "t0p-s3cret") {
+				t.Fatalf("a secret's value is in the output:\n%s", all)
 			}
 		})
 	}

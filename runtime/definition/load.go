@@ -207,11 +207,36 @@ func parseFile(path string) (map[string]any, toml.MetaData, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, md, fmt.Errorf("line %d: %s", pe.Position.Line, pe.Message)
+			return nil, md, errors.New(parseProblem(pe))
 		}
 		return nil, md, fmt.Errorf("not valid TOML: %v", err)
 	}
 	return raw, md, nil
+}
+
+// quotedText is a double-quoted fragment of a TOML parse error's message:
+// text of the file, such as the bare word after "key =".
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// parseProblem words a TOML syntax error with its line and key but without
+// the file's text, which can be a secret whose quotes were forgotten
+// (secret_access_key = abc... gave `expected value but found "abc..."`).
+func parseProblem(pe toml.ParseError) string {
+	where := fmt.Sprintf("line %d", pe.Position.Line)
+	if pe.LastKey != "" {
+		where += fmt.Sprintf(" (%s)", pe.LastKey)
+	}
+	msg := pe.Message
+	if quotedText.MatchString(msg) {
+		msg = quotedText.ReplaceAllString(msg, "text not shown")
+		if strings.HasPrefix(pe.Message, "expected value but found") && pe.LastKey != "" {
+			k := pe.LastKey[strings.LastIndexByte(pe.LastKey, '.')+1:]
+			msg += fmt.Sprintf(" (it may be a secret); a string needs quotes, as in %s = \"...\"", k)
+		} else {
+			msg += " (it may be a secret)"
+		}
+	}
+	return where + ": " + msg
 }
 
 func keyOrder(md toml.MetaData) map[string]int {

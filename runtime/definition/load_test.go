@@ -220,7 +220,7 @@ batch_length = 1000000000
 		`b.toml: environment variable PICOMQ_CONNECTORS_SOURCE_B_ENABLD matches no key of this definition (did you mean "PICOMQ_CONNECTORS_SOURCE_B_ENABLED"?)`,
 		`c.toml: path: missing`,
 		`c.toml: key: source key "b" is already used by`,
-		`bad.toml: line 1:`,
+		`bad.toml: line 1 (type): expected value`,
 		`d.toml: topics[0].batch_length: 2000000: must be 1 to 1000000`,
 		`d.toml: topics[0].linger_time: "1000h" is too long; use at most 15m`,
 		`e.toml: topics[0].batch_length: 1000000000: must be 1 to 1000000`,
