@@ -441,7 +441,9 @@ func (s *Supervisor) stop(ctx context.Context, c *conn) error {
 
 // Stop stops every connector gracefully: sources after their current
 // batch, sinks after Close has flushed. It waits at most shutdown_grace
-// (or until ctx ends), then closes the embedded broker. In distributed
+// (or until ctx ends), then closes the embedded broker. It returns why a
+// connector did not stop in time or stopped with an error (a sink whose
+// Close failed), not the errors connectors stopped with before. In distributed
 // mode the sources' leases leave their groups, so other runtimes take the
 // sources over at once rather than after the session timeout.
 func (s *Supervisor) Stop(ctx context.Context) error {
@@ -456,7 +458,20 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 			defer wg.Done()
 			c.mu.Lock()
 			defer c.mu.Unlock()
+			running := c.done != nil
+			if running {
+				select {
+				case <-c.done:
+					running = false // it had stopped on its own
+				default:
+				}
+			}
 			errs[i] = s.stop(ctx, c)
+			if errs[i] == nil && running && c.err != nil {
+				// Its stop failed, such as a sink's Close that could not
+				// upload its open files: the exit status says so.
+				errs[i] = fmt.Errorf("%s %s stopped with an error: %w", c.def.Type, c.def.Key, c.err)
+			}
 		}()
 	}
 	wg.Wait()

@@ -328,3 +328,44 @@ func TestSupervisorSourceToSink(t *testing.T) {
 		}
 	}
 }
+
+// failCloseSink takes every batch and fails its Close, as a sink that
+// cannot upload its open files at the stop.
+type failCloseSink struct{}
+
+func (failCloseSink) Open(context.Context) error                     { return nil }
+func (failCloseSink) Consume(context.Context, []plugin.Record) error { return nil }
+func (failCloseSink) Close(context.Context) error {
+	return errors.New("3 files (137 records) not uploaded")
+}
+
+func init() {
+	plugin.Register(plugin.Registration{
+		Name: "sup_test_failclose_sink", Path: "libpicomq_connector_sup_test_failclose_sink", Kind: plugin.KindSink,
+		Load:    func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
+		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return failCloseSink{}, nil },
+	})
+}
+
+// TestStopReportsAFailedClose: a sink whose Close fails makes Stop fail
+// (the process's exit status), naming the sink and the cause.
+func TestStopReportsAFailedClose(t *testing.T) {
+	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
+		"sink.toml": "type = \"sink\"\nkey = \"leaky\"\npath = \"libpicomq_connector_sup_test_failclose_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
+	})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	connectortest.WaitFor(t, 30*time.Second, "the sink running", func() bool {
+		e, _ := sup.Get("sink", "leaky")
+		return e.Status == status.Running
+	})
+	err = sup.Stop(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "sink leaky stopped with an error") || !strings.Contains(err.Error(), "137 records") {
+		t.Fatalf("Stop = %v; want the sink's failed Close", err)
+	}
+}
