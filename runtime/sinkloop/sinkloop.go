@@ -927,7 +927,7 @@ func (l *loop) handle(ev kafka.Event) {
 				what = fmt.Sprintf("properties.\"group.instance.id\" = %q", l.instance)
 				fix = "give every runtime its own group.instance.id, or leave it unset: the runtime uses its runtime.id"
 			}
-			l.fatal = fmt.Errorf("%s: another runtime joined consumer group %q with the same id (group.instance.id) and fenced this one: %s; the sink stopped here (%v)",
+			l.fatal = fmt.Errorf("%s: another runtime joined consumer group %q with the same id (group.instance.id) and fenced this one: %s; the sink stopped here (%w)",
 				what, l.cfg.GroupID, fix, e)
 			l.log.Error("sink fenced by a runtime with the same id", "group_instance_id", l.instance, "err", e)
 			return

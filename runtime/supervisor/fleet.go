@@ -51,7 +51,8 @@ func (s *Supervisor) Membership() api.Membership {
 	return api.Membership{RuntimeID: id, Mode: mode, Members: slices.Compact(all)}
 }
 
-// The back-off before a distributed source that failed runs again.
+// The back-off before a failed connector, or a distributed source that
+// failed while this runtime holds it, runs again.
 const (
 	retryBase = time.Second
 	retryMax  = time.Minute

@@ -22,7 +22,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
 	"github.com/picomq/pico-connectors/runtime/api"
+	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
@@ -85,6 +88,9 @@ type conn struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returns; nil when not running
 	err    error         // what the loop returned
+	gen    uint64        // starts so far: a restart after a failure is for one of them
+	// failures counts the failures in a row, for the restart back-off.
+	failures atomic.Int64
 }
 
 var _ api.Connectors = (*Supervisor)(nil)
@@ -220,11 +226,14 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	return nil
 }
 
-// start builds c's plugin and runs its loop; c.mu is held.
+// start builds c's plugin and runs its loop; c.mu is held. When the build
+// or the loop fails, it starts c again later (restartLater).
 func (s *Supervisor) start(c *conn) {
 	def := c.def
 	c.tracker.Set(status.Starting)
 	c.err = nil
+	c.gen++
+	gen, started := c.gen, time.Now()
 	var metricsFor plugin.Metrics = plugin.DiscardMetrics
 	if s.metrics != nil {
 		metricsFor = s.metrics.For(def.Type, def.Key)
@@ -321,6 +330,7 @@ func (s *Supervisor) start(c *conn) {
 				c.tracker.Fail(err)
 			}
 			c.log.Error("connector stopped", "error", err.Error())
+			s.restartLater(c, gen, time.Since(started), err)
 		} else if err != nil {
 			c.log.Warn("connector stopped with an error", "error", err.Error())
 		}
@@ -360,9 +370,62 @@ func (s *Supervisor) sourceConfig(c *conn, env plugin.Env) (sourceloop.Config, e
 	}, nil
 }
 
+// failed records why c could not be built and starts it again later;
+// c.mu is held.
 func (s *Supervisor) failed(c *conn, err error) {
 	c.err = err
 	c.tracker.Fail(err)
+	c.log.Error("connector could not start", "error", err.Error())
+	s.restartLater(c, c.gen, 0, err)
+}
+
+// maxFencedRestarts bounds the restarts in a row after fences by a
+// consumer with the same group.instance.id.
+const maxFencedRestarts = 3
+
+// fencedByID reports whether err is a fence by a consumer with the same
+// group.instance.id.
+func fencedByID(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.Code() == kafka.ErrFencedInstanceID
+}
+
+// restartLater starts c again after a back-off, unless the runtime stops
+// or c is started again (a restart through the API) meanwhile: retryBase
+// after the first failure, doubling with each failure in a row up to
+// retryMax, with jitter. A failure after retryMax or more of running
+// counts as the first. A fault
+// outside the runtime (an S3 endpoint down when the sink opens, a broker
+// restart that fenced the sink's consumer, a state store down) then heals
+// on its own; the status shows Error, with the error, until a start
+// succeeds.
+//
+// A fence by a consumer with the same group.instance.id (a second runtime
+// with this runtime's id, or a broker that restarted and forgot the
+// member) is retried maxFencedRestarts times in a row, then c stays
+// stopped: two runtimes with one id would otherwise fence each other for
+// good.
+func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err error) {
+	n := c.failures.Add(1)
+	if ran >= retryMax {
+		n = 1
+		c.failures.Store(n)
+	}
+	if fencedByID(err) && n > maxFencedRestarts {
+		c.log.Error("fenced by a consumer with the same id again and again: the connector stays stopped; give every runtime its own id, then restart it", "fences_in_a_row", n,
+			"restart", fmt.Sprintf("POST /%ss/%s/restart", c.def.Type, c.def.Key))
+		return
+	}
+	delay := backoff.Exponential(retryBase, retryMax)(int(n))
+	c.log.Warn("the runtime starts the connector again after a back-off", "in", delay.Round(time.Millisecond).String(), "failures_in_a_row", n)
+	time.AfterFunc(delay, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if s.leaving.Load() || c.gen != gen {
+			return
+		}
+		s.start(c)
+	})
 }
 
 // newSource calls the registration, turning a panic into an error.
@@ -506,6 +569,7 @@ func (s *Supervisor) Restart(ctx context.Context, kind, key string) error {
 		return err
 	}
 	c.log.Info("restarting connector")
+	c.failures.Store(0)
 	s.start(c)
 	if c.done == nil && c.err != nil {
 		return c.err

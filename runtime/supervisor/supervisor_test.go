@@ -11,8 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/picomq/pico-connectors/runtime/api"
 	"github.com/picomq/pico-connectors/runtime/broker"
@@ -367,5 +371,153 @@ func TestStopReportsAFailedClose(t *testing.T) {
 	err = sup.Stop(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "sink leaky stopped with an error") || !strings.Contains(err.Error(), "137 records") {
 		t.Fatalf("Stop = %v; want the sink's failed Close", err)
+	}
+}
+
+// flakySinkOpens counts the Opens of flakySink; the first two fail, as a
+// sink whose endpoint is down when the runtime starts.
+var flakySinkOpens atomic.Int64
+
+type flakySink struct{ failCloseSink }
+
+func (flakySink) Open(context.Context) error {
+	if flakySinkOpens.Add(1) <= 2 {
+		return errors.New("connectivity check failed: connection refused")
+	}
+	return nil
+}
+func (flakySink) Close(context.Context) error { return nil }
+
+func init() {
+	plugin.Register(plugin.Registration{
+		Name: "sup_test_flaky_sink", Path: "libpicomq_connector_sup_test_flaky_sink", Kind: plugin.KindSink,
+		Load:    func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
+		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return flakySink{}, nil },
+	})
+}
+
+// TestFailedConnectorStartsAgain: a sink whose Open fails shows Error with
+// the cause, and the runtime starts it again after a back-off (1 s, then
+// 2 s) until it runs, with no restart through the API.
+func TestFailedConnectorStartsAgain(t *testing.T) {
+	flakySinkOpens.Store(0)
+	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
+		"sink.toml": "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
+	})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop(context.Background())
+	connectortest.WaitFor(t, 10*time.Second, "the sink in Error after its first Open", func() bool {
+		e, _ := sup.Get("sink", "flaky")
+		return e.Status == status.Error && strings.Contains(e.LastError, "connection refused")
+	})
+	start := time.Now()
+	connectortest.WaitFor(t, 30*time.Second, "the sink running after two failed Opens", func() bool {
+		e, _ := sup.Get("sink", "flaky")
+		return e.Status == status.Running
+	})
+	if n := flakySinkOpens.Load(); n != 3 {
+		t.Fatalf("%d Opens, want 3 (two failed, then one that ran)", n)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("running %v after the first failure; the back-off is 1 s, then 2 s", took)
+	}
+}
+
+// TestStopCancelsARestart: a connector waiting out its back-off is not
+// started again once the runtime stops.
+func TestStopCancelsARestart(t *testing.T) {
+	flakySinkOpens.Store(-100) // every Open fails
+	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
+		"sink.toml": "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
+	})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	connectortest.WaitFor(t, 10*time.Second, "the first Open failed", func() bool { return flakySinkOpens.Load() >= -99 })
+	if err := sup.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := flakySinkOpens.Load()
+	time.Sleep(2500 * time.Millisecond) // past the first back-off
+	if got := flakySinkOpens.Load(); got != n {
+		t.Fatalf("%d Opens after Stop", got-n)
+	}
+}
+
+// TestFencedSinkStartsAgain: a broker that answers the sink's heartbeat
+// with FENCED_INSTANCE_ID (as one that restarted and forgot the member
+// does) stops the sink's consumer; the runtime starts the sink again and
+// it runs. Fenced on every start, it stays stopped after maxFencedRestarts
+// restarts, in Error with the cause.
+func TestFencedSinkStartsAgain(t *testing.T) {
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var fences, limit atomic.Int64
+	limit.Store(1)
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.HeartbeatRequest)
+		if r.Group != "pico-connectors-fenced" || fences.Load() >= limit.Load() {
+			return nil, nil, false
+		}
+		fences.Add(1)
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = r.Version
+		resp.ErrorCode = 82 // FENCED_INSTANCE_ID
+		return resp, nil, true
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A topic the pattern matches: the consumer joins its group only then.
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "seq_fenced", Value: []byte(`{"seq":0}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	flakySinkOpens.Store(1000) // every Open succeeds
+	cfg := writeConfig(t, fmt.Sprintf("[broker]\nbootstrap_servers = %q\n[state]\npath = \"st\"\n", b.Addr()), map[string]string{
+		"sink.toml": "type = \"sink\"\nkey = \"fenced\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
+	})
+	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Stop(context.Background())
+	connectortest.WaitFor(t, 60*time.Second, "the sink fenced once", func() bool {
+		e, _ := sup.Get("sink", "fenced")
+		return fences.Load() == 1 && strings.Contains(e.LastError, "same id")
+	})
+	connectortest.WaitFor(t, 60*time.Second, "the sink running again after the fence", func() bool {
+		e, _ := sup.Get("sink", "fenced")
+		return e.Status == status.Running && fences.Load() == 1
+	})
+
+	limit.Store(1 << 30) // fenced on every start from now on
+	connectortest.WaitFor(t, 2*time.Minute, "the sink stopped for good after repeated fences", func() bool {
+		e, _ := sup.Get("sink", "fenced")
+		return e.Status == status.Error && fences.Load() == 1+maxFencedRestarts
+	})
+	n := fences.Load()
+	time.Sleep(10 * time.Second) // longer than the last back-off
+	if got := fences.Load(); got != n {
+		t.Fatalf("fenced %d more times after it should have stayed stopped", got-n)
 	}
 }
