@@ -145,6 +145,11 @@ func configCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		return 2
 	}
 	cfg, loadErr := definition.Load(path, definition.Environ(environ))
+	if _, err := os.Stat(path); err != nil {
+		// Nothing to show: not even the runtime config was read.
+		printProblems(stderr, loadErr)
+		return 1
+	}
 	var view map[string]any
 	if len(pos) == 0 {
 		view = cfg.Runtime.Redacted()

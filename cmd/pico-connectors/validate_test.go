@@ -199,4 +199,10 @@ func TestConfigMasksSecrets(t *testing.T) {
 	if code := Main([]string{"config", "--config", path, "gne"}, &out, &errOut, nil); code != 1 || !strings.Contains(errOut.String(), `did you mean "gen"?`) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
+	out.Reset()
+	errOut.Reset()
+	missing := filepath.Join(t.TempDir(), "none.toml")
+	if code := Main([]string{"config", "--config", missing}, &out, &errOut, nil); code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "cannot read") {
+		t.Fatalf("config of a missing file: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout", code, out.String(), errOut.String())
+	}
 }

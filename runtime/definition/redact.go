@@ -2,6 +2,7 @@ package definition
 
 import (
 	"net/url"
+	"reflect"
 	"strings"
 )
 
@@ -9,51 +10,56 @@ import (
 const Mask = "****"
 
 // Redacted returns the runtime config for display (the config command and
-// the API), keyed by the file's key names, with the API keys masked, the
-// state URL's password removed and sensitive librdkafka properties masked.
+// the API), keyed by the file's key names (toml tags), every key of
+// Runtime included: a field tagged secret:"true" is masked, a URL's
+// password removed, and sensitive librdkafka properties masked.
 func (r Runtime) Redacted() map[string]any {
-	mask := func(s string) string {
-		if s == "" {
-			return ""
+	return redactStruct(reflect.ValueOf(r))
+}
+
+// redactStruct is Redacted for any struct of the runtime config.
+func redactStruct(v reflect.Value) map[string]any {
+	out := map[string]any{}
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
 		}
+		fv := v.Field(i)
+		switch {
+		case fv.Kind() == reflect.Struct:
+			out[name] = redactStruct(fv)
+		case fv.Kind() == reflect.String && f.Tag.Get("secret") == "true":
+			out[name] = ""
+			if fv.String() != "" {
+				out[name] = Mask
+			}
+		case fv.Kind() == reflect.String:
+			out[name] = redactURL(fv.String())
+		case fv.Type() == reflect.TypeFor[map[string]string]():
+			if fv.Len() > 0 {
+				out[name] = MaskProperties(fv.Interface().(map[string]string))
+			}
+		default:
+			out[name] = fv.Interface()
+		}
+	}
+	return out
+}
+
+// redactURL returns s with the password of a URL's user info removed; a
+// value with user info that does not parse is masked whole.
+func redactURL(s string) string {
+	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
 		return Mask
 	}
-	stateURL := r.State.HTTP.URL
-	if u, err := url.Parse(stateURL); err == nil {
-		stateURL = u.Redacted()
-	} else if stateURL != "" {
-		stateURL = Mask
-	}
-	broker := map[string]any{
-		"bootstrap_servers": r.Broker.BootstrapServers,
-		"embedded_address":  r.Broker.EmbeddedAddress,
-	}
-	if len(r.Broker.Properties) > 0 {
-		broker["properties"] = MaskProperties(r.Broker.Properties)
-	}
-	return map[string]any{
-		"broker": broker,
-		"http": map[string]any{
-			"address":  r.HTTP.Address,
-			"api_key":  mask(r.HTTP.APIKey),
-			"tls_cert": r.HTTP.TLSCert,
-			"tls_key":  r.HTTP.TLSKey,
-		},
-		"state": map[string]any{
-			"storage": r.State.Storage,
-			"path":    r.State.Path,
-			"http": map[string]any{
-				"url":          stateURL,
-				"timeout":      r.State.HTTP.Timeout,
-				"max_attempts": r.State.HTTP.MaxAttempts,
-				"retry_delay":  r.State.HTTP.RetryDelay,
-				"api_key":      mask(r.State.HTTP.APIKey),
-			},
-		},
-		"connectors_dir": r.ConnectorsDir,
-		"log":            map[string]any{"format": r.Log.Format, "level": r.Log.Level},
-		"shutdown_grace": r.ShutdownGrace,
-	}
+	return u.Redacted()
 }
 
 // sensitiveProperties are the librdkafka settings librdkafka itself marks

@@ -1,0 +1,47 @@
+package definition
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestRedactedShowsEveryKey: the config view holds every key of the
+// runtime config (mode, id, broker.data_dir and the fleet keys were left
+// out of a hand-written list), with its value, and no secret.
+func TestRedactedShowsEveryKey(t *testing.T) {
+	r := Runtime{Mode: ModeDistributed, ID: "rt-a", ShutdownGrace: "9s"}
+	r.Broker.DataDir, r.Broker.Properties = "bd", map[string]string{"sasl.password": "pw-CANARY", "linger.ms": "3"}
+	r.Fleet.SessionTimeout, r.Fleet.LeaseTopic = "7s", "leases"
+	r.State.Topic, r.State.HTTP.URL, r.State.HTTP.APIKey = "ckpt", "https://u:url-CANARY@state.example/s", "key-CANARY"
+	r.HTTP.APIKey = "api-CANARY"
+	red := r.Redacted()
+	for path, want := range map[string]any{
+		"mode": ModeDistributed, "id": "rt-a", "shutdown_grace": "9s", "broker.data_dir": "bd", "broker.embedded_address": "",
+		"fleet.session_timeout": "7s", "fleet.lease_topic": "leases", "state.topic": "ckpt", "state.http.max_attempts": 0,
+		"state.http.url": "https://u:xxxxx@state.example/s", "state.http.api_key": Mask, "http.api_key": Mask, "http.tls_key": "",
+	} {
+		var v any = red
+		for _, k := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("%s: not a table at %s", path, k)
+			}
+			if v, ok = m[k]; !ok {
+				t.Fatalf("%s missing from %v", path, red)
+			}
+		}
+		if v != want {
+			t.Errorf("%s = %#v, want %#v", path, v, want)
+		}
+	}
+	if props := red["broker"].(map[string]any)["properties"].(map[string]string); props["sasl.password"] != Mask || props["linger.ms"] != "3" {
+		t.Errorf("broker.properties = %v", props)
+	}
+	if s := fmt.Sprint(red); strings.Contains(s, "CANARY") {
+		t.Errorf("a secret is in the view: %s", s)
+	}
+	if got := redactURL("http://u:p w@h/%zz"); got != Mask {
+		t.Errorf("a URL with user info that does not parse shows %q", got)
+	}
+}
