@@ -137,6 +137,14 @@ func TestS3ConfigurationTable(t *testing.T) {
 				t.Fatalf("%+v", c)
 			}
 		}},
+		{name: "prefix without ..", raw: s3base("prefix", "../../escape"), key: "prefix", rule: "pattern", msg: "prefix '../../escape' is not a key prefix"},
+		{name: "prefix without control characters", raw: s3base("prefix", "raw/a\x00b"), key: "prefix", rule: "pattern", msg: "is not a key prefix"},
+		{name: "prefix without empty segments", raw: s3base("prefix", "raw//orders"), key: "prefix", rule: "pattern", msg: "is not a key prefix"},
+		{name: "prefix with dots", raw: s3base("prefix", "v1.2/..hidden/x..y/."), check: func(t *testing.T, c s3sinkconfig.Config) {
+			if c.Prefix != "v1.2/..hidden/x..y/." {
+				t.Fatalf("prefix = %q", c.Prefix)
+			}
+		}},
 		{name: "endpoint must be a URL", raw: s3base("endpoint", "minio:9000"), key: "endpoint", rule: "pattern", msg: "endpoint 'minio:9000' is not a URL"},
 		{name: "static credentials", raw: s3base("access_key_id", "AK", "secret_access_key", "SK"), check: func(t *testing.T, c s3sinkconfig.Config) {
 			if c.AccessKeyID.Reveal() != "AK" || c.SecretAccessKey.Reveal() != "SK" {

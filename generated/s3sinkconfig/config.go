@@ -171,7 +171,7 @@ type Config struct {
 	// Region is the region key: AWS region name. With endpoint set, any label is accepted and passed through.
 	Region string
 
-	// Prefix is the prefix key: Key prefix in front of the rendered template. Surrounding slashes are trimmed.
+	// Prefix is the prefix key: Key prefix in front of the rendered template. Surrounding slashes are trimmed. Segments between slashes may not be empty or .., and control characters are refused.
 	Prefix string
 
 	// Endpoint is the endpoint key: Custom endpoint URL for MinIO, Ceph, R2 and similar. Turns on path-style addressing.
@@ -352,6 +352,7 @@ var spec = confgen.Spec{
 		Keys: map[string]confgen.KeyInfo{
 			"bucket":   {Messages: map[string]string{"maxLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "minLength": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "pattern": "bucket '{value}' is not a valid S3 bucket name: use 3 to 63 lower-case letters, digits, '.' and '-'", "required": "bucket is required: name an existing S3 bucket"}},
 			"region":   {Messages: map[string]string{"required": "region is required: name an AWS region such as eu-west-1", "x-pattern-unless": "Invalid S3 region '{value}'"}},
+			"prefix":   {Messages: map[string]string{"pattern": "prefix '{value}' is not a key prefix: use segments separated by single slashes, none of them .., with no control characters, such as raw/orders"}},
 			"endpoint": {Messages: map[string]string{"pattern": "endpoint '{value}' is not a URL: use http://host:port or https://host"}},
 			"access_key_id": {
 				Messages: map[string]string{"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"},
