@@ -115,6 +115,8 @@ func TestValidateMessages(t *testing.T) {
 			`connectors/def.toml: enabled: environment variable PICOMQ_CONNECTORS_SOURCE_GEN_ENABLED = "perhaps" is not a boolean; use true or false`},
 		{"bad env override duration", "", validSource, []string{"PICOMQ_CONNECTORS_SOURCE_GEN_TOPICS_0_LINGER_TIME=soon"},
 			`connectors/def.toml: topics[0].linger_time: "soon" (from environment variable PICOMQ_CONNECTORS_SOURCE_GEN_TOPICS_0_LINGER_TIME) is not a duration`},
+		{"reserved property in broker.properties", "[broker.properties]\n\"enable.auto.commit\" = \"true\"\n", validSource, nil,
+			`runtime.toml: broker.properties."enable.auto.commit": is set by the runtime and cannot be overridden; remove it`},
 		{"bad runtime env override", "", validSource, []string{"PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS=lots"},
 			`runtime.toml: state.http.max_attempts: environment variable PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS = "lots" is not an integer`},
 		{"misspelt env variable", "", validSource, []string{"PICOMQ_CONNECTORS_SOURCE_GEN_ENABLD=true"},

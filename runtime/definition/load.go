@@ -391,6 +391,7 @@ func (r *Runtime) validate(d *decoder) {
 		d.checkDataDir(d.file, r.Broker.DataDir)
 	}
 	d.checkProducerProperties("broker.properties", r.Broker.Properties)
+	d.checkReserved("broker.properties", r.Broker.Properties, ReservedConsumer, ReservedProducer)
 }
 
 // Source-only and sink-only keys of a [[topics]] block.

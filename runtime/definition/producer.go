@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,33 @@ func WeakensProducer(key, value string) string {
 		return fmt.Sprintf("%q: an idempotent producer keeps records in order only with 1 to %d requests in flight; remove it or set a number from 1 to %d", value, MaxInFlight, MaxInFlight)
 	}
 	return ""
+}
+
+// Properties the runtime sets on its clients, refused in every properties
+// table: ReservedConsumer on a sink's consumer, ReservedProducer on the
+// producers, and both in broker.properties, which every client takes.
+var (
+	ReservedConsumer = []string{"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "go.logs.channel.enable", "go.application.rebalance.enable"}
+	ReservedProducer = []string{"bootstrap.servers", "go.delivery.reports", "go.logs.channel.enable", "transactional.id"}
+)
+
+// checkReserved adds a problem under key."NAME" for every property of
+// props in one of the reserved lists.
+func (d *decoder) checkReserved(key string, props map[string]string, reserved ...[]string) {
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, list := range reserved {
+			if slices.Contains(list, k) {
+				path := key + "." + quoteKey(k)
+				d.add(path, "is set by the runtime and cannot be overridden%s; remove it", d.origin(path))
+				break
+			}
+		}
+	}
 }
 
 // checkProducerProperties adds a problem under key.properties."NAME" for

@@ -19,9 +19,6 @@ const (
 	DefaultPollInterval = "100ms"
 )
 
-// reservedConsumer are consumer settings the loop depends on.
-var reservedConsumer = []string{"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "go.logs.channel.enable", "go.application.rebalance.enable"}
-
 // subscription is one [[topics]] block as the loop uses it.
 type subscription struct {
 	idx    int
@@ -110,7 +107,7 @@ func compile(topics []definition.Topics, baseDir string) (plan, error) {
 		if t.Partitions > 1 {
 			bad("partitions = %d: only 1 is accepted", t.Partitions)
 		}
-		for _, k := range reservedConsumer {
+		for _, k := range definition.ReservedConsumer {
 			if _, ok := t.Properties[k]; ok {
 				bad("properties.%q is set by the runtime and cannot be overridden", k)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
+	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
@@ -30,9 +31,6 @@ type dlqProducer struct {
 	timeout time.Duration
 }
 
-// reservedProducer are producer settings the dead-letter producer depends on.
-var reservedProducer = []string{"bootstrap.servers", "go.delivery.reports", "go.logs.channel.enable"}
-
 func newDLQProducer(logCtx context.Context, cfg Config, log *slog.Logger) (*dlqProducer, error) {
 	defaults := kafka.ConfigMap{
 		"client.id":           "pico-connectors-" + cfg.Key + "-dlq",
@@ -40,7 +38,7 @@ func newDLQProducer(logCtx context.Context, cfg Config, log *slog.Logger) (*dlqP
 		"message.timeout.ms":  int(cfg.DeliveryTimeout.Milliseconds()),
 		"go.delivery.reports": true,
 	}
-	cm, err := clientconf.ConfigMap(cfg.BootstrapServers, defaults, reservedProducer, cfg.Properties)
+	cm, err := clientconf.ConfigMap(cfg.BootstrapServers, defaults, definition.ReservedProducer, cfg.Properties)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter producer: %w", err)
 	}

@@ -447,7 +447,7 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		defaults["session.timeout.ms"] = int(ms)
 		defaults["heartbeat.interval.ms"] = int(max(1, ms/3))
 	}
-	cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, reservedConsumer, layers...)
+	cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, definition.ReservedConsumer, layers...)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 		if err := checkProperties(fmt.Sprintf("topics[%d].properties", i), t.Properties); err != nil {
 			errs = append(errs, err)
 		}
-		for _, k := range reservedProducer {
+		for _, k := range definition.ReservedProducer {
 			if _, ok := t.Properties[k]; ok {
 				bad("properties.%q is set by the runtime and cannot be overridden", k)
 			}
@@ -97,9 +97,6 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 	}
 	return out, nil
 }
-
-// reservedProducer are producer settings the loop depends on.
-var reservedProducer = []string{"bootstrap.servers", "go.delivery.reports", "go.logs.channel.enable", "transactional.id"}
 
 // checkProperties refuses properties that would weaken the producers'
 // acks=all and idempotence, naming each key.

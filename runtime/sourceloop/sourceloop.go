@@ -336,7 +336,7 @@ func (l *loop) open(ctx, logCtx context.Context) error {
 		if l.txn != nil {
 			defaults["transactional.id"] = l.transactionalID(b)
 		}
-		cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, reservedProducer, l.cfg.Properties, b.def.Properties)
+		cm, err := clientconf.ConfigMap(l.cfg.BootstrapServers, defaults, definition.ReservedProducer, l.cfg.Properties, b.def.Properties)
 		if err != nil {
 			return fmt.Errorf("topics[%d]: %w", b.idx, err)
 		}
