@@ -354,21 +354,12 @@ func init() {
 // TestStopReportsAFailedClose: a sink whose Close fails makes Stop fail
 // (the process's exit status), naming the sink and the cause.
 func TestStopReportsAFailedClose(t *testing.T) {
-	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
-		"sink.toml": "type = \"sink\"\nkey = \"leaky\"\npath = \"libpicomq_connector_sup_test_failclose_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
-	})
-	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	sup := startSink(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", "type = \"sink\"\nkey = \"leaky\"\npath = \"libpicomq_connector_sup_test_failclose_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	connectortest.WaitFor(t, 30*time.Second, "the sink running", func() bool {
 		e, _ := sup.Get("sink", "leaky")
 		return e.Status == status.Running
 	})
-	err = sup.Stop(context.Background())
+	err := sup.Stop(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "sink leaky stopped with an error") || !strings.Contains(err.Error(), "137 records") {
 		t.Fatalf("Stop = %v; want the sink's failed Close", err)
 	}
@@ -401,16 +392,7 @@ func init() {
 // 2 s) until it runs, with no restart through the API.
 func TestFailedConnectorStartsAgain(t *testing.T) {
 	flakySinkOpens.Store(0)
-	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
-		"sink.toml": "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
-	})
-	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	sup := startSink(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	defer sup.Stop(context.Background())
 	connectortest.WaitFor(t, 10*time.Second, "the sink in Error after its first Open", func() bool {
 		e, _ := sup.Get("sink", "flaky")
@@ -433,16 +415,7 @@ func TestFailedConnectorStartsAgain(t *testing.T) {
 // started again once the runtime stops.
 func TestStopCancelsARestart(t *testing.T) {
 	flakySinkOpens.Store(-100) // every Open fails
-	cfg := writeConfig(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", map[string]string{
-		"sink.toml": "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
-	})
-	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	sup := startSink(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	connectortest.WaitFor(t, 10*time.Second, "the first Open failed", func() bool { return flakySinkOpens.Load() >= -99 })
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -490,16 +463,7 @@ func TestFencedSinkStartsAgain(t *testing.T) {
 	}
 	cl.Close()
 	flakySinkOpens.Store(1000) // every Open succeeds
-	cfg := writeConfig(t, fmt.Sprintf("[broker]\nbootstrap_servers = %q\n[state]\npath = \"st\"\n", b.Addr()), map[string]string{
-		"sink.toml": "type = \"sink\"\nkey = \"fenced\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n",
-	})
-	sup, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sup.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	sup := startSink(t, fmt.Sprintf("[broker]\nbootstrap_servers = %q\n[state]\npath = \"st\"\n", b.Addr()), "type = \"sink\"\nkey = \"fenced\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	defer sup.Stop(context.Background())
 	connectortest.WaitFor(t, 60*time.Second, "the sink fenced once", func() bool {
 		e, _ := sup.Get("sink", "fenced")
@@ -520,4 +484,19 @@ func TestFencedSinkStartsAgain(t *testing.T) {
 	if got := fences.Load(); got != n {
 		t.Fatalf("fenced %d more times after it should have stayed stopped", got-n)
 	}
+}
+
+// startSink starts a supervisor with runtime config rt and one sink
+// definition, logging only what goes wrong beyond errors.
+func startSink(t *testing.T, rt, def string) *Supervisor {
+	t.Helper()
+	sup, err := New(writeConfig(t, rt, map[string]string{"sink.toml": def}),
+		Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return sup
 }
