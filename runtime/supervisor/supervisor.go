@@ -529,8 +529,11 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 				default:
 				}
 			}
+			// A stop that interrupts a start (an Open in progress) ends it
+			// with that Open's error, which is no failure of the stop.
+			starting := c.tracker.Status() == status.Starting || c.tracker.Status() == status.Standby
 			errs[i] = s.stop(ctx, c)
-			if errs[i] == nil && running && c.err != nil {
+			if errs[i] == nil && running && !starting && c.err != nil && !errors.Is(c.err, context.Canceled) {
 				// Its stop failed, such as a sink's Close that could not
 				// upload its open files: the exit status says so.
 				errs[i] = fmt.Errorf("%s %s stopped with an error: %w", c.def.Type, c.def.Key, c.err)
