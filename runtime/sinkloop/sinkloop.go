@@ -215,6 +215,10 @@ type outcome struct {
 	held   []plugin.Record // rejected records with no dead_letter_topic to go to
 }
 
+// ErrClose is wrapped by the error Run returns when the sink's Close
+// failed, such as an S3 sink that could not upload its open files.
+var ErrClose = errors.New("close")
+
 type loop struct {
 	cfg      Config
 	log      *slog.Logger
@@ -345,7 +349,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		defer cancel()
 		if err := cfg.Sink.Close(cctx); err != nil {
 			l.log.Error("sink close failed", "err", err)
-			return fmt.Errorf("close: %w", err)
+			return fmt.Errorf("%w: %w", ErrClose, err)
 		}
 		return nil
 	}

@@ -505,8 +505,9 @@ func (s *Supervisor) stop(ctx context.Context, c *conn) error {
 // Stop stops every connector gracefully: sources after their current
 // batch, sinks after Close has flushed. It waits at most shutdown_grace
 // (or until ctx ends), then closes the embedded broker. It returns why a
-// connector did not stop in time or stopped with an error (a sink whose
-// Close failed), not the errors connectors stopped with before. In distributed
+// connector did not stop in time, or why a sink's Close failed during the
+// stop (files it could not upload), not the errors connectors stopped with
+// before. In distributed
 // mode the sources' leases leave their groups, so other runtimes take the
 // sources over at once rather than after the session timeout.
 func (s *Supervisor) Stop(ctx context.Context) error {
@@ -529,13 +530,13 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 				default:
 				}
 			}
-			// A stop that interrupts a start (an Open in progress) ends it
-			// with that Open's error, which is no failure of the stop.
-			starting := c.tracker.Status() == status.Starting || c.tracker.Status() == status.Standby
 			errs[i] = s.stop(ctx, c)
-			if errs[i] == nil && running && !starting && c.err != nil && !errors.Is(c.err, context.Canceled) {
-				// Its stop failed, such as a sink's Close that could not
-				// upload its open files: the exit status says so.
+			if errs[i] == nil && running && errors.Is(c.err, sinkloop.ErrClose) {
+				// A sink's Close failed during the stop, such as one that
+				// could not upload its open files: the exit status says
+				// so. (A stop that interrupts an Open, or a last commit
+				// the coordinator did not answer, is read again by the
+				// next owner and loses nothing written.)
 				errs[i] = fmt.Errorf("%s %s stopped with an error: %w", c.def.Type, c.def.Key, c.err)
 			}
 		}()
