@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
 )
@@ -53,14 +54,15 @@ func newCommitter(c *kafka.Consumer, log *slog.Logger, tr *status.Tracker) *comm
 const maxCommitRetry = 5 * time.Second
 
 // serve commits on every kick, at most once per commitSpacing. A failed
-// commit is retried on its own, after a back-off from commitSpacing
-// doubling up to maxCommitRetry: a sink whose topics went idle gets no
+// commit is retried on its own, after the runtime's back-off from
+// commitSpacing doubling up to maxCommitRetry: a sink whose topics went idle gets no
 // more kicks, and its last offsets would stay uncommitted (redelivered
 // after a restart) until the next record.
 func (k *committer) serve() {
 	defer close(k.stopped)
+	wait := backoff.Exponential(commitSpacing, maxCommitRetry)
 	var retry <-chan time.Time
-	backoff := commitSpacing
+	failures := 0
 	for {
 		select {
 		case <-k.done:
@@ -69,9 +71,10 @@ func (k *committer) serve() {
 		case <-retry:
 		}
 		if k.flush() {
-			retry, backoff = nil, commitSpacing
+			retry, failures = nil, 0
 		} else {
-			retry, backoff = time.After(backoff), min(2*backoff, maxCommitRetry)
+			failures++
+			retry = time.After(wait(failures))
 		}
 		select {
 		case <-k.done:
