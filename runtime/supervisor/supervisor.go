@@ -316,6 +316,9 @@ func (s *Supervisor) start(c *conn) {
 	c.cancel, c.done = cancel, done
 	go func() {
 		defer close(done)
+		// A run that ends on its own releases its context: a restart
+		// after a failure builds a new one.
+		defer cancel()
 		defer func() {
 			if r := recover(); r != nil {
 				err := fmt.Errorf("connector panicked: %v", r)
