@@ -354,7 +354,7 @@ func init() {
 // TestStopReportsAFailedClose: a sink whose Close fails makes Stop fail
 // (the process's exit status), naming the sink and the cause.
 func TestStopReportsAFailedClose(t *testing.T) {
-	sup := startSink(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", "type = \"sink\"\nkey = \"leaky\"\npath = \"libpicomq_connector_sup_test_failclose_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
+	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"leaky\"\npath = \"libpicomq_connector_sup_test_failclose_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	connectortest.WaitFor(t, 30*time.Second, "the sink running", func() bool {
 		e, _ := sup.Get("sink", "leaky")
 		return e.Status == status.Running
@@ -392,7 +392,7 @@ func init() {
 // 2 s) until it runs, with no restart through the API.
 func TestFailedConnectorStartsAgain(t *testing.T) {
 	flakySinkOpens.Store(0)
-	sup := startSink(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
+	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	defer sup.Stop(context.Background())
 	connectortest.WaitFor(t, 10*time.Second, "the sink in Error after its first Open", func() bool {
 		e, _ := sup.Get("sink", "flaky")
@@ -415,7 +415,7 @@ func TestFailedConnectorStartsAgain(t *testing.T) {
 // started again once the runtime stops.
 func TestStopCancelsARestart(t *testing.T) {
 	flakySinkOpens.Store(-100) // every Open fails
-	sup := startSink(t, "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n", "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
+	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	connectortest.WaitFor(t, 10*time.Second, "the first Open failed", func() bool { return flakySinkOpens.Load() >= -99 })
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -485,6 +485,10 @@ func TestFencedSinkStartsAgain(t *testing.T) {
 		t.Fatalf("fenced %d more times after it should have stayed stopped", got-n)
 	}
 }
+
+// embeddedRuntime is a runtime config with an embedded broker and file
+// state.
+const embeddedRuntime = "[broker]\nembedded_address = \"127.0.0.1:0\"\n[state]\npath = \"st\"\n"
 
 // startSink starts a supervisor with runtime config rt and one sink
 // definition, logging only what goes wrong beyond errors.
