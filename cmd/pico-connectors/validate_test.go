@@ -133,7 +133,7 @@ func TestValidateMessages(t *testing.T) {
 			`connectors/def.toml: topics[0].properties."transactional.id" is set by the runtime and cannot be overridden`},
 		{"syntax error", "", "type = \"source\"\nkey = \n", nil,
 			`connectors/def.toml: line 2 (key): expected value but found '\n' instead`},
-		{"unquoted secret", "", strings.Replace(validSource, "[plugin_config]", "[plugin_config]\napi_token = tok-CANARY-123", 1), nil,
+		{"unquoted secret", "", strings.Replace(validSource, "[plugin_config]", "[plugin_config]\napi_token = tokCANARY123", 1), nil,
 			`connectors/def.toml: line 10 (plugin_config.api_token): expected value but found text not shown instead (it may be a secret); a string needs quotes, as in api_token = "..."`},
 	}
 	for _, tc := range cases {
