@@ -20,9 +20,10 @@ const (
 	DefaultStateTopic     = "pico-connectors.state"
 )
 
-// MaxSessionTimeout bounds fleet.session_timeout: librdkafka's bound of
-// session.timeout.ms.
-const MaxSessionTimeout = time.Hour
+// MaxSessionTimeout bounds fleet.session_timeout: librdkafka refuses a
+// session.timeout.ms above max.poll.interval.ms (5 minutes by default),
+// and so does the embedded broker's group.max.session.timeout.ms.
+const MaxSessionTimeout = 5 * time.Minute
 
 // runtimeIDPattern is what a group.instance.id and a topic name allow.
 var runtimeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
@@ -41,7 +42,7 @@ func (r *Runtime) validateFleet(d *decoder) {
 	if t, err := parseDuration(r.Fleet.SessionTimeout); r.Fleet.SessionTimeout != "" && err == nil && t < time.Second {
 		d.add("fleet.session_timeout", "%q%s is too short; use at least 1s (brokers usually refuse less than 6s)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"))
 	} else if err == nil && t > MaxSessionTimeout {
-		d.add("fleet.session_timeout", "%q%s is too long; use at most 1h (librdkafka's session.timeout.ms bound)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"))
+		d.add("fleet.session_timeout", "%q%s is too long; use at most 5m (librdkafka refuses a session.timeout.ms above max.poll.interval.ms, 5m)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"))
 	}
 	for _, k := range []struct{ key, value string }{{"fleet.lease_topic", r.Fleet.LeaseTopic}, {"state.topic", r.State.Topic}} {
 		if k.value != "" && !runtimeIDPattern.MatchString(k.value) {
