@@ -63,6 +63,8 @@ func TestFleetProblems(t *testing.T) {
 		{"[fleet]\nsession_timeout = \"100000h\"\n", nil, "fleet.session_timeout", "too long; use at most 5m"},
 		{"[state]\nstorage = \"kafka\"\n", nil, "state.storage", `"file" or "http" or "broker"`},
 		{"[state]\ntopic = \"a/b\"\n", nil, "state.topic", "not a topic name"},
+		{"mode = \"distributed\"\n[state]\nstorage = \"broker\"\n[broker]\nbootstrap_servers = \"b:1\"\n[broker.properties]\n\"session.timeout.ms\" = \"9000\"\n", nil, `broker.properties."session.timeout.ms"`, `set by the runtime for mode = "distributed"`},
+		{"[state]\nstorage = \"broker\"\n[broker]\nbootstrap_servers = \"b:1\"\n[broker.properties]\n\"isolation.level\" = \"read_uncommitted\"\n", nil, `broker.properties."isolation.level"`, `set by the runtime for state.storage = "broker"`},
 	} {
 		_, ps := loadRuntime(t, tc.body, tc.env)
 		found := false

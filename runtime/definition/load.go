@@ -391,7 +391,13 @@ func (r *Runtime) validate(d *decoder) {
 		d.checkDataDir(d.file, r.Broker.DataDir)
 	}
 	d.checkProducerProperties("broker.properties", r.Broker.Properties)
-	d.checkReserved("broker.properties", r.Broker.Properties, ReservedConsumer, ReservedProducer)
+	d.checkReserved("broker.properties", "", r.Broker.Properties, ReservedConsumer, ReservedProducer)
+	if r.Distributed() {
+		d.checkReserved("broker.properties", ` for mode = "distributed" (its leases; set fleet.session_timeout or id instead)`, r.Broker.Properties, ReservedLease)
+	}
+	if r.State.Storage == "broker" {
+		d.checkReserved("broker.properties", ` for state.storage = "broker" (its checkpoints are written transactionally)`, r.Broker.Properties, ReservedStateStore)
+	}
 }
 
 // Source-only and sink-only keys of a [[topics]] block.

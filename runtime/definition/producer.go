@@ -48,14 +48,21 @@ func WeakensProducer(key, value string) string {
 // Properties the runtime sets on its clients, refused in every properties
 // table: ReservedConsumer on a sink's consumer, ReservedProducer on the
 // producers, and both in broker.properties, which every client takes.
+// broker.properties also reaches the fleet's lease consumers (mode =
+// "distributed"), which refuse ReservedLease, and the broker state store's
+// producer and reader (state.storage = "broker"), which refuse
+// ReservedStateStore.
 var (
-	ReservedConsumer = []string{"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "go.logs.channel.enable", "go.application.rebalance.enable"}
-	ReservedProducer = []string{"bootstrap.servers", "go.delivery.reports", "go.logs.channel.enable", "transactional.id"}
+	ReservedConsumer   = []string{"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "go.logs.channel.enable", "go.application.rebalance.enable"}
+	ReservedProducer   = []string{"bootstrap.servers", "go.delivery.reports", "go.logs.channel.enable", "transactional.id"}
+	ReservedLease      = []string{"group.id", "group.instance.id", "session.timeout.ms", "partition.assignment.strategy", "group.protocol"}
+	ReservedStateStore = []string{"acks", "enable.idempotence", "transactional.id", "isolation.level"}
 )
 
 // checkReserved adds a problem under key."NAME" for every property of
-// props in one of the reserved lists.
-func (d *decoder) checkReserved(key string, props map[string]string, reserved ...[]string) {
+// props in one of the reserved lists; why, when set, says which setting
+// reserves them.
+func (d *decoder) checkReserved(key, why string, props map[string]string, reserved ...[]string) {
 	names := make([]string, 0, len(props))
 	for k := range props {
 		names = append(names, k)
@@ -65,7 +72,7 @@ func (d *decoder) checkReserved(key string, props map[string]string, reserved ..
 		for _, list := range reserved {
 			if slices.Contains(list, k) {
 				path := key + "." + quoteKey(k)
-				d.add(path, "is set by the runtime and cannot be overridden%s; remove it", d.origin(path))
+				d.add(path, "is set by the runtime%s and cannot be overridden%s; remove it", why, d.origin(path))
 				break
 			}
 		}

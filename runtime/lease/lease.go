@@ -31,6 +31,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
+	"github.com/picomq/pico-connectors/runtime/definition"
 )
 
 // DefaultTopic is the lease topic: one partition, no records.
@@ -128,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Lease, error) {
 		"enable.auto.commit":            false,
 		"auto.offset.reset":             "latest",
 		"allow.auto.create.topics":      false,
-	}, []string{"group.id", "group.instance.id", "session.timeout.ms", "partition.assignment.strategy", "group.protocol"}, cfg.Properties)
+	}, definition.ReservedLease, cfg.Properties)
 	if err != nil {
 		return nil, fmt.Errorf("lease of %s: %w", cfg.Key, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
+	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/lease"
 )
 
@@ -73,7 +74,7 @@ func NewBrokerStore(cfg BrokerConfig) (*BrokerStore, error) {
 		"linger.ms":                 0,
 		"allow.auto.create.topics":  false,
 		"go.delivery.report.fields": "none",
-	}, []string{"acks", "enable.idempotence", "transactional.id"}, cfg.Properties)
+	}, definition.ReservedStateStore, cfg.Properties)
 	if err != nil {
 		return nil, fmt.Errorf("broker state store: %w", err)
 	}
@@ -169,7 +170,7 @@ func (s *BrokerStore) Load(ctx context.Context, key string) ([]byte, error) {
 		"enable.auto.commit":   false,
 		"isolation.level":      "read_committed",
 		"enable.partition.eof": true,
-	}, []string{"isolation.level"}, s.cfg.Properties)
+	}, definition.ReservedStateStore, s.cfg.Properties)
 	if err != nil {
 		return nil, fmt.Errorf("broker state store: %w", err)
 	}
