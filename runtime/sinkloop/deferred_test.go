@@ -77,6 +77,7 @@ type deferSink struct {
 	calls    int   // Durable calls
 	releases [][]plugin.TopicPartition
 	closed   bool
+	closeErr error // what Close returns
 	// consume, when set, runs at the start of Consume (outside the lock).
 	consume func(ctx context.Context, batch []plugin.Record) error
 }
@@ -146,7 +147,7 @@ func (s *deferSink) Close(context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	return nil
+	return s.closeErr
 }
 
 func (s *deferSink) state() (accepted int64, calls int, releases int) {

@@ -1,6 +1,7 @@
 package sinkloop
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -118,7 +119,8 @@ func TestFleetSharesPartitions(t *testing.T) {
 }
 
 // TestFleetSameInstanceIDFenced: a second loop given the same InstanceID
-// fences the first, which stops with an Error naming runtime.id.
+// fences the first, which stops with an Error naming runtime.id and, as
+// its sink's Close fails too, that failure (ErrClose).
 func TestFleetSameInstanceIDFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("group joins take seconds")
@@ -126,7 +128,9 @@ func TestFleetSameInstanceIDFenced(t *testing.T) {
 	b := startBroker(t)
 	produce(t, b, "fl.0", jsonValues("a", 5)...)
 	tr1 := status.New("sink", "fleet", nil)
-	c1 := fleetCfg(b.Addr(), "twin", newDeferSink(newStore()))
+	s1 := newDeferSink(newStore())
+	s1.closeErr = errors.New("2 files not uploaded")
+	c1 := fleetCfg(b.Addr(), "twin", s1)
 	c1.Tracker = tr1
 	r1 := run(t, c1)
 	testwait.For(t, time.Minute, "the first loop holding fl.0", func() bool { return len(tr1.Placement().Partitions) == 1 })
@@ -141,6 +145,9 @@ func TestFleetSameInstanceIDFenced(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), `runtime.id "twin"`) || !strings.Contains(err.Error(), "PICOMQ_CONNECTORS_ID") {
 		t.Fatalf("fenced loop returned %v, want an error naming runtime.id \"twin\"", err)
+	}
+	if !errors.Is(err, ErrClose) || !strings.Contains(err.Error(), "2 files not uploaded") {
+		t.Fatalf("fenced loop returned %v, want it to report the failed Close (ErrClose) too", err)
 	}
 	if tr1.Status() != status.Error {
 		t.Fatalf("fenced loop status %s, want Error", tr1.Status())

@@ -354,8 +354,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return nil
 	}
 	if err := l.subscribe(logCtx); err != nil {
-		closeSink()
-		return fail(err)
+		return fail(errors.Join(err, closeSink()))
 	}
 	l.tr.Set(status.Running)
 	l.run(ctx)
@@ -401,10 +400,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if l.fatal != nil {
 			err = l.fatal
 		}
-		return fail(err)
+		// A failed Close is reported too (ErrClose: files not uploaded).
+		return fail(errors.Join(err, cerr))
 	}
 	if l.fatal != nil {
-		return fail(l.fatal)
+		return fail(errors.Join(l.fatal, cerr))
 	}
 	if cerr != nil {
 		return fail(cerr)
