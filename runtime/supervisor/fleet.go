@@ -133,7 +133,9 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 				return nil
 			}
 			// Fatal to the lease, such as a second runtime with this
-			// id: joining again would fence that one in turn.
+			// id: the supervisor joins again after a back-off, a few
+			// times (maxFencedRestarts), as that fences the other in
+			// turn.
 			return err
 		}
 		c.log.Info("this runtime runs the source now", "runtime_id", s.cfg.Runtime.RuntimeID())

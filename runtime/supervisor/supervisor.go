@@ -89,8 +89,10 @@ type conn struct {
 	done   chan struct{} // closed when the loop returns; nil when not running
 	err    error         // what the loop returned
 	gen    uint64        // starts so far: a restart after a failure is for one of them
-	// failures counts the failures in a row, for the restart back-off.
+	// failures counts the failures in a row, for the restart back-off;
+	// fences counts the fences by a same-id consumer in a row among them.
 	failures atomic.Int64
+	fences   atomic.Int64
 }
 
 var _ api.Connectors = (*Supervisor)(nil)
@@ -319,14 +321,7 @@ func (s *Supervisor) start(c *conn) {
 		// A run that ends on its own releases its context: a restart
 		// after a failure builds a new one.
 		defer cancel()
-		defer func() {
-			if r := recover(); r != nil {
-				err := fmt.Errorf("connector panicked: %v", r)
-				c.err = err
-				c.tracker.Fail(err)
-			}
-		}()
-		err := run()
+		err := catch(run)
 		c.err = err
 		if err != nil && ctx.Err() == nil {
 			if c.tracker.Status() != status.Error {
@@ -382,6 +377,16 @@ func (s *Supervisor) failed(c *conn, err error) {
 	s.restartLater(c, c.gen, 0, err)
 }
 
+// catch runs run, turning a panic into an error.
+func catch(run func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("connector panicked: %v", r)
+		}
+	}()
+	return run()
+}
+
 // maxFencedRestarts bounds the restarts in a row after fences by a
 // consumer with the same group.instance.id.
 const maxFencedRestarts = 3
@@ -413,9 +418,12 @@ func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err er
 	if ran >= retryMax {
 		n = 1
 		c.failures.Store(n)
+		c.fences.Store(0)
 	}
-	if fencedByID(err) && n > maxFencedRestarts {
-		c.log.Error("fenced by a consumer with the same id again and again: the connector stays stopped; give every runtime its own id, then restart it", "fences_in_a_row", n,
+	if !fencedByID(err) {
+		c.fences.Store(0)
+	} else if f := c.fences.Add(1); f > maxFencedRestarts {
+		c.log.Error("fenced by a consumer with the same id again and again: the connector stays stopped; give every runtime its own id, then restart it", "fences_in_a_row", f,
 			"restart", fmt.Sprintf("POST /%ss/%s/restart", c.def.Type, c.def.Key))
 		return
 	}
@@ -424,7 +432,10 @@ func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err er
 	time.AfterFunc(delay, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if s.leaving.Load() || c.gen != gen {
+		s.mu.Lock()
+		parent := s.runCtx
+		s.mu.Unlock()
+		if s.leaving.Load() || c.gen != gen || (parent != nil && parent.Err() != nil) {
 			return
 		}
 		s.start(c)
@@ -577,6 +588,7 @@ func (s *Supervisor) Restart(ctx context.Context, kind, key string) error {
 	}
 	c.log.Info("restarting connector")
 	c.failures.Store(0)
+	c.fences.Store(0)
 	s.start(c)
 	if c.done == nil && c.err != nil {
 		return c.err

@@ -411,12 +411,53 @@ func TestFailedConnectorStartsAgain(t *testing.T) {
 	}
 }
 
+// panicSinkOpens counts the Opens of panicSink; the first one panics.
+var panicSinkOpens atomic.Int64
+
+type panicSink struct{ flakySink }
+
+func (panicSink) Open(context.Context) error {
+	if panicSinkOpens.Add(1) == 1 {
+		var m map[string]int
+		m["boom"]++ // a plugin bug: assignment to a nil map
+	}
+	return nil
+}
+
+func init() {
+	plugin.Register(plugin.Registration{
+		Name: "sup_test_panic_sink", Path: "libpicomq_connector_sup_test_panic_sink", Kind: plugin.KindSink,
+		Load:    func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
+		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return panicSink{}, nil },
+	})
+}
+
+// TestPanickedConnectorStartsAgain: a connector whose loop panics shows
+// Error with the panic, and is started again like one that failed.
+func TestPanickedConnectorStartsAgain(t *testing.T) {
+	panicSinkOpens.Store(0)
+	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"panicky\"\npath = \"libpicomq_connector_sup_test_panic_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
+	defer sup.Stop(context.Background())
+	connectortest.WaitFor(t, 10*time.Second, "the sink in Error after its Open panicked", func() bool {
+		e, _ := sup.Get("sink", "panicky")
+		return e.Status == status.Error && strings.Contains(e.LastError, "panicked") && strings.Contains(e.LastError, "nil map")
+	})
+	connectortest.WaitFor(t, 30*time.Second, "the sink running after the panic", func() bool {
+		e, _ := sup.Get("sink", "panicky")
+		return e.Status == status.Running
+	})
+	if n := panicSinkOpens.Load(); n != 2 {
+		t.Fatalf("%d Opens, want 2 (one panicked, then one that ran)", n)
+	}
+}
+
 // TestStopCancelsARestart: a connector waiting out its back-off is not
 // started again once the runtime stops.
 func TestStopCancelsARestart(t *testing.T) {
 	flakySinkOpens.Store(-100) // every Open fails
 	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
-	connectortest.WaitFor(t, 10*time.Second, "the first Open failed", func() bool { return flakySinkOpens.Load() >= -99 })
+	// Once the failure is counted, the restart's timer is set.
+	connectortest.WaitFor(t, 10*time.Second, "the first failure counted", func() bool { return sup.conns["sink/flaky"].failures.Load() >= 1 })
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
