@@ -42,15 +42,21 @@ func redactStruct(v reflect.Value) map[string]any {
 			if fv.Len() > 0 {
 				out[name] = MaskProperties(fv.Interface().(map[string]string))
 			}
-		default:
+		case fv.Kind() == reflect.Bool, fv.CanInt(), fv.CanUint(), fv.CanFloat():
 			out[name] = fv.Interface()
+		default:
+			// A kind this does not know how to show safely (a slice, a
+			// pointer, another map): masked until a case shows it.
+			out[name] = Mask
 		}
 	}
 	return out
 }
 
-// redactURL returns s with the password of a URL's user info removed; a
-// value with user info that does not parse is masked whole.
+// redactURL returns s with the password of a URL's user info removed, or
+// the user masked when there is no password (a token as the user name, as
+// in https://TOKEN@host); a value with user info that does not parse is
+// masked whole.
 func redactURL(s string) string {
 	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
 		return s
@@ -58,6 +64,11 @@ func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return Mask
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx")
+		}
 	}
 	return u.Redacted()
 }

@@ -2,6 +2,7 @@ package definition
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,52 @@ func TestRedactedShowsEveryKey(t *testing.T) {
 	}
 	if got := redactURL("http://u:p w@h/%zz"); got != Mask {
 		t.Errorf("a URL with user info that does not parse shows %q", got)
+	}
+	if got := redactURL("https://tok-CANARY@state.example/s"); strings.Contains(got, "CANARY") || !strings.Contains(got, "state.example/s") {
+		t.Errorf("a URL with a token as its user shows %q", got)
+	}
+	// Every key of the file (every toml tag of Runtime) is in the view.
+	var walk func(prefix string, t reflect.Type)
+	var keys []string
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(prefix+name+".", f.Type)
+				continue
+			}
+			keys = append(keys, prefix+name)
+		}
+	}
+	walk("", reflect.TypeFor[Runtime]())
+	if len(keys) < 20 {
+		t.Fatalf("only %d keys found in Runtime: %v", len(keys), keys)
+	}
+	for _, path := range keys {
+		var v any = red
+		for _, k := range strings.Split(path, ".") {
+			m, _ := v.(map[string]any)
+			var ok bool
+			if v, ok = m[k]; !ok {
+				t.Errorf("%s missing from the view", path)
+			}
+		}
+	}
+}
+
+// TestRedactedMasksWhatItCannotShow: a field of a kind the view does not
+// know (a slice) is masked, not shown raw.
+func TestRedactedMasksWhatItCannotShow(t *testing.T) {
+	type future struct {
+		Hosts []string `toml:"hosts"`
+		Port  int      `toml:"port"`
+	}
+	got := redactStruct(reflect.ValueOf(future{Hosts: []string{"h-CANARY"}, Port: 9}))
+	if got["hosts"] != Mask || got["port"] != 9 {
+		t.Errorf("view = %v; want hosts masked and port shown", got)
 	}
 }
