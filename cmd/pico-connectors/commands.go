@@ -145,8 +145,8 @@ func configCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		return 2
 	}
 	cfg, loadErr := definition.Load(path, definition.Environ(environ))
-	if _, err := os.Stat(path); err != nil {
-		// Nothing to show: not even the runtime config was read.
+	if cfg.Dir == "" {
+		// Nothing to show: the runtime config could not be read or parsed.
 		printProblems(stderr, loadErr)
 		return 1
 	}

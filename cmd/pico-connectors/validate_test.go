@@ -207,4 +207,10 @@ func TestConfigMasksSecrets(t *testing.T) {
 	if code := Main([]string{"config", "--config", missing}, &out, &errOut, nil); code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "cannot read") {
 		t.Fatalf("config of a missing file: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout", code, out.String(), errOut.String())
 	}
+	out.Reset()
+	errOut.Reset()
+	broken := setup(t, "[http\napi_key = \"api-s3cret\"\n", map[string]string{"gen.toml": validSource})
+	if code := Main([]string{"config", "--config", broken}, &out, &errOut, nil); code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "to end table name") {
+		t.Fatalf("config of a file that does not parse: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout", code, out.String(), errOut.String())
+	}
 }

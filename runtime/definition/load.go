@@ -59,7 +59,9 @@ type Config struct {
 	File string
 	// Runtime is the runtime config, with defaults filled in.
 	Runtime Runtime
-	// Dir is connectors_dir resolved against the config file's folder.
+	// Dir is connectors_dir resolved against the config file's folder;
+	// empty when the runtime config file could not be read or parsed
+	// (then Runtime holds nothing of it either).
 	Dir string
 	// Connectors are the definitions, sorted by file name.
 	Connectors []*Definition
