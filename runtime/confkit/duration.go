@@ -1,9 +1,16 @@
 package confkit
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+)
+
+// Errors ParseDuration wraps for a duration out of range.
+var (
+	ErrDurationTooLarge = errors.New("too large, the limit is about 292 years")
+	ErrDurationNegative = errors.New("must not be negative")
 )
 
 // ParseDuration parses a non-negative duration in Go syntax: 100ms, 1s,
@@ -19,12 +26,12 @@ func ParseDuration(s string) (time.Duration, error) {
 			return 0, fmt.Errorf("invalid duration %q: missing unit, use ns, us, ms, s, m or h such as 100ms or 1s", s)
 		}
 		if strings.Contains(err.Error(), "overflow") {
-			return 0, fmt.Errorf("invalid duration %q: too large, the limit is about 292 years", s)
+			return 0, fmt.Errorf("invalid duration %q: %w", s, ErrDurationTooLarge)
 		}
 		return 0, fmt.Errorf("invalid duration %q: use a number with a unit such as 100ms, 1s or 1m30s", s)
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
+		return 0, fmt.Errorf("invalid duration %q: %w", s, ErrDurationNegative)
 	}
 	return d, nil
 }

@@ -59,6 +59,8 @@ func TestFleetProblems(t *testing.T) {
 		{"mode = \"fleet\"\n", nil, "mode", `use "standalone" or "distributed"`},
 		{"", map[string]string{"PICOMQ_CONNECTORS_ID": "a b"}, "id", "(from environment variable PICOMQ_CONNECTORS_ID) is not a runtime id"},
 		{"[fleet]\nsession_timeout = \"10\"\n", nil, "fleet.session_timeout", "not a duration"},
+		{"[fleet]\nsession_timeout = \"999999999999h\"\n", nil, "fleet.session_timeout", "too long for a duration"},
+		{"[fleet]\nsession_timeout = \"-5s\"\n", nil, "fleet.session_timeout", `"-5s" is negative`},
 		{"[fleet]\nsession_timeout = \"10ms\"\n", nil, "fleet.session_timeout", "too short"},
 		{"[fleet]\nsession_timeout = \"100000h\"\n", nil, "fleet.session_timeout", "too long; use at most 5m"},
 		{"[state]\nstorage = \"kafka\"\n", nil, "state.storage", `"file" or "http" or "broker"`},

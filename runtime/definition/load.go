@@ -318,7 +318,12 @@ func (d *decoder) duration(key, value string) {
 	if value == "" {
 		return
 	}
-	if _, err := parseDuration(value); err != nil {
+	switch _, err := parseDuration(value); {
+	case errors.Is(err, confkit.ErrDurationTooLarge):
+		d.add(key, "%q%s is too long for a duration (about 292 years at most); use a number with a unit such as 100ms, 5s or 1m30s", value, d.origin(key))
+	case errors.Is(err, confkit.ErrDurationNegative):
+		d.add(key, "%q%s is negative; use 0s or a number with a unit such as 100ms, 5s or 1m30s", value, d.origin(key))
+	case err != nil:
 		d.add(key, "%q%s is not a duration; use a number with a unit such as 100ms, 5s or 1m30s", value, d.origin(key))
 	}
 }
@@ -601,17 +606,9 @@ func (c *Definition) fillDefaults(defined map[string]bool) {
 	}
 }
 
-// parseDuration is the duration syntax of both files.
-func parseDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 {
-		return 0, errors.New("negative")
-	}
-	return d, nil
-}
+// parseDuration is the duration syntax of both files, the generated
+// configs' too.
+func parseDuration(s string) (time.Duration, error) { return confkit.ParseDuration(s) }
 
 func mustDuration(s, def string) time.Duration {
 	if s == "" {
