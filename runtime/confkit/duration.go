@@ -15,7 +15,7 @@ var (
 )
 
 // durationSyntax is time.ParseDuration's grammar.
-var durationSyntax = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // ParseDuration parses a non-negative duration in Go syntax: 100ms, 1s,
 // 1m30s, 2h. A bare 0 is accepted.

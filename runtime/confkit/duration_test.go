@@ -13,7 +13,7 @@ func TestParseDuration(t *testing.T) {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	bad := map[string]string{"": "empty", "-1s": "must not be negative", "10": "missing unit", "abc": "such as 100ms", "999999999999h": "too large", "1.5.5s": "such as 100ms"}
+	bad := map[string]string{"": "empty", "-1s": "must not be negative", "10": "missing unit", "abc": "such as 100ms", "999999999999h": "too large", "1.5.5s": "such as 100ms", ".s": "such as 100ms", "1x": "such as 100ms"}
 	for in, want := range bad {
 		if _, err := ParseDuration(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseDuration(%q) error = %v; want %q", in, err, want)
