@@ -383,8 +383,8 @@ func (r *Runtime) validate(d *decoder) {
 			d.add("state.http.url", "%q%s is not an http:// or https:// URL", shown, d.origin("state.http.url"))
 		}
 	}
-	if r.State.Storage == "file" && r.State.Path == "" {
-		d.add("state.path", "missing: the file store needs a folder")
+	if r.State.Storage == "file" {
+		d.checkFolder("state.path", d.file, r.State.Path, DefaultStatePath, "the checkpoints")
 	}
 	d.duration("state.http.timeout", r.State.HTTP.Timeout)
 	d.duration("state.http.retry_delay", r.State.HTTP.RetryDelay)
@@ -395,7 +395,7 @@ func (r *Runtime) validate(d *decoder) {
 	d.oneOf("log.level", r.Log.Level, "debug", "info", "warn", "error")
 	d.duration("shutdown_grace", r.ShutdownGrace)
 	if r.Broker.BootstrapServers == "" {
-		d.checkDataDir(d.file, r.Broker.DataDir)
+		d.checkFolder("broker.data_dir", d.file, r.Broker.DataDir, DefaultBrokerDataDir, "the embedded broker's data")
 	}
 	d.checkProducerProperties("broker.properties", r.Broker.Properties)
 	d.checkReserved("broker.properties", "", r.Broker.Properties, ReservedConsumer, ReservedProducer)

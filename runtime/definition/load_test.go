@@ -398,10 +398,10 @@ topic = "t"
 
 // TestLoadRefusesUnsafeProducersAndDeadLetters: properties that would void
 // the delivery promise, dead-letter topics a block writes or reads itself,
-// and a data_dir that is a file are each a problem naming the key.
+// and a data_dir or state.path that is a file are each a problem naming the key.
 func TestLoadRefusesUnsafeProducersAndDeadLetters(t *testing.T) {
 	path := writeFiles(t, map[string]string{
-		"runtime.toml": "[broker]\ndata_dir = \"runtime.toml/sub\"\n[broker.properties]\nacks = \"0\"\n\"max.in.flight.requests.per.connection\" = \"6\"\n",
+		"runtime.toml": "[state]\npath = \"runtime.toml\"\n[broker]\ndata_dir = \"runtime.toml/sub\"\n[broker.properties]\nacks = \"0\"\n\"max.in.flight.requests.per.connection\" = \"6\"\n",
 		"connectors/a.toml": `type = "sink"
 key = "a"
 path = "libpicomq_connector_test_sink"
@@ -434,7 +434,9 @@ dead_letter_topic = "bad name"
 	t.Log("\n" + text)
 	for _, want := range []string{
 		`runtime.toml: broker.data_dir: "runtime.toml/sub":`,
-		`is a file, not a folder`,
+		`is a file, not a folder; name a folder for the embedded broker's data`,
+		`runtime.toml: state.path: "runtime.toml":`,
+		`is a file, not a folder; name a folder for the checkpoints`,
 		`runtime.toml: broker.properties.acks: the runtime produces with acks=all`,
 		`runtime.toml: broker.properties."max.in.flight.requests.per.connection": "6": an idempotent producer keeps records in order only with 1 to 5`,
 		`a.toml: topics[0].dead_letter_topic: "orders.dlq" matches this block's pattern`,

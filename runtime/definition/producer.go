@@ -105,6 +105,12 @@ func (c *Config) BrokerDataDir() string {
 	return resolveDir(c.File, c.Runtime.Broker.DataDir, DefaultBrokerDataDir)
 }
 
+// StateDir is state.path, the file store's folder, resolved against the
+// runtime config file's folder (DefaultStatePath when empty).
+func (c *Config) StateDir() string {
+	return resolveDir(c.File, c.Runtime.State.Path, DefaultStatePath)
+}
+
 func resolveDir(file, dir, def string) string {
 	if dir == "" {
 		dir = def
@@ -115,23 +121,24 @@ func resolveDir(file, dir, def string) string {
 	return dir
 }
 
-// checkDataDir refuses a data_dir that cannot be a folder: a file, or under
-// one.
-func (d *decoder) checkDataDir(file, dir string) {
+// checkFolder refuses a folder key (broker.data_dir, state.path) whose
+// value cannot be a folder: blank, a file, or under one. def is the key's
+// default, what names the folder's contents.
+func (d *decoder) checkFolder(key, file, dir, def, what string) {
 	if strings.TrimSpace(dir) == "" {
-		d.add("broker.data_dir", "must not be blank; name a folder such as %q, or remove the key for the default", DefaultBrokerDataDir)
+		d.add(key, "must not be blank; name a folder such as %q, or remove the key for the default", def)
 		return
 	}
 	if strings.ContainsRune(dir, 0) {
-		d.add("broker.data_dir", "contains a NUL byte%s; name a folder such as %q", d.origin("broker.data_dir"), DefaultBrokerDataDir)
+		d.add(key, "contains a NUL byte%s; name a folder such as %q", d.origin(key), def)
 		return
 	}
-	full := resolveDir(file, dir, DefaultBrokerDataDir)
+	full := resolveDir(file, dir, def)
 	for p := full; ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
 		if err == nil {
 			if !fi.IsDir() {
-				d.add("broker.data_dir", "%q%s: %s is a file, not a folder; name a folder for the embedded broker's data", dir, d.origin("broker.data_dir"), p)
+				d.add(key, "%q%s: %s is a file, not a folder; name a folder for %s", dir, d.origin(key), p, what)
 			}
 			return
 		}

@@ -145,14 +145,7 @@ func NewStore(cfg *definition.Config, logger *slog.Logger) (state.Store, error) 
 			Logger:      logger,
 		})
 	case "file", "":
-		dir := st.Path
-		if dir == "" {
-			dir = definition.DefaultStatePath
-		}
-		if !filepath.IsAbs(dir) && cfg.File != "" {
-			dir = filepath.Join(filepath.Dir(cfg.File), dir)
-		}
-		return state.NewFileStore(dir)
+		return state.NewFileStore(cfg.StateDir())
 	}
 	return nil, fmt.Errorf("state.storage = %q: use \"file\", \"http\" or \"broker\" (the supervisor builds the broker store when it starts)", st.Storage)
 }
