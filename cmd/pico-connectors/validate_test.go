@@ -119,6 +119,8 @@ func TestValidateMessages(t *testing.T) {
 			`runtime.toml: broker.properties."enable.auto.commit": is set by the runtime and cannot be overridden; remove it`},
 		{"bad runtime env override", "", validSource, []string{"PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS=lots"},
 			`runtime.toml: state.http.max_attempts: environment variable PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS = "lots" is not an integer`},
+		{"env block after a gap", "", validSource, []string{"PICOMQ_CONNECTORS_SOURCE_GEN_TOPICS_3_TOPIC=x"},
+			`connectors/def.toml: topics[3]: added by environment variable PICOMQ_CONNECTORS_SOURCE_GEN_TOPICS_3_TOPIC, but nothing sets topics[1]; variables add blocks right after the file's last one (topics[1] here), without gaps`},
 		{"misspelt env variable", "", validSource, []string{"PICOMQ_CONNECTORS_SOURCE_GEN_ENABLD=true"},
 			`connectors/def.toml: environment variable PICOMQ_CONNECTORS_SOURCE_GEN_ENABLD matches no key of this definition (did you mean "PICOMQ_CONNECTORS_SOURCE_GEN_ENABLED"?)`},
 		{"routing rule", "", strings.Replace(validSource, `topic = "numbers"`, `topic = { strategy = "feild", template = "orders.{tenant}" }`, 1), nil,

@@ -295,6 +295,26 @@ func tables(val any) ([]map[string]any, bool) {
 	return nil, false
 }
 
+// envNameFor returns the first variable (in sorted order) starting with
+// prefix.
+func (d *decoder) envNameFor(prefix string) string {
+	for _, name := range slices.Sorted(maps.Keys(d.env)) {
+		if strings.HasPrefix(name, prefix) {
+			return name
+		}
+	}
+	return prefix + "..."
+}
+
+// markUsed marks every variable starting with prefix as used.
+func (d *decoder) markUsed(prefix string) {
+	for name := range d.env {
+		if strings.HasPrefix(name, prefix) {
+			d.used[name] = true
+		}
+	}
+}
+
 // envIndexes returns the block indexes that variables prefix+"{i}_..." name.
 func (d *decoder) envIndexes(prefix string) []int {
 	seen := map[int]bool{}
@@ -334,9 +354,22 @@ func (d *decoder) topics(fv reflect.Value, val any, inFile bool, key, envName st
 	}
 	n := len(blocks)
 	for _, i := range d.envIndexes(envName + "_") {
-		if i >= n {
-			n = i + 1
+		if i < len(blocks) {
+			continue
 		}
+		if i > n {
+			// A gap: the blocks before i would be empty. The variables
+			// of the blocks after it are reported here, not as unknown.
+			for _, j := range d.envIndexes(envName + "_") {
+				if j >= i {
+					d.markUsed(fmt.Sprintf("%s_%d_", envName, j))
+				}
+			}
+			d.add(fmt.Sprintf("%s[%d]", key, i), "added by environment variable %s, but nothing sets %s[%d]; variables add blocks right after the file's last one (%s[%d] here), without gaps",
+				d.envNameFor(fmt.Sprintf("%s_%d_", envName, i)), key, n, key, len(blocks))
+			break
+		}
+		n = i + 1
 	}
 	out := make([]Topics, n)
 	for i := 0; i < n; i++ {
