@@ -6,7 +6,14 @@ import (
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
-func init() { s3sinkconfig.RegisterSink(New) }
+func init() { s3sinkconfig.RegisterSink(New, check) }
+
+// check runs the rules the schema cannot state (options.validate) when the
+// config loads, so that validate reports them, not only Open.
+func check(c s3sinkconfig.Config) error {
+	o := fromConfig(c)
+	return o.validate()
+}
 
 // New builds the sink from its generated configuration. Nothing is checked
 // against the store until Open.

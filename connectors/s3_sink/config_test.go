@@ -25,6 +25,18 @@ func TestRegistered(t *testing.T) {
 	}
 }
 
+// TestRegisteredLoadChecksColumns: the registration's Load (what validate
+// runs) applies the column rules the schema cannot state, not only Open.
+func TestRegisteredLoadChecksColumns(t *testing.T) {
+	reg, _ := plugin.Lookup(s3sinkconfig.Path)
+	_, err := reg.Load(map[string]any{"bucket": "picomq-archive", "region": "eu-west-1", "output_format": "parquet",
+		"columns": []map[string]any{{"name": "amount", "type": "decimal", "precision": int64(4), "scale": int64(5)}},
+	}, envPrefix, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "columns[0].scale (5) must be 0 to precision (4)") {
+		t.Fatalf("Load = %v; want the decimal column's scale refused", err)
+	}
+}
+
 func TestFromConfigDefaults(t *testing.T) {
 	cfg, err := s3sinkconfig.Load(map[string]any{"bucket": "picomq-archive", "region": "eu-west-1"}, envPrefix, noEnv)
 	if err != nil {

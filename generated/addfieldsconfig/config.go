@@ -121,9 +121,11 @@ func (c Config) Redacted() map[string]any {
 
 // RegisterTransform registers the add_fields transform with the runtime under Path. The connector's
 // package calls it from init: func init() { addfieldsconfig.RegisterTransform(New) }.
-func RegisterTransform(newTransform func(cfg Config) (plugin.Transform, error)) {
+// Each check runs after Load, so that validate reports it too: a rule between
+// keys that the schema cannot state (return confkit.Problems to name the keys).
+func RegisterTransform(newTransform func(cfg Config) (plugin.Transform, error), check ...func(Config) error) {
 	plugin.Register(plugin.Registration{
 		Kind: plugin.KindTransform, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(Load), NewTransform: plugin.TypedTransform(Name, newTransform),
+		Load: plugin.TypedLoad(Load, check...), NewTransform: plugin.TypedTransform(Name, newTransform),
 	})
 }

@@ -403,9 +403,11 @@ func (c Config) Redacted() map[string]any {
 
 // RegisterSource registers the postgres_source source with the runtime under Path. The connector's
 // package calls it from init: func init() { postgressourceconfig.RegisterSource(New) }.
-func RegisterSource(newSource func(cfg Config, env plugin.Env) (plugin.Source, error)) {
+// Each check runs after Load, so that validate reports it too: a rule between
+// keys that the schema cannot state (return confkit.Problems to name the keys).
+func RegisterSource(newSource func(cfg Config, env plugin.Env) (plugin.Source, error), check ...func(Config) error) {
 	plugin.Register(plugin.Registration{
 		Kind: plugin.KindSource, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(Load), NewSource: plugin.TypedSource(Name, newSource),
+		Load: plugin.TypedLoad(Load, check...), NewSource: plugin.TypedSource(Name, newSource),
 	})
 }

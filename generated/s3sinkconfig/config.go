@@ -631,9 +631,11 @@ func (c ColumnsItem) redacted() map[string]any {
 
 // RegisterSink registers the s3_sink sink with the runtime under Path. The connector's
 // package calls it from init: func init() { s3sinkconfig.RegisterSink(New) }.
-func RegisterSink(newSink func(cfg Config, env plugin.Env) (plugin.Sink, error)) {
+// Each check runs after Load, so that validate reports it too: a rule between
+// keys that the schema cannot state (return confkit.Problems to name the keys).
+func RegisterSink(newSink func(cfg Config, env plugin.Env) (plugin.Sink, error), check ...func(Config) error) {
 	plugin.Register(plugin.Registration{
 		Kind: plugin.KindSink, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(Load), NewSink: plugin.TypedSink(Name, newSink),
+		Load: plugin.TypedLoad(Load, check...), NewSink: plugin.TypedSink(Name, newSink),
 	})
 }

@@ -1422,11 +1422,13 @@ func (g *generator) register(f *jen.File) {
 	}
 	f.Commentf("%s registers the %s %s with the runtime under Path. The connector's", fn, g.s.Name, g.s.Kind)
 	f.Commentf("package calls it from init: func init() { %s.%s(New) }.", g.s.Package, fn)
-	f.Func().Id(fn).Params(jen.Id(param).Func().Params(params...).Params(ret, jen.Error())).Block(
+	f.Comment("Each check runs after Load, so that validate reports it too: a rule between")
+	f.Comment("keys that the schema cannot state (return confkit.Problems to name the keys).")
+	f.Func().Id(fn).Params(jen.Id(param).Func().Params(params...).Params(ret, jen.Error()), jen.Id("check").Op("...").Func().Params(jen.Id("Config")).Error()).Block(
 		jen.Qual(pluginPath, "Register").Call(jen.Qual(pluginPath, "Registration").Values(
 			jen.Line().Id("Kind").Op(":").Qual(pluginPath, kind), jen.Id("Name").Op(":").Id("Name"), jen.Id("Path").Op(":").Id("Path"),
 			jen.Id("Summary").Op(":").Id("Summary"), jen.Id("Schema").Op(":").Id("Schema"),
-			jen.Line().Id("Load").Op(":").Qual(pluginPath, "TypedLoad").Call(jen.Id("Load")),
+			jen.Line().Id("Load").Op(":").Qual(pluginPath, "TypedLoad").Call(jen.Id("Load"), jen.Id("check").Op("...")),
 			jen.Id(field).Op(":").Qual(pluginPath, adapt).Call(jen.Id("Name"), jen.Id(param)),
 			jen.Line(),
 		)),
