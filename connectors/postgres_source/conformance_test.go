@@ -88,3 +88,30 @@ func TestLoadAndNew(t *testing.T) {
 		t.Error("not registered")
 	}
 }
+
+// TestRegisteredLoadChecks: the registration's Load, which validate runs,
+// applies the rules the schema cannot state, with no server to reach, and
+// never quotes the connection string.
+func TestRegisteredLoadChecks(t *testing.T) {
+	reg, _ := plugin.Lookup("libpicomq_connector_postgres_source")
+	noEnv := func(string) (string, bool) { return "", false }
+	for _, c := range []struct {
+		raw  map[string]any
+		want string
+	}{
+		{map[string]any{"connection_string": "postgres://u:pw-CANARY@127.0.0.1:1/db", "tables": []any{"ev"}, "mode": "polling", "delete_after_read": true, "processed_column": "x"},
+			"delete_after_read and processed_column: choose one"},
+		{map[string]any{"connection_string": "postgres://u:pw-CANARY@127.0.0.1:1/db?sslmode=bogus", "tables": []any{"ev"}},
+			"connection_string: not a valid PostgreSQL connection string"},
+		{map[string]any{"connection_string": "postgres://u:pw-CANARY@127.0.0.1:1/db", "tables": []any{`"unclosed`}},
+			"tables: "},
+	} {
+		_, err := reg.Load(c.raw, "P_", noEnv)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load(%v) = %v; want %q", c.raw["tables"], err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "CANARY") {
+			t.Errorf("the error quotes the connection string: %v", err)
+		}
+	}
+}

@@ -5,7 +5,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/plugin"
 )
 
-func init() { postgressourceconfig.RegisterSource(New) }
+func init() { postgressourceconfig.RegisterSource(New, check) }
 
 // New builds the source from its generated configuration; Open connects
 // and loads the committed state.

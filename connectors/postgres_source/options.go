@@ -1,9 +1,12 @@
 package postgressource
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 )
@@ -112,13 +115,18 @@ func splitIdent(s string) ([]string, error) {
 	return parts, nil
 }
 
-// check returns the problems of cfg that the schema cannot state: table
-// names that do not parse (quoting, schema.table), and delete_after_read
-// with processed_column (the dialect has no keyword for two keys that
-// exclude each other). Every other rule is the schema's, checked by Load,
-// or by Validate for a Config built in code.
-func check(cfg postgressourceconfig.Config) []string {
+// check returns the problems of cfg that the schema cannot state, one a
+// line: a connection string that does not parse, table names that do not
+// parse (quoting, schema.table), and delete_after_read with
+// processed_column (the dialect has no keyword for two keys that exclude
+// each other). Every other rule is the schema's, checked by Load, or by
+// Validate for a Config built in code. The registration runs it after
+// Load, so validate reports it too.
+func check(cfg postgressourceconfig.Config) error {
 	var p []string
+	if _, err := parseConnString(cfg); err != nil {
+		p = append(p, err.Error())
+	}
 	for _, t := range cfg.Tables {
 		if _, err := parseTable(t); err != nil {
 			p = append(p, fmt.Sprintf("tables: %v", err))
@@ -127,5 +135,18 @@ func check(cfg postgressourceconfig.Config) []string {
 	if cfg.Mode == postgressourceconfig.ModePolling && cfg.DeleteAfterRead && cfg.ProcessedColumn != "" {
 		p = append(p, "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed")
 	}
-	return p
+	if len(p) > 0 {
+		return errors.New(strings.Join(p, "\n"))
+	}
+	return nil
+}
+
+// parseConnString parses connection_string; its error never quotes the
+// string, which holds the password.
+func parseConnString(cfg postgressourceconfig.Config) (*pgconn.Config, error) {
+	c, err := pgconn.ParseConfig(cfg.ConnectionString.Reveal())
+	if err != nil {
+		return nil, errors.New("connection_string: not a valid PostgreSQL connection string (URL postgres://user:pass@host:5432/db or key=value pairs)")
+	}
+	return c, nil
 }

@@ -185,8 +185,8 @@ func newSource(opt postgressourceconfig.Config, env plugin.Env) (*Source, error)
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	if p := check(opt); len(p) > 0 {
-		return nil, errors.New(joinLines(p))
+	if err := check(opt); err != nil {
+		return nil, err
 	}
 	s := &Source{cfg: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
 	s.lag = env.Metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
@@ -201,10 +201,9 @@ func newSource(opt postgressourceconfig.Config, env plugin.Env) (*Source, error)
 	for _, op := range opt.CaptureOperations {
 		s.ops[op] = true
 	}
-	cfg, err := pgconn.ParseConfig(opt.ConnectionString.Reveal())
+	cfg, err := parseConnString(opt)
 	if err != nil {
-		// pgconn's message may quote the string; never echo it.
-		return nil, errors.New("connection_string: not a valid PostgreSQL connection string (URL postgres://user:pass@host:5432/db or key=value pairs)")
+		return nil, err
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
@@ -271,17 +270,6 @@ func (s *Source) Open(ctx context.Context, blob []byte) error {
 	}
 	s.startSlotWatch(s.metrics) // slots.go
 	return nil
-}
-
-func joinLines(p []string) string {
-	out := ""
-	for i, l := range p {
-		if i > 0 {
-			out += "\n"
-		}
-		out += l
-	}
-	return out
 }
 
 func isPermanent(err error) bool {
