@@ -94,7 +94,12 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 		if !failNext(name, f, n, false) {
 			return
 		}
+		// The proxy logs a PUT's status once it has relayed the whole
+		// answer, which can be after the object is listed.
 		faults, ok := injectedPuts()
+		for wait := time.Now().Add(5 * time.Second); ok == 0 && time.Now().Before(wait); faults, ok = injectedPuts() {
+			time.Sleep(20 * time.Millisecond)
+		}
 		_, lost := s3Objects(srv, key)
 		e, _ := r.status("sink", key)
 		s.check(faults == n && ok >= 1 && len(lost) == 0 && e.Status == "Running",
