@@ -21,6 +21,8 @@
 //	topic missing, create fails,  Nack, back off (exponential, capped); a failed dead-letter
 //	  or a delivery report fails    produce fails the batch like any other
 //	MaxConsecutiveNacks in a row  Run returns ErrTooManyNacks, status Error
+//	a producer's fatal error      Nack; Run returns ErrProducerFatal at once, status Error (such as
+//	                              an idempotent producer out of sequence: it can never send again)
 //	state save fails after a      Nack, status Error
 //	  successful produce
 //	a batch succeeds              consecutive Nacks reset; Error cleared to Running
@@ -143,6 +145,12 @@ type Config struct {
 // ErrTooManyNacks is returned by Run when MaxConsecutiveNacks batches in a
 // row failed; the tracker is then in status Error.
 var ErrTooManyNacks = errors.New("too many consecutive nacks")
+
+// ErrProducerFatal is wrapped by the error Run returns when a producer
+// (not transactional) hit a fatal error, after which it refuses every
+// record: the batch in flight is nacked and the tracker is in status
+// Error. The supervisor starts the source again with new producers.
+var ErrProducerFatal = errors.New("the producer hit a fatal error and cannot send again")
 
 // ErrFenced is wrapped by the error Run returns when a transactional
 // producer was fenced by a newer one with the same transactional id (another
@@ -386,6 +394,17 @@ func (l *loop) txnError(err error) error {
 
 // drainEvents logs client-level events (delivery reports go to per-batch
 // channels).
+// producerFatal returns an error wrapping ErrProducerFatal when a block's
+// producer has hit a fatal error.
+func (l *loop) producerFatal() error {
+	for _, b := range l.blocks {
+		if err := b.producer.GetFatalError(); err != nil {
+			return fmt.Errorf("%w (block %d): %v; the batch was nacked", ErrProducerFatal, b.idx, err)
+		}
+	}
+	return nil
+}
+
 func (l *loop) drainEvents(ctx context.Context, b *block) {
 	for {
 		select {
@@ -469,6 +488,17 @@ func (l *loop) run(ctx context.Context) error {
 				l.log.Warn("OnBatchResult(nack) failed", "err", err)
 			}
 			return failure
+		}
+		if fatal := l.producerFatal(); fatal != nil {
+			// Every later produce would fail too: no retry here.
+			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Nack); err != nil {
+				l.log.Warn("OnBatchResult(nack) failed", "err", err)
+			}
+			l.tr.Counters.Batches.Add(1)
+			l.tr.Counters.Nacked.Add(1)
+			l.tr.Fail(fatal)
+			l.log.Error("source stopped", "err", fatal)
+			return fatal
 		}
 		return l.nack(ctx, bctx, p, failure, saveFailed)
 	}
