@@ -29,6 +29,8 @@ type dlqProducer struct {
 	p       *kafka.Producer
 	key     string
 	timeout time.Duration
+	// build makes a new producer, for one left unusable by a fatal error.
+	build func() (*kafka.Producer, error)
 }
 
 func newDLQProducer(logCtx context.Context, cfg Config, log *slog.Logger) (*dlqProducer, error) {
@@ -45,24 +47,46 @@ func newDLQProducer(logCtx context.Context, cfg Config, log *slog.Logger) (*dlqP
 	// The promise of a dead-letter topic is that nothing is dropped.
 	cm["acks"] = "all"
 	cm["enable.idempotence"] = true
-	p, err := kafka.NewProducer(&cm)
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter producer: %w", err)
-	}
-	clientconf.ForwardLogs(logCtx, p.Logs(), log)
-	go func() {
-		for e := range p.Events() {
-			if err, ok := e.(kafka.Error); ok {
-				log.Warn("dead-letter producer error", "err", err)
-			}
+	build := func() (*kafka.Producer, error) {
+		p, err := kafka.NewProducer(&cm)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter producer: %w", err)
 		}
-	}()
-	return &dlqProducer{p: p, key: cfg.Key, timeout: cfg.DeliveryTimeout}, nil
+		clientconf.ForwardLogs(logCtx, p.Logs(), log)
+		go func() {
+			for e := range p.Events() {
+				if err, ok := e.(kafka.Error); ok {
+					log.Warn("dead-letter producer error", "err", err)
+				}
+			}
+		}()
+		return p, nil
+	}
+	p, err := build()
+	if err != nil {
+		return nil, err
+	}
+	return &dlqProducer{p: p, key: cfg.Key, timeout: cfg.DeliveryTimeout, build: build}, nil
 }
 
 // send produces every dead letter and waits for all delivery reports; it
-// fails when one is not acknowledged.
+// fails when one is not acknowledged. A producer that a fatal error left
+// unusable (an idempotent producer out of sequence refuses every record
+// from then on) is replaced by a new one, for the retry.
 func (d *dlqProducer) send(dead []deadLetter) error {
+	err := d.produce(dead)
+	if err != nil && d.p.GetFatalError() != nil {
+		if p, berr := d.build(); berr == nil {
+			old := d.p
+			d.p = p
+			go old.Close() // nothing of it is waited for
+			err = fmt.Errorf("%w (the dead-letter producer hit a fatal error and was replaced)", err)
+		}
+	}
+	return err
+}
+
+func (d *dlqProducer) produce(dead []deadLetter) error {
 	reports := make(chan kafka.Event, len(dead))
 	deadline := time.Now().Add(d.timeout + 5*time.Second)
 	for _, dl := range dead {

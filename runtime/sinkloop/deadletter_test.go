@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
@@ -245,5 +248,59 @@ func TestDeferredSinkCommitsPastDeadLetteredTail(t *testing.T) {
 	r.stop(t)
 	if m := store.missing("j", 2); len(m) > 0 || len(readTopic(t, b, "j.dead")) != 2 {
 		t.Fatalf("missing %v, dead letters %d", m, len(readTopic(t, b, "j.dead")))
+	}
+}
+
+// TestFatalDeadLetterProducerIsReplaced: the broker answers the first
+// dead-letter produce with OUT_OF_ORDER_SEQUENCE_NUMBER, which leaves the
+// idempotent producer refusing every record from then on. The batch fails
+// once; the loop replaces the producer and the redelivered dead letters
+// land, each once (before, every retry failed with "Local: Fatal error"
+// and the sink never committed again).
+func TestFatalDeadLetterProducerIsReplaced(t *testing.T) {
+	b := startBroker(t)
+	var fired atomic.Bool
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		if len(r.Topics) != 1 || r.Topics[0].Topic != "in.dead" || fired.Swap(true) {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = r.Version
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = r.Topics[0].Topic
+		for _, rp := range r.Topics[0].Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = 45 // OUT_OF_ORDER_SEQUENCE_NUMBER
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true
+	})
+	produce(t, b, "in", jsonValues("n", 30)...)
+	sink := &recSink{fail: rejectEvery(10)}
+	tr := status.New("sink", "dlqfatal", nil)
+	r := run(t, Config{Key: "dlqfatal", Topics: []definition.Topics{{Topic: definition.Route{Literal: "in"}, BatchLength: 10, PollInterval: "20ms", DeadLetterTopic: "in.dead"}},
+		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 10 * time.Millisecond})
+	testwait.For(t, time.Minute, "offset 30 committed", func() bool {
+		o, err := fetchCommitted(b, "pico-connectors-dlqfatal")
+		return err == nil && o["in"] == 30
+	})
+	r.stop(t)
+	if !fired.Load() {
+		t.Fatal("no dead-letter produce was failed")
+	}
+	var got []string
+	for _, d := range readTopic(t, b, "in.dead") {
+		got = append(got, d.Headers[deadletter.HeaderOffset])
+	}
+	if fmt.Sprint(got) != "[0 10 20]" {
+		t.Fatalf("dead letters at offsets %v, want [0 10 20], each once", got)
+	}
+	if n := tr.Snapshot().Counters.Nacked; n < 1 {
+		t.Fatalf("%d nacks; the failed dead-letter produce should fail its batch once", n)
 	}
 }
