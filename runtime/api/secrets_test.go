@@ -33,14 +33,13 @@ var realistic = map[string]map[string]any{
 
 // secretValue is what a secret is set to: the marker itself, or for a
 // key whose examples are URLs, a URL with the marker as its password, so
-// the connector gets as far as connecting (to a closed port).
-func secretValue(s *jsonSchema, asURL bool) string {
-	if asURL {
-		for _, ex := range s.Examples {
-			if str, ok := ex.(string); ok && strings.Contains(str, "://") {
-				scheme := str[:strings.Index(str, "://")]
-				return scheme + "://pico:" + marker + "@127.0.0.1:1/pico?connect_timeout=1"
-			}
+// that validate takes it (a bare marker is no connection string) and the
+// connector gets as far as connecting (to a closed port).
+func secretValue(s *jsonSchema) string {
+	for _, ex := range s.Examples {
+		if str, ok := ex.(string); ok && strings.Contains(str, "://") {
+			scheme := str[:strings.Index(str, "://")]
+			return scheme + "://pico:" + marker + "@127.0.0.1:1/pico?connect_timeout=1"
 		}
 	}
 	return marker
@@ -112,7 +111,7 @@ func planConnectors(t *testing.T) (out []*plannedConnector, transforms map[bool]
 			typ := strings.ToUpper(string(reg.Kind))
 			prefix := "PICOMQ_CONNECTORS_" + typ + "_" + strings.ToUpper(pc.key) + "_PLUGIN_CONFIG_"
 			for _, p := range secrets {
-				v := secretValue(schemaAt(s, p), viaEnv)
+				v := secretValue(schemaAt(s, p))
 				if viaEnv {
 					pc.envPairs = append(pc.envPairs, envName(prefix, p)+"="+v)
 				} else {
