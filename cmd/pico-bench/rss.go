@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/plugin"
@@ -31,6 +32,7 @@ type rssParams struct {
 type rssReport struct {
 	StartKiB int64 // VmRSS once the sink is built, before consuming
 	PeakKiB  int64 // VmHWM after the sink stopped
+	GoKiB    int64 // memory the Go runtime obtained from the OS (MemStats.Sys), its peak
 	Err      string
 }
 
@@ -69,6 +71,9 @@ func rssChild(args []string) int {
 	if err != nil {
 		rep.Err = err.Error()
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rep.GoKiB = int64(ms.Sys >> 10)
 	return out()
 }
 
@@ -110,14 +115,17 @@ func (b *bench) rssRows() []row {
 			}
 			return rep
 		}
-		base := float64(child(true).PeakKiB) / 1024
+		noop := child(true)
+		base := float64(noop.PeakKiB) / 1024
+		budget := float64(maxBuffer)/(1<<20) + base
 		rep := child(false)
 		peak := float64(rep.PeakKiB) / 1024
-		budget := float64(maxBuffer)/(1<<20) + base
-		b.logf("rss: %d partitions: peak %.1f MiB (%.1f MiB before consuming), no-op sink %.1f MiB, budget %.0f MiB", n, peak, float64(rep.StartKiB)/1024, base, budget)
+		b.logf("rss: %d partitions: peak %.1f MiB (%.1f MiB before consuming, Go runtime %.1f MiB), no-op sink %.1f MiB (Go runtime %.1f MiB), budget %.0f MiB",
+			n, peak, float64(rep.StartKiB)/1024, float64(rep.GoKiB)/1024, base, float64(noop.GoKiB)/1024, budget)
 		rows = append(rows, row{Name: fmt.Sprintf("S3 sink peak RSS, %d open partitions", n), Value: peak, Unit: "MiB",
 			BaseName: fmt.Sprintf("max_buffer_size (64 MiB) + no-op sink's peak (%.0f MiB)", base), BaseValue: budget, BaseUnit: "MiB", Ratio: peak / budget,
-			Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record; %d x 1.4 MiB of 1 KiB records, 1 MiB files", float64(rep.StartKiB)/1024, n)})
+			Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record; %d x 1.4 MiB of 1 KiB records, 1 MiB files; the Go runtime held %.0f MiB at most (no-op sink: %.0f MiB), librdkafka and the binary the rest",
+				float64(rep.StartKiB)/1024, n, float64(rep.GoKiB)/1024, float64(noop.GoKiB)/1024)})
 	}
 	return rows
 }
