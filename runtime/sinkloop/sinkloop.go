@@ -213,6 +213,7 @@ type outcome struct {
 	unsent []deadLetter    // dead letters of a taken batch that could not be produced
 	sent   []deadLetter    // dead letters produced
 	held   []plugin.Record // rejected records with no dead_letter_topic to go to
+	panic  bool            // err is a panic in the sink or a transform
 }
 
 // ErrClose is wrapped by the error Run returns when the sink's Close
@@ -257,6 +258,7 @@ type loop struct {
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 	generation   int64         // rebalance events seen (Placement.Generation)
 	fatal        error         // the consumer cannot go on (fenced by a member with the same InstanceID)
+	panicked     error         // the sink or a transform panicked: the loop stops and the supervisor starts it again
 	instance     string        // the group.instance.id in effect, "" for a dynamic member
 	// unsteadySince: when the statistics first showed a rebalance in
 	// progress; zero while the group is steady.
@@ -400,11 +402,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if l.fatal != nil {
 			err = l.fatal
 		}
+		if l.panicked != nil {
+			err = errors.Join(l.panicked, err)
+		}
 		// A failed Close is reported too (ErrClose: files not uploaded).
 		return fail(errors.Join(err, cerr))
 	}
 	if l.fatal != nil {
 		return fail(errors.Join(l.fatal, cerr))
+	}
+	if l.panicked != nil {
+		return fail(errors.Join(l.panicked, cerr))
 	}
 	if cerr != nil {
 		return fail(cerr)
@@ -492,6 +500,9 @@ func (l *loop) subscribe(logCtx context.Context) error {
 func (l *loop) run(ctx context.Context) {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
 	for {
+		if l.panicked != nil {
+			return
+		}
 		if l.fatal != nil {
 			if l.inflight != nil {
 				l.inflight.cancel()
@@ -639,8 +650,14 @@ func (l *loop) dispatch() bool {
 }
 
 // consume prepares a batch, hands it to the sink and sends its dead
-// letters; it runs in its own goroutine.
-func (l *loop) consume(f *flight) outcome {
+// letters; it runs in its own goroutine, so it recovers a panic of the
+// sink or a transform into an outcome that stops the loop.
+func (l *loop) consume(f *flight) (o outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			o = outcome{err: fmt.Errorf("consume panicked: %v", r), panic: true}
+		}
+	}()
 	if f.taken {
 		return l.sendDead(f.dead)
 	}
@@ -687,6 +704,15 @@ func (l *loop) finish(r outcome) {
 	c := &l.tr.Counters
 	c.Consumed.Add(int64(len(f.batch)))
 	c.LastBatchAt.Store(time.Now().UnixNano())
+	if r.panic {
+		// The sink's state is unknown: nothing more goes to it, and
+		// the batch is redelivered to the next instance.
+		c.Nacked.Add(1)
+		l.nackedC.Add(float64(len(f.batch)))
+		l.panicked = fmt.Errorf("%w; the sink stops here, is started again, and the batch is redelivered", r.err)
+		l.log.Error("sink panicked", "records", len(f.batch), "err", r.err)
+		return
+	}
 	if r.err != nil {
 		c.Nacked.Add(1)
 		l.nackedC.Add(float64(len(f.batch)))

@@ -289,6 +289,49 @@ func TestFailedConsumeRedeliversAndCommitsOnlyAfterSuccess(t *testing.T) {
 	}
 }
 
+// A panic in Consume runs in the loop's consume goroutine, out of the
+// supervisor's reach: the loop must turn it into an error, commit nothing
+// of the batch and close the sink, so a new instance gets every record.
+func TestPanickingConsumeStopsTheLoop(t *testing.T) {
+	b := startBroker(t)
+	produce(t, b, "events", jsonValues("n", 5)...)
+	const group = "pico-connectors-panics"
+	sink := &recSink{fail: func(int, []plugin.Record) error {
+		var m map[string]int
+		m["boom"]++ // a nil map: a sink's bug
+		return nil
+	}}
+	tr := status.New("sink", "panics", nil)
+	r := run(t, Config{Key: "panics", Topics: []definition.Topics{{Topic: definition.Route{Literal: "events"}, BatchLength: 100, PollInterval: "100ms"}},
+		Sink: sink, BootstrapServers: b.Addr(), Tracker: tr})
+	var err error
+	select {
+	case err = <-r.done:
+		close(r.done)
+	case <-time.After(time.Minute):
+		t.Fatal("the loop did not stop after Consume panicked")
+	}
+	if err == nil || !strings.Contains(err.Error(), "consume panicked: assignment to entry in nil map") {
+		t.Fatalf("Run returned %v, want the panic", err)
+	}
+	if snap := tr.Snapshot(); snap.Status != status.Error || !strings.Contains(snap.LastError, "panicked") {
+		t.Fatalf("snapshot %+v, want Error with the panic", snap)
+	}
+	sink.mu.Lock()
+	closed, calls := sink.closed, len(sink.calls)
+	sink.mu.Unlock()
+	if !closed || calls != 1 {
+		t.Fatalf("closed %v after %d Consume calls, want closed after 1", closed, calls)
+	}
+	if offs := committed(t, b, group); len(offs) != 0 {
+		t.Fatalf("committed %v after a panic, want nothing", offs)
+	}
+	again := &recSink{}
+	run(t, Config{Key: "panics", Topics: []definition.Topics{{Topic: definition.Route{Literal: "events"}, BatchLength: 100, PollInterval: "100ms"}},
+		Sink: again, BootstrapServers: b.Addr(), Tracker: status.New("sink", "panics", nil)})
+	testwait.For(t, time.Minute, "the next instance to get all 5 records", func() bool { return again.okCount() == 5 })
+}
+
 func TestErrorStatusAfterRepeatedFailuresClears(t *testing.T) {
 	b := startBroker(t)
 	produce(t, b, "e", `{"a":1}`)
