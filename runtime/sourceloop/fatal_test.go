@@ -61,7 +61,7 @@ func TestFatalProducerStopsTheLoop(t *testing.T) {
 	if !errors.Is(err, ErrProducerFatal) {
 		t.Fatalf("Run = %v, want ErrProducerFatal", err)
 	}
-	if r.tr.Status() != status.Error || r.tr.Counters.Nacked.Load() != 1 {
+	if r.tr.Status() != status.Error || r.tr.Counters.Nacked.Load() != 1 || r.tr.Counters.ConsecNacks.Load() != 1 || r.tr.Counters.LastBatchAt.Load() == 0 {
 		t.Fatalf("status %s with %d nacks; want Error after one", r.tr.Status(), r.tr.Counters.Nacked.Load())
 	}
 

@@ -392,8 +392,6 @@ func (l *loop) txnError(err error) error {
 	return err
 }
 
-// drainEvents logs client-level events (delivery reports go to per-batch
-// channels).
 // producerFatal returns an error wrapping ErrProducerFatal when a block's
 // producer has hit a fatal error.
 func (l *loop) producerFatal() error {
@@ -405,6 +403,8 @@ func (l *loop) producerFatal() error {
 	return nil
 }
 
+// drainEvents logs client-level events (delivery reports go to per-batch
+// channels).
 func (l *loop) drainEvents(ctx context.Context, b *block) {
 	for {
 		select {
@@ -491,11 +491,7 @@ func (l *loop) run(ctx context.Context) error {
 		}
 		if fatal := l.producerFatal(); fatal != nil {
 			// Every later produce would fail too: no retry here.
-			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Nack); err != nil {
-				l.log.Warn("OnBatchResult(nack) failed", "err", err)
-			}
-			l.tr.Counters.Batches.Add(1)
-			l.tr.Counters.Nacked.Add(1)
+			l.nacked(bctx, p, failure)
 			l.tr.Fail(fatal)
 			l.log.Error("source stopped", "err", fatal)
 			return fatal
@@ -794,20 +790,11 @@ func (l *loop) wait(stop context.Context, p *pending) error {
 // ErrTooManyNacks when the poll task must stop, after backing off
 // otherwise.
 func (l *loop) nack(stop, ctx context.Context, p *pending, failure error, saveFailed bool) error {
-	c := &l.tr.Counters
-	c.Batches.Add(1)
-	c.LastBatchAt.Store(time.Now().UnixNano())
-	c.Nacked.Add(1)
-	consec := c.ConsecNacks.Add(1)
-	l.nackedC.Add(float64(p.n))
-	l.log.Warn("batch nacked", "records", p.n, "consecutive_nacks", consec, "err", failure)
+	consec := l.nacked(ctx, p, failure)
 	if saveFailed {
 		l.tr.Fail(failure)
 	} else {
 		l.tr.RecordError(failure)
-	}
-	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Nack); err != nil {
-		l.log.Warn("OnBatchResult(nack) failed", "err", err)
 	}
 	if consec >= int64(l.cfg.MaxConsecutiveNacks) {
 		err := fmt.Errorf("%w: %d in a row, stopping the poll task; last: %v", ErrTooManyNacks, consec, failure)
@@ -817,6 +804,22 @@ func (l *loop) nack(stop, ctx context.Context, p *pending, failure error, saveFa
 	}
 	l.sleep(stop, int(consec))
 	return nil
+}
+
+// nacked counts and logs p as nacked and tells the source; it returns
+// the nacks in a row.
+func (l *loop) nacked(ctx context.Context, p *pending, failure error) int64 {
+	c := &l.tr.Counters
+	c.Batches.Add(1)
+	c.LastBatchAt.Store(time.Now().UnixNano())
+	c.Nacked.Add(1)
+	consec := c.ConsecNacks.Add(1)
+	l.nackedC.Add(float64(p.n))
+	l.log.Warn("batch nacked", "records", p.n, "consecutive_nacks", consec, "err", failure)
+	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Nack); err != nil {
+		l.log.Warn("OnBatchResult(nack) failed", "err", err)
+	}
+	return consec
 }
 
 // sleep backs off before attempt n+1: RetryDelay doubled n-1 times, capped,
