@@ -1,9 +1,11 @@
 package definition
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -20,10 +22,14 @@ const (
 	DefaultStateTopic     = "pico-connectors.state"
 )
 
-// MaxSessionTimeout bounds fleet.session_timeout: librdkafka refuses a
-// session.timeout.ms above max.poll.interval.ms (5 minutes by default),
-// and so does the embedded broker's group.max.session.timeout.ms.
-const MaxSessionTimeout = 5 * time.Minute
+// Bounds of fleet.session_timeout. librdkafka refuses a session.timeout.ms
+// above max.poll.interval.ms, MaxSessionTimeout by default (a
+// max.poll.interval.ms in broker.properties moves the bound), and so does
+// the embedded broker's group.max.session.timeout.ms.
+const (
+	MinSessionTimeout = time.Second
+	MaxSessionTimeout = 5 * time.Minute
+)
 
 // runtimeIDPattern is what a group.instance.id and a topic name allow.
 var runtimeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
@@ -39,10 +45,16 @@ func (r *Runtime) validateFleet(d *decoder) {
 		d.add("id", "%q%s is not a runtime id; use 1 to 200 letters, digits, '.', '_' or '-', such as \"connect-0\"", r.ID, d.origin("id"))
 	}
 	d.duration("fleet.session_timeout", r.Fleet.SessionTimeout)
-	if t, err := parseDuration(r.Fleet.SessionTimeout); r.Fleet.SessionTimeout != "" && err == nil && t < time.Second {
-		d.add("fleet.session_timeout", "%q%s is too short; use at least 1s (brokers usually refuse less than 6s)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"))
-	} else if err == nil && t > MaxSessionTimeout {
-		d.add("fleet.session_timeout", "%q%s is too long; use at most 5m (librdkafka refuses a session.timeout.ms above max.poll.interval.ms, 5m)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"))
+	limit, why := MaxSessionTimeout, "max.poll.interval.ms, "+MaxSessionTimeout.String()+" by default"
+	if v, ok := r.Broker.Properties["max.poll.interval.ms"]; ok {
+		if ms, err := strconv.Atoi(v); err == nil && ms > 0 {
+			limit, why = time.Duration(ms)*time.Millisecond, fmt.Sprintf(`broker.properties."max.poll.interval.ms" = %q`, v)
+		}
+	}
+	if t, err := parseDuration(r.Fleet.SessionTimeout); r.Fleet.SessionTimeout != "" && err == nil && t < MinSessionTimeout {
+		d.add("fleet.session_timeout", "%q%s is too short; use at least %s (brokers usually refuse less than 6s)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"), MinSessionTimeout)
+	} else if err == nil && t > limit {
+		d.add("fleet.session_timeout", "%q%s is too long; use at most %s (librdkafka refuses a session.timeout.ms above max.poll.interval.ms: %s)", r.Fleet.SessionTimeout, d.origin("fleet.session_timeout"), limit, why)
 	}
 	for _, k := range []struct{ key, value string }{{"fleet.lease_topic", r.Fleet.LeaseTopic}, {"state.topic", r.State.Topic}} {
 		if k.value != "" && !runtimeIDPattern.MatchString(k.value) {

@@ -63,6 +63,7 @@ func TestFleetProblems(t *testing.T) {
 		{"[fleet]\nsession_timeout = \"-5s\"\n", nil, "fleet.session_timeout", `"-5s" is negative`},
 		{"[fleet]\nsession_timeout = \"10ms\"\n", nil, "fleet.session_timeout", "too short"},
 		{"[fleet]\nsession_timeout = \"100000h\"\n", nil, "fleet.session_timeout", "too long; use at most 5m"},
+		{"[fleet]\nsession_timeout = \"2m\"\n[broker.properties]\n\"max.poll.interval.ms\" = \"60000\"\n", nil, "fleet.session_timeout", `use at most 1m0s (librdkafka refuses a session.timeout.ms above max.poll.interval.ms: broker.properties."max.poll.interval.ms" = "60000")`},
 		{"[state]\nstorage = \"kafka\"\n", nil, "state.storage", `"file" or "http" or "broker"`},
 		{"[state]\ntopic = \"a/b\"\n", nil, "state.topic", "not a topic name"},
 		{"mode = \"distributed\"\n[state]\nstorage = \"broker\"\n[broker]\nbootstrap_servers = \"b:1\"\n[broker.properties]\n\"session.timeout.ms\" = \"9000\"\n", nil, `broker.properties."session.timeout.ms"`, `set by the runtime for mode = "distributed"`},
@@ -77,6 +78,31 @@ func TestFleetProblems(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%q: want %s: ...%s..., got %v", tc.body, tc.key, tc.want, ps)
+		}
+	}
+}
+
+func TestFleetSessionTimeoutFollowsMaxPollInterval(t *testing.T) {
+	_, ps := loadRuntime(t, "[fleet]\nsession_timeout = \"8m\"\n[broker.properties]\n\"max.poll.interval.ms\" = \"600000\"\n", nil)
+	if len(ps) > 0 {
+		t.Fatalf("a session_timeout under broker.properties' max.poll.interval.ms refused: %v", ps)
+	}
+}
+
+// A property reserved for two reasons is one problem, with the more
+// specific reason.
+func TestReservedPropertyReportedOnce(t *testing.T) {
+	_, ps := loadRuntime(t, "mode = \"distributed\"\n[state]\nstorage = \"broker\"\n[broker]\nbootstrap_servers = \"b:1\"\n[broker.properties]\n\"group.id\" = \"g\"\n\"transactional.id\" = \"t\"\n", nil)
+	want := map[string]string{
+		`broker.properties."group.id"`:         `for mode = "distributed"`,
+		`broker.properties."transactional.id"`: `for state.storage = "broker"`,
+	}
+	if len(ps) != len(want) {
+		t.Fatalf("%d problems, want one per property: %v", len(ps), ps)
+	}
+	for _, p := range ps {
+		if w, ok := want[p.Key]; !ok || !strings.Contains(p.Message, w) {
+			t.Errorf("%s: %s; want the reason %s", p.Key, p.Message, w)
 		}
 	}
 }

@@ -398,13 +398,15 @@ func (r *Runtime) validate(d *decoder) {
 		d.checkFolder("broker.data_dir", d.file, r.Broker.DataDir, DefaultBrokerDataDir, "the embedded broker's data")
 	}
 	d.checkProducerProperties("broker.properties", r.Broker.Properties)
-	d.checkReserved("broker.properties", "", r.Broker.Properties, ReservedConsumer, ReservedProducer)
+	var rs []reservation
 	if r.Distributed() {
-		d.checkReserved("broker.properties", ` for mode = "distributed" (its leases; set fleet.session_timeout or id instead)`, r.Broker.Properties, ReservedLease)
+		rs = append(rs, reservation{` for mode = "distributed" (its leases; set fleet.session_timeout or id instead)`, ReservedLease})
 	}
 	if r.State.Storage == "broker" {
-		d.checkReserved("broker.properties", ` for state.storage = "broker" (its checkpoints are written transactionally)`, r.Broker.Properties, ReservedStateStore)
+		rs = append(rs, reservation{` for state.storage = "broker" (its checkpoints are written transactionally)`, ReservedStateStore})
 	}
+	rs = append(rs, reservation{"", ReservedConsumer}, reservation{"", ReservedProducer})
+	d.checkReserved("broker.properties", r.Broker.Properties, rs...)
 }
 
 // Source-only and sink-only keys of a [[topics]] block.

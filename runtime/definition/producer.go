@@ -59,20 +59,27 @@ var (
 	ReservedStateStore = []string{"acks", "enable.idempotence", "transactional.id", "isolation.level"}
 )
 
-// checkReserved adds a problem under key."NAME" for every property of
-// props in one of the reserved lists; why, when set, says which setting
-// reserves them.
-func (d *decoder) checkReserved(key, why string, props map[string]string, reserved ...[]string) {
+// A reservation is a list of properties the runtime sets, and why: a
+// clause such as ` for mode = "distributed" (...)`, or "" for always.
+type reservation struct {
+	why   string
+	names []string
+}
+
+// checkReserved adds one problem under key."NAME" for every property of
+// props that a reservation holds, giving the first one's reason: list the
+// most specific first.
+func (d *decoder) checkReserved(key string, props map[string]string, rs ...reservation) {
 	names := make([]string, 0, len(props))
 	for k := range props {
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		for _, list := range reserved {
-			if slices.Contains(list, k) {
+		for _, r := range rs {
+			if slices.Contains(r.names, k) {
 				path := key + "." + quoteKey(k)
-				d.add(path, "is set by the runtime%s and cannot be overridden%s; remove it", why, d.origin(path))
+				d.add(path, "is set by the runtime%s and cannot be overridden%s; remove it", r.why, d.origin(path))
 				break
 			}
 		}

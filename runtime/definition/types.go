@@ -29,7 +29,7 @@ type Runtime struct {
 
 // Fleet tunes how runtimes in distributed mode share the sources.
 type Fleet struct {
-	SessionTimeout string `toml:"session_timeout" json:"session_timeout,omitempty" jsonschema:"description=How long the broker waits for a runtime that stopped answering (crashed or paused) before its sources and sink partitions move to the others: a takeover takes this plus the source's start-up. A runtime that stops gracefully hands its sources over at once; one restarted under the same id within it gets them back at once. It is also the session.timeout.ms of the sinks' consumers: 1s to 5m. The broker bounds it too (6s at least on the embedded broker).,default=10s"`
+	SessionTimeout string `toml:"session_timeout" json:"session_timeout,omitempty" jsonschema:"description=How long the broker waits for a runtime that stopped answering (crashed or paused) before its sources and sink partitions move to the others: a takeover takes this plus the source's start-up. A runtime that stops gracefully hands its sources over at once; one restarted under the same id within it gets them back at once. It is also the session.timeout.ms of the sinks' consumers: 1s to 5m, or up to a max.poll.interval.ms set in broker.properties. The broker bounds it too (6s at least on the embedded broker).,default=10s"`
 	LeaseTopic     string `toml:"lease_topic" json:"lease_topic,omitempty" jsonschema:"description=One-partition topic each source's lease group subscribes to; created when missing. It holds no records.,default=pico-connectors.leases"`
 }
 
