@@ -102,9 +102,11 @@ func TestRegisteredLoadChecks(t *testing.T) {
 		{map[string]any{"connection_string": "postgres://u:pw-CANARY@127.0.0.1:1/db", "tables": []any{"ev"}, "mode": "polling", "delete_after_read": true, "processed_column": "x"},
 			"delete_after_read and processed_column: choose one"},
 		{map[string]any{"connection_string": "postgres://u:pw-CANARY@127.0.0.1:1/db?sslmode=bogus", "tables": []any{"ev"}},
-			"connection_string: not a valid PostgreSQL connection string"},
+			"connection_string: not a valid PostgreSQL connection string: failed to configure TLS (sslmode is invalid)"},
 		{map[string]any{"connection_string": "postgres://u:pw-CANARY@127.0.0.1:1/db", "tables": []any{`"unclosed`}},
-			"tables: "},
+			"tables[0]: "},
+		{map[string]any{"connection_string": "postgres://u:pw-CANARY@[::1/db", "tables": []any{"ev"}},
+			"connection_string: not a valid PostgreSQL connection string: failed to parse as URL (end of string reached"},
 	} {
 		_, err := reg.Load(c.raw, "P_", noEnv)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -113,5 +115,16 @@ func TestRegisteredLoadChecks(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "CANARY") {
 			t.Errorf("the error quotes the connection string: %v", err)
 		}
+	}
+	// A check's problem of a key set by an environment variable names it.
+	env := func(name string) (string, bool) {
+		if name == "P_CONNECTION_STRING" {
+			return "postgres://u:pw-CANARY@127.0.0.1:1/db?sslmode=bogus", true
+		}
+		return "", false
+	}
+	_, err := reg.Load(map[string]any{"connection_string": "postgres://u:p@h/db", "tables": []any{"ev"}}, "P_", env)
+	if want := "connection_string: environment variable P_CONNECTION_STRING: not a valid PostgreSQL connection string"; err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "CANARY") {
+		t.Errorf("Load with the string from the environment = %v; want %q", err, want)
 	}
 }

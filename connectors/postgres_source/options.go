@@ -3,12 +3,14 @@ package postgressource
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // Operation names, as written in each record's __op field.
@@ -123,30 +125,53 @@ func splitIdent(s string) ([]string, error) {
 // Validate for a Config built in code. The registration runs it after
 // Load, so validate reports it too.
 func check(cfg postgressourceconfig.Config) error {
-	var p []string
+	var ps confkit.Problems
 	if _, err := parseConnString(cfg); err != nil {
-		p = append(p, err.Error())
+		ps = append(ps, confkit.Problem{Key: "connection_string", Rule: "format", Message: err.Error()})
 	}
-	for _, t := range cfg.Tables {
+	for i, t := range cfg.Tables {
 		if _, err := parseTable(t); err != nil {
-			p = append(p, fmt.Sprintf("tables: %v", err))
+			ps = append(ps, confkit.Problem{Key: fmt.Sprintf("tables[%d]", i), Value: t, Rule: "format", Message: err.Error()})
 		}
 	}
 	if cfg.Mode == postgressourceconfig.ModePolling && cfg.DeleteAfterRead && cfg.ProcessedColumn != "" {
-		p = append(p, "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed")
+		ps = append(ps, confkit.Problem{Key: "delete_after_read", Rule: "x-excludes", Message: "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed"})
 	}
-	if len(p) > 0 {
-		return errors.New(strings.Join(p, "\n"))
-	}
-	return nil
+	return ps.Err()
 }
 
-// parseConnString parses connection_string; its error never quotes the
-// string, which holds the password.
+// parseConnString parses connection_string. Its error never quotes the
+// string, which holds the password: it gives pgconn's reason (such as
+// "failed to configure TLS (sslmode is invalid)"), leaving out a cause
+// that may quote the string, such as a URL parser's.
 func parseConnString(cfg postgressourceconfig.Config) (*pgconn.Config, error) {
 	c, err := pgconn.ParseConfig(cfg.ConnectionString.Reveal())
 	if err != nil {
-		return nil, errors.New("connection_string: not a valid PostgreSQL connection string (URL postgres://user:pass@host:5432/db or key=value pairs)")
+		why := ""
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) {
+			// Error() is "cannot parse `REDACTED`: REASON (CAUSE)"; the
+			// cause may quote the string (a URL parse error does).
+			msg := pe.Error()
+			cause := errors.Unwrap(pe)
+			if cause != nil {
+				msg = strings.TrimSuffix(msg, " ("+cause.Error()+")")
+			}
+			if i := strings.LastIndex(msg, "`: "); i >= 0 {
+				why = ": " + msg[i+3:]
+			}
+			var ue *url.Error
+			if cause != nil && !errors.As(cause, &ue) && !quotesString(cause.Error()) {
+				why += " (" + cause.Error() + ")"
+			}
+		}
+		return nil, fmt.Errorf("not a valid PostgreSQL connection string%s; use a URL postgres://user:pass@host:5432/db or key=value pairs", why)
 	}
 	return c, nil
+}
+
+// quotesString reports whether a parser's error may hold a piece of a
+// connection string: a URL or a password.
+func quotesString(msg string) bool {
+	return strings.Contains(msg, "://") || strings.Contains(msg, "@") || strings.Contains(strings.ToLower(msg), "password")
 }

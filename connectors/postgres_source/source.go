@@ -203,7 +203,7 @@ func newSource(opt postgressourceconfig.Config, env plugin.Env) (*Source, error)
 	}
 	cfg, err := parseConnString(opt)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connection_string: %w", err)
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}

@@ -216,6 +216,6 @@ func (c Config) Redacted() map[string]any {
 func RegisterSource(newSource func(cfg Config, env plugin.Env) (plugin.Source, error), check ...func(Config) error) {
 	plugin.Register(plugin.Registration{
 		Kind: plugin.KindSource, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(Load, check...), NewSource: plugin.TypedSource(Name, newSource),
+		Load: plugin.TypedLoad(confgen.Checked(Load, &spec, check)), NewSource: plugin.TypedSource(Name, newSource),
 	})
 }

@@ -112,6 +112,6 @@ func (c Config) Redacted() map[string]any {
 func RegisterTransform(newTransform func(cfg Config) (plugin.Transform, error), check ...func(Config) error) {
 	plugin.Register(plugin.Registration{
 		Kind: plugin.KindTransform, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(Load, check...), NewTransform: plugin.TypedTransform(Name, newTransform),
+		Load: plugin.TypedLoad(confgen.Checked(Load, &spec, check)), NewTransform: plugin.TypedTransform(Name, newTransform),
 	})
 }

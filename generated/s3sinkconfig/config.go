@@ -636,6 +636,6 @@ func (c ColumnsItem) redacted() map[string]any {
 func RegisterSink(newSink func(cfg Config, env plugin.Env) (plugin.Sink, error), check ...func(Config) error) {
 	plugin.Register(plugin.Registration{
 		Kind: plugin.KindSink, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(Load, check...), NewSink: plugin.TypedSink(Name, newSink),
+		Load: plugin.TypedLoad(confgen.Checked(Load, &spec, check)), NewSink: plugin.TypedSink(Name, newSink),
 	})
 }

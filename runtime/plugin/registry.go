@@ -81,21 +81,13 @@ func Paths(kind Kind) []string {
 	return out
 }
 
-// TypedLoad adapts a generated, typed Load to Registration.Load, then runs
-// checks on what it loaded: a connector's rules between keys that its
-// schema cannot state, so that validate reports them as it reports the
-// schema's (a check returns confkit.Problems to name the keys). A failed
-// load or check returns a nil Config, never a typed zero value.
-func TypedLoad[C Config](load func(raw map[string]any, envPrefix string, env LookupEnv) (C, error), checks ...func(C) error) func(map[string]any, string, LookupEnv) (Config, error) {
+// TypedLoad adapts a generated, typed Load to Registration.Load. A failed
+// load returns a nil Config, never a typed zero value.
+func TypedLoad[C Config](load func(raw map[string]any, envPrefix string, env LookupEnv) (C, error)) func(map[string]any, string, LookupEnv) (Config, error) {
 	return func(raw map[string]any, envPrefix string, env LookupEnv) (Config, error) {
 		c, err := load(raw, envPrefix, env)
 		if err != nil {
 			return nil, err
-		}
-		for _, check := range checks {
-			if err := check(c); err != nil {
-				return nil, err
-			}
 		}
 		return c, nil
 	}

@@ -1428,7 +1428,7 @@ func (g *generator) register(f *jen.File) {
 		jen.Qual(pluginPath, "Register").Call(jen.Qual(pluginPath, "Registration").Values(
 			jen.Line().Id("Kind").Op(":").Qual(pluginPath, kind), jen.Id("Name").Op(":").Id("Name"), jen.Id("Path").Op(":").Id("Path"),
 			jen.Id("Summary").Op(":").Id("Summary"), jen.Id("Schema").Op(":").Id("Schema"),
-			jen.Line().Id("Load").Op(":").Qual(pluginPath, "TypedLoad").Call(jen.Id("Load"), jen.Id("check").Op("...")),
+			jen.Line().Id("Load").Op(":").Qual(pluginPath, "TypedLoad").Call(jen.Qual(confgenPath, "Checked").Call(jen.Id("Load"), jen.Op("&").Id("spec"), jen.Id("check"))),
 			jen.Id(field).Op(":").Qual(pluginPath, adapt).Call(jen.Id("Name"), jen.Id(param)),
 			jen.Line(),
 		)),
