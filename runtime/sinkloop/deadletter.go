@@ -76,7 +76,10 @@ func newDLQProducer(logCtx context.Context, cfg Config, log *slog.Logger) (*dlqP
 func (d *dlqProducer) send(dead []deadLetter) error {
 	err := d.produce(dead)
 	if err != nil && d.p.GetFatalError() != nil {
-		if p, berr := d.build(); berr == nil {
+		if p, berr := d.build(); berr != nil {
+			// The next retry tries to make one again.
+			err = fmt.Errorf("%w (the dead-letter producer hit a fatal error, and a new one could not be made: %w)", err, berr)
+		} else {
 			old := d.p
 			d.p = p
 			go old.Close() // nothing of it is waited for
