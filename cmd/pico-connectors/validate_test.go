@@ -212,7 +212,7 @@ func TestConfigMasksSecrets(t *testing.T) {
 	out.Reset()
 	errOut.Reset()
 	broken := setup(t, "[http\napi_key = \"api-s3cret\"\n", map[string]string{"gen.toml": validSource})
-	if code := Main([]string{"config", "--config", broken}, &out, &errOut, nil); code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "to end table name") {
+	if code := Main([]string{"config", "--config", broken}, &out, &errOut, nil); code != 1 || out.Len() != 0 || !strings.Contains(errOut.String(), "to end table name") || strings.Contains(errOut.String(), "api-s3cret") {
 		t.Fatalf("config of a file that does not parse: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout", code, out.String(), errOut.String())
 	}
 }

@@ -34,11 +34,16 @@ var realistic = map[string]map[string]any{
 // secretValue is what a secret is set to: the marker itself, or for a
 // key whose examples are URLs, a URL with the marker as its password, so
 // that validate takes it (a bare marker is no connection string) and the
-// connector gets as far as connecting (to a closed port).
-func secretValue(s *jsonSchema) string {
+// connector gets as far as connecting (to a closed port). With keyValue, a
+// PostgreSQL connection string is written as key=value pairs instead, the
+// other form a secret that is not a URL takes.
+func secretValue(s *jsonSchema, keyValue bool) string {
 	for _, ex := range s.Examples {
 		if str, ok := ex.(string); ok && strings.Contains(str, "://") {
 			scheme := str[:strings.Index(str, "://")]
+			if keyValue && strings.HasPrefix(scheme, "postgres") {
+				return "host=127.0.0.1 port=1 user=pico password=" + marker + " dbname=pico connect_timeout=1"
+			}
 			return scheme + "://pico:" + marker + "@127.0.0.1:1/pico?connect_timeout=1"
 		}
 	}
@@ -111,7 +116,7 @@ func planConnectors(t *testing.T) (out []*plannedConnector, transforms map[bool]
 			typ := strings.ToUpper(string(reg.Kind))
 			prefix := "PICOMQ_CONNECTORS_" + typ + "_" + strings.ToUpper(pc.key) + "_PLUGIN_CONFIG_"
 			for _, p := range secrets {
-				v := secretValue(schemaAt(s, p))
+				v := secretValue(schemaAt(s, p), !viaEnv)
 				if viaEnv {
 					pc.envPairs = append(pc.envPairs, envName(prefix, p)+"="+v)
 				} else {
