@@ -259,7 +259,7 @@ type Config struct {
 	// Default: exactly_once.
 	Delivery Delivery
 
-	// MaxBufferSize is the max_buffer_size key: Bound on the bytes the sink holds in memory, open and uploading files together. At the bound Consume waits for uploads (it fails while uploads are failing, so the status shows it); when every held byte is in open files, the largest one is uploaded early. Size it to at least max_file_size times the partitions written at once plus max_in_flight files. With compression, an upload in flight also holds its compressed copy while it is made. With output_format = parquet, the rows of each open row group and each open file's writer (about 20 KiB per column) count too, and a row group being encoded briefly holds its rows and its encoded bytes.
+	// MaxBufferSize is the max_buffer_size key: Bound on the bytes the sink holds in memory, open and uploading files together. At the bound Consume waits for uploads (it fails while uploads are failing, so the status shows it); when every held byte is in open files, the largest one is uploaded early. Size it to at least max_file_size times the partitions written at once plus max_in_flight files. With compression, an upload in flight also holds its compressed copy while it is made. With output_format = parquet, the rows of each open row group and each open file's writer (about 20 KiB per column) count too, and a row group being encoded briefly holds its rows and its encoded bytes. The process's RSS is more than the bound: between collections Go's heap grows to about twice what is live (set GOMEMLIMIT to make it collect sooner), and librdkafka holds up to queued.max.messages.kbytes (64 MiB by default) of fetched records per sink while Consume waits.
 	//
 	// Default: 256MiB.
 	MaxBufferSize confkit.Size
