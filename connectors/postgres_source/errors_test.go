@@ -207,3 +207,49 @@ func testPostgresRestartMidStream(t *testing.T, reader string) {
 		}
 	}
 }
+
+// An idle stream answers the server's keepalives even with nothing new to
+// confirm; otherwise the server ends it after wal_sender_timeout and the
+// source reconnects (with a warning) every minute.
+func TestIdleStreamAnswersKeepalives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own server")
+	}
+	srv := pgtest.Start(t)
+	srv.Exec(t, `ALTER SYSTEM SET wal_sender_timeout = '1s'`)
+	srv.Exec(t, `SELECT pg_reload_conf()`)
+	db := newDBOn(t, srv)
+	db.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
+	opt := db.cdcOptions("t")
+	opt.CDCReader = postgressourceconfig.CDCReaderStream
+	s := open(t, opt, nil)
+	db.exec(`INSERT INTO t VALUES (1)`)
+	deadline := time.Now().Add(30 * time.Second)
+	for got := 0; got == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first row did not arrive")
+		}
+		b, err := s.Poll(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = len(b.Messages)
+		ack(t, s)
+	}
+	conn := s.streamConn
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		b, err := s.Poll(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("idle poll failed (the server ended the stream?): %v", err)
+		}
+		if len(b.Messages) > 0 {
+			t.Fatalf("idle poll returned %d records", len(b.Messages))
+		}
+		ack(t, s)
+	}
+	if s.streamConn != conn {
+		t.Fatal("the idle stream was reconnected")
+	}
+}

@@ -164,7 +164,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 				if idle && ka.ServerWALEnd > s.streamIdle {
 					s.streamIdle = ka.ServerWALEnd
 				}
-				if ka.ReplyRequested && idle {
+				if ka.ReplyRequested && idle && ka.ServerWALEnd > s.streamSent {
 					// Everything received was delivered and acknowledged,
 					// and nothing is pending: confirming the server's
 					// position skips only WAL without records. A server
@@ -173,6 +173,10 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 						return plugin.Batch{}, err
 					}
 				} else if ka.ReplyRequested {
+					// Answer even with nothing new to confirm: without a
+					// reply the server ends the stream after
+					// wal_sender_timeout (60s), and an idle source would
+					// reconnect every minute.
 					if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.streamConn, pglogrepl.StandbyStatusUpdate{WALWritePosition: s.streamSent}); err != nil {
 						return plugin.Batch{}, err
 					}
