@@ -15,6 +15,8 @@
 // - Polling, killed before the checkpoint is saved: the batch is read and produced again.
 // - Polling, killed after the checkpoint but before the processed_column update or delete_after_read delete ran: the checkpoint holds the batch's keys, and the restart marks or deletes those rows before it reads on (running the update or delete twice is harmless).
 //
+// Polling and concurrent writers (not a crash, and not covered above): polling reads rows in tracking_column order and moves its cursor past the largest value it read, so a row whose value is below that cursor and that commits later is never read. That happens whenever values become visible out of order: two transactions writing the table at once, the one holding the lower sequence value (or the earlier updated_at) committing last. With delete_after_read such a row also stays in the table. Use polling only when one writer at a time writes the table, or when writers serialize on it (LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE before the INSERT); otherwise use mode = "cdc", which reads changes in commit order.
+//
 // At start, the source refuses to publish the updates and deletes of a table that has no replica identity (no primary key with REPLICA IDENTITY DEFAULT, or REPLICA IDENTITY NOTHING), since PostgreSQL would then reject the application's own UPDATE and DELETE on it; the message says what to run. A table dropped, or taken out of the publication, while the source runs fails every poll, naming the table, rather than looking quiet.
 package postgressourceconfig
 
@@ -182,7 +184,7 @@ type Config struct {
 	// HeartbeatQuery is the heartbeat_query key: CDC: SQL run on every heartbeat, like Debezium's heartbeat.action.query: for example an UPDATE of a heartbeat table, so the slot moves even when no captured table changes. Empty runs nothing.
 	HeartbeatQuery string
 
-	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at. Empty means the table's single-column primary key.
+	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at. Empty means the table's single-column primary key. Its values must become visible in increasing order (one writer at a time): a row that commits with a value below one already read is skipped; see Polling and concurrent writers above.
 	TrackingColumn string
 
 	// InitialOffset is the initial_offset key: Polling: read only rows whose tracking_column is above this value on the first start (in the column's own text form). Empty reads from the first row.
