@@ -121,6 +121,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	proxy.Clear()
 
 	lostStep := func(name string, f faultproxy.Fault, n, wantAttempts int) {
+		before, _ := r.status("sink", key)
 		if !failNext(name, f, n, true) {
 			return
 		}
@@ -134,8 +135,13 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 		must(json.Unmarshal(body, &m))
 		s.check(faults == wantAttempts && m.RecordCount == int(m.LastOffset-m.FirstOffset+1) && m.RecordCount > 0 && strings.Contains(m.Error, fmt.Sprint(f.Status)),
 			"%s: %d attempt(s), then marker %s (offsets %d-%d, %d records, error %.80q)", name, faults, lost[len(lost)-1], m.FirstOffset, m.LastOffset, m.RecordCount, m.Error)
-		e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" && e.Counters.ConsecNacks == 0 })
-		s.check(ok && e.LastError != "" && e.Counters.Redelivered > 0, "%s: batch redelivered (%d redeliveries), last_error kept (%.60q), status back to %s without operator action",
+		// The marker is written before Consume returns the loss: wait for
+		// the redelivery, not only for a Running status, which it still
+		// shows before that (a CI flake: "0 redeliveries").
+		e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool {
+			return e.Status == "Running" && e.Counters.ConsecNacks == 0 && e.Counters.Redelivered > before.Counters.Redelivered
+		})
+		s.check(ok && e.LastError != "" && e.Counters.Redelivered > before.Counters.Redelivered, "%s: batch redelivered (%d redeliveries), last_error kept (%.60q), status back to %s without operator action",
 			name, e.Counters.Redelivered, e.LastError, e.Status)
 	}
 	if exact {
