@@ -1,7 +1,6 @@
 package confgen
 
 import (
-	"errors"
 	"strings"
 	"sync/atomic"
 
@@ -241,7 +240,8 @@ func PutPtr[T any](m map[string]any, key string, p *T) {
 
 // Checked returns load followed by checks, a connector's rules between keys
 // that its schema cannot state, whose problems come out as Load's do: a
-// plain error is a problem of the whole table, a problem of a key that an
+// plain error is a problem of the whole table (confkit.ProblemsOf), a
+// problem of a key that an
 // environment variable set names the variable, and they are in key order.
 func Checked[C any, E ~func(string) (string, bool)](load func(map[string]any, string, E) (C, error), spec *Spec, checks []func(C) error) func(map[string]any, string, E) (C, error) {
 	return func(raw map[string]any, prefix string, env E) (C, error) {
@@ -251,7 +251,7 @@ func Checked[C any, E ~func(string) (string, bool)](load func(map[string]any, st
 		}
 		var ps confkit.Problems
 		for _, check := range checks {
-			ps = append(ps, asProblems(check(c))...)
+			ps = append(ps, confkit.ProblemsOf(check(c))...)
 		}
 		if len(ps) == 0 {
 			return c, nil
@@ -261,28 +261,4 @@ func Checked[C any, E ~func(string) (string, bool)](load func(map[string]any, st
 		var zero C
 		return zero, ps
 	}
-}
-
-// asProblems returns err as problems: its own when it holds some (joined
-// errors included), else one problem of the whole table.
-func asProblems(err error) confkit.Problems {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out confkit.Problems
-		for _, e := range j.Unwrap() {
-			out = append(out, asProblems(e)...)
-		}
-		return out
-	}
-	var ps confkit.Problems
-	var p confkit.Problem
-	switch {
-	case errors.As(err, &ps):
-		return append(confkit.Problems(nil), ps...)
-	case errors.As(err, &p):
-		return confkit.Problems{p}
-	}
-	return confkit.Problems{{Message: err.Error()}}
 }

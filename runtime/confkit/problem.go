@@ -87,3 +87,36 @@ func AsProblems(err error) (Problems, bool) {
 	}
 	return nil, false
 }
+
+// ProblemsOf returns err as problems: its own when it holds some (joined
+// errors one by one), else one problem of the whole table per line of its
+// message. It returns nil for a nil err.
+func ProblemsOf(err error) Problems {
+	if err == nil {
+		return nil
+	}
+	var ps Problems
+	var p Problem
+	switch {
+	case errors.As(err, &ps):
+		return append(Problems(nil), ps...)
+	case errors.As(err, &p):
+		return Problems{p}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out Problems
+		for _, e := range j.Unwrap() {
+			out = append(out, ProblemsOf(e)...)
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	var out Problems
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, Problem{Message: line})
+		}
+	}
+	return out
+}

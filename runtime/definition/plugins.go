@@ -1,7 +1,6 @@
 package definition
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -95,8 +94,9 @@ func safeLoad(load func(map[string]any, string, plugin.LookupEnv) (plugin.Config
 // each confkit.Problem keeps its own key path below key, its value and its
 // rule; anything else becomes one problem per line.
 func convertProblems(file, key string, err error) confkit.Problems {
-	var out confkit.Problems
-	addOne := func(p confkit.Problem) {
+	out := confkit.ProblemsOf(err)
+	for i := range out {
+		p := &out[i]
 		if p.File == "" {
 			p.File = file
 		}
@@ -104,32 +104,6 @@ func convertProblems(file, key string, err error) confkit.Problems {
 			p.Key = key + "." + p.Key
 		} else {
 			p.Key = key
-		}
-		out = append(out, p)
-	}
-	var cps confkit.Problems
-	var cp confkit.Problem
-	switch {
-	case errors.As(err, &cps):
-		for _, p := range cps {
-			addOne(p)
-		}
-		return out
-	case errors.As(err, &cp):
-		addOne(cp)
-		return out
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			out = append(out, convertProblems(file, key, e)...)
-		}
-		if len(out) > 0 {
-			return out
-		}
-	}
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			addOne(confkit.Problem{Message: line})
 		}
 	}
 	return out
