@@ -3,7 +3,6 @@ package postgressource
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 
@@ -151,7 +150,8 @@ func parseConnString(cfg postgressourceconfig.Config) (*pgconn.Config, error) {
 		var pe *pgconn.ParseConfigError
 		if errors.As(err, &pe) {
 			// Error() is "cannot parse `REDACTED`: REASON (CAUSE)"; the
-			// cause may quote the string (a URL parse error does).
+			// cause may quote the string (a URL parser's does, and holds
+			// "://").
 			msg := pe.Error()
 			cause := errors.Unwrap(pe)
 			if cause != nil {
@@ -160,8 +160,7 @@ func parseConnString(cfg postgressourceconfig.Config) (*pgconn.Config, error) {
 			if i := strings.LastIndex(msg, "`: "); i >= 0 {
 				why = ": " + msg[i+3:]
 			}
-			var ue *url.Error
-			if cause != nil && !errors.As(cause, &ue) && !quotesString(cause.Error()) {
+			if cause != nil && !quotesString(cause.Error()) {
 				why += " (" + cause.Error() + ")"
 			}
 		}
@@ -171,7 +170,8 @@ func parseConnString(cfg postgressourceconfig.Config) (*pgconn.Config, error) {
 }
 
 // quotesString reports whether a parser's error may hold a piece of a
-// connection string: a URL or a password.
+// connection string: a URL (a URL parser's error quotes it), a user@host
+// or a password.
 func quotesString(msg string) bool {
 	return strings.Contains(msg, "://") || strings.Contains(msg, "@") || strings.Contains(strings.ToLower(msg), "password")
 }
