@@ -704,18 +704,16 @@ func (l *loop) finish(r outcome) {
 	c := &l.tr.Counters
 	c.Consumed.Add(int64(len(f.batch)))
 	c.LastBatchAt.Store(time.Now().UnixNano())
-	if r.panic {
-		// The sink's state is unknown: nothing more goes to it, and
-		// the batch is redelivered to the next instance.
-		c.Nacked.Add(1)
-		l.nackedC.Add(float64(len(f.batch)))
-		l.panicked = fmt.Errorf("%w; the sink stops here, is started again, and the batch is redelivered", r.err)
-		l.log.Error("sink panicked", "records", len(f.batch), "err", r.err)
-		return
-	}
 	if r.err != nil {
 		c.Nacked.Add(1)
 		l.nackedC.Add(float64(len(f.batch)))
+		if r.panic {
+			// The sink's state is unknown: nothing more goes to it, and
+			// the batch is redelivered to the next instance.
+			l.panicked = fmt.Errorf("%w; the sink stops here, is started again, and the batch is redelivered", r.err)
+			l.log.Error("sink panicked", "records", len(f.batch), "err", r.err)
+			return
+		}
 		l.retry = l.owned(f.batch)
 		l.retryTaken, l.retryDead = r.unsent != nil || f.taken, l.ownedDead(r.unsent)
 		if f.revoked {
