@@ -8,7 +8,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/picomq/pico-connectors/internal/confgen"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // TestRuntimeSchemasAcceptSpecExamples validates definition files written

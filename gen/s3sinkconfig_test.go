@@ -13,7 +13,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Tests of the generated S3 sink config against the Configuration and
@@ -357,33 +357,33 @@ func TestS3Redaction(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "123456789") || strings.Contains(err.Error(), "AKIAENVSECRET") {
 		t.Fatalf("problems leak a secret: %v", err)
 	}
-	var _ plugin.Config = c
+	var _ sdk.Config = c
 }
 
 type nopSink struct{ cfg s3sinkconfig.Config }
 
-func (nopSink) Open(context.Context) error                     { return nil }
-func (nopSink) Consume(context.Context, []plugin.Record) error { return nil }
-func (nopSink) Close(context.Context) error                    { return nil }
+func (nopSink) Open(context.Context) error                  { return nil }
+func (nopSink) Consume(context.Context, []sdk.Record) error { return nil }
+func (nopSink) Close(context.Context) error                 { return nil }
 
 func TestS3RegisterSink(t *testing.T) {
-	if _, ok := plugin.Lookup(s3sinkconfig.Path); ok {
+	if _, ok := sdk.Lookup(s3sinkconfig.Path); ok {
 		t.Skip("already registered in this binary")
 	}
-	s3sinkconfig.RegisterSink(func(cfg s3sinkconfig.Config, env plugin.Env) (plugin.Sink, error) { return nopSink{cfg}, nil })
-	reg, ok := plugin.Lookup("libpicomq_connector_s3_sink")
-	if !ok || reg.Kind != plugin.KindSink || reg.Name != "s3_sink" || len(reg.Schema) == 0 || reg.Summary == "" {
+	s3sinkconfig.RegisterSink(func(cfg s3sinkconfig.Config, env sdk.Env) (sdk.Sink, error) { return nopSink{cfg}, nil })
+	reg, ok := sdk.Lookup("libpicomq_connector_s3_sink")
+	if !ok || reg.Kind != sdk.KindSink || reg.Name != "s3_sink" || len(reg.Schema) == 0 || reg.Summary == "" {
 		t.Fatalf("%+v", reg)
 	}
 	cfg, err := reg.Load(s3base(), envPrefix, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := reg.NewSink(cfg, plugin.Env{Key: "orders_s3"})
+	s, err := reg.NewSink(cfg, sdk.Env{Key: "orders_s3"})
 	if err != nil || s.(nopSink).cfg.Bucket != "picomq-archive" {
 		t.Fatalf("%v %v", s, err)
 	}
-	if _, err := reg.NewSink(fakeConfig{}, plugin.Env{}); err == nil || !strings.Contains(err.Error(), "not s3sinkconfig.Config") {
+	if _, err := reg.NewSink(fakeConfig{}, sdk.Env{}); err == nil || !strings.Contains(err.Error(), "not s3sinkconfig.Config") {
 		t.Fatalf("wrong config type: %v", err)
 	}
 	if _, err := reg.Load(s3base("bucket", nil), envPrefix, nil); err == nil {

@@ -9,13 +9,13 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // bareProduce sends msgs to topic through a bare confluent-kafka-go producer
 // with the settings the source loop uses and waits for every delivery
 // report. It returns the time from the first Produce to the last report.
-func bareProduce(addr, topic string, msgs []plugin.Message) (time.Duration, error) {
+func bareProduce(addr, topic string, msgs []sdk.Message) (time.Duration, error) {
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers":            addr,
 		"enable.metrics.push":          false,

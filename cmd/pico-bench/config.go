@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/internal/confgen"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // s3Doc is a full S3 plugin_config as the TOML decoder hands it over.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // memStore is a state store in memory, so the loop is measured and not a
@@ -28,8 +28,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // newSource builds a registered source from a plugin_config table; the
 // source loop opens it.
-func newSource(path string, cfg map[string]any) (plugin.Source, error) {
-	reg, ok := plugin.Lookup(path)
+func newSource(path string, cfg map[string]any) (sdk.Source, error) {
+	reg, ok := sdk.Lookup(path)
 	if !ok {
 		return nil, fmt.Errorf("%s is not linked", path)
 	}
@@ -37,23 +37,23 @@ func newSource(path string, cfg map[string]any) (plugin.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reg.NewSource(c, plugin.Env{Key: "bench", Logger: quiet(), Metrics: plugin.DiscardMetrics})
+	return reg.NewSource(c, sdk.Env{Key: "bench", Logger: quiet(), Metrics: sdk.DiscardMetrics})
 }
 
 // recorder keeps every batch a source returns unless drop is set. It passes
 // on the source's PollAhead (ahead), so the loop pipelines it as it would
 // the source.
 type recorder struct {
-	plugin.Source
+	sdk.Source
 	drop  bool
-	msgs  []plugin.Message
+	msgs  []sdk.Message
 	ahead int
 }
 
 // PollAhead is the recorded source's.
 func (r *recorder) PollAhead() int { return r.ahead }
 
-func (r *recorder) Poll(ctx context.Context) (plugin.Batch, error) {
+func (r *recorder) Poll(ctx context.Context) (sdk.Batch, error) {
 	b, err := r.Source.Poll(ctx)
 	if !r.drop {
 		r.msgs = append(r.msgs, b.Messages...)
@@ -63,7 +63,7 @@ func (r *recorder) Poll(ctx context.Context) (plugin.Batch, error) {
 
 // runLoop runs the source loop on src into topic until the topic's high
 // watermark reaches n, and returns the time that took.
-func (b *bench) runLoop(br *broker.Broker, src plugin.Source, topic string, batch, n int) time.Duration {
+func (b *bench) runLoop(br *broker.Broker, src sdk.Source, topic string, batch, n int) time.Duration {
 	topics := []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json", CreateTopics: true, BatchLength: batch, LingerTime: "5ms"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -112,7 +112,7 @@ func (b *bench) randomRow(what string, cfg broker.Config) row {
 	srcCfg := map[string]any{"records_per_batch": int64(1000), "payload_size": "256B", "key_shape": "sequence",
 		"payload_shape": "json", "seed": int64(1), "interval": "0", "max_records": int64(n)}
 	var loopT, bareT time.Duration
-	var msgs []plugin.Message
+	var msgs []sdk.Message
 	pipelined := "one batch at a time"
 	for i := 0; i < 3; i++ {
 		src, err := newSource("libpicomq_connector_random_source", srcCfg)
@@ -121,7 +121,7 @@ func (b *bench) randomRow(what string, cfg broker.Config) row {
 		// keeping 200k records in every round made the loop's rounds pay
 		// for growing that slice and for the collector scanning it.
 		rec := &recorder{Source: src, drop: msgs != nil}
-		if p, ok := src.(plugin.Pipelined); ok && p.PollAhead() > 1 {
+		if p, ok := src.(sdk.Pipelined); ok && p.PollAhead() > 1 {
 			rec.ahead = p.PollAhead()
 			pipelined = fmt.Sprintf("up to %d batches in flight", rec.ahead)
 		}

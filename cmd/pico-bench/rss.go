@@ -9,8 +9,8 @@ import (
 	"runtime"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // rssChildFlag makes the binary run one sink and report its peak RSS;
@@ -52,7 +52,7 @@ func rssChild(args []string) int {
 		rep.Err = "usage: " + rssChildFlag + " JSON"
 		return out()
 	}
-	var sink plugin.Sink = noopSink{} // sinkloop.go
+	var sink sdk.Sink = noopSink{} // sinkloop.go
 	if !p.NoOp {
 		var err error
 		sink, err = newS3Sink(p.Target, map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize, "max_buffer_size": p.MaxBuffer})

@@ -20,19 +20,19 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // timedSink notes when the first batch arrives and how big it was and when
 // Close returns, and stops the loop as soon as Consume has taken the n-th
 // record.
 type timedSink struct {
-	plugin.Sink
+	sdk.Sink
 	n    int
 	stop context.CancelFunc
 
@@ -43,7 +43,7 @@ type timedSink struct {
 	closed     time.Time
 }
 
-func (t *timedSink) Consume(ctx context.Context, batch []plugin.Record) error {
+func (t *timedSink) Consume(ctx context.Context, batch []sdk.Record) error {
 	t.mu.Lock()
 	if t.first.IsZero() {
 		t.first, t.firstBatch = time.Now(), len(batch)
@@ -71,8 +71,8 @@ func (t *timedSink) Close(ctx context.Context) error {
 // deferredSink is what the S3 sink is to the loop, which commits what its
 // Durable reports and applies its Health.
 type deferredSink interface {
-	plugin.DeferredSink
-	plugin.Health
+	sdk.DeferredSink
+	sdk.Health
 }
 
 // timedDeferred is a timedSink over a deferredSink that is one too, so the
@@ -83,8 +83,8 @@ type timedDeferred struct {
 	d deferredSink
 }
 
-func (t timedDeferred) Durable() map[plugin.TopicPartition]int64 { return t.d.Durable() }
-func (t timedDeferred) Release(ctx context.Context, parts []plugin.TopicPartition) error {
+func (t timedDeferred) Durable() map[sdk.TopicPartition]int64 { return t.d.Durable() }
+func (t timedDeferred) Release(ctx context.Context, parts []sdk.TopicPartition) error {
 	return t.d.Release(ctx, parts)
 }
 func (t timedDeferred) Health() error { return t.d.Health() }
@@ -99,7 +99,7 @@ func targetOf(srv *s3test.Server) s3Target {
 }
 
 // newS3Sink builds the S3 sink from a plugin_config table.
-func newS3Sink(srv s3Target, extra map[string]any) (plugin.Sink, error) {
+func newS3Sink(srv s3Target, extra map[string]any) (sdk.Sink, error) {
 	cfg := map[string]any{
 		"bucket": srv.Bucket, "region": s3test.Region, "endpoint": srv.Endpoint,
 		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey,
@@ -107,7 +107,7 @@ func newS3Sink(srv s3Target, extra map[string]any) (plugin.Sink, error) {
 	for k, v := range extra {
 		cfg[k] = v
 	}
-	reg, ok := plugin.Lookup("libpicomq_connector_s3_sink")
+	reg, ok := sdk.Lookup("libpicomq_connector_s3_sink")
 	if !ok {
 		return nil, fmt.Errorf("the S3 sink is not linked")
 	}
@@ -115,12 +115,12 @@ func newS3Sink(srv s3Target, extra map[string]any) (plugin.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	sink, err := reg.NewSink(c, plugin.Env{Key: "bench", Logger: quiet(), Metrics: plugin.DiscardMetrics})
+	sink, err := reg.NewSink(c, sdk.Env{Key: "bench", Logger: quiet(), Metrics: sdk.DiscardMetrics})
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := sink.(deferredSink); !ok {
-		return nil, fmt.Errorf("the S3 sink (%T) is no longer a plugin.DeferredSink with Health: timedDeferred no longer matches it, and the bench would time it on the loop's path for plain sinks", sink)
+		return nil, fmt.Errorf("the S3 sink (%T) is no longer a sdk.DeferredSink with Health: timedDeferred no longer matches it, and the bench would time it on the loop's path for plain sinks", sink)
 	}
 	return sink, nil
 }
@@ -165,7 +165,7 @@ func (h shmTB) TempDir() string {
 }
 
 // sinkRun is the function sinkRun; an error ends the bench.
-func (b *bench) sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) (int, time.Duration) {
+func (b *bench) sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch int) (int, time.Duration) {
 	timed, t, err := sinkRun(addr, sink, pattern, n, batch)
 	b.must(err)
 	return timed, t
@@ -180,11 +180,11 @@ func (b *bench) sinkRun(addr string, sink plugin.Sink, pattern string, n int, ba
 // Consume that takes the n-th record: the loop notices a stop between
 // polls, and a bench that cancelled it from outside waited out an idle
 // Poll of up to 100 ms after the last record, a tenth of a 100 B round.
-func sinkRun(addr string, sink plugin.Sink, pattern string, n int, batch int) (int, time.Duration, error) {
+func sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch int) (int, time.Duration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ts := &timedSink{Sink: sink, n: n, stop: cancel}
-	var timed plugin.Sink = ts
+	var timed sdk.Sink = ts
 	if d, ok := sink.(deferredSink); ok {
 		timed = timedDeferred{ts, d}
 	}

@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // noopSink accepts every batch and does nothing with it.
 type noopSink struct{}
 
-func (noopSink) Open(context.Context) error                     { return nil }
-func (noopSink) Close(context.Context) error                    { return nil }
-func (noopSink) Consume(context.Context, []plugin.Record) error { return nil }
+func (noopSink) Open(context.Context) error                  { return nil }
+func (noopSink) Close(context.Context) error                 { return nil }
+func (noopSink) Consume(context.Context, []sdk.Record) error { return nil }
 
 // sinkLoopRows measures the sink loop's own overhead: a no-op sink through
 // it against a bare confluent-kafka-go consumer on the same topic and

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 const adminUsage = `Usage:
@@ -20,7 +20,7 @@ const adminUsage = `Usage:
       running. Without COMMAND, list the commands the connector offers.
 `
 
-// adminCmd runs a command a connector registered with plugin.RegisterAdmin.
+// adminCmd runs a command a connector registered with sdk.RegisterAdmin.
 // The binary knows nothing of what the command does.
 func adminCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 	path, _, pos, ok := parseFlags("admin", args, stderr, false)
@@ -49,7 +49,7 @@ func adminCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		}
 		return 1
 	}
-	cmds := plugin.AdminCommands(def.Path)
+	cmds := sdk.AdminCommands(def.Path)
 	if len(pos) == 1 {
 		if len(cmds) == 0 {
 			fmt.Fprintf(stdout, "%s %s (%s) offers no admin commands\n", def.Type, def.Key, def.Path)
@@ -72,7 +72,7 @@ func adminCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		err := c.Run(ctx, plugin.AdminRequest{Key: def.Key, Config: def.Plugin, Args: pos[2:], Out: stdout})
+		err := c.Run(ctx, sdk.AdminRequest{Key: def.Key, Config: def.Plugin, Args: pos[2:], Out: stdout})
 		if err != nil {
 			fmt.Fprintf(stderr, "pico-connectors admin %s %s: %v\n", def.Key, name, err)
 			return 1

@@ -8,19 +8,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func init() {
-	plugin.RegisterAdmin("libpicomq_connector_cli_test_source",
-		plugin.AdminCommand{Name: "echo", Args: "[WORDS]", Summary: "print the key, a config value and the words",
-			Run: func(_ context.Context, req plugin.AdminRequest) error {
+	sdk.RegisterAdmin("libpicomq_connector_cli_test_source",
+		sdk.AdminCommand{Name: "echo", Args: "[WORDS]", Summary: "print the key, a config value and the words",
+			Run: func(_ context.Context, req sdk.AdminRequest) error {
 				cfg := req.Config.(testConfig)
 				fmt.Fprintf(req.Out, "key=%s token=%v args=%s\n", req.Key, cfg["token"], strings.Join(req.Args, ","))
 				return nil
 			}},
-		plugin.AdminCommand{Name: "fail", Summary: "always fails",
-			Run: func(context.Context, plugin.AdminRequest) error { return errors.New("the thing is in use") }},
+		sdk.AdminCommand{Name: "fail", Summary: "always fails",
+			Run: func(context.Context, sdk.AdminRequest) error { return errors.New("the thing is in use") }},
 	)
 }
 

@@ -23,10 +23,10 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/supervisor"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // parseFlags parses --config FILE (and --json for config) from anywhere in
@@ -63,9 +63,9 @@ func checkLoops(cfg *definition.Config) error {
 	for _, d := range cfg.Connectors {
 		var err error
 		switch d.Kind() {
-		case plugin.KindSource:
+		case sdk.KindSource:
 			err = sourceloop.CheckTopics(d.Topics, filepath.Dir(d.File))
-		case plugin.KindSink:
+		case sdk.KindSink:
 			err = sinkloop.CheckTopics(d.Topics, filepath.Dir(d.File))
 		}
 		if err == nil {

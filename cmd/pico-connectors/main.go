@@ -22,7 +22,7 @@ import (
 	"os"
 
 	// Links every connector and transform: each registers itself with
-	// runtime/plugin from its init.
+	// the sdk package from its init.
 	_ "github.com/picomq/pico-connectors/generated/registry"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 type randomState struct {
@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestSIGKILLResumesFromCheckpoint(t *testing.T) {
-	if _, ok := plugin.Lookup("libpicomq_connector_random_source"); !ok {
+	if _, ok := sdk.Lookup("libpicomq_connector_random_source"); !ok {
 		t.Fatal("the random source is not linked into pico-connectors (generated/registry import missing)")
 	}
 	if testing.Short() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 type testConfig map[string]any
@@ -26,12 +26,12 @@ func (c testConfig) Redacted() map[string]any {
 
 type nopSink struct{}
 
-func (nopSink) Open(context.Context) error                     { return nil }
-func (nopSink) Consume(context.Context, []plugin.Record) error { return nil }
-func (nopSink) Close(context.Context) error                    { return nil }
+func (nopSink) Open(context.Context) error                  { return nil }
+func (nopSink) Consume(context.Context, []sdk.Record) error { return nil }
+func (nopSink) Close(context.Context) error                 { return nil }
 
 func init() {
-	load := func(raw map[string]any, prefix string, env plugin.LookupEnv) (plugin.Config, error) {
+	load := func(raw map[string]any, prefix string, env sdk.LookupEnv) (sdk.Config, error) {
 		out := testConfig{}
 		for k, v := range raw {
 			out[k] = v
@@ -41,9 +41,9 @@ func init() {
 		}
 		return out, nil
 	}
-	plugin.Register(plugin.Registration{Name: "cli_test_sink", Path: "libpicomq_connector_cli_test_sink", Kind: plugin.KindSink, Load: load,
-		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return nopSink{}, nil }})
-	plugin.Register(plugin.Registration{Name: "cli_test_source", Path: "libpicomq_connector_cli_test_source", Kind: plugin.KindSource, Load: load})
+	sdk.Register(sdk.Registration{Name: "cli_test_sink", Path: "libpicomq_connector_cli_test_sink", Kind: sdk.KindSink, Load: load,
+		NewSink: func(sdk.Config, sdk.Env) (sdk.Sink, error) { return nopSink{}, nil }})
+	sdk.Register(sdk.Registration{Name: "cli_test_source", Path: "libpicomq_connector_cli_test_source", Kind: sdk.KindSource, Load: load})
 }
 
 const validSource = `type = "source"

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // setupCDC checks wal_level, privileges, the publication and the slot, and
@@ -326,7 +326,7 @@ func (s *Source) moveSlot(ctx context.Context) error {
 }
 
 // pollCDC runs the snapshot while one is due, then reads the slot.
-func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
+func (s *Source) pollCDC(ctx context.Context) (sdk.Batch, error) {
 	if s.retry != nil {
 		// Nacked: the same records and state again.
 		b := *s.retry
@@ -335,20 +335,20 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 	}
 	if s.pendingAdvance > s.slotLSN && s.cursor == nil {
 		if err := s.moveSlot(ctx); err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 	}
 	if snap := s.committed.Snapshot; snap != nil {
 		if snap.Done && s.snapTx {
 			if err := s.exec(ctx, "COMMIT"); err != nil {
-				return plugin.Batch{}, err
+				return sdk.Batch{}, err
 			}
 			s.snapTx = false
 		}
 		if !snap.Done {
 			if !s.snapTx {
 				if err := s.beginSnapshot(ctx, ""); err != nil {
-					return plugin.Batch{}, err
+					return sdk.Batch{}, err
 				}
 			}
 			b, err := s.pollSnapshot(ctx)
@@ -371,10 +371,10 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 		}
 		if !more {
 			if err := s.checkTables(ctx); err != nil {
-				return plugin.Batch{}, err
+				return sdk.Batch{}, err
 			}
 			s.sleep(ctx)
-			return plugin.Batch{}, ctx.Err()
+			return sdk.Batch{}, ctx.Err()
 		}
 		// A full peek with nothing for us: skip past it and look again.
 		if s.quietLSN > s.pendingAdvance {
@@ -382,10 +382,10 @@ func (s *Source) pollCDC(ctx context.Context) (plugin.Batch, error) {
 		}
 		s.quietLSN = 0
 		if err := s.advance(ctx); err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 		if ctx.Err() != nil {
-			return plugin.Batch{}, ctx.Err()
+			return sdk.Batch{}, ctx.Err()
 		}
 	}
 }
@@ -413,7 +413,7 @@ func (s *Source) closeCursor() {
 // peek of at least batch_size changes (PostgreSQL returns whole
 // transactions) across as many polls as it takes. more says the peek was
 // full and has been read to its end, so there may be more WAL.
-func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
+func (s *Source) peek(ctx context.Context) (sdk.Batch, bool, error) {
 	limit := s.cfg.BatchSize
 	cur := s.cursor
 	if cur == nil {
@@ -424,7 +424,7 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 		// it unread.
 		rows, err := s.query(ctx, `SELECT pg_current_wal_flush_lsn()::text`)
 		if err != nil {
-			return plugin.Batch{}, false, err
+			return sdk.Batch{}, false, err
 		}
 		flush, _ := pglogrepl.ParseLSN(string(rows[0][0]))
 		if flush > s.committedLSN && s.committedLSN > 0 {
@@ -455,7 +455,7 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 		}
 		lsn := pglogrepl.LSN(binary.BigEndian.Uint64(vals[0]))
 		if err := d.handle(lsn, vals[1]); err != nil {
-			return plugin.Batch{}, false, err
+			return sdk.Batch{}, false, err
 		}
 	}
 	more := false
@@ -464,7 +464,7 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 		_, err := cur.rr.Close()
 		cur.cancel()
 		if err != nil {
-			return plugin.Batch{}, false, s.peekError(err)
+			return sdk.Batch{}, false, s.peekError(err)
 		}
 		more = cur.n >= limit
 	}
@@ -483,14 +483,14 @@ func (s *Source) peek(ctx context.Context) (plugin.Batch, bool, error) {
 	if target > s.slotLSN {
 		s.quietLSN = target
 	}
-	return plugin.Batch{}, more, nil
+	return sdk.Batch{}, more, nil
 }
 
 // cdcBatch returns the decoder's records with their candidate state: the
 // end of the last whole transaction, and when the batch ends inside a
 // transaction, that transaction and how many of its records are
 // delivered. The batch is kept for a Nack.
-func (s *Source) cdcBatch(d *decoder) (plugin.Batch, error) {
+func (s *Source) cdcBatch(d *decoder) (sdk.Batch, error) {
 	cand := max(d.lastEnd, s.committedLSN)
 	st := s.committed.clone()
 	if cand > 0 {
@@ -528,7 +528,7 @@ func (s *Source) newDecoder() *decoder {
 type decoder struct {
 	s       *Source
 	rels    map[uint32]*relation
-	msgs    []plugin.Message
+	msgs    []sdk.Message
 	skip    bool // transaction already delivered (commit before committedLSN)
 	commit  time.Time
 	lastEnd pglogrepl.LSN // end of the last whole transaction read
@@ -655,7 +655,7 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 		a.buf = s.enc.appendTupleKey(a.buf, rel, row)
 		key = a.end(start)
 	}
-	d.msgs = append(d.msgs, plugin.Message{Key: key, Payload: payload, Timestamp: d.commit})
+	d.msgs = append(d.msgs, sdk.Message{Key: key, Payload: payload, Timestamp: d.commit})
 	if s.chunk != nil {
 		s.chunkSaw(rel, key, false)
 		if old != nil && op == opUpdate {
@@ -676,7 +676,7 @@ func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 		buf = append(buf, '"')
 	}
 	buf = append(buf, '}')
-	d.msgs = append(d.msgs, plugin.Message{Payload: buf, Timestamp: d.commit})
+	d.msgs = append(d.msgs, sdk.Message{Payload: buf, Timestamp: d.commit})
 	s.chunkSaw(rel, nil, true)
 }
 

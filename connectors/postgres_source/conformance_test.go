@@ -8,11 +8,11 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // build builds a source the way the runtime does: generated Load, then New.
-func build(raw map[string]any) (plugin.Source, error) {
+func build(raw map[string]any) (sdk.Source, error) {
 	cfg, err := postgressourceconfig.Load(raw, "PICOMQ_CONNECTORS_SOURCE_PG_PLUGIN_CONFIG_", func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, err
@@ -21,7 +21,7 @@ func build(raw map[string]any) (plugin.Source, error) {
 }
 
 // load builds a source and opens it without a state.
-func load(raw map[string]any) (plugin.Source, error) {
+func load(raw map[string]any) (sdk.Source, error) {
 	s, err := build(raw)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func TestConformance(t *testing.T) {
 					db.exec(fmt.Sprintf(`INSERT INTO ev VALUES (%d, 'v')`, i))
 				}
 			}
-			sourcetest.Run(t, func(t *testing.T) (plugin.Source, error) {
+			sourcetest.Run(t, func(t *testing.T) (sdk.Source, error) {
 				return build(raw)
 			}, sourcetest.WithSetup(setup))
 		})
@@ -84,7 +84,7 @@ func TestLoadAndNew(t *testing.T) {
 	if got := db.value(`SELECT slot_name FROM pg_replication_slots WHERE slot_name = 'picomq_test'`); got != "picomq_test" {
 		t.Errorf("default slot name: %q", got)
 	}
-	if _, ok := plugin.Lookup("libpicomq_connector_postgres_source"); !ok {
+	if _, ok := sdk.Lookup("libpicomq_connector_postgres_source"); !ok {
 		t.Error("not registered")
 	}
 }
@@ -93,7 +93,7 @@ func TestLoadAndNew(t *testing.T) {
 // applies the rules the schema cannot state, with no server to reach, and
 // never quotes the connection string.
 func TestRegisteredLoadChecks(t *testing.T) {
-	reg, _ := plugin.Lookup("libpicomq_connector_postgres_source")
+	reg, _ := sdk.Lookup("libpicomq_connector_postgres_source")
 	noEnv := func(string) (string, bool) { return "", false }
 	for _, c := range []struct {
 		raw  map[string]any

@@ -2,14 +2,14 @@ package postgressource
 
 import (
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func init() { postgressourceconfig.RegisterSource(New, check) }
 
 // New builds the source from its generated configuration; Open connects
 // and loads the committed state.
-func New(cfg postgressourceconfig.Config, env plugin.Env) (plugin.Source, error) {
+func New(cfg postgressourceconfig.Config, env sdk.Env) (sdk.Source, error) {
 	return newSource(withNames(cfg, env.Key), env)
 }
 

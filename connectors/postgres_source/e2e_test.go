@@ -9,7 +9,7 @@ import (
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // End to end through the runtime's source loop into the embedded broker,
@@ -36,7 +36,7 @@ func TestEndToEndBroker(t *testing.T) {
 	if got := string(recs[0].Key); got != `{"id":2}` {
 		t.Errorf("key %s", got)
 	}
-	v := decode(t, plugin.Message{Payload: recs[0].Value})
+	v := decode(t, sdk.Message{Payload: recs[0].Value})
 	if fmt.Sprintf("%v %v %v %v %v", v["id"], v["tenant"], v["amount"], v["__op"], v["__table"]) != "2 a 3.0 insert public.orders" {
 		t.Errorf("value %s: %v", recs[0].Value, fmt.Sprintf("%v %v %v %v %v", v["id"], v["tenant"], v["amount"], v["__op"], v["__table"]))
 	}
@@ -68,22 +68,22 @@ func TestEndToEndBroker(t *testing.T) {
 // memSource replays fixed batches; it measures the runtime's producing
 // limit for the same records the CDC source produced.
 type memSource struct {
-	batches []plugin.Batch
+	batches []sdk.Batch
 	i       int
 }
 
-func (m *memSource) Poll(ctx context.Context) (plugin.Batch, error) {
+func (m *memSource) Poll(ctx context.Context) (sdk.Batch, error) {
 	if m.i >= len(m.batches) {
 		<-ctx.Done()
-		return plugin.Batch{}, ctx.Err()
+		return sdk.Batch{}, ctx.Err()
 	}
 	return m.batches[m.i], nil
 }
 
 func (m *memSource) Open(context.Context, []byte) error { return nil }
 
-func (m *memSource) OnBatchResult(_ context.Context, r plugin.Result) error {
-	if r == plugin.Ack {
+func (m *memSource) OnBatchResult(_ context.Context, r sdk.Result) error {
+	if r == sdk.Ack {
 		m.i++
 	}
 	return nil
@@ -100,7 +100,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 	pristine := opt.ReplicationSlot
 	topics := []definition.Topics{{Topic: definition.Route{Literal: "ev"}, Schema: "json", BatchLength: 10000, LingerTime: "5ms", CreateTopics: true}}
 	var rawT, e2eT, streamT, prodT time.Duration
-	var recorded []plugin.Batch
+	var recorded []sdk.Batch
 	for i := 0; i < b.N; i++ {
 		// Raw peek-and-parse.
 		slot := fmt.Sprintf("rawe_%s_%d", db.tag, i)
@@ -120,7 +120,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 				b.Fatal(err)
 			}
 			br := connectortest.Broker(b)
-			var src plugin.Source = s
+			var src sdk.Source = s
 			if i == 0 && reader == readerPeek {
 				src = &recordingSource{Source: s, out: &recorded}
 			}
@@ -161,10 +161,10 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 
 type recordingSource struct {
 	*Source
-	out *[]plugin.Batch
+	out *[]sdk.Batch
 }
 
-func (r *recordingSource) Poll(ctx context.Context) (plugin.Batch, error) {
+func (r *recordingSource) Poll(ctx context.Context) (sdk.Batch, error) {
 	b, err := r.Source.Poll(ctx)
 	if len(b.Messages) > 0 {
 		*r.out = append(*r.out, b)

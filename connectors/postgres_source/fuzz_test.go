@@ -14,7 +14,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // pgoutput messages (protocol version 1) built by hand for the seeds.
@@ -116,7 +116,7 @@ func FuzzPgoutputDecode(f *testing.F) {
 		_ = readChange(msg, &c)
 
 		s, err := newSource(fuzzConfig(true),
-			plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: plugin.DiscardMetrics})
+			sdk.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: sdk.DiscardMetrics})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func FuzzPgoutputDecode(f *testing.F) {
 // the insert seed decodes into one record keyed by id.
 func TestFuzzSeedsDecode(t *testing.T) {
 	s, err := newSource(fuzzConfig(false),
-		plugin.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: plugin.DiscardMetrics})
+		sdk.Env{Key: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: sdk.DiscardMetrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 var (
@@ -142,7 +142,7 @@ func open(t testing.TB, opt postgressourceconfig.Config, st []byte) *Source {
 }
 
 // next polls until a non-empty batch arrives.
-func next(t testing.TB, s *Source) plugin.Batch {
+func next(t testing.TB, s *Source) sdk.Batch {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -157,7 +157,7 @@ func next(t testing.TB, s *Source) plugin.Batch {
 		}
 	}
 	t.Fatal("no batch within 20s")
-	return plugin.Batch{}
+	return sdk.Batch{}
 }
 
 // empty polls once and fails if anything came back.
@@ -176,19 +176,19 @@ func empty(t testing.TB, s *Source) {
 
 func ack(t testing.TB, s *Source) {
 	t.Helper()
-	if err := s.OnBatchResult(context.Background(), plugin.Ack); err != nil {
+	if err := s.OnBatchResult(context.Background(), sdk.Ack); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func nack(t testing.TB, s *Source) {
 	t.Helper()
-	if err := s.OnBatchResult(context.Background(), plugin.Nack); err != nil {
+	if err := s.OnBatchResult(context.Background(), sdk.Nack); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func payloads(b plugin.Batch) []string {
+func payloads(b sdk.Batch) []string {
 	out := make([]string, len(b.Messages))
 	for i, m := range b.Messages {
 		out[i] = string(m.Payload)
@@ -196,7 +196,7 @@ func payloads(b plugin.Batch) []string {
 	return out
 }
 
-func decode(t testing.TB, m plugin.Message) map[string]any {
+func decode(t testing.TB, m sdk.Message) map[string]any {
 	t.Helper()
 	var v map[string]any
 	dec := json.NewDecoder(bytesReader(m.Payload))
@@ -211,8 +211,8 @@ func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-func testEnv() plugin.Env {
-	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: plugin.DiscardMetrics}
+func testEnv() sdk.Env {
+	return sdk.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Metrics: sdk.DiscardMetrics}
 }
 
 // openSource builds a source from opt and opens it with the state st, as

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Incremental snapshot of a table added to tables after the first start
@@ -42,7 +42,7 @@ type incrChunk struct {
 	low     bool // the low watermark was seen in the stream
 	ready   bool // the high watermark was seen
 	keys    []string
-	rows    map[string]plugin.Message
+	rows    map[string]sdk.Message
 	last    []string // primary key of the chunk's last row
 	partial bool     // fewer rows than batch_size: the table is done
 }
@@ -116,7 +116,7 @@ func (s *Source) startChunk(ctx context.Context, t tableName) error {
 		return fmt.Errorf("incremental snapshot of %s: %w", t, res.Err)
 	}
 	rel := s.relationFromFields(t, res.FieldDescriptions, info.pk)
-	c := &incrChunk{id: id, table: t, rows: make(map[string]plugin.Message, len(res.Rows)), partial: len(res.Rows) < s.cfg.BatchSize}
+	c := &incrChunk{id: id, table: t, rows: make(map[string]sdk.Message, len(res.Rows)), partial: len(res.Rows) < s.cfg.BatchSize}
 	for _, row := range res.Rows {
 		m := s.rowMessage(rel, row, -1, opRead, -1)
 		k := string(m.Key)
@@ -167,10 +167,10 @@ func (s *Source) chunkSaw(rel *relation, key []byte, truncate bool) {
 
 // chunkBatch delivers what is left of a chunk whose high watermark was
 // seen, with the chunk's last key in the state.
-func (s *Source) chunkBatch(d *decoder) (plugin.Batch, error) {
+func (s *Source) chunkBatch(d *decoder) (sdk.Batch, error) {
 	c := s.chunk
 	s.chunk = nil
-	var msgs []plugin.Message
+	var msgs []sdk.Message
 	for _, k := range c.keys {
 		if m, ok := c.rows[k]; ok {
 			msgs = append(msgs, m)
@@ -189,7 +189,7 @@ func (s *Source) chunkBatch(d *decoder) (plugin.Batch, error) {
 		// Nothing to deliver: the progress needs no checkpoint of its own
 		// (a crash reads the same rows again).
 		s.committed = st
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
 	cand := max(d.lastEnd, s.committedLSN)
 	if cand > 0 {

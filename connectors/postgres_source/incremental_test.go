@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // TestIncrementalSnapshotOfAddedTable adds a table with 2,500 rows to
@@ -78,7 +78,7 @@ func TestIncrementalSnapshotOfAddedTable(t *testing.T) {
 	}
 	final := map[string]string{}
 	reads := map[string]bool{}
-	apply := func(batch plugin.Batch) {
+	apply := func(batch sdk.Batch) {
 		for _, m := range batch.Messages {
 			var r row
 			dec := json.NewDecoder(bytesReader(m.Payload))
@@ -106,7 +106,7 @@ func TestIncrementalSnapshotOfAddedTable(t *testing.T) {
 	apply(first)
 	ack(t, s2)
 	// Read until the next chunk of b, then die before its state is saved.
-	var lost plugin.Batch
+	var lost sdk.Batch
 	for lost.Messages == nil {
 		bt := next(t, s2)
 		if strings.HasSuffix(string(bt.Messages[0].Payload), `"__op":"read"}`) && len(bt.Messages) > 100 && len(reads) > 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // heapAfterGC is the live heap once garbage is collected.
@@ -186,7 +186,7 @@ func testHugeTransactionSplit(t *testing.T, reader string) {
 INSERT INTO t SELECT i, 'v' FROM generate_series(1201, 2500) i; DELETE FROM t WHERE id = 0; COMMIT;
 INSERT INTO t VALUES (3000, 'after')`)
 	var got []string
-	take := func(s *Source, want int) plugin.Batch {
+	take := func(s *Source, want int) sdk.Batch {
 		t.Helper()
 		b := next(t, s)
 		if len(b.Messages) > opt.BatchSize {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Polling mode.
@@ -128,24 +128,24 @@ func (s *Source) setupPolling(ctx context.Context) error {
 
 // pollTables reads up to batch_size rows across the tables, starting at a
 // different table each call so none starves.
-func (s *Source) pollTables(ctx context.Context) (plugin.Batch, error) {
+func (s *Source) pollTables(ctx context.Context) (sdk.Batch, error) {
 	if len(s.applyQueue) > 0 {
 		if err := s.applyAcked(ctx); err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 	}
 	st := s.committed.clone()
 	if st.Tables == nil {
 		st.Tables = map[string]*pollState{}
 	}
-	var msgs []plugin.Message
+	var msgs []sdk.Message
 	remaining := s.cfg.BatchSize
 	n := len(s.tables)
 	for k := 0; k < n && remaining > 0; k++ {
 		t := s.tables[(s.nextTable+k)%n]
 		got, err := s.pollOne(ctx, s.plans[t.String()], st, remaining)
 		if err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 		msgs = append(msgs, got...)
 		remaining -= len(got)
@@ -153,7 +153,7 @@ func (s *Source) pollTables(ctx context.Context) (plugin.Batch, error) {
 	s.nextTable = (s.nextTable + 1) % n
 	if len(msgs) == 0 {
 		s.sleep(ctx)
-		return plugin.Batch{}, ctx.Err()
+		return sdk.Batch{}, ctx.Err()
 	}
 	st.Pending = nil
 	for _, op := range s.pendingApply {
@@ -163,7 +163,7 @@ func (s *Source) pollTables(ctx context.Context) (plugin.Batch, error) {
 }
 
 // pollOne reads one table's next rows and records the new position in st.
-func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int) ([]plugin.Message, error) {
+func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int) ([]sdk.Message, error) {
 	pos := st.Tables[p.name.String()]
 	track := quoteIdent(p.track)
 	var (
@@ -216,7 +216,7 @@ func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int
 		return nil, fmt.Errorf("tracking column %q missing from the result of %s", p.track, p.name)
 	}
 	ti := trackIdx[0]
-	msgs := make([]plugin.Message, 0, len(res.Rows))
+	msgs := make([]sdk.Message, 0, len(res.Rows))
 	var op *applyOp
 	if p.processed != "" || s.cfg.DeleteAfterRead {
 		op = &applyOp{table: p, keys: make([][]string, len(p.pk))}

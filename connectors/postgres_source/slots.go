@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The slot watch (CDC): a goroutine of its own, on a connection of its own,
@@ -34,7 +34,7 @@ import (
 type slotWatch struct {
 	cancel   context.CancelFunc // ends the watch, and a check under way
 	done     chan struct{}
-	retained plugin.Gauge
+	retained sdk.Gauge
 
 	mu        sync.Mutex
 	over      error // retained WAL above max_retained_wal
@@ -98,7 +98,7 @@ func sizeText(n int64) string {
 
 // startSlotWatch checks the slot once, then starts the watch goroutine
 // (CDC only).
-func (s *Source) startSlotWatch(metrics plugin.Metrics) {
+func (s *Source) startSlotWatch(metrics sdk.Metrics) {
 	if s.cfg.Mode != "cdc" {
 		return
 	}
@@ -228,7 +228,7 @@ func (s *Source) slotLost() error {
 	return lostError(s.cfg.ReplicationSlot, s.committedLSN.String())
 }
 
-// Health implements plugin.Health: an invalidated slot, retained WAL above
+// Health implements sdk.Health: an invalidated slot, retained WAL above
 // max_retained_wal, or a failing heartbeat_query, as the watch and the
 // heartbeat last saw them.
 func (s *Source) Health() error {
@@ -242,4 +242,4 @@ func (s *Source) Health() error {
 	return errors.Join(lost, w.over, w.beatErr)
 }
 
-var _ plugin.Health = (*Source)(nil)
+var _ sdk.Health = (*Source)(nil)

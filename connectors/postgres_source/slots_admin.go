@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The admin commands: pico-connectors admin --config FILE KEY slots, and
@@ -19,13 +19,13 @@ import (
 // database (every slot named picomq_*, the default names).
 
 func init() {
-	plugin.RegisterAdmin(postgressourceconfig.Path,
-		plugin.AdminCommand{
+	sdk.RegisterAdmin(postgressourceconfig.Path,
+		sdk.AdminCommand{
 			Name:    "slots",
 			Summary: "list this source's replication slot and every other picomq_* slot of its database (name, active, wal_status, retained WAL, confirmed_flush_lsn)",
 			Run:     adminSlots,
 		},
-		plugin.AdminCommand{
+		sdk.AdminCommand{
 			Name:    "drop-slot",
 			Args:    "[NAME]",
 			Summary: "drop this source's replication slot (or NAME, one the slots command lists); refuses a slot in use",
@@ -36,7 +36,7 @@ func init() {
 
 // adminConnect opens a connection for an admin command and returns the
 // source's slot name.
-func adminConnect(ctx context.Context, req plugin.AdminRequest) (*pgconn.PgConn, string, error) {
+func adminConnect(ctx context.Context, req sdk.AdminRequest) (*pgconn.PgConn, string, error) {
 	cfg, ok := req.Config.(postgressourceconfig.Config)
 	if !ok {
 		return nil, "", fmt.Errorf("%s: config is %T, not a postgres_source config", req.Key, req.Config)
@@ -59,7 +59,7 @@ func adminConnect(ctx context.Context, req plugin.AdminRequest) (*pgconn.PgConn,
 	return conn, cfg.ReplicationSlot, nil
 }
 
-func adminSlots(ctx context.Context, req plugin.AdminRequest) error {
+func adminSlots(ctx context.Context, req sdk.AdminRequest) error {
 	if len(req.Args) > 0 {
 		return fmt.Errorf("slots takes no arguments, got %q", req.Args)
 	}
@@ -99,7 +99,7 @@ func adminSlots(ctx context.Context, req plugin.AdminRequest) error {
 	return nil
 }
 
-func adminDropSlot(ctx context.Context, req plugin.AdminRequest) error {
+func adminDropSlot(ctx context.Context, req sdk.AdminRequest) error {
 	if len(req.Args) > 1 {
 		return fmt.Errorf("drop-slot takes at most one slot name, got %q", req.Args)
 	}

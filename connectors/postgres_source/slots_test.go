@@ -20,12 +20,12 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	statestore "github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // gauges records the gauges a source sets.
@@ -51,10 +51,10 @@ func (g *gauges) get(name string) float64 {
 	return g.vals[name]
 }
 
-func (g *gauges) Counter(string, string) plugin.Counter { return plugin.DiscardMetrics.Counter("", "") }
-func (g *gauges) Gauge(name, _ string) plugin.Gauge     { return gauge{g, name} }
-func (g *gauges) Histogram(string, string, []float64) plugin.Histogram {
-	return plugin.DiscardMetrics.Histogram("", "", nil)
+func (g *gauges) Counter(string, string) sdk.Counter { return sdk.DiscardMetrics.Counter("", "") }
+func (g *gauges) Gauge(name, _ string) sdk.Gauge     { return gauge{g, name} }
+func (g *gauges) Histogram(string, string, []float64) sdk.Histogram {
+	return sdk.DiscardMetrics.Histogram("", "", nil)
 }
 
 // logBuffer is a concurrency-safe log sink.
@@ -95,7 +95,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 	opt.MaxRetainedWal = 8 << 20
 	logs := &logBuffer{}
 	metrics := &gauges{vals: map[string]float64{}}
-	src, err := newSource(opt, plugin.Env{Key: "slots", Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics})
+	src, err := newSource(opt, sdk.Env{Key: "slots", Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

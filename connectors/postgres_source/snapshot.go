@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The initial snapshot.
@@ -58,7 +58,7 @@ func (s *Source) beginSnapshot(ctx context.Context, name string) error {
 // pollSnapshot reads the next rows of the first unfinished table. With
 // every table done and nothing read, it marks the snapshot done and
 // closes the transaction.
-func (s *Source) pollSnapshot(ctx context.Context) (plugin.Batch, error) {
+func (s *Source) pollSnapshot(ctx context.Context) (sdk.Batch, error) {
 	st := s.committed.clone()
 	if st.Snapshot.Tables == nil {
 		st.Snapshot.Tables = map[string]*snapTable{}
@@ -98,14 +98,14 @@ func (s *Source) pollSnapshot(ctx context.Context) (plugin.Batch, error) {
 		}
 		res := s.conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
 		if res.Err != nil {
-			return plugin.Batch{}, res.Err
+			return sdk.Batch{}, res.Err
 		}
 		skip := -1
 		if len(info.pk) == 0 {
 			skip = 0
 		}
 		rel := s.relationFromFields(t, res.FieldDescriptions, info.pk)
-		msgs := make([]plugin.Message, 0, len(res.Rows))
+		msgs := make([]sdk.Message, 0, len(res.Rows))
 		for _, row := range res.Rows {
 			msgs = append(msgs, s.rowMessage(rel, row, skip, opRead, -1))
 		}
@@ -134,12 +134,12 @@ func (s *Source) pollSnapshot(ctx context.Context) (plugin.Batch, error) {
 	s.committed = st
 	if s.snapTx {
 		if err := s.exec(ctx, "COMMIT"); err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 		s.snapTx = false
 	}
 	s.log.Info("initial snapshot complete")
-	return plugin.Batch{}, nil
+	return sdk.Batch{}, nil
 }
 
 func allDone(snap *snapState, tables []tableName) bool {
@@ -153,7 +153,7 @@ func allDone(snap *snapState, tables []tableName) bool {
 
 // rowMessage encodes a result row as a record. trackIdx names the
 // tracking column for __tracking_value (-1: none).
-func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, trackIdx int) plugin.Message {
+func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, trackIdx int) sdk.Message {
 	a := &s.arena
 	start := a.begin()
 	buf := append(a.buf, '{')
@@ -184,7 +184,7 @@ func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, tr
 		a.buf = s.enc.appendRowKey(a.buf, rel, row)
 		key = a.end(start)
 	}
-	return plugin.Message{Key: key, Payload: payload}
+	return sdk.Message{Key: key, Payload: payload}
 }
 
 func quoteList(names []string) string {

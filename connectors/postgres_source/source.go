@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // state is the blob the runtime stores for this source.
@@ -147,7 +147,7 @@ type Source struct {
 	snapFresh      bool // the open snapshot is not the slot's own
 
 	// CDC, both readers: the last batch, returned again after a Nack.
-	retry      *plugin.Batch
+	retry      *sdk.Batch
 	retryState *state
 	retryLSN   pglogrepl.LSN
 
@@ -171,8 +171,8 @@ type Source struct {
 	arena arena
 	// lag is how far the committed position trails the server's WAL
 	// (CDC), in bytes.
-	lag     plugin.Gauge
-	metrics plugin.Metrics
+	lag     sdk.Gauge
+	metrics sdk.Metrics
 
 	slots slotWatch // slots.go, heartbeat.go
 }
@@ -181,7 +181,7 @@ type Source struct {
 // names set. It checks the schema's rules (Validate: a Config built in code
 // gets the checks Load made) and what the schema cannot state, and connects
 // to nothing until Open.
-func newSource(opt postgressourceconfig.Config, env plugin.Env) (*Source, error) {
+func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
@@ -354,14 +354,14 @@ func (s *Source) close() {
 }
 
 // Poll returns the next batch; see the package documentation.
-func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *Source) Poll(ctx context.Context) (sdk.Batch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fatal != nil {
-		return plugin.Batch{}, s.fatal
+		return sdk.Batch{}, s.fatal
 	}
 	if err := s.slotLost(); err != nil { // slots.go
-		return plugin.Batch{}, s.fail(ctx, err)
+		return sdk.Batch{}, s.fail(ctx, err)
 	}
 	s.candidate = nil
 	s.pendingApply = nil
@@ -370,13 +370,13 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	}
 	if s.conn == nil {
 		if err := s.connect(ctx); err != nil {
-			return plugin.Batch{}, s.fail(ctx, err)
+			return sdk.Batch{}, s.fail(ctx, err)
 		}
 		s.log.Info("connected to postgres")
 	}
 	s.heartbeat(ctx) // heartbeat.go
 	var (
-		b   plugin.Batch
+		b   sdk.Batch
 		err error
 	)
 	if s.cfg.Mode == "cdc" {
@@ -388,7 +388,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 		s.candidate = nil
 		s.pendingApply = nil
 		s.quietLSN = 0
-		return plugin.Batch{}, s.fail(ctx, err)
+		return sdk.Batch{}, s.fail(ctx, err)
 	}
 	return b, nil
 }
@@ -430,11 +430,11 @@ func (s *Source) sleep(ctx context.Context) {
 // OnBatchResult promotes (Ack) or drops (Nack) the candidate state. Side
 // effects that fail because the database is unreachable are retried at the
 // start of the next Poll.
-func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error {
+func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch result {
-	case plugin.Ack:
+	case sdk.Ack:
 		if s.candidate != nil {
 			s.committed = s.candidate
 		}
@@ -468,7 +468,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result plugin.Result) error 
 				}
 			}
 		}
-	case plugin.Nack:
+	case sdk.Nack:
 	default:
 		return fmt.Errorf("unknown batch result %d", result)
 	}
@@ -489,14 +489,14 @@ func (s *Source) Close(ctx context.Context) error {
 }
 
 // batch wraps messages with the candidate state.
-func (s *Source) batch(msgs []plugin.Message, st *state) (plugin.Batch, error) {
+func (s *Source) batch(msgs []sdk.Message, st *state) (sdk.Batch, error) {
 	if len(msgs) == 0 {
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
 	blob, err := json.Marshal(st)
 	if err != nil {
-		return plugin.Batch{}, err
+		return sdk.Batch{}, err
 	}
 	s.candidate = st
-	return plugin.Batch{Messages: msgs, State: blob}, nil
+	return sdk.Batch{Messages: msgs, State: blob}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The stream reader (cdc_reader = "stream").
@@ -93,17 +93,17 @@ func (s *Source) confirm(lsn pglogrepl.LSN) error {
 }
 
 // pollStream returns the next batch from the replication stream.
-func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
+func (s *Source) pollStream(ctx context.Context) (sdk.Batch, error) {
 	if s.streamConn != nil && s.streamConn.IsClosed() {
 		s.closeStream()
 	}
 	if s.streamConn == nil {
 		if err := s.startStream(ctx); err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 	}
 	if err := s.confirm(s.pendingAdvance); err != nil {
-		return plugin.Batch{}, err
+		return sdk.Batch{}, err
 	}
 	d := s.streamDec
 	if c := s.chunk; c != nil && c.ready && !d.inTxn {
@@ -112,7 +112,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 	if s.chunk == nil && !d.inTxn && (s.committed.Snapshot == nil || s.committed.Snapshot.Done) {
 		if t, ok := s.incrNext(); ok {
 			if err := s.startChunk(ctx, t); err != nil {
-				return plugin.Batch{}, err
+				return sdk.Batch{}, err
 			}
 		}
 	}
@@ -142,12 +142,12 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return plugin.Batch{}, ctx.Err()
+				return sdk.Batch{}, ctx.Err()
 			}
 			if pgconn.Timeout(err) && !s.streamConn.IsClosed() {
 				break
 			}
-			return plugin.Batch{}, fmt.Errorf("replication stream: %w", err)
+			return sdk.Batch{}, fmt.Errorf("replication stream: %w", err)
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
@@ -158,7 +158,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
 				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
 				if err != nil {
-					return plugin.Batch{}, err
+					return sdk.Batch{}, err
 				}
 				idle := !d.inTxn && len(d.msgs) == 0
 				if idle && ka.ServerWALEnd > s.streamIdle {
@@ -170,7 +170,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 					// position skips only WAL without records. A server
 					// shutting down waits for this.
 					if err := s.confirm(ka.ServerWALEnd); err != nil {
-						return plugin.Batch{}, err
+						return sdk.Batch{}, err
 					}
 				} else if ka.ReplyRequested {
 					// Answer even with nothing new to confirm: without a
@@ -178,13 +178,13 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 					// wal_sender_timeout (60s), and an idle source would
 					// reconnect every minute.
 					if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.streamConn, pglogrepl.StandbyStatusUpdate{WALWritePosition: s.streamSent}); err != nil {
-						return plugin.Batch{}, err
+						return sdk.Batch{}, err
 					}
 				}
 			case pglogrepl.XLogDataByteID:
 				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
 				if err != nil {
-					return plugin.Batch{}, err
+					return sdk.Batch{}, err
 				}
 				if xld.ServerWALEnd > s.committedLSN && s.committedLSN > 0 {
 					s.lag.Set(float64(xld.ServerWALEnd - s.committedLSN))
@@ -193,13 +193,13 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 					continue
 				}
 				if err := d.handle(xld.WALStart, xld.WALData); err != nil {
-					return plugin.Batch{}, err
+					return sdk.Batch{}, err
 				}
 			}
 		case *pgproto3.ErrorResponse:
-			return plugin.Batch{}, s.peekError(pgconn.ErrorResponseToPgError(m))
+			return sdk.Batch{}, s.peekError(pgconn.ErrorResponseToPgError(m))
 		case *pgproto3.CopyDone:
-			return plugin.Batch{}, errors.New("replication stream ended by the server")
+			return sdk.Batch{}, errors.New("replication stream ended by the server")
 		}
 	}
 	if len(d.msgs) == 0 && s.chunk != nil && s.chunk.ready && !d.inTxn {
@@ -214,7 +214,7 @@ func (s *Source) pollStream(ctx context.Context) (plugin.Batch, error) {
 		if !d.inTxn && max(d.lastEnd, s.streamIdle) > s.streamSent {
 			s.quietLSN = max(d.lastEnd, s.streamIdle)
 		}
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
 	s.streamIdle = 0
 	return s.cdcBatch(d)

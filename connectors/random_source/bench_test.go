@@ -11,8 +11,8 @@ import (
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // memStore is a state store in memory, so the benchmark measures the loop
@@ -40,11 +40,11 @@ func BenchmarkSourceLoopVsBareProducer(b *testing.B) {
 	opt.RecordsPerBatch, opt.MaxRecords, opt.Interval = 1000, confkit.Ptr(benchRecords), 0
 	// The bare producer sends records the source generated beforehand.
 	gen := newSource(opt)
-	var msgs []plugin.Message
+	var msgs []sdk.Message
 	for int64(len(msgs)) < benchRecords {
 		batch, _ := gen.Poll(context.Background())
 		msgs = append(msgs, batch.Messages...)
-		gen.OnBatchResult(context.Background(), plugin.Ack)
+		gen.OnBatchResult(context.Background(), sdk.Ack)
 	}
 	var bare, loop time.Duration
 	for i := 0; b.Loop(); i++ {
@@ -85,7 +85,7 @@ func BenchmarkSourceLoopVsBareProducer(b *testing.B) {
 
 // bareProduce sends msgs with the same producer settings the loop uses and
 // waits for every delivery report.
-func bareProduce(addr, topic string, msgs []plugin.Message) error {
+func bareProduce(addr, topic string, msgs []sdk.Message) error {
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers":            addr,
 		"enable.metrics.push":          false,

@@ -7,14 +7,14 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func noEnv(string) (string, bool) { return "", false }
 
 func TestRegisteredAndLoads(t *testing.T) {
-	reg, ok := plugin.Lookup("libpicomq_connector_random_source")
-	if !ok || reg.Kind != plugin.KindSource {
+	reg, ok := sdk.Lookup("libpicomq_connector_random_source")
+	if !ok || reg.Kind != sdk.KindSource {
 		t.Fatal("random source not registered")
 	}
 	env := map[string]string{"P_INTERVAL": "0s"}

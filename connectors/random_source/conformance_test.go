@@ -7,11 +7,11 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func TestConformance(t *testing.T) {
-	sourcetest.Run(t, func(t *testing.T) (plugin.Source, error) {
+	sourcetest.Run(t, func(t *testing.T) (sdk.Source, error) {
 		cfg, err := randomsourceconfig.Load(map[string]any{"interval": "10ms", "records_per_batch": int64(5), "max_records": int64(12)}, "", nil)
 		if err != nil {
 			return nil, err
@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 // sameRecordButTime compares two records but for the payload's ts field:
 // a re-read batch keeps its first timestamp, but a new instance resuming
 // from the committed state stamps the records it generates anew.
-func sameRecordButTime(a, b plugin.Message) bool {
+func sameRecordButTime(a, b sdk.Message) bool {
 	if string(a.Key) != string(b.Key) || !reflect.DeepEqual(a.Headers, b.Headers) {
 		return false
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func logger() *slog.Logger {
@@ -41,7 +41,7 @@ type seqSink struct {
 
 func (s *seqSink) Open(context.Context) error  { return nil }
 func (s *seqSink) Close(context.Context) error { return nil }
-func (s *seqSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s *seqSink) Consume(_ context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range batch {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // BenchmarkPoll measures generating one batch of 1000 records of 256 bytes.
@@ -15,6 +15,6 @@ func BenchmarkPoll(b *testing.B) {
 	s := newSource(cfg)
 	for b.Loop() {
 		s.Poll(context.Background())
-		s.OnBatchResult(context.Background(), plugin.Ack)
+		s.OnBatchResult(context.Background(), sdk.Ack)
 	}
 }

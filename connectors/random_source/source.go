@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // State is the source's checkpoint: the sequence number of the next record.
@@ -102,7 +102,7 @@ func (s *Source) Committed() int64 {
 }
 
 // PollAhead lets the source loop poll the next batch while the one before
-// is being delivered (plugin.Pipelined): Poll continues after the batches
+// is being delivered (sdk.Pipelined): Poll continues after the batches
 // in flight.
 func (s *Source) PollAhead() int { return 2 }
 
@@ -110,7 +110,7 @@ func (s *Source) PollAhead() int { return 2 }
 // next records_per_batch records after the batches in flight (after the
 // committed sequence number when none is). With max_records reached it
 // waits for the interval (at least 100ms) and returns an empty batch.
-func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *Source) Poll(ctx context.Context) (sdk.Batch, error) {
 	s.mu.Lock()
 	start, last := s.next, s.lastPoll
 	s.mu.Unlock()
@@ -128,7 +128,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return plugin.Batch{}, nil
+				return sdk.Batch{}, nil
 			case <-t.C:
 			}
 		}
@@ -137,7 +137,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	s.lastPoll = s.now()
 	s.mu.Unlock()
 	if n <= 0 {
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
 	s.mu.Lock()
 	ts, ok := s.firstTS[start]
@@ -147,7 +147,7 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 	}
 	s.mu.Unlock()
 	tsText := ts.AppendFormat(nil, "2006-01-02T15:04:05.000Z07:00")
-	b := plugin.Batch{Messages: make([]plugin.Message, n)}
+	b := sdk.Batch{Messages: make([]sdk.Message, n)}
 	for i := range b.Messages {
 		b.Messages[i] = s.record(start+int64(i), ts, tsText)
 	}
@@ -163,10 +163,10 @@ func (s *Source) Poll(ctx context.Context) (plugin.Batch, error) {
 // OnBatchResult promotes the oldest candidate on Ack (an empty batch's
 // Ack, with none outstanding, changes nothing) and drops every candidate
 // on Nack: the next Poll reads again from the committed sequence number.
-func (s *Source) OnBatchResult(_ context.Context, r plugin.Result) error {
+func (s *Source) OnBatchResult(_ context.Context, r sdk.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r == plugin.Nack {
+	if r == sdk.Nack {
 		s.outstanding, s.next = nil, s.committed
 		return nil
 	}
@@ -185,11 +185,11 @@ const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-
 
 // record builds record seq. Its random parts come from a generator seeded
 // with (seed, seq).
-func (s *Source) record(seq int64, ts time.Time, tsText []byte) plugin.Message {
+func (s *Source) record(seq int64, ts time.Time, tsText []byte) sdk.Message {
 	var pcg rand.PCG
 	pcg.Seed(uint64(s.cfg.Seed), uint64(seq))
 	rng := &pcg
-	m := plugin.Message{Timestamp: ts}
+	m := sdk.Message{Timestamp: ts}
 	switch s.cfg.KeyShape {
 	case randomsourceconfig.KeyShapeSequence:
 		m.Key = strconv.AppendInt(nil, seq, 10)

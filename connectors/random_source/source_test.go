@@ -10,7 +10,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func testConfig() randomsourceconfig.Config {
@@ -37,7 +37,7 @@ type payload struct {
 	Filler string
 }
 
-func decode(t testing.TB, m plugin.Message) payload {
+func decode(t testing.TB, m sdk.Message) payload {
 	t.Helper()
 	var p payload
 	if err := json.Unmarshal(m.Payload, &p); err != nil {
@@ -56,7 +56,7 @@ func TestCandidateCommittedOnlyOnAck(t *testing.T) {
 	if s.Committed() != 0 {
 		t.Fatal("poll advanced the committed state")
 	}
-	s.OnBatchResult(ctx, plugin.Nack)
+	s.OnBatchResult(ctx, sdk.Nack)
 	b2, _ := s.Poll(ctx)
 	if decode(t, b2.Messages[0]).Seq != 0 || string(b2.State) != `{"next_seq":10}` {
 		t.Fatal("after a nack the same records must come again")
@@ -64,7 +64,7 @@ func TestCandidateCommittedOnlyOnAck(t *testing.T) {
 	if !bytes.Equal(b.Messages[3].Key, b2.Messages[3].Key) || decode(t, b.Messages[3]).Filler != decode(t, b2.Messages[3]).Filler {
 		t.Fatal("a replayed record differs from the first attempt")
 	}
-	s.OnBatchResult(ctx, plugin.Ack)
+	s.OnBatchResult(ctx, sdk.Ack)
 	if s.Committed() != 10 {
 		t.Fatalf("committed %d after ack", s.Committed())
 	}
@@ -94,7 +94,7 @@ func TestMaxRecordsAndShapes(t *testing.T) {
 	opt.KeyShape = randomsourceconfig.KeyShapeUUID
 	s := mustSource(t, opt, nil)
 	b, _ := s.Poll(ctx)
-	s.OnBatchResult(ctx, plugin.Ack)
+	s.OnBatchResult(ctx, sdk.Ack)
 	b2, _ := s.Poll(ctx)
 	if len(b.Messages) != 10 || len(b2.Messages) != 5 || string(b2.State) != `{"next_seq":15}` {
 		t.Fatalf("%d then %d records", len(b.Messages), len(b2.Messages))
@@ -102,7 +102,7 @@ func TestMaxRecordsAndShapes(t *testing.T) {
 	if k := string(b.Messages[0].Key); len(k) != 36 || k[14] != '4' {
 		t.Fatalf("uuid key %q", k)
 	}
-	s.OnBatchResult(ctx, plugin.Ack)
+	s.OnBatchResult(ctx, sdk.Ack)
 	start := time.Now()
 	b3, _ := s.Poll(ctx)
 	if len(b3.Messages) != 0 || b3.State != nil || time.Since(start) < 50*time.Millisecond {
@@ -133,7 +133,7 @@ func TestIntervalPacesPolls(t *testing.T) {
 	start := time.Now()
 	for range 3 {
 		s.Poll(ctx)
-		s.OnBatchResult(ctx, plugin.Ack)
+		s.OnBatchResult(ctx, sdk.Ack)
 	}
 	if time.Since(start) < 80*time.Millisecond {
 		t.Fatal("three polls took less than two intervals")

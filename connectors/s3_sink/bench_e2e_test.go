@@ -14,9 +14,9 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // benchCount reads the number of records for an end-to-end benchmark from
@@ -105,7 +105,7 @@ func sinkConsume(b *testing.B, srv *s3test.Server, addr, topic string, n int) (t
 	o.Prefix = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	m := newTestMetrics()
 	sink := &timedSink{Sink: newSink(o, sinkEnv("bench", m))}
-	tr := status.New(string(plugin.KindSink), "bench", nil)
+	tr := status.New(string(sdk.KindSink), "bench", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -142,14 +142,14 @@ type timedSink struct {
 	first time.Time
 }
 
-func (t *timedSink) Consume(ctx context.Context, batch []plugin.Record) error {
+func (t *timedSink) Consume(ctx context.Context, batch []sdk.Record) error {
 	if t.first.IsZero() {
 		t.first = time.Now()
 	}
 	return t.Sink.Consume(ctx, batch)
 }
 
-func sinkloopRun(ctx context.Context, addr, topic string, sink plugin.Sink, tr *status.Tracker) error {
+func sinkloopRun(ctx context.Context, addr, topic string, sink sdk.Sink, tr *status.Tracker) error {
 	return runSinkLoop(ctx, addr, []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
 		BatchLength: 10000, PollInterval: "100ms"}}, sink, tr)
 }

@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // benchRecords returns n records with 100-byte JSON payloads and keys.
-func benchRecords(n, payloadSize int) []plugin.Record {
-	out := make([]plugin.Record, n)
+func benchRecords(n, payloadSize int) []sdk.Record {
+	out := make([]sdk.Record, n)
 	base := time.Date(2026, 9, 3, 21, 15, 4, 0, time.UTC)
 	for i := range out {
 		p := fmt.Sprintf(`{"id":%d,"customer":"user-%d","total":%d.5,"currency":"EUR","items":[1,2,3],"note":"`, i, i%1000, i%977)
 		p += strings.Repeat("x", max(0, payloadSize-2-len(p))) + `"}`
-		out[i] = plugin.Record{Topic: "orders.eu", Offset: int64(1000 + i), Timestamp: base.Add(time.Duration(i) * 37 * time.Microsecond),
-			Key: []byte(fmt.Sprintf("user-%d", i%1000)), Payload: []byte(p), Schema: plugin.SchemaJSON}
+		out[i] = sdk.Record{Topic: "orders.eu", Offset: int64(1000 + i), Timestamp: base.Add(time.Duration(i) * 37 * time.Microsecond),
+			Key: []byte(fmt.Sprintf("user-%d", i%1000)), Payload: []byte(p), Schema: sdk.SchemaJSON}
 	}
 	return out
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes.
@@ -40,7 +40,7 @@ func openBenchSink(b *testing.B, srv *s3test.Server, mod func(*options)) *Sink {
 	if mod != nil {
 		mod(&o)
 	}
-	s := newSink(o, sinkEnv("bench", plugin.DiscardMetrics))
+	s := newSink(o, sinkEnv("bench", sdk.DiscardMetrics))
 	if err := s.Open(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func BenchmarkOpenPartitionsMemory(b *testing.B) {
 				ctx := context.Background()
 				one := len(s.fmt.appendRecord(nil, &recs[0], true, metaTail("t.0", 0)))
 				perFile := maxFile/(one+32) - 1 // stay below the threshold
-				batch := make([]plugin.Record, 0, 1024)
+				batch := make([]sdk.Record, 0, 1024)
 				feed := func(count int) {
 					for p := 0; p < n; p++ {
 						for j := 0; j < count; j += len(batch) {
@@ -191,7 +191,7 @@ func BenchmarkBufferBound(b *testing.B) {
 				baseRSS := peakRSS()
 				ctx := context.Background()
 				next := make([]int64, n)
-				batch := make([]plugin.Record, 0, 1024)
+				batch := make([]sdk.Record, 0, 1024)
 				for sent := 0; sent < 4*bound/1024; sent += len(batch) {
 					p := (sent / 1024) % n
 					batch = batch[:0]

@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func TestChunkReader(t *testing.T) {
@@ -124,7 +124,7 @@ func TestSmallFilesHoldLittle(t *testing.T) {
 	for _, byMessages := range []bool{false, true} {
 		o := defaultOptions()
 		o.RotateByMessages, o.MaxMessages = byMessages, 1000
-		s := newSink(o, sinkEnv("test", plugin.DiscardMetrics))
+		s := newSink(o, sinkEnv("test", sdk.DiscardMetrics))
 		r := benchRecords(1, 100)[0]
 		for p := int32(0); p < 1000; p++ {
 			r.Partition = p

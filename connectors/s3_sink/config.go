@@ -3,7 +3,7 @@ package s3sink
 import (
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func init() { s3sinkconfig.RegisterSink(New, check) }
@@ -17,7 +17,7 @@ func check(c s3sinkconfig.Config) error {
 
 // New builds the sink from its generated configuration. Nothing is checked
 // against the store until Open.
-func New(cfg s3sinkconfig.Config, env plugin.Env) (plugin.Sink, error) {
+func New(cfg s3sinkconfig.Config, env sdk.Env) (sdk.Sink, error) {
 	return newSink(fromConfig(cfg), env), nil
 }
 

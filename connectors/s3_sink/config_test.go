@@ -10,8 +10,8 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 const envPrefix = "PICOMQ_CONNECTORS_SINK_ORDERS_S3_PLUGIN_CONFIG_"
@@ -19,8 +19,8 @@ const envPrefix = "PICOMQ_CONNECTORS_SINK_ORDERS_S3_PLUGIN_CONFIG_"
 func noEnv(string) (string, bool) { return "", false }
 
 func TestRegistered(t *testing.T) {
-	r, ok := plugin.Lookup("libpicomq_connector_s3_sink")
-	if !ok || r.Kind != plugin.KindSink || r.NewSink == nil {
+	r, ok := sdk.Lookup("libpicomq_connector_s3_sink")
+	if !ok || r.Kind != sdk.KindSink || r.NewSink == nil {
 		t.Fatalf("registration = %+v, %v", r, ok)
 	}
 }
@@ -28,7 +28,7 @@ func TestRegistered(t *testing.T) {
 // TestRegisteredLoadChecksColumns: the registration's Load (what validate
 // runs) applies the column rules the schema cannot state, not only Open.
 func TestRegisteredLoadChecksColumns(t *testing.T) {
-	reg, _ := plugin.Lookup(s3sinkconfig.Path)
+	reg, _ := sdk.Lookup(s3sinkconfig.Path)
 	_, err := reg.Load(map[string]any{"bucket": "picomq-archive", "region": "eu-west-1", "output_format": "parquet",
 		"columns": []map[string]any{{"name": "amount", "type": "decimal", "precision": int64(4), "scale": int64(5)}},
 	}, envPrefix, noEnv)
@@ -128,7 +128,7 @@ func TestTroubleshootingThroughLoad(t *testing.T) {
 // through the registration, and runs it against a real server.
 func TestQuickStartAgainstServer(t *testing.T) {
 	srv := s3test.Start(t)
-	reg, _ := plugin.Lookup(s3sinkconfig.Path)
+	reg, _ := sdk.Lookup(s3sinkconfig.Path)
 	cfg, err := reg.Load(map[string]any{
 		"bucket": srv.Bucket, "region": s3test.Region, "endpoint": srv.Endpoint, "prefix": "raw",
 		"path_template": "{topic}/{date}/{hour}", "max_file_size": "64MiB", "output_format": "json_lines",

@@ -19,11 +19,11 @@ import (
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // dataPut matches PutObject requests for data files: not the probe, not a
@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 			}
 			proxy.Clear()
 		},
-		New: func(t *testing.T) (plugin.Sink, error) {
+		New: func(t *testing.T) (sdk.Sink, error) {
 			o := defaultOptions()
 			o.Bucket, o.Region, o.Endpoint, o.PathStyle = bucket, s3test.Region, proxy.URL, true
 			o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
@@ -126,7 +126,7 @@ func produceJSON(t *testing.T, addr, topic string, from, n, size int) {
 
 // runSinkLoop runs the runtime's sink loop with sink over topics until ctx
 // ends.
-func runSinkLoop(ctx context.Context, addr string, topics []definition.Topics, sink plugin.Sink, tr *status.Tracker) error {
+func runSinkLoop(ctx context.Context, addr string, topics []definition.Topics, sink sdk.Sink, tr *status.Tracker) error {
 	return sinkloop.Run(ctx, sinkloop.Config{
 		Key: "bench", Topics: topics, Sink: sink, BootstrapServers: addr, Tracker: tr,
 		GroupID:    fmt.Sprintf("bench-%d", time.Now().UnixNano()),
@@ -135,7 +135,7 @@ func runSinkLoop(ctx context.Context, addr string, topics []definition.Topics, s
 }
 
 // runLoop runs the runtime's sink loop with sink until stop is called.
-func runLoop(t *testing.T, b *broker.Broker, topics []definition.Topics, sink plugin.Sink, tr *status.Tracker) (stop func() error) {
+func runLoop(t *testing.T, b *broker.Broker, topics []definition.Topics, sink sdk.Sink, tr *status.Tracker) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -174,7 +174,7 @@ type watchSink struct {
 	upTo  map[string]int64
 }
 
-func (w *watchSink) Consume(ctx context.Context, batch []plugin.Record) error {
+func (w *watchSink) Consume(ctx context.Context, batch []sdk.Record) error {
 	if err := w.Sink.Consume(ctx, batch); err != nil {
 		return err
 	}
@@ -219,8 +219,8 @@ func TestEndToEnd(t *testing.T) {
 	o.RotateByMessages, o.MaxMessages = true, 10
 	o.MaxAttempts, o.RetryDelay = 2, time.Millisecond
 	m := newTestMetrics()
-	sink := newSink(o, plugin.Env{Key: "orders_s3", Metrics: m, Logger: sinktest.Env(t).Logger})
-	tr := status.New(string(plugin.KindSink), "orders_s3", nil)
+	sink := newSink(o, sdk.Env{Key: "orders_s3", Metrics: m, Logger: sinktest.Env(t).Logger})
+	tr := status.New(string(sdk.KindSink), "orders_s3", nil)
 	topics := []definition.Topics{{Pattern: `orders\..*`, Schema: "json", BatchLength: 7, PollInterval: "20ms"}}
 
 	// The upload of orders.eu's first file fails a whole round: the file

@@ -22,9 +22,9 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Tests of delivery = "exactly_once", the default.
@@ -43,7 +43,7 @@ func (s *Sink) crash() {
 // durable returns the sink's Durable offset of topic t, partition 0, and
 // whether it is reported.
 func durableOf(s *Sink, topic string) (int64, bool) {
-	d, ok := s.Durable()[plugin.TopicPartition{Topic: topic}]
+	d, ok := s.Durable()[sdk.TopicPartition{Topic: topic}]
 	return d, ok
 }
 
@@ -155,7 +155,7 @@ func openAt(t *testing.T, srv *s3test.Server, endpoint, prefix string, mod func(
 	if mod != nil {
 		mod(&o)
 	}
-	s := newSink(o, sinkEnv("eo", plugin.DiscardMetrics))
+	s := newSink(o, sinkEnv("eo", sdk.DiscardMetrics))
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func openAt(t *testing.T, srv *s3test.Server, endpoint, prefix string, mod func(
 
 // feed hands recs to s in batches of size b, the way the runtime does:
 // a failed batch is handed over again.
-func feed(t *testing.T, s *Sink, recs []plugin.Record, b int) {
+func feed(t *testing.T, s *Sink, recs []sdk.Record, b int) {
 	t.Helper()
 	for i := 0; i < len(recs); {
 		j := min(i+b, len(recs))
@@ -426,7 +426,7 @@ func TestMemoryBound(t *testing.T) {
 	})
 	recs := benchRecords(1, 1000)[0]
 	const parts, per = 16, 600
-	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) plugin.Record {
+	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) sdk.Record {
 		r := recs
 		r.Topic, r.Partition, r.Offset = "m", p, int64(j)
 		return r
@@ -467,7 +467,7 @@ func TestMemoryBound(t *testing.T) {
 func TestPipelinedUploads(t *testing.T) {
 	h := newHarness(t, func(o *options) { messages(2)(o); o.MaxInFlight = 3 })
 	h.proxy.InjectMatching(dataPut, 3, faultproxy.Fault{Delay: time.Second})
-	var batch []plugin.Record
+	var batch []sdk.Record
 	for p := int32(0); p < 4; p++ {
 		for _, r := range records("t", 0, 6) {
 			r.Partition = p
@@ -492,7 +492,7 @@ func TestPipelinedUploads(t *testing.T) {
 	}
 	// Watch Durable while the uploads land: it only ever names a file
 	// boundary, and never goes back.
-	last := map[plugin.TopicPartition]int64{}
+	last := map[sdk.TopicPartition]int64{}
 	for {
 		h.sink.mu.Lock()
 		busy := h.sink.inFlight > 0 || h.sink.queuedFiles()
@@ -580,12 +580,12 @@ func TestRelease(t *testing.T) {
 	if err := h.sink.Consume(ctx, append(records("t", 0, 5), records("u", 0, 1)...)); err != nil {
 		t.Fatal(err)
 	}
-	tp := plugin.TopicPartition{Topic: "t"}
-	if err := h.sink.Release(ctx, []plugin.TopicPartition{tp}); err != nil {
+	tp := sdk.TopicPartition{Topic: "t"}
+	if err := h.sink.Release(ctx, []sdk.TopicPartition{tp}); err != nil {
 		t.Fatal(err)
 	}
 	d := h.sink.Durable()
-	if d[tp] != 3 || d[plugin.TopicPartition{Topic: "u"}] != 0 {
+	if d[tp] != 3 || d[sdk.TopicPartition{Topic: "u"}] != 0 {
 		t.Fatalf("durable after Release = %v, want t:3 (0-2 uploaded, 3-4 dropped)", d)
 	}
 	if _, ok := h.sink.Durable()[tp]; ok {
@@ -611,8 +611,8 @@ func TestReleaseBufferedUploads(t *testing.T) {
 	if err := h.sink.Consume(ctx, records("t", 0, 2)); err != nil {
 		t.Fatal(err)
 	}
-	tp := plugin.TopicPartition{Topic: "t"}
-	if err := h.sink.Release(ctx, []plugin.TopicPartition{tp}); err != nil {
+	tp := sdk.TopicPartition{Topic: "t"}
+	if err := h.sink.Release(ctx, []sdk.TopicPartition{tp}); err != nil {
 		t.Fatal(err)
 	}
 	h.wantKeys(key("t", 0, 1, "jsonl"))
@@ -658,10 +658,10 @@ func TestRotationBeforeThePutObjectLimit(t *testing.T) {
 	for _, comp := range []compression{compressNone, compressGzip} {
 		o := defaultOptions()
 		o.MaxFileSize, o.Compression = maxPutObjectSize, comp
-		s := newSink(o, sinkEnv("test", plugin.DiscardMetrics))
+		s := newSink(o, sinkEnv("test", sdk.DiscardMetrics))
 		p := &partition{bufferKey: bufferKey{"t", 0}}
 		p.open.count = 1
-		r := rec(plugin.SchemaRaw, strings.Repeat("a", 1000))
+		r := rec(sdk.SchemaRaw, strings.Repeat("a", 1000))
 		p.open.size = s.maxObjectBytes() - 1000
 		if !s.rotateBefore(p, &r, 0) {
 			t.Errorf("%v: a 1000-byte record fits in the %d bytes left", comp, s.maxObjectBytes()-p.open.size)
@@ -678,7 +678,7 @@ func TestRotationBeforeThePutObjectLimit(t *testing.T) {
 func TestLargeTextRecordReservesItsSize(t *testing.T) {
 	o := defaultOptions()
 	f := newFormatter(&o)
-	for _, schema := range []plugin.Schema{plugin.SchemaText, plugin.SchemaProto} {
+	for _, schema := range []sdk.Schema{sdk.SchemaText, sdk.SchemaProto} {
 		r := rec(schema, strings.Repeat("é", 1<<19)+"\n\x01")
 		got := f.estimate(&r, 1)
 		if n := len(f.appendRecord(nil, &r, true, metaTail("t", 0))); got < n || got > n+256 {
@@ -690,9 +690,9 @@ func TestLargeTextRecordReservesItsSize(t *testing.T) {
 // consumeWithinBound hands the sink parts partitions of per records each,
 // 50 per partition and batch, built by rec, closes it, and fails when the
 // bytes it held ever passed bound, or never came near it.
-func consumeWithinBound(t *testing.T, s *Sink, bound int64, parts int32, per int, rec func(p int32, j int) plugin.Record) {
+func consumeWithinBound(t *testing.T, s *Sink, bound int64, parts int32, per int, rec func(p int32, j int) sdk.Record) {
 	t.Helper()
-	var batch []plugin.Record
+	var batch []sdk.Record
 	for i := 0; i < per; i += 50 {
 		batch = batch[:0]
 		for p := int32(0); p < parts; p++ {
@@ -825,7 +825,7 @@ func TestResumeInsideAFile(t *testing.T) {
 			s = openAt(t, srv, srv.Endpoint, prefix, c.mod)
 			feed(t, s, recs[10:11], 1)
 			if c.release {
-				if err := s.Release(context.Background(), []plugin.TopicPartition{{Topic: "t"}}); err != nil {
+				if err := s.Release(context.Background(), []sdk.TopicPartition{{Topic: "t"}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // formatter appends records to a file buffer in the configured output
@@ -52,7 +52,7 @@ func (f *formatter) finish(dst []byte) []byte {
 // estimate returns an upper bound of the bytes appendRecord writes for rec,
 // used to size the buffer so it never grows past max_file_size plus one
 // record.
-func (f *formatter) estimate(rec *plugin.Record, topicLen int) int {
+func (f *formatter) estimate(rec *sdk.Record, topicLen int) int {
 	if f.format == formatRaw {
 		return len(rec.Payload)
 	}
@@ -71,9 +71,9 @@ func (f *formatter) estimate(rec *plugin.Record, topicLen int) int {
 
 func base64Len(n int) int { return (n+2)/3*4 + 2 }
 
-func payloadBound(rec *plugin.Record) int {
+func payloadBound(rec *sdk.Record) int {
 	switch rec.Schema {
-	case plugin.SchemaText, plugin.SchemaProto:
+	case sdk.SchemaText, sdk.SchemaProto:
 		if len(rec.Payload) > 512 {
 			// A large record is measured, so it does not reserve six
 			// times its size.
@@ -86,7 +86,7 @@ func payloadBound(rec *plugin.Record) int {
 
 // appendRecord appends one record. first tells whether it is the first
 // record of the file; tail is metaTail of the record's topic and partition.
-func (f *formatter) appendRecord(dst []byte, rec *plugin.Record, first bool, tail []byte) []byte {
+func (f *formatter) appendRecord(dst []byte, rec *sdk.Record, first bool, tail []byte) []byte {
 	switch f.format {
 	case formatRaw:
 		return append(dst, rec.Payload...)
@@ -127,7 +127,7 @@ func (f *formatter) appendRecord(dst []byte, rec *plugin.Record, first bool, tai
 // appendHeaders appends "headers":{...}, names in order of first
 // appearance. A name that appears once has its value; a name that appears
 // more than once has an array of all its values, in record order.
-func appendHeaders(dst []byte, hs []plugin.Header) []byte {
+func appendHeaders(dst []byte, hs []sdk.Header) []byte {
 	dst = append(dst, `"headers":{`...)
 	for i := range hs {
 		if seenBefore(hs, i) {
@@ -162,7 +162,7 @@ func appendHeaderValue(dst, v []byte) []byte {
 	return appendBase64(dst, v)
 }
 
-func seenBefore(hs []plugin.Header, i int) bool {
+func seenBefore(hs []sdk.Header, i int) bool {
 	for j := 0; j < i; j++ {
 		if hs[j].Key == hs[i].Key {
 			return true
@@ -172,7 +172,7 @@ func seenBefore(hs []plugin.Header, i int) bool {
 }
 
 // nextSame returns the index of the next header after i with i's name, or -1.
-func nextSame(hs []plugin.Header, i int) int {
+func nextSame(hs []sdk.Header, i int) int {
 	for j := i + 1; j < len(hs); j++ {
 		if hs[j].Key == hs[i].Key {
 			return j
@@ -189,18 +189,18 @@ func nextSame(hs []plugin.Header, i int) int {
 //	flatbuffer, avro   base64
 //
 // A json payload is valid JSON: the runtime checked it and hands one that
-// fails the check over as raw (plugin.Record). So it is compacted without
+// fails the check over as raw (sdk.Record). So it is compacted without
 // a second check of its grammar, once it is found to be valid UTF-8, which
 // the runtime's check leaves out; one that is not is written as base64,
 // like raw.
-func appendPayload(dst []byte, rec *plugin.Record) []byte {
+func appendPayload(dst []byte, rec *sdk.Record) []byte {
 	p := rec.Payload
 	switch rec.Schema {
-	case plugin.SchemaText, plugin.SchemaProto:
+	case sdk.SchemaText, sdk.SchemaProto:
 		return appendBytesString(dst, p)
-	case plugin.SchemaFlatBuffer, plugin.SchemaAvro:
+	case sdk.SchemaFlatBuffer, sdk.SchemaAvro:
 		return appendBase64(dst, p)
-	case plugin.SchemaJSON:
+	case sdk.SchemaJSON:
 		if len(p) == 0 {
 			return append(dst, "null"...)
 		}

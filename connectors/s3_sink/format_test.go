@@ -7,24 +7,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 var ts = time.Date(2026, 9, 3, 21, 15, 4, 118_999_999, time.UTC)
 
-func rec(schema plugin.Schema, payload string) plugin.Record {
-	return plugin.Record{Topic: "orders.eu", Partition: 0, Offset: 1042, Timestamp: ts,
+func rec(schema sdk.Schema, payload string) sdk.Record {
+	return sdk.Record{Topic: "orders.eu", Partition: 0, Offset: 1042, Timestamp: ts,
 		Key: []byte("user-1"), Payload: []byte(payload), Schema: schema}
 }
 
-func formatOne(o options, r plugin.Record) string {
+func formatOne(o options, r sdk.Record) string {
 	f := newFormatter(&o)
 	return string(f.finish(f.appendRecord(nil, &r, true, metaTail(r.Topic, r.Partition))))
 }
 
 func TestSpecExampleLine(t *testing.T) {
 	o := defaultOptions()
-	got := formatOne(o, rec(plugin.SchemaJSON, `{"id":7,"total":42.5}`))
+	got := formatOne(o, rec(sdk.SchemaJSON, `{"id":7,"total":42.5}`))
 	want := `{"offset":1042,"timestamp":"2026-09-03T21:15:04.118Z","topic":"orders.eu","partition":0,"key":"dXNlci0x","payload":{"id":7,"total":42.5}}` + "\n"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
@@ -35,28 +35,28 @@ func TestPayloadConversion(t *testing.T) {
 	o := defaultOptions()
 	o.IncludeMetadata = false
 	cases := []struct {
-		schema  plugin.Schema
+		schema  sdk.Schema
 		payload string
 		want    string
 	}{
 		// json: the parsed document, compacted, not re-serialised
-		{plugin.SchemaJSON, " {\"a\" : [1, 2.50, -3e+2, true, false, null],\n \"b\":\"x y\\u00e9\\n\"} ", `{"a":[1,2.50,-3e+2,true,false,null],"b":"x y\u00e9\n"}`},
-		{plugin.SchemaJSON, `"just a string"`, `"just a string"`},
-		{plugin.SchemaJSON, `12`, `12`},
-		{plugin.SchemaJSON, ``, `null`},
-		{plugin.SchemaJSON, "{\"a\":\"\xff\"}", `"eyJhIjoi/yJ9"`}, // not UTF-8
+		{sdk.SchemaJSON, " {\"a\" : [1, 2.50, -3e+2, true, false, null],\n \"b\":\"x y\\u00e9\\n\"} ", `{"a":[1,2.50,-3e+2,true,false,null],"b":"x y\u00e9\n"}`},
+		{sdk.SchemaJSON, `"just a string"`, `"just a string"`},
+		{sdk.SchemaJSON, `12`, `12`},
+		{sdk.SchemaJSON, ``, `null`},
+		{sdk.SchemaJSON, "{\"a\":\"\xff\"}", `"eyJhIjoi/yJ9"`}, // not UTF-8
 		// text and proto: a string
-		{plugin.SchemaText, "héllo \"w\"\n\t\x01</>", `"héllo \"w\"\n\t\u0001</>"`},
-		{plugin.SchemaText, "", `""`},
-		{plugin.SchemaProto, "\x08\x96\x01", `"\b` + "\ufffd" + `\u0001"`},
+		{sdk.SchemaText, "héllo \"w\"\n\t\x01</>", `"héllo \"w\"\n\t\u0001</>"`},
+		{sdk.SchemaText, "", `""`},
+		{sdk.SchemaProto, "\x08\x96\x01", `"\b` + "\ufffd" + `\u0001"`},
 		// raw: the document if valid JSON, otherwise base64
-		{plugin.SchemaRaw, `{"k": 1}`, `{"k":1}`},
-		{plugin.SchemaRaw, `not json`, `"bm90IGpzb24="`},
-		{plugin.SchemaRaw, ``, `""`},
-		{plugin.SchemaRaw, `{"a":1} {"b":2}`, `"eyJhIjoxfSB7ImIiOjJ9"`},
+		{sdk.SchemaRaw, `{"k": 1}`, `{"k":1}`},
+		{sdk.SchemaRaw, `not json`, `"bm90IGpzb24="`},
+		{sdk.SchemaRaw, ``, `""`},
+		{sdk.SchemaRaw, `{"a":1} {"b":2}`, `"eyJhIjoxfSB7ImIiOjJ9"`},
 		// flatbuffer, avro: base64
-		{plugin.SchemaFlatBuffer, `{"k":1}`, `"eyJrIjoxfQ=="`},
-		{plugin.SchemaAvro, "\x02\x06abc", `"AgZhYmM="`},
+		{sdk.SchemaFlatBuffer, `{"k":1}`, `"eyJrIjoxfQ=="`},
+		{sdk.SchemaAvro, "\x02\x06abc", `"AgZhYmM="`},
 	}
 	// \b is not among the short escapes appendString uses; fix the want.
 	cases[7].want = `"\u0008` + `\ufffd` + `\u0001"`
@@ -136,10 +136,10 @@ func TestCompactJSONAgreesWithEncodingJSON(t *testing.T) {
 func TestMetadataAndHeaders(t *testing.T) {
 	o := defaultOptions()
 	o.IncludeHeaders = true
-	r := rec(plugin.SchemaJSON, `{"id":7}`)
+	r := rec(sdk.SchemaJSON, `{"id":7}`)
 	r.Partition = 3
 	r.Topic = `odd"topic`
-	r.Headers = []plugin.Header{{Key: "trace", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xff, 0x00}},
+	r.Headers = []sdk.Header{{Key: "trace", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xff, 0x00}},
 		{Key: "dup", Value: []byte("first")}, {Key: "dup", Value: []byte("second")}}
 	got := formatOne(o, r)
 	want := `{"offset":1042,"timestamp":"2026-09-03T21:15:04.118Z","topic":"odd\"topic","partition":3,"key":"dXNlci0x","headers":{"trace":"abc","bin":"/wA=","dup":["first","second"]},"payload":{"id":7}}` + "\n"
@@ -160,7 +160,7 @@ func TestMetadataAndHeaders(t *testing.T) {
 
 	// Headers without metadata.
 	o.IncludeMetadata = false
-	r.Headers = []plugin.Header{{Key: "h", Value: []byte("v")}}
+	r.Headers = []sdk.Header{{Key: "h", Value: []byte("v")}}
 	if got, want := formatOne(o, r), `{"headers":{"h":"v"},"payload":{"id":7}}`+"\n"; got != want {
 		t.Fatalf("got %s want %s", got, want)
 	}
@@ -188,7 +188,7 @@ func TestTimestamps(t *testing.T) {
 }
 
 func TestFormats(t *testing.T) {
-	recs := []plugin.Record{rec(plugin.SchemaJSON, `{"n":1}`), rec(plugin.SchemaJSON, `{"n":2}`), rec(plugin.SchemaRaw, "raw\x00")}
+	recs := []sdk.Record{rec(sdk.SchemaJSON, `{"n":1}`), rec(sdk.SchemaJSON, `{"n":2}`), rec(sdk.SchemaRaw, "raw\x00")}
 	recs[1].Offset = 1043
 	recs[2].Offset = 1044
 	build := func(fm format) string {
@@ -225,11 +225,11 @@ func TestEstimateIsAnUpperBound(t *testing.T) {
 	for _, fm := range []format{formatJSONLines, formatJSONArray, formatRaw} {
 		o.Format = fm
 		f := newFormatter(&o)
-		for _, schema := range []plugin.Schema{plugin.SchemaJSON, plugin.SchemaText, plugin.SchemaProto, plugin.SchemaRaw, plugin.SchemaAvro, plugin.SchemaFlatBuffer} {
+		for _, schema := range []sdk.Schema{sdk.SchemaJSON, sdk.SchemaText, sdk.SchemaProto, sdk.SchemaRaw, sdk.SchemaAvro, sdk.SchemaFlatBuffer} {
 			for _, p := range payloads {
 				r := rec(schema, p)
 				r.Topic = "t\x01\x02.é"
-				r.Headers = []plugin.Header{{Key: "\x01\x02", Value: []byte(p)}}
+				r.Headers = []sdk.Header{{Key: "\x01\x02", Value: []byte(p)}}
 				n := len(f.appendRecord(nil, &r, true, metaTail(r.Topic, 0))) + 1
 				if e := f.estimate(&r, len(r.Topic)) + 1; n > e {
 					t.Errorf("%v %s %q: wrote %d, estimate %d", fm, schema, p, n, e)
@@ -243,8 +243,8 @@ func TestNoAllocationsPerRecord(t *testing.T) {
 	o := defaultOptions()
 	o.IncludeHeaders = true
 	f := newFormatter(&o)
-	r := rec(plugin.SchemaJSON, `{"id":7,"name":"x","tags":["a","b"],"total":42.5}`)
-	r.Headers = []plugin.Header{{Key: "k", Value: []byte("v")}}
+	r := rec(sdk.SchemaJSON, `{"id":7,"name":"x","tags":["a","b"],"total":42.5}`)
+	r.Headers = []sdk.Header{{Key: "k", Value: []byte("v")}}
 	tail := metaTail(r.Topic, 0)
 	buf := make([]byte, 0, 1<<20)
 	allocs := testing.AllocsPerRun(1000, func() {

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/picomq/pico-connectors/runtime/codec"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // FuzzCompactJSON checks the compactor against encoding/json: it accepts
@@ -41,19 +41,19 @@ func FuzzCompactJSON(f *testing.F) {
 // FuzzFormatRecord checks that every record, whatever its bytes, formats
 // to one valid UTF-8 JSON object per line, within the size estimate. A
 // json payload that is not valid JSON comes as raw, as the runtime hands
-// it over (plugin.Record).
+// it over (sdk.Record).
 func FuzzFormatRecord(f *testing.F) {
 	f.Add("orders.eu", []byte("k"), []byte(`{"a":1}`), "h", []byte("v"), uint8(0))
 	f.Add("t\x00", []byte(nil), []byte("\xff\xfe"), "\xff", []byte{0x80}, uint8(2))
-	schemas := []plugin.Schema{plugin.SchemaJSON, plugin.SchemaText, plugin.SchemaProto, plugin.SchemaRaw, plugin.SchemaAvro, plugin.SchemaFlatBuffer, ""}
+	schemas := []sdk.Schema{sdk.SchemaJSON, sdk.SchemaText, sdk.SchemaProto, sdk.SchemaRaw, sdk.SchemaAvro, sdk.SchemaFlatBuffer, ""}
 	f.Fuzz(func(t *testing.T, topic string, key, payload []byte, hk string, hv []byte, schema uint8) {
 		o := defaultOptions()
 		o.IncludeHeaders = true
 		fm := newFormatter(&o)
-		r := plugin.Record{Topic: topic, Offset: 5, Timestamp: time.Unix(1, 0), Key: key, Payload: payload,
-			Headers: []plugin.Header{{Key: hk, Value: hv}}, Schema: schemas[int(schema)%len(schemas)]}
-		if r.Schema == plugin.SchemaJSON && !codec.ValidSinkPayload(r.Schema, r.Payload) {
-			r.Schema = plugin.SchemaRaw // as the runtime hands it over
+		r := sdk.Record{Topic: topic, Offset: 5, Timestamp: time.Unix(1, 0), Key: key, Payload: payload,
+			Headers: []sdk.Header{{Key: hk, Value: hv}}, Schema: schemas[int(schema)%len(schemas)]}
+		if r.Schema == sdk.SchemaJSON && !codec.ValidSinkPayload(r.Schema, r.Payload) {
+			r.Schema = sdk.SchemaRaw // as the runtime hands it over
 		}
 		out := fm.appendRecord(nil, &r, true, metaTail(topic, 0))
 		if est := fm.estimate(&r, len(topic)); len(out) > est {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // testMetrics records what the sink reports, by metric name.
@@ -48,9 +48,9 @@ func (t testMetric) Observe(v float64) {
 	t.m.values[t.name+"_sum"] += v
 	t.m.mu.Unlock()
 }
-func (m *testMetrics) Counter(name, _ string) plugin.Counter { return testMetric{m, name} }
-func (m *testMetrics) Gauge(name, _ string) plugin.Gauge     { return testMetric{m, name} }
-func (m *testMetrics) Histogram(name, _ string, _ []float64) plugin.Histogram {
+func (m *testMetrics) Counter(name, _ string) sdk.Counter { return testMetric{m, name} }
+func (m *testMetrics) Gauge(name, _ string) sdk.Gauge     { return testMetric{m, name} }
+func (m *testMetrics) Histogram(name, _ string, _ []float64) sdk.Histogram {
 	return testMetric{m, name}
 }
 func (m *testMetrics) get(name string) float64 {
@@ -129,16 +129,16 @@ func (h *harness) dataPuts() int {
 	return n
 }
 
-func records(topic string, from, n int) []plugin.Record {
-	out := make([]plugin.Record, n)
+func records(topic string, from, n int) []sdk.Record {
+	out := make([]sdk.Record, n)
 	for i := range out {
 		off := int64(from + i)
-		out[i] = plugin.Record{
+		out[i] = sdk.Record{
 			Topic: topic, Offset: off,
 			Timestamp: stamp(int(off)),
 			Key:       []byte(fmt.Sprintf("k%d", off)),
 			Payload:   []byte(fmt.Sprintf(`{"n": %d}`, off)),
-			Schema:    plugin.SchemaJSON,
+			Schema:    sdk.SchemaJSON,
 		}
 	}
 	return out
@@ -452,7 +452,7 @@ func TestTooFewSegmentsRefused(t *testing.T) {
 		if got := h.metrics.get("s3_sink_records_lost_total") + h.metrics.get("s3_sink_records_buffered_total"); got != 0 {
 			t.Fatalf("lost + buffered = %v", got)
 		}
-		if d := h.sink.Durable()[plugin.TopicPartition{Topic: "orders"}]; d != 0 {
+		if d := h.sink.Durable()[sdk.TopicPartition{Topic: "orders"}]; d != 0 {
 			t.Fatalf("durable = %d, want 0", d)
 		}
 		if err := h.sink.Consume(ctx, records("orders.eu", 0, 2)); err != nil {
@@ -473,8 +473,8 @@ func TestFilesAcrossChunks(t *testing.T) {
 	})
 	recs := benchRecords(300, 1000)
 	recs[150].Payload = []byte(`"` + strings.Repeat("é", 20000) + `"`) // 40 KB, bigger than a chunk
-	recs[151].Schema = plugin.SchemaText
-	recs[152].Headers = []plugin.Header{{Key: "h", Value: []byte{0xff}}}
+	recs[151].Schema = sdk.SchemaText
+	recs[152].Headers = []sdk.Header{{Key: "h", Value: []byte{0xff}}}
 	ctx := context.Background()
 	for i := 0; i < len(recs); i += 7 {
 		if err := h.sink.Consume(ctx, recs[i:min(i+7, len(recs))]); err != nil {

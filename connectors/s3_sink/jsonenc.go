@@ -140,7 +140,7 @@ func appendCompactJSON(dst, src []byte) ([]byte, bool) {
 }
 
 // appendStripped appends src, which must be a valid JSON value (the
-// runtime checked it: plugin.Record), without the whitespace between its
+// runtime checked it: sdk.Record), without the whitespace between its
 // tokens: what appendCompactJSON writes, without checking the grammar
 // again. It copies runs of bytes as they are and finds each string's end
 // with bytes.IndexByte, 2-7x faster than appendCompactJSON

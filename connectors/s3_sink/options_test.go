@@ -7,12 +7,12 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // sinkEnv is an Env as the runtime hands it, with a logger that discards.
-func sinkEnv(key string, m plugin.Metrics) plugin.Env {
-	return plugin.Env{Key: key, Logger: slog.New(slog.DiscardHandler), Metrics: m}
+func sinkEnv(key string, m sdk.Metrics) sdk.Env {
+	return sdk.Env{Key: key, Logger: slog.New(slog.DiscardHandler), Metrics: m}
 }
 
 // defaultOptions is what the sink reads of a Config with every schema

@@ -16,7 +16,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Parquet output: each open file has a parquet.Writer that writes straight
@@ -278,7 +278,7 @@ type pqRow struct {
 
 // row converts rec into r.row. It returns the raw size the row adds to the
 // open row group, or the reason the record does not fit the columns.
-func (l *pqLayout) row(r *pqRow, rec *plugin.Record) (int, error) {
+func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 	n := len(l.cols)
 	if cap(r.raw) < n {
 		r.raw = make([][]byte, n)
@@ -288,7 +288,7 @@ func (l *pqLayout) row(r *pqRow, rec *plugin.Record) (int, error) {
 	r.raw, r.offs, r.row = r.raw[:n], r.offs[:n], r.row[:n]
 	clear(r.raw)
 	r.buf = r.buf[:0]
-	if rec.Schema == plugin.SchemaAvro || rec.Schema == plugin.SchemaFlatBuffer || rec.Schema == plugin.SchemaProto {
+	if rec.Schema == sdk.SchemaAvro || rec.Schema == sdk.SchemaFlatBuffer || rec.Schema == sdk.SchemaProto {
 		return 0, fmt.Errorf("the topic's schema is %s: parquet columns are read from JSON payloads only", rec.Schema)
 	}
 	if err := l.find(r, rec.Payload); err != nil {
@@ -889,7 +889,7 @@ func (s *Sink) rowGroupTarget(enc, flushed int64) int64 {
 // appendParquet writes the converted row of rec (s.row, size raw bytes)
 // into p's open file, starting the file when it has none. The row waits
 // for room under max_buffer_size.
-func (s *Sink) appendParquet(p *partition, rec *plugin.Record, size int) error {
+func (s *Sink) appendParquet(p *partition, rec *sdk.Record, size int) error {
 	for {
 		opening := p.open.count == 0
 		need := size

@@ -15,9 +15,9 @@ import (
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // TestParquetDeadLetters runs the sink loop over records two of which do
@@ -62,12 +62,12 @@ func TestParquetDeadLetters(t *testing.T) {
 		o.PathTemplate = mustTemplate(t, "{topic}")
 		o.IncludeMetadata = false
 		parquetOpts([]columnSpec{{Name: "id", Type: "int64"}, {Name: "name", Type: "string"}}, "zstd")(&o)
-		return newSink(o, plugin.Env{Key: "orders_s3", Logger: sinktest.Env(t).Logger, Metrics: plugin.DiscardMetrics})
+		return newSink(o, sdk.Env{Key: "orders_s3", Logger: sinktest.Env(t).Logger, Metrics: sdk.DiscardMetrics})
 	}
 	block := definition.Topics{Pattern: `^orders$`, Schema: "json", BatchLength: 50, PollInterval: "20ms"}
 
 	// 1. No dead-letter topic.
-	tr := status.New(string(plugin.KindSink), "orders_s3", nil)
+	tr := status.New(string(sdk.KindSink), "orders_s3", nil)
 	stop := runLoop(t, b, []definition.Topics{block}, newParquetSink(), tr)
 	connectortest.WaitFor(t, time.Minute, "the batch to fail", func() bool { return strings.Contains(tr.Snapshot().LastError, "no dead_letter_topic") })
 	msg := tr.Snapshot().LastError
@@ -85,7 +85,7 @@ func TestParquetDeadLetters(t *testing.T) {
 
 	// 2. With a dead-letter topic.
 	block.DeadLetterTopic = "orders.dlq"
-	tr = status.New(string(plugin.KindSink), "orders_s3", nil)
+	tr = status.New(string(sdk.KindSink), "orders_s3", nil)
 	stop = runLoop(t, b, []definition.Topics{block}, newParquetSink(), tr)
 	connectortest.WaitFor(t, time.Minute, "two dead letters", func() bool { return tr.Snapshot().Counters.DeadLetters >= 2 })
 	if err := stop(); err != nil {

@@ -19,9 +19,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The parquet files are read back with apache/arrow-go's reader, not the
@@ -166,7 +166,7 @@ func TestParquetEveryColumnType(t *testing.T) {
 		"score": 2.5, "vip": true, "at_ms": "2026-09-03T21:15:04.118Z", "at_us": 1788470104118123, "day": "2026-09-03",
 		"price": 12.34, "total": "-99999999999999.9999", "big": "12345678901234567890123456789012345.678",
 		"blob": "AAEC/w==", "extra": {"a": [1, 2, {"b": null}]}, "ignored": [1, {"x": "y"}]}`)
-	recs[0].Headers = []plugin.Header{{Key: "h", Value: []byte("v1")}, {Key: "h", Value: []byte("v2")}}
+	recs[0].Headers = []sdk.Header{{Key: "h", Value: []byte("v1")}, {Key: "h", Value: []byte("v2")}}
 	// Optional columns null or missing; integers for times and dates.
 	recs[1].Payload = []byte(`{"customer": {"name": "Bob"}, "id": -2, "score": -1e3, "vip": null,
 		"at_ms": 1788470104118, "day": 20699, "price": "-0.5", "big": -1.5}`)
@@ -290,7 +290,7 @@ func TestParquetCompression(t *testing.T) {
 }
 
 // TestParquetRejects: records that do not fit are returned in a
-// *plugin.Rejected, the others are written, Durable passes over the
+// *sdk.Rejected, the others are written, Durable passes over the
 // rejected ones, and a redelivery rejects them again (so a batch that
 // failed for want of a dead-letter topic never drops them silently).
 func TestParquetRejects(t *testing.T) {
@@ -322,9 +322,9 @@ func TestParquetRejects(t *testing.T) {
 	}
 	check := func(err error) {
 		t.Helper()
-		var rej *plugin.Rejected
+		var rej *sdk.Rejected
 		if !errors.As(err, &rej) {
-			t.Fatalf("Consume = %v, want *plugin.Rejected", err)
+			t.Fatalf("Consume = %v, want *sdk.Rejected", err)
 		}
 		if len(rej.Records) != len(wantErr) {
 			t.Fatalf("%d rejected, want %d: %v", len(rej.Records), len(wantErr), err)
@@ -429,7 +429,7 @@ func TestParquetReplay(t *testing.T) {
 	run := func(s *Sink, from, to int) {
 		for i := from; i < to; i += 50 {
 			err := s.Consume(context.Background(), recs[i:min(i+50, to)])
-			var rej *plugin.Rejected
+			var rej *sdk.Rejected
 			if err != nil && !errors.As(err, &rej) {
 				t.Fatal(err)
 			}
@@ -547,7 +547,7 @@ func BenchmarkParquetEncode(b *testing.B) {
 	o.Format, o.ParquetCodec = formatParquet, "zstd"
 	o.Columns = []columnSpec{{Name: "id", Type: "int64"}, {Name: "customer", Type: "string"}, {Name: "total", Type: "double"},
 		{Name: "currency", Type: "string"}, {Name: "items", Type: "json"}, {Name: "note", Type: "string"}}
-	s := newSink(o, sinkEnv("test", plugin.DiscardMetrics))
+	s := newSink(o, sinkEnv("test", sdk.DiscardMetrics))
 	p := &partition{bufferKey: bufferKey{"orders.eu", 0}}
 	b.SetBytes(1024)
 	b.ReportAllocs()
@@ -586,7 +586,7 @@ func FuzzParquetRow(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		var r pqRow
-		rec := plugin.Record{Topic: "t", Payload: payload, Schema: plugin.SchemaRaw}
+		rec := sdk.Record{Topic: "t", Payload: payload, Schema: sdk.SchemaRaw}
 		if _, err := l.row(&r, &rec); err != nil {
 			return
 		}
@@ -615,7 +615,7 @@ func TestParquetMemoryBound(t *testing.T) {
 	})
 	base := benchRecords(1, 1000)[0]
 	const parts, per = 16, 600
-	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) plugin.Record {
+	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) sdk.Record {
 		r := base
 		r.Topic, r.Partition, r.Offset = "m", p, int64(j)
 		r.Payload = []byte(fmt.Sprintf(`{"id":%d,"customer":"c%d","note":"%s"}`, j, p, pad(j*int(p+1), 900)))

@@ -3,7 +3,7 @@
 // object to Amazon S3 or an S3-compatible store.
 //
 // With delivery = "exactly_once" (the default) the sink is a
-// plugin.DeferredSink: Consume accepts records, closed files upload in the
+// sdk.DeferredSink: Consume accepts records, closed files upload in the
 // background (up to max_in_flight at once, several files of one partition
 // side by side), and Durable reports per partition the first offset not
 // yet in the bucket, so commits advance in offset order whatever order the
@@ -50,7 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // ProbeKey is the object Open writes and deletes to check the bucket.
@@ -183,22 +183,22 @@ type file struct {
 }
 
 type sinkMetrics struct {
-	recordsBuffered plugin.Counter
-	recordsUploaded plugin.Counter
-	recordsLost     plugin.Counter
-	filesUploaded   plugin.Counter
-	filesLost       plugin.Counter
-	bytesUploaded   plugin.Counter
-	retries         plugin.Counter
-	uploadFailures  plugin.Counter
-	uploadSeconds   plugin.Histogram
-	openFiles       plugin.Gauge
-	bufferedBytes   plugin.Gauge
-	inFlight        plugin.Gauge
-	failingFiles    plugin.Gauge
+	recordsBuffered sdk.Counter
+	recordsUploaded sdk.Counter
+	recordsLost     sdk.Counter
+	filesUploaded   sdk.Counter
+	filesLost       sdk.Counter
+	bytesUploaded   sdk.Counter
+	retries         sdk.Counter
+	uploadFailures  sdk.Counter
+	uploadSeconds   sdk.Histogram
+	openFiles       sdk.Gauge
+	bufferedBytes   sdk.Gauge
+	inFlight        sdk.Gauge
+	failingFiles    sdk.Gauge
 }
 
-func newMetrics(m plugin.Metrics) sinkMetrics {
+func newMetrics(m sdk.Metrics) sinkMetrics {
 	return sinkMetrics{
 		recordsBuffered: m.Counter("s3_sink_records_buffered_total", "Records appended to an open file."),
 		recordsUploaded: m.Counter("s3_sink_records_uploaded_total", "Records in files uploaded to S3."),
@@ -219,7 +219,7 @@ func newMetrics(m plugin.Metrics) sinkMetrics {
 
 // newSink builds a sink from options; nothing is checked or connected
 // until Open.
-func newSink(o options, env plugin.Env) *Sink {
+func newSink(o options, env sdk.Env) *Sink {
 	o.Prefix = trimPrefix(o.Prefix)
 	log := env.Logger
 	chunk := chunkSizeFor(o.MaxFileSize, o.RotateByMessages)
@@ -350,7 +350,7 @@ var errReleased = errors.New("s3 sink: the partition was released during Consume
 //
 // On an error, the records already accepted stay accepted; the redelivered
 // batch skips them.
-func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
+func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.closing {
@@ -367,7 +367,7 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 		return err
 	}
 	appended := 0
-	var rejected []plugin.Rejection
+	var rejected []sdk.Rejection
 	defer func() {
 		s.m.recordsBuffered.Add(float64(appended))
 		s.m.bufferedBytes.Set(float64(s.held))
@@ -403,7 +403,7 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 			// dead-letter topic, and nothing else holds it).
 			if s.pq != nil {
 				if _, err := s.pq.row(&s.row, rec); err != nil {
-					rejected = append(rejected, plugin.Rejection{Record: *rec, Err: err})
+					rejected = append(rejected, sdk.Rejection{Record: *rec, Err: err})
 				}
 			}
 			continue
@@ -417,7 +417,7 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 		if s.pq != nil {
 			n, err := s.pq.row(&s.row, rec)
 			if err != nil {
-				rejected = append(rejected, plugin.Rejection{Record: *rec, Err: err})
+				rejected = append(rejected, sdk.Rejection{Record: *rec, Err: err})
 				p.next = rec.Offset + 1
 				continue
 			}
@@ -473,7 +473,7 @@ func (s *Sink) Consume(ctx context.Context, batch []plugin.Record) error {
 		}
 	}
 	if len(rejected) > 0 {
-		return &plugin.Rejected{Records: rejected}
+		return &sdk.Rejected{Records: rejected}
 	}
 	return nil
 }
@@ -566,7 +566,7 @@ func (s *Sink) lookAhead(p *partition, spans []span, first int64) {
 // skipAhead, when rec reaches the next file of p.ahead, cuts p's open file
 // right before it and moves p.next past it, so that rec and the rest of
 // that file's records are skipped.
-func (s *Sink) skipAhead(p *partition, rec *plugin.Record, batch []plugin.Record) error {
+func (s *Sink) skipAhead(p *partition, rec *sdk.Record, batch []sdk.Record) error {
 	for len(p.ahead) > 0 && p.ahead[0].last < rec.Offset {
 		p.ahead = p.ahead[1:]
 	}
@@ -644,7 +644,7 @@ func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, tim
 // rotateBefore reports whether rec must start a new file: it reaches the
 // first record's time plus rotate_interval, or it would take the file past
 // what one PutObject takes.
-func (s *Sink) rotateBefore(p *partition, rec *plugin.Record, rowSize int) bool {
+func (s *Sink) rotateBefore(p *partition, rec *sdk.Record, rowSize int) bool {
 	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.open.firstTime.Add(s.opts.RotateInterval)) {
 		return true
 	}
@@ -663,7 +663,7 @@ func (s *Sink) rotateBefore(p *partition, rec *plugin.Record, rowSize int) bool 
 }
 
 // dirOf renders the key directory of a file whose first record is rec.
-func (s *Sink) dirOf(rec *plugin.Record) (string, error) {
+func (s *Sink) dirOf(rec *sdk.Record) (string, error) {
 	dir, err := renderDir(s.opts.Prefix, s.opts.PathTemplate, rec.Topic, rec.Partition, rec.Timestamp)
 	if err != nil {
 		return "", fmt.Errorf("s3 sink: record %s/%d@%d cannot be written: %w", rec.Topic, rec.Partition, rec.Offset, err)
@@ -673,7 +673,7 @@ func (s *Sink) dirOf(rec *plugin.Record) (string, error) {
 
 // append formats rec into p's open file, starting a new chunk when the
 // record might not fit; a new chunk waits for room under max_buffer_size.
-func (s *Sink) append(p *partition, rec *plugin.Record) error {
+func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	need := s.fmt.estimate(rec, len(p.topic)) + 1 // + the closing ']'
 	fb := &p.open
 	n := len(fb.chunks)
@@ -776,7 +776,7 @@ func (s *Sink) full(p *partition) bool {
 // close closes p's open file. In buffered delivery it waits for the
 // upload, and on a loss it rewinds p to the first record of batch the
 // lost file held, so the redelivered batch writes those again.
-func (s *Sink) close(p *partition, batch []plugin.Record) error {
+func (s *Sink) close(p *partition, batch []sdk.Record) error {
 	f := s.cutFile(p, true)
 	if f == nil || !s.opts.Buffered {
 		return nil
@@ -1033,15 +1033,15 @@ func (s *Sink) contentType() string {
 // file, or the next offset when everything is uploaded. In buffered
 // delivery every accepted record counts. A released partition is reported
 // once more, then forgotten.
-func (s *Sink) Durable() map[plugin.TopicPartition]int64 {
+func (s *Sink) Durable() map[sdk.TopicPartition]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[plugin.TopicPartition]int64, len(s.parts))
+	out := make(map[sdk.TopicPartition]int64, len(s.parts))
 	for k, p := range s.parts {
 		if !p.started || (p.released && len(p.pending) > 0) {
 			continue
 		}
-		out[plugin.TopicPartition{Topic: p.topic, Partition: p.partition}] = s.durable(p)
+		out[sdk.TopicPartition{Topic: p.topic, Partition: p.partition}] = s.durable(p)
 		if p.released {
 			delete(s.parts, k)
 			if s.last == p {
@@ -1069,7 +1069,7 @@ func (s *Sink) durable(p *partition) int64 {
 // upload in progress finishes its attempt; in buffered delivery their open
 // files are uploaded first. Durable then reports each partition's final
 // offset once.
-func (s *Sink) Release(ctx context.Context, partitions []plugin.TopicPartition) error {
+func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var mine []*partition
@@ -1297,6 +1297,6 @@ func (s *Sink) busy() bool {
 }
 
 var (
-	_ plugin.Sink         = (*Sink)(nil)
-	_ plugin.DeferredSink = (*Sink)(nil)
+	_ sdk.Sink         = (*Sink)(nil)
+	_ sdk.DeferredSink = (*Sink)(nil)
 )

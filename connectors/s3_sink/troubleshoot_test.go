@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // openWith opens a sink against srv (through proxy when not nil) with
@@ -29,7 +29,7 @@ func openWith(t *testing.T, srv *s3test.Server, proxy *faultproxy.Proxy, mod fun
 	if mod != nil {
 		mod(&o)
 	}
-	s := newSink(o, sinkEnv("t", plugin.DiscardMetrics))
+	s := newSink(o, sinkEnv("t", sdk.DiscardMetrics))
 	return s, s.Open(context.Background())
 }
 

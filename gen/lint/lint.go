@@ -20,7 +20,7 @@ import (
 	"strings"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
-	"github.com/picomq/pico-connectors/internal/confgen"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 

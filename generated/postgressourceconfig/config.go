@@ -22,9 +22,9 @@ package postgressourceconfig
 
 import (
 	_ "embed"
-	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 	"slices"
 	"time"
 )
@@ -297,7 +297,7 @@ var spec = confgen.Spec{
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
-func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
+func Load(raw map[string]any, envPrefix string, env sdk.LookupEnv) (Config, error) {
 	return confgen.Load(raw, envPrefix, env, &spec, decodeConfig)
 }
 
@@ -407,9 +407,9 @@ func (c Config) Redacted() map[string]any {
 // package calls it from init: func init() { postgressourceconfig.RegisterSource(New) }.
 // Each check runs after Load, so that validate reports it too: a rule between
 // keys that the schema cannot state (return confkit.Problems to name the keys).
-func RegisterSource(newSource func(cfg Config, env plugin.Env) (plugin.Source, error), check ...func(Config) error) {
-	plugin.Register(plugin.Registration{
-		Kind: plugin.KindSource, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(confgen.Checked(Load, &spec, check)), NewSource: plugin.TypedSource(Name, newSource),
+func RegisterSource(newSource func(cfg Config, env sdk.Env) (sdk.Source, error), check ...func(Config) error) {
+	sdk.Register(sdk.Registration{
+		Kind: sdk.KindSource, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
+		Load: sdk.TypedLoad(confgen.Checked(Load, &spec, check)), NewSource: sdk.TypedSource(Name, newSource),
 	})
 }

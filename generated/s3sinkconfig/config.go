@@ -20,9 +20,9 @@ package s3sinkconfig
 
 import (
 	_ "embed"
-	"github.com/picomq/pico-connectors/internal/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 	"regexp"
 	"strconv"
 	"time"
@@ -423,7 +423,7 @@ var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
 // Schema, decodes it with defaults, and checks the rules between keys. It returns
 // every problem at once as confkit.Problems; the problem of a value read from the
 // environment names the variable.
-func Load(raw map[string]any, envPrefix string, env plugin.LookupEnv) (Config, error) {
+func Load(raw map[string]any, envPrefix string, env sdk.LookupEnv) (Config, error) {
 	return confgen.Load(raw, envPrefix, env, &spec, decodeConfig)
 }
 
@@ -633,9 +633,9 @@ func (c ColumnsItem) redacted() map[string]any {
 // package calls it from init: func init() { s3sinkconfig.RegisterSink(New) }.
 // Each check runs after Load, so that validate reports it too: a rule between
 // keys that the schema cannot state (return confkit.Problems to name the keys).
-func RegisterSink(newSink func(cfg Config, env plugin.Env) (plugin.Sink, error), check ...func(Config) error) {
-	plugin.Register(plugin.Registration{
-		Kind: plugin.KindSink, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
-		Load: plugin.TypedLoad(confgen.Checked(Load, &spec, check)), NewSink: plugin.TypedSink(Name, newSink),
+func RegisterSink(newSink func(cfg Config, env sdk.Env) (sdk.Sink, error), check ...func(Config) error) {
+	sdk.Register(sdk.Registration{
+		Kind: sdk.KindSink, Name: Name, Path: Path, Summary: Summary, Schema: Schema,
+		Load: sdk.TypedLoad(confgen.Checked(Load, &spec, check)), NewSink: sdk.TypedSink(Name, newSink),
 	})
 }

@@ -28,11 +28,11 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
-// secretConfig is a plugin.Config whose Redacted masks its secret the way
+// secretConfig is a sdk.Config whose Redacted masks its secret the way
 // the generated code does.
 type secretConfig struct {
 	Bucket string
@@ -50,7 +50,7 @@ type table struct {
 	mu       sync.Mutex
 	defs     map[[2]string]definition.Connector
 	trackers map[[2]string]*status.Tracker
-	cfgs     map[[2]string]plugin.Config
+	cfgs     map[[2]string]sdk.Config
 	restarts map[[2]string]int
 	failNext error
 }
@@ -59,7 +59,7 @@ func newTable() *table {
 	t := &table{
 		defs:     map[[2]string]definition.Connector{},
 		trackers: map[[2]string]*status.Tracker{},
-		cfgs:     map[[2]string]plugin.Config{},
+		cfgs:     map[[2]string]sdk.Config{},
 		restarts: map[[2]string]int{},
 	}
 	t.add(definition.Connector{
@@ -79,7 +79,7 @@ func newTable() *table {
 	return t
 }
 
-func (t *table) add(def definition.Connector, cfg plugin.Config, s status.Status) {
+func (t *table) add(def definition.Connector, cfg sdk.Config, s status.Status) {
 	id := [2]string{def.Type, def.Key}
 	tr := status.New(def.Type, def.Key, nil)
 	tr.Set(s)
@@ -539,7 +539,7 @@ func TestDefinitionNeverCopiesRawPluginConfig(t *testing.T) {
 	if !bytes.Contains(b, []byte(`"transforms":[{"type":"add_fields"}]`)) {
 		t.Errorf("transforms = %s", b)
 	}
-	b, _ = json.Marshal(Definition(def, secretConfig{Secret: marker}, []plugin.Config{secretConfig{Secret: marker}}))
+	b, _ = json.Marshal(Definition(def, secretConfig{Secret: marker}, []sdk.Config{secretConfig{Secret: marker}}))
 	if bytes.Contains(b, []byte(marker)) || !bytes.Contains(b, []byte(`"plugin_config":{"bucket":"","secret_access_key":"****"}`)) {
 		t.Fatalf("Definition = %s", b)
 	}

@@ -2,8 +2,8 @@ package api
 
 import (
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Mask replaces a secret value in API output. It is the same mask the
@@ -68,7 +68,7 @@ func TopicNames(def definition.Connector) []string {
 // config of def.Transforms[i]; a missing or nil one shows only the
 // transform's type. librdkafka properties that librdkafka itself treats
 // as sensitive (sasl.password, ssl.key.password and the like) are masked.
-func Definition(def definition.Connector, cfg plugin.Config, transforms []plugin.Config) map[string]any {
+func Definition(def definition.Connector, cfg sdk.Config, transforms []sdk.Config) map[string]any {
 	out := map[string]any{
 		"type":    def.Type,
 		"key":     def.Key,

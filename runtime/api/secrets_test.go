@@ -14,8 +14,8 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/picomq/pico-connectors/runtime/api"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // marker is the value every secret gets in TestSecretsNeverShown.
@@ -51,7 +51,7 @@ func secretValue(s *jsonSchema, keyValue bool) string {
 }
 
 type plannedConnector struct {
-	reg      plugin.Registration
+	reg      sdk.Registration
 	key      string
 	viaEnv   bool
 	secrets  [][]string // paths set to the marker
@@ -73,13 +73,13 @@ func schemaAt(s *jsonSchema, path []string) *jsonSchema {
 func planConnectors(t *testing.T) (out []*plannedConnector, transforms map[bool][]map[string]any, transformEnv []string) {
 	t.Helper()
 	transforms = map[bool][]map[string]any{}
-	for _, reg := range plugin.All() {
+	for _, reg := range sdk.All() {
 		s, err := parseSchema(reg.Schema)
 		if err != nil {
 			t.Fatalf("%s: schema: %v", reg.Name, err)
 		}
 		secrets := secretPaths(s)
-		if reg.Kind == plugin.KindTransform {
+		if reg.Kind == sdk.KindTransform {
 			if len(secrets) > 0 {
 				t.Logf("transform %s has secrets %v", reg.Name, secrets)
 				for _, viaEnv := range []bool{false, true} {
@@ -124,7 +124,7 @@ func planConnectors(t *testing.T) (out []*plannedConnector, transforms map[bool]
 				}
 			}
 			topic := map[string]any{"topic": "secrets." + pc.key, "create_topics": true}
-			if reg.Kind == plugin.KindSink {
+			if reg.Kind == sdk.KindSink {
 				topic = map[string]any{"pattern": `^secrets\..*`}
 			}
 			pc.def = map[string]any{
@@ -153,14 +153,14 @@ func planConnectors(t *testing.T) (out []*plannedConnector, transforms map[bool]
 	return out, transforms, transformEnv
 }
 
-func mustLookup(t *testing.T, name string) plugin.Registration {
-	for _, r := range plugin.All() {
+func mustLookup(t *testing.T, name string) sdk.Registration {
+	for _, r := range sdk.All() {
 		if r.Name == name || r.Path == name {
 			return r
 		}
 	}
 	t.Fatalf("no registration %q", name)
-	return plugin.Registration{}
+	return sdk.Registration{}
 }
 
 // TestSecretsNeverShown sets every secret of every registered connector
@@ -179,7 +179,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		withSecrets += len(pc.secrets)
 	}
 	if withSecrets == 0 {
-		t.Fatalf("no registered connector has an x-secret key; registrations: %v", names(plugin.All()))
+		t.Fatalf("no registered connector has an x-secret key; registrations: %v", names(sdk.All()))
 	}
 	bin := runtimebin.Build(t)
 	store := newStateServer(t)
@@ -345,7 +345,7 @@ level = "debug"
 	t.Logf("checked %d bytes of API answers, metrics, logs and CLI output; %d secrets set", len(all), withSecrets)
 }
 
-func names(rs []plugin.Registration) []string {
+func names(rs []sdk.Registration) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.Path)

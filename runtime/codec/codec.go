@@ -24,12 +24,12 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Codec decodes and encodes one schema. It is safe for concurrent use.
 type Codec struct {
-	schema plugin.Schema
+	schema sdk.Schema
 	avro   avro.Schema
 }
 
@@ -51,17 +51,17 @@ var Schemas = []string{"json", "raw", "text", "proto", "flatbuffer", "avro"}
 
 // New returns the codec of a block, or an error naming the bad key.
 func New(o Options) (*Codec, error) {
-	s := plugin.Schema(o.Schema)
+	s := sdk.Schema(o.Schema)
 	if s == "" {
-		s = plugin.SchemaJSON
+		s = sdk.SchemaJSON
 	}
 	switch s {
-	case plugin.SchemaJSON, plugin.SchemaRaw, plugin.SchemaText, plugin.SchemaProto, plugin.SchemaFlatBuffer:
+	case sdk.SchemaJSON, sdk.SchemaRaw, sdk.SchemaText, sdk.SchemaProto, sdk.SchemaFlatBuffer:
 		if o.AvroSchemaJSON != "" || o.AvroSchemaPath != "" {
 			return nil, fmt.Errorf("schema %q: avro_schema_json and avro_schema_path apply only to schema = \"avro\"", s)
 		}
 		return &Codec{schema: s}, nil
-	case plugin.SchemaAvro:
+	case sdk.SchemaAvro:
 	default:
 		return nil, fmt.Errorf("schema %q is not one of json, raw, text, proto, flatbuffer, avro", o.Schema)
 	}
@@ -96,19 +96,19 @@ func New(o Options) (*Codec, error) {
 }
 
 // Schema returns the codec's schema.
-func (c *Codec) Schema() plugin.Schema { return c.schema }
+func (c *Codec) Schema() sdk.Schema { return c.schema }
 
 // Decode turns a source payload into the value transforms and routing see.
 func (c *Codec) Decode(payload []byte) (any, error) {
 	switch c.schema {
-	case plugin.SchemaJSON:
+	case sdk.SchemaJSON:
 		return decodeJSON(payload)
-	case plugin.SchemaText:
+	case sdk.SchemaText:
 		if !utf8.Valid(payload) {
 			return nil, errors.New("payload is not valid UTF-8 text")
 		}
 		return string(payload), nil
-	case plugin.SchemaAvro:
+	case sdk.SchemaAvro:
 		if looksJSON(payload) {
 			v, err := decodeJSON(payload)
 			if err == nil {
@@ -129,9 +129,9 @@ func (c *Codec) Decode(payload []byte) (any, error) {
 // wire bytes.
 func (c *Codec) Encode(v any) ([]byte, error) {
 	switch c.schema {
-	case plugin.SchemaJSON:
+	case sdk.SchemaJSON:
 		return json.Marshal(v)
-	case plugin.SchemaAvro:
+	case sdk.SchemaAvro:
 		cv, err := Conform(c.avro, v)
 		if err != nil {
 			return nil, err
@@ -161,18 +161,18 @@ func (c *Codec) Encode(v any) ([]byte, error) {
 // text, proto and flatbuffer the bytes are returned unchanged.
 func (c *Codec) Wire(payload []byte) ([]byte, error) {
 	switch c.schema {
-	case plugin.SchemaJSON:
+	case sdk.SchemaJSON:
 		if !validJSON(payload) {
 			_, err := decodeJSON(payload)
 			return nil, err
 		}
 		return payload, nil
-	case plugin.SchemaText:
+	case sdk.SchemaText:
 		if !utf8.Valid(payload) {
 			return nil, errors.New("payload is not valid UTF-8 text")
 		}
 		return payload, nil
-	case plugin.SchemaAvro:
+	case sdk.SchemaAvro:
 		if looksJSON(payload) {
 			if v, err := decodeJSON(payload); err == nil {
 				return c.Encode(v)
@@ -210,11 +210,11 @@ func decodeJSON(b []byte) (any, error) {
 // JSON must parse (the same rule as encoding/json.Valid, checked without
 // allocating and several times faster), text must be UTF-8; other schemas
 // accept any bytes.
-func ValidSinkPayload(schema plugin.Schema, payload []byte) bool {
+func ValidSinkPayload(schema sdk.Schema, payload []byte) bool {
 	switch schema {
-	case plugin.SchemaJSON:
+	case sdk.SchemaJSON:
 		return validJSON(payload)
-	case plugin.SchemaText:
+	case sdk.SchemaText:
 		return utf8.Valid(payload)
 	}
 	return true

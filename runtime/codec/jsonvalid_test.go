@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 var jsonCases = []string{
@@ -36,7 +36,7 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 			}
 		}
 	}
-	if ValidSinkPayload(plugin.SchemaJSON, []byte(`{"a"`)) || !ValidSinkPayload(plugin.SchemaJSON, []byte(`{"a":1}`)) {
+	if ValidSinkPayload(sdk.SchemaJSON, []byte(`{"a"`)) || !ValidSinkPayload(sdk.SchemaJSON, []byte(`{"a":1}`)) {
 		t.Fatal("ValidSinkPayload does not use the JSON rule")
 	}
 }

@@ -5,5 +5,5 @@
 //
 // The helpers that the generated Load calls to get there (environment
 // overrides, aliases, the JSON Schema check, the dialect's x- rules) are in
-// internal/confgen, out of a connector author's sight.
+// sdk/confgen, which exists only for generated code.
 package confkit

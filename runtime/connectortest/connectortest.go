@@ -6,7 +6,7 @@
 // this package is for end-to-end tests of one connector:
 //
 //	b := connectortest.Broker(t, "orders")
-//	connectortest.Produce(t, b, "orders", plugin.Message{Payload: []byte(`{"id":1}`)})
+//	connectortest.Produce(t, b, "orders", sdk.Message{Payload: []byte(`{"id":1}`)})
 //	run := connectortest.RunSink(t, b, mySink, connectortest.SinkTopics("orders"))
 //	// ... wait for the destination to show the record ...
 //	run.Stop() // graceful stop: the sink is closed, which flushes
@@ -33,10 +33,10 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Broker starts an embedded broker on a free 127.0.0.1 port with
@@ -52,7 +52,7 @@ func Broker(t testing.TB, topics ...string) *broker.Broker {
 }
 
 // Produce writes msgs to topic and waits until the broker has them all.
-func Produce(t testing.TB, b *broker.Broker, topic string, msgs ...plugin.Message) {
+func Produce(t testing.TB, b *broker.Broker, topic string, msgs ...sdk.Message) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation())
 	if err != nil {
@@ -76,11 +76,11 @@ func Produce(t testing.TB, b *broker.Broker, topic string, msgs ...plugin.Messag
 
 // ProduceRecords writes the payloads, keys and headers of recs to topic;
 // sinktest.Records makes suitable records.
-func ProduceRecords(t testing.TB, b *broker.Broker, topic string, recs []plugin.Record) {
+func ProduceRecords(t testing.TB, b *broker.Broker, topic string, recs []sdk.Record) {
 	t.Helper()
-	msgs := make([]plugin.Message, len(recs))
+	msgs := make([]sdk.Message, len(recs))
 	for i, r := range recs {
-		msgs[i] = plugin.Message{Key: r.Key, Payload: r.Payload, Headers: r.Headers, Timestamp: r.Timestamp}
+		msgs[i] = sdk.Message{Key: r.Key, Payload: r.Payload, Headers: r.Headers, Timestamp: r.Timestamp}
 	}
 	Produce(t, b, topic, msgs...)
 }
@@ -193,7 +193,7 @@ func start(t testing.TB, kind string, run func(ctx context.Context, tr *status.T
 // RunSink runs sink through the runtime's sink loop (runtime/sinkloop)
 // against b until Stop is called or the test ends. The loop uses a short
 // retry delay so redelivery after a failed Consume shows quickly.
-func RunSink(t testing.TB, b *broker.Broker, sink plugin.Sink, topics []definition.Topics) *Run {
+func RunSink(t testing.TB, b *broker.Broker, sink sdk.Sink, topics []definition.Topics) *Run {
 	t.Helper()
 	logger := sinktest.Env(t).Logger
 	return start(t, "sink", func(ctx context.Context, tr *status.Tracker) error {
@@ -209,7 +209,7 @@ func RunSink(t testing.TB, b *broker.Broker, sink plugin.Sink, topics []definiti
 // against b until Stop is called or the test ends: the loop opens src with
 // the state store holds under Run.Key and saves new state there. store may
 // be nil for a new, empty one.
-func RunSource(t testing.TB, b *broker.Broker, src plugin.Source, topics []definition.Topics, store *MemStore) *Run {
+func RunSource(t testing.TB, b *broker.Broker, src sdk.Source, topics []definition.Topics, store *MemStore) *Run {
 	t.Helper()
 	if store == nil {
 		store = NewMemStore()

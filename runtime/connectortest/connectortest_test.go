@@ -12,7 +12,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func TestProduceAndWaitTopic(t *testing.T) {
@@ -59,7 +59,7 @@ type seq struct {
 	limit                int
 }
 
-func (s *seq) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *seq) Poll(ctx context.Context) (sdk.Batch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.committed >= s.limit {
@@ -67,12 +67,12 @@ func (s *seq) Poll(ctx context.Context) (plugin.Batch, error) {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond):
 		}
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
-	var b plugin.Batch
+	var b sdk.Batch
 	n := s.committed
 	for ; n < min(s.committed+5, s.limit); n++ {
-		b.Messages = append(b.Messages, plugin.Message{Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
+		b.Messages = append(b.Messages, sdk.Message{Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
 	}
 	s.candidate = n
 	b.State = []byte(strconv.Itoa(n))
@@ -81,10 +81,10 @@ func (s *seq) Poll(ctx context.Context) (plugin.Batch, error) {
 
 func (s *seq) Open(context.Context, []byte) error { return nil }
 
-func (s *seq) OnBatchResult(_ context.Context, r plugin.Result) error {
+func (s *seq) OnBatchResult(_ context.Context, r sdk.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r == plugin.Ack {
+	if r == sdk.Ack {
 		s.committed = max(s.committed, s.candidate)
 	}
 	return nil
@@ -128,7 +128,7 @@ type memSink struct {
 
 func (s *memSink) Open(context.Context) error { return nil }
 
-func (s *memSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s *memSink) Consume(_ context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range batch {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The headers of a dead-letter record.
@@ -49,10 +49,10 @@ type Origin struct {
 
 // Headers returns the record's own headers followed by the dead-letter
 // headers for origin and err.
-func Headers(own []plugin.Header, o Origin, err error) []plugin.Header {
-	out := make([]plugin.Header, 0, len(own)+7)
+func Headers(own []sdk.Header, o Origin, err error) []sdk.Header {
+	out := make([]sdk.Header, 0, len(own)+7)
 	out = append(out, own...)
-	add := func(k, v string) { out = append(out, plugin.Header{Key: k, Value: []byte(v)}) }
+	add := func(k, v string) { out = append(out, sdk.Header{Key: k, Value: []byte(v)}) }
 	msg := "unknown error"
 	if err != nil {
 		msg = err.Error()

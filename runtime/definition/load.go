@@ -18,7 +18,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // EnvPrefix starts every environment variable the runtime reads.
@@ -78,10 +78,10 @@ type Definition struct {
 	// EnvPrefix is PICOMQ_CONNECTORS_{SINK|SOURCE}_{KEY}_.
 	EnvPrefix string
 	// Registration is the plugin named by path (zero when unknown).
-	Registration plugin.Registration
+	Registration sdk.Registration
 	// Plugin is plugin_config as the registration's Load returned it, nil
 	// when it did not load.
-	Plugin plugin.Config
+	Plugin sdk.Config
 	// Transforms are the loaded configs of Connector.Transforms, index for
 	// index.
 	Transforms []Transform
@@ -96,18 +96,18 @@ type Transform struct {
 	// EnvPrefix is where the transform's own keys are overridden from.
 	EnvPrefix string
 	// Registration is the transform's registration (zero when unknown).
-	Registration plugin.Registration
+	Registration sdk.Registration
 	// Config is what the registration's Load returned, nil on failure.
-	Config plugin.Config
+	Config sdk.Config
 }
 
 // Kind returns the definition's kind, sink or source.
-func (d *Definition) Kind() plugin.Kind { return plugin.Kind(d.Type) }
+func (d *Definition) Kind() sdk.Kind { return sdk.Kind(d.Type) }
 
 // TransformConfigs returns the loaded configs of Connector.Transforms,
 // index for index (nil where one did not load).
-func (d *Definition) TransformConfigs() []plugin.Config {
-	out := make([]plugin.Config, len(d.Transforms))
+func (d *Definition) TransformConfigs() []sdk.Config {
+	out := make([]sdk.Config, len(d.Transforms))
 	for i, t := range d.Transforms {
 		out[i] = t.Config
 	}
@@ -435,15 +435,15 @@ func (c *Definition) validate(d *decoder) {
 	isSink, isSource := c.Type == "sink", c.Type == "source"
 	if !d.defined["path"] || c.Path == "" {
 		d.add("path", "missing: name the plugin, such as path = %q", examplePath(c.Type))
-	} else if reg, ok := plugin.Lookup(c.Path); !ok || reg.Kind == plugin.KindTransform {
+	} else if reg, ok := sdk.Lookup(c.Path); !ok || reg.Kind == sdk.KindTransform {
 		var options []string
 		switch {
 		case isSink:
-			options = plugin.Paths(plugin.KindSink)
+			options = sdk.Paths(sdk.KindSink)
 		case isSource:
-			options = plugin.Paths(plugin.KindSource)
+			options = sdk.Paths(sdk.KindSource)
 		default:
-			options = append(plugin.Paths(plugin.KindSink), plugin.Paths(plugin.KindSource)...)
+			options = append(sdk.Paths(sdk.KindSink), sdk.Paths(sdk.KindSource)...)
 		}
 		msg := fmt.Sprintf("unknown plugin %q%s", c.Path, d.origin("path"))
 		if s := confkit.DidYouMean(c.Path, options); s != "" {

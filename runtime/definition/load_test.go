@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 type testConfig struct{ raw map[string]any }
@@ -27,7 +27,7 @@ func (c testConfig) Redacted() map[string]any {
 
 // testLoad accepts keys "bucket" (string) and "password"; env overrides
 // prefix+BUCKET.
-func testLoad(raw map[string]any, prefix string, env plugin.LookupEnv) (plugin.Config, error) {
+func testLoad(raw map[string]any, prefix string, env sdk.LookupEnv) (sdk.Config, error) {
 	out := map[string]any{}
 	var errs []error
 	for k, v := range raw {
@@ -45,9 +45,9 @@ func testLoad(raw map[string]any, prefix string, env plugin.LookupEnv) (plugin.C
 }
 
 func init() {
-	plugin.Register(plugin.Registration{Name: "test_sink", Path: "libpicomq_connector_test_sink", Kind: plugin.KindSink, Load: testLoad})
-	plugin.Register(plugin.Registration{Name: "test_source", Path: "libpicomq_connector_test_source", Kind: plugin.KindSource, Load: testLoad})
-	plugin.Register(plugin.Registration{Name: "add_fields", Path: "add_fields", Kind: plugin.KindTransform, Load: testLoad})
+	sdk.Register(sdk.Registration{Name: "test_sink", Path: "libpicomq_connector_test_sink", Kind: sdk.KindSink, Load: testLoad})
+	sdk.Register(sdk.Registration{Name: "test_source", Path: "libpicomq_connector_test_source", Kind: sdk.KindSource, Load: testLoad})
+	sdk.Register(sdk.Registration{Name: "add_fields", Path: "add_fields", Kind: sdk.KindTransform, Load: testLoad})
 }
 
 func writeFiles(t *testing.T, files map[string]string) string {

@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
-// envLookup returns a plugin.LookupEnv over env that records what it found.
-func envLookup(env map[string]string, used map[string]bool) plugin.LookupEnv {
+// envLookup returns a sdk.LookupEnv over env that records what it found.
+func envLookup(env map[string]string, used map[string]bool) sdk.LookupEnv {
 	return func(name string) (string, bool) {
 		v, ok := env[name]
 		if ok {
@@ -29,7 +29,7 @@ func (def *Definition) loadPlugin(d *decoder, env map[string]string, used map[st
 		env = map[string]string{}
 	}
 	lookup := envLookup(env, used)
-	if reg, ok := plugin.Lookup(def.Path); ok && string(reg.Kind) == def.Type {
+	if reg, ok := sdk.Lookup(def.Path); ok && string(reg.Kind) == def.Type {
 		def.Registration = reg
 		if reg.Load == nil {
 			d.add("path", "plugin %q has no Load function; rebuild with picogen gen", def.Path)
@@ -63,9 +63,9 @@ func (def *Definition) loadPlugin(d *decoder, env map[string]string, used map[st
 			}
 		}
 		if t.Type != "" {
-			reg, ok := plugin.Lookup(t.Type)
-			if !ok || reg.Kind != plugin.KindTransform {
-				d.add(key+".type", "unknown transform %q%s", t.Type, confkit.DidYouMeanOrAllowed(t.Type, plugin.Paths(plugin.KindTransform)))
+			reg, ok := sdk.Lookup(t.Type)
+			if !ok || reg.Kind != sdk.KindTransform {
+				d.add(key+".type", "unknown transform %q%s", t.Type, confkit.DidYouMeanOrAllowed(t.Type, sdk.Paths(sdk.KindTransform)))
 			} else if reg.Load != nil {
 				t.Registration = reg
 				cfg, err := safeLoad(reg.Load, body, t.EnvPrefix, lookup)
@@ -81,7 +81,7 @@ func (def *Definition) loadPlugin(d *decoder, env map[string]string, used map[st
 }
 
 // safeLoad calls a generated Load, turning a panic into an error.
-func safeLoad(load func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error), raw map[string]any, prefix string, env plugin.LookupEnv) (cfg plugin.Config, err error) {
+func safeLoad(load func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error), raw map[string]any, prefix string, env sdk.LookupEnv) (cfg sdk.Config, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			cfg, err = nil, fmt.Errorf("the plugin's config loader failed unexpectedly: %v", r)

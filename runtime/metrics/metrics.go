@@ -2,7 +2,7 @@
 // registry (never the global one): the running gauges and counters of
 // every tracked connector, the stage-duration histograms the loops feed,
 // and the connector-specific metrics plugins register through
-// plugin.Metrics. Every series is labelled by connector key and type.
+// sdk.Metrics. Every series is labelled by connector key and type.
 //
 // README.md lists every metric.
 package metrics
@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Prefix starts the name of every metric the runtime exports.
@@ -127,13 +127,13 @@ func (r *Registry) Track(t *status.Tracker) { r.trackers.track(t) }
 func (r *Registry) Untrack(kind, key string) { r.trackers.untrack(kind, key) }
 
 // For returns the metrics of one connector, to hand to its plugin (as
-// plugin.Env.Metrics) and to its loop (sinkloop/sourceloop Config.Metrics).
+// sdk.Env.Metrics) and to its loop (sinkloop/sourceloop Config.Metrics).
 // kind is "source" or "sink".
 func (r *Registry) For(kind, key string) *Connector {
 	return &Connector{r: r, kind: kind, key: key}
 }
 
-// Connector is the metrics of one connector. It implements plugin.Metrics:
+// Connector is the metrics of one connector. It implements sdk.Metrics:
 // every metric it registers is named Prefix+name and labelled by the
 // connector's key and type.
 type Connector struct {
@@ -141,7 +141,7 @@ type Connector struct {
 	kind, key string
 }
 
-var _ plugin.Metrics = (*Connector)(nil)
+var _ sdk.Metrics = (*Connector)(nil)
 
 // Key returns the connector's key.
 func (c *Connector) Key() string { return c.key }
@@ -150,7 +150,7 @@ func (c *Connector) Key() string { return c.key }
 func (c *Connector) Kind() string { return c.kind }
 
 // Stage returns the histogram of one stage's durations in seconds.
-func (c *Connector) Stage(stage string) plugin.Histogram {
+func (c *Connector) Stage(stage string) sdk.Histogram {
 	return c.r.stage.WithLabelValues(c.key, c.kind, stage)
 }
 
@@ -162,19 +162,19 @@ func (c *Connector) ObserveStage(stage string, d time.Duration) {
 // Counter returns the connector's counter named Prefix+name, registering
 // it on first use. An invalid name, or one already used by a metric of
 // another kind, yields a counter that records nothing and a warning.
-func (c *Connector) Counter(name, help string) plugin.Counter {
+func (c *Connector) Counter(name, help string) sdk.Counter {
 	m, ok := c.r.custom0(name, help, "counter", nil)
 	if !ok {
-		return plugin.DiscardMetrics.Counter(name, help)
+		return sdk.DiscardMetrics.Counter(name, help)
 	}
 	return m.c.WithLabelValues(c.key, c.kind)
 }
 
 // Gauge returns the connector's gauge named Prefix+name; see Counter.
-func (c *Connector) Gauge(name, help string) plugin.Gauge {
+func (c *Connector) Gauge(name, help string) sdk.Gauge {
 	m, ok := c.r.custom0(name, help, "gauge", nil)
 	if !ok {
-		return plugin.DiscardMetrics.Gauge(name, help)
+		return sdk.DiscardMetrics.Gauge(name, help)
 	}
 	return m.g.WithLabelValues(c.key, c.kind)
 }
@@ -182,23 +182,23 @@ func (c *Connector) Gauge(name, help string) plugin.Gauge {
 // Histogram returns the connector's histogram named Prefix+name; nil
 // buckets mean Prometheus' defaults. The buckets of the first registration
 // of a name win. See Counter.
-func (c *Connector) Histogram(name, help string, buckets []float64) plugin.Histogram {
+func (c *Connector) Histogram(name, help string, buckets []float64) sdk.Histogram {
 	m, ok := c.r.custom0(name, help, "histogram", buckets)
 	if !ok {
-		return plugin.DiscardMetrics.Histogram(name, help, buckets)
+		return sdk.DiscardMetrics.Histogram(name, help, buckets)
 	}
 	return m.h.WithLabelValues(c.key, c.kind)
 }
 
 // Stage returns the histogram of one stage's durations from any
-// plugin.Metrics: the shared stage histogram of a *Connector, or else a
+// sdk.Metrics: the shared stage histogram of a *Connector, or else a
 // histogram named STAGE_duration_seconds.
-func Stage(m plugin.Metrics, stage string) plugin.Histogram {
+func Stage(m sdk.Metrics, stage string) sdk.Histogram {
 	if c, ok := m.(*Connector); ok {
 		return c.Stage(stage)
 	}
 	if m == nil {
-		m = plugin.DiscardMetrics
+		m = sdk.DiscardMetrics
 	}
 	return m.Histogram(stage+"_duration_seconds", "Time spent in the "+stage+" stage, per batch.", StageBuckets)
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func scrape(t *testing.T, r *Registry) string {
@@ -144,15 +144,15 @@ func TestStagesAndRecordCounters(t *testing.T) {
 		`picomq_connectors_records_nacked_total{key="archive",type="sink"} 2`,
 	)
 
-	// Stage on another plugin.Metrics falls back to a named histogram.
-	Stage(plugin.DiscardMetrics, StageDecode).Observe(1)
+	// Stage on another sdk.Metrics falls back to a named histogram.
+	Stage(sdk.DiscardMetrics, StageDecode).Observe(1)
 	Stage(nil, StageDecode).Observe(1)
 }
 
 func TestPluginMetrics(t *testing.T) {
 	var logs bytes.Buffer
 	r := New(slog.New(slog.NewTextHandler(&logs, nil)))
-	var m plugin.Metrics = r.For("sink", "archive")
+	var m sdk.Metrics = r.For("sink", "archive")
 	m.Counter("s3_bytes_uploaded_total", "Bytes uploaded to S3.").Add(1024)
 	m.Counter("s3_files_uploaded_total", "Files uploaded.").Add(2)
 	m.Gauge("pending_files", "Files not yet uploaded.").Set(3)

@@ -21,7 +21,7 @@ import (
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // ErrUnroutable is wrapped by Router.Topic when a record has no usable
@@ -34,7 +34,7 @@ var Strategies = []string{"field", "key", "header"}
 // Input is what a rule reads from one record.
 type Input struct {
 	Key     []byte
-	Headers []plugin.Header
+	Headers []sdk.Header
 	// Value is the decoded payload (see package codec).
 	Value any
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func mustCompile(t *testing.T, r definition.Route) *Router {
@@ -21,7 +21,7 @@ func mustCompile(t *testing.T, r definition.Route) *Router {
 
 func TestStrategies(t *testing.T) {
 	value := map[string]any{"tenant": "eu", "n": json.Number("42"), "customer": map[string]any{"tags": []any{"vip", true}}}
-	in := Input{Key: []byte("k1"), Headers: []plugin.Header{{Key: "region", Value: []byte("us")}}, Value: value}
+	in := Input{Key: []byte("k1"), Headers: []sdk.Header{{Key: "region", Value: []byte("us")}}, Value: value}
 	cases := []struct {
 		r    definition.Route
 		want string

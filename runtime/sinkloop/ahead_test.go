@@ -8,7 +8,7 @@ import (
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // aheadSink is a DeferredSink that, like the S3 sink finding a file its
@@ -23,7 +23,7 @@ type aheadSink struct {
 
 func (s *aheadSink) Open(context.Context) error { return nil }
 
-func (s *aheadSink) Consume(ctx context.Context, batch []plugin.Record) error {
+func (s *aheadSink) Consume(ctx context.Context, batch []sdk.Record) error {
 	for _, r := range batch {
 		if r.Offset >= 1 {
 			select {
@@ -47,17 +47,17 @@ func (s *aheadSink) Consume(ctx context.Context, batch []plugin.Record) error {
 	return nil
 }
 
-func (s *aheadSink) Durable() map[plugin.TopicPartition]int64 {
+func (s *aheadSink) Durable() map[sdk.TopicPartition]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.durable == 0 {
 		return nil
 	}
-	return map[plugin.TopicPartition]int64{{Topic: "ahead", Partition: 0}: s.durable}
+	return map[sdk.TopicPartition]int64{{Topic: "ahead", Partition: 0}: s.durable}
 }
 
-func (s *aheadSink) Release(context.Context, []plugin.TopicPartition) error { return nil }
-func (s *aheadSink) Close(context.Context) error                            { return nil }
+func (s *aheadSink) Release(context.Context, []sdk.TopicPartition) error { return nil }
+func (s *aheadSink) Close(context.Context) error                         { return nil }
 
 // TestDeferredSinkCommitsNoOffsetItDidNotReport: a Durable ahead of what
 // was consumed is committed only once consumption reaches it, never as the

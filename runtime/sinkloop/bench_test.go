@@ -12,7 +12,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 type countSink struct {
@@ -23,7 +23,7 @@ type countSink struct {
 
 func (s *countSink) Open(context.Context) error  { return nil }
 func (s *countSink) Close(context.Context) error { return nil }
-func (s *countSink) Consume(_ context.Context, b []plugin.Record) error {
+func (s *countSink) Consume(_ context.Context, b []sdk.Record) error {
 	if s.n.Add(int64(len(b))) >= s.want && s.done != nil {
 		close(s.done)
 		s.done = nil

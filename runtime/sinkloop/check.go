@@ -10,7 +10,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Defaults of a sink's [[topics]] block.
@@ -24,7 +24,7 @@ type subscription struct {
 	idx    int
 	name   string         // what librdkafka subscribes to
 	re     *regexp.Regexp // nil for a literal
-	schema plugin.Schema
+	schema sdk.Schema
 	codec  *codec.Codec // nil when it could not be built (CheckTopics reports why)
 	dlq    string       // dead_letter_topic, "" for none
 }
@@ -68,9 +68,9 @@ func compile(topics []definition.Topics, baseDir string) (plan, error) {
 		}
 		schema := t.Schema
 		if schema == "" {
-			schema = string(plugin.SchemaJSON)
+			schema = string(sdk.SchemaJSON)
 		}
-		sub := subscription{idx: i, schema: plugin.Schema(schema), dlq: t.DeadLetterTopic}
+		sub := subscription{idx: i, schema: sdk.Schema(schema), dlq: t.DeadLetterTopic}
 		c, err := codec.New(codec.Options{Schema: schema, AvroSchemaJSON: t.AvroSchemaJSON, AvroSchemaPath: t.AvroSchemaPath, BaseDir: baseDir})
 		if err != nil {
 			bad("schema: %v", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/picomq/pico-connectors/runtime/backoff"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // committer commits offsets off the poll loop: the loop adds offsets and
@@ -28,8 +28,8 @@ type committer struct {
 	run sync.Mutex // held while committing
 
 	mu      sync.Mutex
-	pending map[plugin.TopicPartition]int64
-	last    map[plugin.TopicPartition]int64 // last offset committed (or the first consumed) per partition
+	pending map[sdk.TopicPartition]int64
+	last    map[sdk.TopicPartition]int64 // last offset committed (or the first consumed) per partition
 	wake    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
@@ -44,7 +44,7 @@ type committer struct {
 const commitSpacing = 100 * time.Millisecond
 
 func newCommitter(c *kafka.Consumer, log *slog.Logger, tr *status.Tracker) *committer {
-	k := &committer{c: c, log: log, tr: tr, pending: map[plugin.TopicPartition]int64{}, last: map[plugin.TopicPartition]int64{},
+	k := &committer{c: c, log: log, tr: tr, pending: map[sdk.TopicPartition]int64{}, last: map[sdk.TopicPartition]int64{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	go k.serve()
 	return k
@@ -87,7 +87,7 @@ func (k *committer) serve() {
 // base records the first offset the loop consumed of a partition since it
 // was assigned: commits at or below it are not made, and Committed counts
 // from it.
-func (k *committer) base(p plugin.TopicPartition, offset int64) {
+func (k *committer) base(p sdk.TopicPartition, offset int64) {
 	k.mu.Lock()
 	if _, ok := k.last[p]; !ok {
 		k.last[p] = offset
@@ -96,7 +96,7 @@ func (k *committer) base(p plugin.TopicPartition, offset int64) {
 }
 
 // add asks for offset (the next record to read) to be committed for p.
-func (k *committer) add(p plugin.TopicPartition, offset int64) {
+func (k *committer) add(p sdk.TopicPartition, offset int64) {
 	k.mu.Lock()
 	if last, ok := k.last[p]; ok && offset > last && offset > k.pending[p] {
 		k.pending[p] = offset
@@ -124,7 +124,7 @@ func (k *committer) flush() bool {
 		return true
 	}
 	take := k.pending
-	k.pending = map[plugin.TopicPartition]int64{}
+	k.pending = map[sdk.TopicPartition]int64{}
 	k.mu.Unlock()
 	parts := make([]kafka.TopicPartition, 0, len(take))
 	for p, o := range take {
@@ -152,10 +152,10 @@ func (k *committer) flush() bool {
 		}
 		return false
 	}
-	failed := map[plugin.TopicPartition]bool{}
+	failed := map[sdk.TopicPartition]bool{}
 	for _, r := range res {
 		if r.Error != nil && r.Topic != nil {
-			failed[plugin.TopicPartition{Topic: *r.Topic, Partition: r.Partition}] = true
+			failed[sdk.TopicPartition{Topic: *r.Topic, Partition: r.Partition}] = true
 			k.log.Warn("offset commit failed for a partition", "topic", *r.Topic, "partition", r.Partition, "err", r.Error)
 		}
 	}
@@ -180,7 +180,7 @@ func (k *committer) flush() bool {
 
 // forget drops what is known of partitions the loop no longer owns; call
 // it after flush.
-func (k *committer) forget(parts []plugin.TopicPartition) {
+func (k *committer) forget(parts []sdk.TopicPartition) {
 	k.mu.Lock()
 	for _, p := range parts {
 		delete(k.pending, p)

@@ -12,13 +12,13 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // deadLetter is one record bound for its block's dead_letter_topic.
 type deadLetter struct {
 	topic string
-	rec   plugin.Record
+	rec   sdk.Record
 	stage deadletter.Stage
 	err   error
 }

@@ -14,19 +14,19 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/runtime/transform"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // rejectEvery returns a fail func that rejects every record whose offset
 // is a multiple of n.
-func rejectEvery(n int64) func(int, []plugin.Record) error {
-	return func(_ int, batch []plugin.Record) error {
-		var rej plugin.Rejected
+func rejectEvery(n int64) func(int, []sdk.Record) error {
+	return func(_ int, batch []sdk.Record) error {
+		var rej sdk.Rejected
 		for _, r := range batch {
 			if r.Offset%n == 0 {
-				rej.Records = append(rej.Records, plugin.Rejection{Record: r, Err: fmt.Errorf("offset %d is unwritable", r.Offset)})
+				rej.Records = append(rej.Records, sdk.Rejection{Record: r, Err: fmt.Errorf("offset %d is unwritable", r.Offset)})
 			}
 		}
 		if len(rej.Records) > 0 {
@@ -106,7 +106,7 @@ func TestRejectedWithoutDeadLetterTopicFails(t *testing.T) {
 	b := startBroker(t)
 	produce(t, b, "in", jsonValues("n", 3)...)
 	calls := 0
-	sink := &recSink{fail: func(call int, batch []plugin.Record) error {
+	sink := &recSink{fail: func(call int, batch []sdk.Record) error {
 		calls = call
 		if call <= 2 {
 			return rejectEvery(1)(call, batch)
@@ -175,7 +175,7 @@ func TestTransformsRunInSinks(t *testing.T) {
 	sink := &recSink{}
 	tr := status.New("sink", "tx", nil)
 	r := run(t, Config{Key: "tx", Topics: []definition.Topics{{Topic: definition.Route{Literal: "tx"}, PollInterval: "20ms", DeadLetterTopic: "tx.dead"}},
-		Transforms: []plugin.Transform{transform.DeleteFields([]string{"secret"}), transform.AddFields(map[string]any{"via": "sink"}, true)},
+		Transforms: []sdk.Transform{transform.DeleteFields([]string{"secret"}), transform.AddFields(map[string]any{"via": "sink"}, true)},
 		Sink:       sink, BootstrapServers: b.Addr(), Tracker: tr})
 	testwait.For(t, time.Minute, "offset 3 committed", func() bool { o, err := fetchCommitted(b, "pico-connectors-tx"); return err == nil && o["tx"] == 3 })
 	r.stop(t)
@@ -197,7 +197,7 @@ func TestTransformErrorWithoutDeadLetterTopicFails(t *testing.T) {
 	sink := &recSink{}
 	tr := status.New("sink", "txfail", nil)
 	r := run(t, Config{Key: "txfail", Topics: []definition.Topics{{Topic: definition.Route{Literal: "tx"}, PollInterval: "20ms"}},
-		Transforms: []plugin.Transform{transform.AddFields(map[string]any{"x": 1}, true)},
+		Transforms: []sdk.Transform{transform.AddFields(map[string]any{"x": 1}, true)},
 		Sink:       sink, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond, ErrorAfter: 2})
 	testwait.For(t, time.Minute, "status Error", func() bool { return tr.Status() == status.Error })
 	r.stop(t)

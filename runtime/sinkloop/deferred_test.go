@@ -12,25 +12,25 @@ import (
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // durableStore is a destination shared by sinks: what each made durable.
 type durableStore struct {
 	mu  sync.Mutex
-	got map[plugin.TopicPartition]map[int64]int // offset -> times written
+	got map[sdk.TopicPartition]map[int64]int // offset -> times written
 }
 
 func newStore() *durableStore {
-	return &durableStore{got: map[plugin.TopicPartition]map[int64]int{}}
+	return &durableStore{got: map[sdk.TopicPartition]map[int64]int{}}
 }
 
-func (s *durableStore) write(recs []plugin.Record) {
+func (s *durableStore) write(recs []sdk.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs {
-		p := plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		p := sdk.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		if s.got[p] == nil {
 			s.got[p] = map[int64]int{}
 		}
@@ -44,7 +44,7 @@ func (s *durableStore) missing(topic string, end int64) []int64 {
 	defer s.mu.Unlock()
 	var out []int64
 	for o := int64(0); o < end; o++ {
-		if s.got[plugin.TopicPartition{Topic: topic}][o] == 0 {
+		if s.got[sdk.TopicPartition{Topic: topic}][o] == 0 {
 			out = append(out, o)
 		}
 	}
@@ -70,26 +70,26 @@ type deferSink struct {
 	store *durableStore
 
 	mu       sync.Mutex
-	next     map[plugin.TopicPartition]int64
-	buf      map[plugin.TopicPartition][]plugin.Record
-	durable  map[plugin.TopicPartition]int64
+	next     map[sdk.TopicPartition]int64
+	buf      map[sdk.TopicPartition][]sdk.Record
+	durable  map[sdk.TopicPartition]int64
 	limit    int64 // when >= 0, nothing at or above this offset becomes durable
 	calls    int   // Durable calls
-	releases [][]plugin.TopicPartition
+	releases [][]sdk.TopicPartition
 	closed   bool
 	closeErr error // what Close returns
 	// consume, when set, runs at the start of Consume (outside the lock).
-	consume func(ctx context.Context, batch []plugin.Record) error
+	consume func(ctx context.Context, batch []sdk.Record) error
 }
 
 func newDeferSink(store *durableStore) *deferSink {
-	return &deferSink{store: store, next: map[plugin.TopicPartition]int64{}, buf: map[plugin.TopicPartition][]plugin.Record{},
-		durable: map[plugin.TopicPartition]int64{}, limit: -1}
+	return &deferSink{store: store, next: map[sdk.TopicPartition]int64{}, buf: map[sdk.TopicPartition][]sdk.Record{},
+		durable: map[sdk.TopicPartition]int64{}, limit: -1}
 }
 
 func (s *deferSink) Open(context.Context) error { return nil }
 
-func (s *deferSink) Consume(ctx context.Context, batch []plugin.Record) error {
+func (s *deferSink) Consume(ctx context.Context, batch []sdk.Record) error {
 	if s.consume != nil {
 		if err := s.consume(ctx, batch); err != nil {
 			return err
@@ -98,7 +98,7 @@ func (s *deferSink) Consume(ctx context.Context, batch []plugin.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range batch {
-		p := plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		p := sdk.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		if n, ok := s.next[p]; ok && r.Offset < n {
 			continue // a redelivery of what was accepted
 		}
@@ -108,7 +108,7 @@ func (s *deferSink) Consume(ctx context.Context, batch []plugin.Record) error {
 	return nil
 }
 
-func (s *deferSink) Durable() map[plugin.TopicPartition]int64 {
+func (s *deferSink) Durable() map[sdk.TopicPartition]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -123,14 +123,14 @@ func (s *deferSink) Durable() map[plugin.TopicPartition]int64 {
 			s.durable[p] = recs[i-1].Offset + 1
 		}
 	}
-	out := make(map[plugin.TopicPartition]int64, len(s.durable))
+	out := make(map[sdk.TopicPartition]int64, len(s.durable))
 	for p, o := range s.durable {
 		out[p] = o
 	}
 	return out
 }
 
-func (s *deferSink) Release(_ context.Context, parts []plugin.TopicPartition) error {
+func (s *deferSink) Release(_ context.Context, parts []sdk.TopicPartition) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.releases = append(s.releases, parts)
@@ -153,7 +153,7 @@ func (s *deferSink) Close(context.Context) error {
 func (s *deferSink) state() (accepted int64, calls int, releases int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.next[plugin.TopicPartition{Topic: "d"}], s.calls, len(s.releases)
+	return s.next[sdk.TopicPartition{Topic: "d"}], s.calls, len(s.releases)
 }
 
 func (s *deferSink) setLimit(n int64) { s.mu.Lock(); s.limit = n; s.mu.Unlock() }
@@ -249,7 +249,7 @@ func TestConsumeBlockingPastMaxPollInterval(t *testing.T) {
 	unblock := make(chan struct{})
 	blocked := make(chan struct{}, 1)
 	var once sync.Once
-	sink.consume = func(ctx context.Context, batch []plugin.Record) error {
+	sink.consume = func(ctx context.Context, batch []sdk.Record) error {
 		if batch[0].Offset < 5 {
 			return nil
 		}
@@ -305,7 +305,7 @@ func testRebalance(t *testing.T, strategy string) {
 	produceAll(0)
 	const group = "pico-connectors-rebalance"
 	store := newStore()
-	cfg := func(s plugin.Sink) Config {
+	cfg := func(s sdk.Sink) Config {
 		return Config{Key: "rebalance", Topics: []definition.Topics{{Pattern: `rb\..*`, BatchLength: 7, PollInterval: "20ms",
 			Properties: map[string]string{"topic.metadata.refresh.interval.ms": "500", "partition.assignment.strategy": strategy}}},
 			Sink: s, BootstrapServers: b.Addr(), CommitInterval: 30 * time.Millisecond}
@@ -413,7 +413,7 @@ func (h *countingHandler) count(msg string) int {
 }
 
 // rejectOnce is a DeferredSink that accepts every record but reports offset
-// reject as *plugin.Rejected the first time it sees it, and counts it as
+// reject as *sdk.Rejected the first time it sees it, and counts it as
 // handled (its Durable passes over it), as the contract allows.
 type rejectOnce struct {
 	*deferSink
@@ -421,14 +421,14 @@ type rejectOnce struct {
 	rejected bool
 }
 
-func (s *rejectOnce) Consume(ctx context.Context, batch []plugin.Record) error {
+func (s *rejectOnce) Consume(ctx context.Context, batch []sdk.Record) error {
 	if err := s.deferSink.Consume(ctx, batch); err != nil {
 		return err
 	}
 	for _, r := range batch {
 		if r.Offset == s.reject && !s.rejected {
 			s.rejected = true
-			return &plugin.Rejected{Records: []plugin.Rejection{{Record: r, Err: fmt.Errorf("unwritable")}}}
+			return &sdk.Rejected{Records: []sdk.Rejection{{Record: r, Err: fmt.Errorf("unwritable")}}}
 		}
 	}
 	return nil

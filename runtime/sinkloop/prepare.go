@@ -9,14 +9,14 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/transform"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // topicInfo is what the loop knows of a topic: the first block that
 // matches it.
 type topicInfo struct {
-	schema plugin.Schema
+	schema sdk.Schema
 	sub    *subscription // nil when no block matches (never, with a sane broker)
 }
 
@@ -24,7 +24,7 @@ func (l *loop) topic(topic string) topicInfo {
 	if ti, ok := l.topics.Load(topic); ok {
 		return ti.(topicInfo)
 	}
-	ti := topicInfo{schema: plugin.SchemaRaw}
+	ti := topicInfo{schema: sdk.SchemaRaw}
 	for i := range l.plan.subs {
 		if s := &l.plan.subs[i]; s.matches(topic) {
 			ti = topicInfo{schema: s.schema, sub: s}
@@ -35,10 +35,10 @@ func (l *loop) topic(topic string) topicInfo {
 	return ti
 }
 
-// record builds the plugin.Record of a message of topic as consumed;
+// record builds the sdk.Record of a message of topic as consumed;
 // prepare checks and transforms it later, off the poll loop.
-func record(m *kafka.Message, topic string, schema plugin.Schema) plugin.Record {
-	r := plugin.Record{
+func record(m *kafka.Message, topic string, schema sdk.Schema) sdk.Record {
+	r := sdk.Record{
 		Topic:     topic,
 		Partition: m.TopicPartition.Partition,
 		Offset:    int64(m.TopicPartition.Offset),
@@ -48,9 +48,9 @@ func record(m *kafka.Message, topic string, schema plugin.Schema) plugin.Record 
 		Schema:    schema,
 	}
 	if len(m.Headers) > 0 {
-		r.Headers = make([]plugin.Header, len(m.Headers))
+		r.Headers = make([]sdk.Header, len(m.Headers))
 		for i, h := range m.Headers {
-			r.Headers[i] = plugin.Header{Key: h.Key, Value: h.Value}
+			r.Headers[i] = sdk.Header{Key: h.Key, Value: h.Value}
 		}
 	}
 	return r
@@ -65,13 +65,13 @@ func record(m *kafka.Message, topic string, schema plugin.Schema) plugin.Record 
 // the dead_letter_topic (stage transform) or, without one, fails the
 // batch. batch itself is never modified: a failed batch is prepared again
 // when it is redelivered.
-func (l *loop) prepare(batch []plugin.Record) (out []plugin.Record, dead []deadLetter, err error) {
+func (l *loop) prepare(batch []sdk.Record) (out []sdk.Record, dead []deadLetter, err error) {
 	t0 := time.Now()
 	out = batch
 	copied := false
 	edit := func(i int) {
 		if !copied {
-			out = append(make([]plugin.Record, 0, len(batch)), batch[:i]...)
+			out = append(make([]sdk.Record, 0, len(batch)), batch[:i]...)
 			copied = true
 		}
 	}
@@ -101,7 +101,7 @@ func (l *loop) prepare(batch []plugin.Record) (out []plugin.Record, dead []deadL
 				continue
 			}
 			l.log.Warn("payload does not match the topic's schema; handing it over as raw", "topic", r.Topic, "offset", r.Offset, "schema", r.Schema, "err", derr)
-			r.Schema = plugin.SchemaRaw
+			r.Schema = sdk.SchemaRaw
 			out = append(out, r)
 			continue
 		}
@@ -112,7 +112,7 @@ func (l *loop) prepare(batch []plugin.Record) (out []plugin.Record, dead []deadL
 			continue
 		}
 		edit(i)
-		tr := &plugin.TransformRecord{Key: r.Key, Headers: append([]plugin.Header(nil), r.Headers...), Value: decoded}
+		tr := &sdk.TransformRecord{Key: r.Key, Headers: append([]sdk.Header(nil), r.Headers...), Value: decoded}
 		if terr := transform.ApplyAll(l.cfg.Transforms, tr); terr != nil {
 			if dlq != "" {
 				dead = append(dead, deadLetter{topic: dlq, rec: r, stage: deadletter.StageTransform, err: terr})
@@ -138,12 +138,12 @@ func (l *loop) prepare(batch []plugin.Record) (out []plugin.Record, dead []deadL
 	return out, dead, nil
 }
 
-// rejected turns a *plugin.Rejected from Consume into dead letters when
+// rejected turns a *sdk.Rejected from Consume into dead letters when
 // every rejected record's block has a dead_letter_topic; otherwise it
 // returns the error, and the batch fails, with the rejected records that
 // have nowhere to go (a DeferredSink's commits must stop below them).
-func (l *loop) rejected(err error) ([]deadLetter, []plugin.Record, error) {
-	var rej *plugin.Rejected
+func (l *loop) rejected(err error) ([]deadLetter, []sdk.Record, error) {
+	var rej *sdk.Rejected
 	if !errors.As(err, &rej) || len(rej.Records) == 0 {
 		return nil, nil, err
 	}
@@ -151,7 +151,7 @@ func (l *loop) rejected(err error) ([]deadLetter, []plugin.Record, error) {
 	for _, r := range rej.Records {
 		info := l.topic(r.Record.Topic)
 		if info.sub == nil || info.sub.dlq == "" {
-			held := make([]plugin.Record, len(rej.Records))
+			held := make([]sdk.Record, len(rej.Records))
 			for i, r := range rej.Records {
 				held[i] = r.Record
 			}

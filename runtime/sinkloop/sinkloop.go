@@ -20,15 +20,15 @@
 //     (stage "decode"), or without one is handed over as raw, untransformed,
 //     with a warning. A transform error sends the record to the
 //     dead_letter_topic (stage "transform"), or without one fails the batch.
-//  4. When Consume returns *plugin.Rejected and every rejected record's block
+//  4. When Consume returns *sdk.Rejected and every rejected record's block
 //     has a dead_letter_topic, the loop produces them there (stage
 //     "consume"). Dead letters carry their own key, payload and headers
 //     plus those of package deadletter, go through one idempotent acks=all
 //     producer created only when a block has the key, and are waited for
 //     before the batch counts as consumed. A failed dead-letter produce
 //     fails the batch.
-//  5. On success, commits. A plain plugin.Sink: the offset after the
-//     batch's last record of each partition. A plugin.DeferredSink: per
+//  5. On success, commits. A plain sdk.Sink: the offset after the
+//     batch's last record of each partition. A sdk.DeferredSink: per
 //     partition, its Durable() offset once the loop has consumed up to it,
 //     after each Consume and every CommitInterval, so commits trail
 //     durability while consumption goes on, and every commit is an offset
@@ -110,8 +110,8 @@ import (
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Config is everything Run needs to run one sink.
@@ -132,11 +132,11 @@ type Config struct {
 	BaseDir string
 	// Sink is the plugin, already built by its registration's NewSink.
 	// Run calls Open before consuming and Close (which flushes) on stop.
-	// A plugin.DeferredSink's Durable is called from the loop's goroutine
+	// A sdk.DeferredSink's Durable is called from the loop's goroutine
 	// while Consume may be running in another: it must be safe for that.
-	Sink plugin.Sink
+	Sink sdk.Sink
 	// Transforms run in order on each record before the plugin sees it.
-	Transforms []plugin.Transform
+	Transforms []sdk.Transform
 	// BootstrapServers is the comma-separated broker list.
 	BootstrapServers string
 	// Properties are librdkafka settings applied to the consumer and the
@@ -155,8 +155,8 @@ type Config struct {
 	// after a graceful stop.
 	Tracker *status.Tracker
 	// Metrics receives the consume-stage durations and record counters
-	// (see package metrics); nil means plugin.DiscardMetrics.
-	Metrics plugin.Metrics
+	// (see package metrics); nil means sdk.DiscardMetrics.
+	Metrics sdk.Metrics
 	// RetryDelay is the first back-off after a failed batch, doubled on
 	// each consecutive failure up to MaxRetryDelay, with 20% jitter. Zero
 	// means 100ms.
@@ -173,7 +173,7 @@ type Config struct {
 	// Release on revoke. Zero means 30s.
 	CloseTimeout time.Duration
 	// CommitInterval is how often a DeferredSink's Durable offsets are
-	// committed between batches, and a plugin.Health sink's Health is
+	// committed between batches, and a sdk.Health sink's Health is
 	// read. Zero means 1s.
 	CommitInterval time.Duration
 	// DeliveryTimeout bounds a dead-letter produce (librdkafka's
@@ -196,7 +196,7 @@ type Config struct {
 
 // flight is a batch handed to Consume.
 type flight struct {
-	batch   []plugin.Record
+	batch   []sdk.Record
 	ctx     context.Context
 	cancel  context.CancelFunc
 	revoked bool      // cancelled by a revoke
@@ -209,11 +209,11 @@ type flight struct {
 // outcome is what a flight came back with.
 type outcome struct {
 	err    error
-	dead   int             // records sent to dead-letter topics
-	unsent []deadLetter    // dead letters of a taken batch that could not be produced
-	sent   []deadLetter    // dead letters produced
-	held   []plugin.Record // rejected records with no dead_letter_topic to go to
-	panic  bool            // err is a panic in the sink or a transform
+	dead   int          // records sent to dead-letter topics
+	unsent []deadLetter // dead letters of a taken batch that could not be produced
+	sent   []deadLetter // dead letters produced
+	held   []sdk.Record // rejected records with no dead_letter_topic to go to
+	panic  bool         // err is a panic in the sink or a transform
 }
 
 // ErrClose is wrapped by the error Run returns when the sink's Close
@@ -226,19 +226,19 @@ type loop struct {
 	tr       *status.Tracker
 	plan     plan
 	c        *kafka.Consumer
-	deferred plugin.DeferredSink // nil for a plain sink
+	deferred sdk.DeferredSink // nil for a plain sink
 	commits  *committer
 	dlq      *dlqProducer
 	topics   sync.Map // topic -> topicInfo
 
-	pending      []plugin.Record // polled, not yet handed over
-	spare        []plugin.Record // a consumed batch's array, for the next pending
+	pending      []sdk.Record // polled, not yet handed over
+	spare        []sdk.Record // a consumed batch's array, for the next pending
 	pendingSince time.Time
 	inflight     *flight
 	results      chan outcome
-	retry        []plugin.Record // a failed batch awaiting redelivery
-	retryTaken   bool            // the sink took it; only its dead letters failed
-	retryDead    []deadLetter    // those dead letters
+	retry        []sdk.Record // a failed batch awaiting redelivery
+	retryTaken   bool         // the sink took it; only its dead letters failed
+	retryDead    []deadLetter // those dead letters
 	retryAt      time.Time
 	failures     int
 	paused       bool
@@ -246,14 +246,14 @@ type loop struct {
 	stopAt       time.Time // when the stop began
 	closing      bool
 	cooperative  bool
-	assigned     map[plugin.TopicPartition]bool
-	consumed     map[plugin.TopicPartition]int64   // next offset after the last consumed record
-	based        map[plugin.TopicPartition]bool    // partitions whose first offset the committer knows
-	skips        map[plugin.TopicPartition][]int64 // a DeferredSink's records dead-lettered before it saw them, in order
-	holds        map[plugin.TopicPartition]int64   // a DeferredSink's lowest rejected offset with no dead_letter_topic: commits stay below it
-	lastTP       plugin.TopicPartition             // the partition of the last polled record
-	lastOK       bool                              // lastTP is set and assigned
-	lastSchema   plugin.Schema                     // the schema of lastTP's topic
+	assigned     map[sdk.TopicPartition]bool
+	consumed     map[sdk.TopicPartition]int64   // next offset after the last consumed record
+	based        map[sdk.TopicPartition]bool    // partitions whose first offset the committer knows
+	skips        map[sdk.TopicPartition][]int64 // a DeferredSink's records dead-lettered before it saw them, in order
+	holds        map[sdk.TopicPartition]int64   // a DeferredSink's lowest rejected offset with no dead_letter_topic: commits stay below it
+	lastTP       sdk.TopicPartition             // the partition of the last polled record
+	lastOK       bool                           // lastTP is set and assigned
+	lastSchema   sdk.Schema                     // the schema of lastTP's topic
 	nextCommit   time.Time
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 	generation   int64         // rebalance events seen (Placement.Generation)
@@ -264,10 +264,10 @@ type loop struct {
 	// progress; zero while the group is steady.
 	unsteadySince time.Time
 	strandAfter   time.Duration
-	stranded      map[plugin.TopicPartition]bool // given up during a long rebalance, still assigned
+	stranded      map[sdk.TopicPartition]bool // given up during a long rebalance, still assigned
 
-	consumeH, transformH plugin.Histogram
-	ackedC, nackedC      plugin.Counter
+	consumeH, transformH sdk.Histogram
+	ackedC, nackedC      sdk.Counter
 }
 
 // Run opens the sink and consumes until ctx is cancelled, then finishes the
@@ -280,10 +280,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Tracker == nil {
-		cfg.Tracker = status.New(string(plugin.KindSink), cfg.Key, nil)
+		cfg.Tracker = status.New(string(sdk.KindSink), cfg.Key, nil)
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = plugin.DiscardMetrics
+		cfg.Metrics = sdk.DiscardMetrics
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 100 * time.Millisecond
@@ -309,12 +309,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	l := &loop{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Tracker,
 		results:    make(chan outcome, 1),
-		assigned:   map[plugin.TopicPartition]bool{},
-		consumed:   map[plugin.TopicPartition]int64{},
-		based:      map[plugin.TopicPartition]bool{},
-		skips:      map[plugin.TopicPartition][]int64{},
-		holds:      map[plugin.TopicPartition]int64{},
-		stranded:   map[plugin.TopicPartition]bool{},
+		assigned:   map[sdk.TopicPartition]bool{},
+		consumed:   map[sdk.TopicPartition]int64{},
+		based:      map[sdk.TopicPartition]bool{},
+		skips:      map[sdk.TopicPartition][]int64{},
+		holds:      map[sdk.TopicPartition]int64{},
+		stranded:   map[sdk.TopicPartition]bool{},
 		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
 		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
 		ackedC:     cfg.Metrics.Counter(metrics.RecordsAcknowledged, "Records of acknowledged batches."),
@@ -327,7 +327,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Sink == nil {
 		return fail(errors.New("sinkloop: no sink"))
 	}
-	l.deferred, _ = cfg.Sink.(plugin.DeferredSink)
+	l.deferred, _ = cfg.Sink.(sdk.DeferredSink)
 	if l.plan, err = compile(cfg.Topics, cfg.BaseDir); err != nil {
 		return fail(err)
 	}
@@ -608,7 +608,7 @@ func (l *loop) pollWait() int {
 // dispatch starts a Consume when a batch is due, and reports whether it
 // did. While stopping, the batch in hand is due at once.
 func (l *loop) dispatch() bool {
-	var batch []plugin.Record
+	var batch []sdk.Record
 	switch {
 	case l.retry != nil:
 		if l.stopping {
@@ -759,7 +759,7 @@ func (l *loop) finish(r outcome) {
 		for _, d := range r.sent {
 			if d.stage != deadletter.StageConsume {
 				// The sink never saw it: its Durable may stop there.
-				p := plugin.TopicPartition{Topic: d.rec.Topic, Partition: d.rec.Partition}
+				p := sdk.TopicPartition{Topic: d.rec.Topic, Partition: d.rec.Partition}
 				l.skips[p] = append(l.skips[p], d.rec.Offset)
 			}
 		}
@@ -772,7 +772,7 @@ func (l *loop) finish(r outcome) {
 		}
 	}
 	l.commits.kick()
-	// The sink is done with the batch (plugin.Sink: Consume keeps no
+	// The sink is done with the batch (sdk.Sink: Consume keeps no
 	// slice of it): its array takes the next records, without the
 	// allocation and clearing of a new one (3.5% of the loop's CPU with
 	// 100 B records, and GC work besides).
@@ -787,14 +787,14 @@ func (l *loop) finish(r outcome) {
 
 // lastOffsets returns, per partition, the offset after the batch's last
 // record of it. Records come in runs of one partition: one map write per run.
-func lastOffsets(batch []plugin.Record) map[plugin.TopicPartition]int64 {
-	out := map[plugin.TopicPartition]int64{}
+func lastOffsets(batch []sdk.Record) map[sdk.TopicPartition]int64 {
+	out := map[sdk.TopicPartition]int64{}
 	for i := 0; i < len(batch); {
 		j := i + 1
 		for j < len(batch) && batch[j].Partition == batch[i].Partition && batch[j].Topic == batch[i].Topic {
 			j++
 		}
-		p := plugin.TopicPartition{Topic: batch[i].Topic, Partition: batch[i].Partition}
+		p := sdk.TopicPartition{Topic: batch[i].Topic, Partition: batch[i].Partition}
 		if next := batch[j-1].Offset + 1; next > out[p] {
 			out[p] = next
 		}
@@ -804,11 +804,11 @@ func lastOffsets(batch []plugin.Record) map[plugin.TopicPartition]int64 {
 }
 
 // tick runs every CommitInterval: a DeferredSink's Durable offsets are
-// committed, and a plugin.Health sink's condition is applied to the status
+// committed, and a sdk.Health sink's condition is applied to the status
 // (a sink whose uploads fail while no record arrives still shows Error).
 func (l *loop) tick() {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
-	if h, ok := l.cfg.Sink.(plugin.Health); ok {
+	if h, ok := l.cfg.Sink.(sdk.Health); ok {
 		err := h.Health()
 		cleared := err == nil && l.tr.Unhealthy()
 		if cleared && l.retry != nil {
@@ -871,12 +871,12 @@ func (l *loop) commitDurable() {
 // hold keeps a DeferredSink's commits below the rejected records that have
 // no dead-letter topic, until the partition is given up (its next owner,
 // or the next start, reads them again). It reports whether it held any.
-func (l *loop) hold(recs []plugin.Record) bool {
+func (l *loop) hold(recs []sdk.Record) bool {
 	if l.deferred == nil || len(recs) == 0 {
 		return false
 	}
 	for _, r := range recs {
-		p := plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		p := sdk.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		if h, ok := l.holds[p]; !ok || r.Offset < h {
 			l.holds[p] = r.Offset
 		}
@@ -885,10 +885,10 @@ func (l *loop) hold(recs []plugin.Record) bool {
 }
 
 // owned returns the records of recs whose partitions the loop still owns.
-func (l *loop) owned(recs []plugin.Record) []plugin.Record {
+func (l *loop) owned(recs []sdk.Record) []sdk.Record {
 	out := recs[:0:0]
 	for _, r := range recs {
-		if l.assigned[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
+		if l.assigned[sdk.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
 			out = append(out, r)
 		}
 	}
@@ -900,7 +900,7 @@ func (l *loop) owned(recs []plugin.Record) []plugin.Record {
 func (l *loop) ownedDead(dead []deadLetter) []deadLetter {
 	var out []deadLetter
 	for _, d := range dead {
-		if l.assigned[plugin.TopicPartition{Topic: d.rec.Topic, Partition: d.rec.Partition}] {
+		if l.assigned[sdk.TopicPartition{Topic: d.rec.Topic, Partition: d.rec.Partition}] {
 			out = append(out, d)
 		}
 	}
@@ -923,7 +923,7 @@ func (l *loop) handle(ev kafka.Event) {
 		// Records come in runs of one partition: the partition's checks
 		// and its topic's schema are looked up once per run.
 		if t := *e.TopicPartition.Topic; !l.lastOK || t != l.lastTP.Topic || e.TopicPartition.Partition != l.lastTP.Partition {
-			p := plugin.TopicPartition{Topic: t, Partition: e.TopicPartition.Partition}
+			p := sdk.TopicPartition{Topic: t, Partition: e.TopicPartition.Partition}
 			if !l.assigned[p] {
 				return // polled after a revoke: the next owner reads it
 			}
@@ -941,7 +941,7 @@ func (l *loop) handle(ev kafka.Event) {
 			if l.pending == nil {
 				// Grown by append up to the batch: a large batch_length
 				// reserves nothing before its records arrive.
-				l.pending = make([]plugin.Record, 0, min(l.plan.batch, 4096))
+				l.pending = make([]sdk.Record, 0, min(l.plan.batch, 4096))
 			}
 		}
 		l.pending = append(l.pending, record(e, l.lastTP.Topic, l.lastSchema))
@@ -1023,7 +1023,7 @@ func (l *loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 			return err
 		}
 		for _, tp := range e.Partitions {
-			p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+			p := sdk.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 			l.assigned[p] = true
 			delete(l.stranded, p)
 		}
@@ -1045,9 +1045,9 @@ func (l *loop) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 // their records.
 func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 	lost := c.AssignmentLost()
-	revoked := make([]plugin.TopicPartition, 0, len(parts))
+	revoked := make([]sdk.TopicPartition, 0, len(parts))
 	for _, tp := range parts {
-		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		p := sdk.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 		revoked = append(revoked, p)
 		delete(l.stranded, p)
 	}
@@ -1071,8 +1071,8 @@ func (l *loop) revoke(c *kafka.Consumer, parts []kafka.TopicPartition) {
 // giveUp forgets partitions: the Consume in progress finishes, a
 // DeferredSink releases them, the commits are made unless lost, and the
 // loop drops their records.
-func (l *loop) giveUp(revoked []plugin.TopicPartition, lost bool) {
-	gone := map[plugin.TopicPartition]bool{}
+func (l *loop) giveUp(revoked []sdk.TopicPartition, lost bool) {
+	gone := map[sdk.TopicPartition]bool{}
 	for _, p := range revoked {
 		gone[p] = true
 	}
@@ -1085,7 +1085,7 @@ func (l *loop) giveUp(revoked []plugin.TopicPartition, lost bool) {
 		// for this member's revoke before it can rebalance.
 		cut := l.deferred != nil
 		for _, r := range f.batch {
-			if cut || gone[plugin.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
+			if cut || gone[sdk.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
 				cut = true
 				break
 			}
@@ -1182,9 +1182,9 @@ func (l *loop) retake() {
 		return
 	}
 	var parts []kafka.TopicPartition
-	still := map[plugin.TopicPartition]bool{}
+	still := map[sdk.TopicPartition]bool{}
 	for _, tp := range asg {
-		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		p := sdk.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 		if l.stranded[p] {
 			parts = append(parts, tp)
 			still[p] = true
@@ -1212,7 +1212,7 @@ func (l *loop) retake() {
 			l.log.Warn("stranded partition: seek to the last commit failed; tried again while the group is steady", "topic", *tp.Topic, "err", err)
 			continue
 		}
-		p := plugin.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		p := sdk.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 		delete(l.stranded, p)
 		l.assigned[p] = true
 		back = append(back, tp)
@@ -1237,7 +1237,7 @@ func (l *loop) retake() {
 
 // release calls a DeferredSink's Release with parts, bounded by
 // CloseTimeout; a plain sink holds nothing to release.
-func (l *loop) release(parts []plugin.TopicPartition) {
+func (l *loop) release(parts []sdk.TopicPartition) {
 	if l.deferred == nil || len(parts) == 0 {
 		return
 	}
@@ -1250,8 +1250,8 @@ func (l *loop) release(parts []plugin.TopicPartition) {
 }
 
 // held returns the partitions the loop holds.
-func (l *loop) held() []plugin.TopicPartition {
-	out := make([]plugin.TopicPartition, 0, len(l.assigned))
+func (l *loop) held() []sdk.TopicPartition {
+	out := make([]sdk.TopicPartition, 0, len(l.assigned))
 	for p := range l.assigned {
 		out = append(out, p)
 	}

@@ -17,21 +17,21 @@ import (
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // recSink records every Consume call. fail, when set, decides whether a
 // call fails; block, when set, is waited on inside Consume.
 type recSink struct {
 	mu       sync.Mutex
-	calls    [][]plugin.Record
-	ok       []plugin.Record // records of successful calls
+	calls    [][]sdk.Record
+	ok       []sdk.Record // records of successful calls
 	opened   bool
 	closed   bool
 	closedAt int // len(ok) when Close ran
-	fail     func(call int, batch []plugin.Record) error
+	fail     func(call int, batch []sdk.Record) error
 	inside   func(call int)
 }
 
@@ -42,9 +42,9 @@ func (s *recSink) Open(context.Context) error {
 	return nil
 }
 
-func (s *recSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s *recSink) Consume(_ context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
-	s.calls = append(s.calls, append([]plugin.Record(nil), batch...))
+	s.calls = append(s.calls, append([]sdk.Record(nil), batch...))
 	call := len(s.calls)
 	s.mu.Unlock()
 	if s.inside != nil {
@@ -154,7 +154,7 @@ func (r *running) stop(t *testing.T) error {
 	return nil
 }
 
-func values(recs []plugin.Record, topic string) []string {
+func values(recs []sdk.Record, topic string) []string {
 	var out []string
 	for _, r := range recs {
 		if r.Topic == topic {
@@ -200,9 +200,9 @@ func TestPatternLiteralBatchesAndCommits(t *testing.T) {
 		}
 	}
 	for _, rec := range sink.ok {
-		want := plugin.SchemaJSON
+		want := sdk.SchemaJSON
 		if rec.Topic == "audit" {
-			want = plugin.SchemaText
+			want = sdk.SchemaText
 		}
 		if rec.Schema != want || string(rec.Key) != "k" || len(rec.Headers) != 1 || rec.Timestamp.IsZero() {
 			t.Fatalf("record %+v", rec)
@@ -245,7 +245,7 @@ func TestFailedConsumeRedeliversAndCommitsOnlyAfterSuccess(t *testing.T) {
 			offsetsDuringFailure = append(offsetsDuringFailure, committed(t, b, group))
 		}
 	}
-	sink.fail = func(call int, _ []plugin.Record) error {
+	sink.fail = func(call int, _ []sdk.Record) error {
 		if call <= 3 {
 			return errors.New("destination unavailable")
 		}
@@ -296,7 +296,7 @@ func TestPanickingConsumeStopsTheLoop(t *testing.T) {
 	b := startBroker(t)
 	produce(t, b, "events", jsonValues("n", 5)...)
 	const group = "pico-connectors-panics"
-	sink := &recSink{fail: func(int, []plugin.Record) error {
+	sink := &recSink{fail: func(int, []sdk.Record) error {
 		var m map[string]int
 		m["boom"]++ // a nil map: a sink's bug
 		return nil
@@ -337,7 +337,7 @@ func TestErrorStatusAfterRepeatedFailuresClears(t *testing.T) {
 	produce(t, b, "e", `{"a":1}`)
 	var mu sync.Mutex
 	failing := true
-	sink := &recSink{fail: func(int, []plugin.Record) error {
+	sink := &recSink{fail: func(int, []sdk.Record) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if failing {
@@ -390,7 +390,7 @@ func TestInvalidJSONHandedOverAsRaw(t *testing.T) {
 		Sink: sink, BootstrapServers: b.Addr()})
 	testwait.For(t, time.Minute, "2 records", func() bool { return sink.okCount() == 2 })
 	r.stop(t)
-	if sink.ok[0].Schema != plugin.SchemaJSON || sink.ok[1].Schema != plugin.SchemaRaw {
+	if sink.ok[0].Schema != sdk.SchemaJSON || sink.ok[1].Schema != sdk.SchemaRaw {
 		t.Fatalf("schemas %s %s", sink.ok[0].Schema, sink.ok[1].Schema)
 	}
 }
@@ -477,7 +477,7 @@ func TestBrokerRestartResumes(t *testing.T) {
 	}
 }
 
-// healthSink is a recSink with a plugin.Health condition set by the test.
+// healthSink is a recSink with a sdk.Health condition set by the test.
 type healthSink struct {
 	recSink
 	mu  sync.Mutex

@@ -8,8 +8,8 @@ import (
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // slowRelease is a deferSink whose first Release of partitions, once
@@ -21,7 +21,7 @@ type slowRelease struct {
 	done  chan struct{}
 }
 
-func (s *slowRelease) Release(ctx context.Context, parts []plugin.TopicPartition) error {
+func (s *slowRelease) Release(ctx context.Context, parts []sdk.TopicPartition) error {
 	if len(parts) > 0 && s.armed.CompareAndSwap(true, false) {
 		time.Sleep(s.delay)
 		defer close(s.done)
@@ -45,7 +45,7 @@ func TestJoinWaitPastSessionAnswered(t *testing.T) {
 	b := startBroker(t)
 	_, produceAll := seedTopics(t, b, "join", 4)
 	produceAll(0, 5)
-	cfg := func(id string, s plugin.Sink, tr *status.Tracker) Config {
+	cfg := func(id string, s sdk.Sink, tr *status.Tracker) Config {
 		return Config{Key: "join", InstanceID: id, SessionTimeout: 6 * time.Second, Sink: s, BootstrapServers: b.Addr(), Tracker: tr,
 			CommitInterval: 30 * time.Millisecond,
 			Topics: []definition.Topics{{Pattern: `join\..*`, BatchLength: 7, PollInterval: "20ms",

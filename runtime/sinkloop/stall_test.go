@@ -12,7 +12,7 @@ import (
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // countPrefix counts the messages logged through h that start with prefix.
@@ -49,7 +49,7 @@ func TestStrandedWhilePausedResumes(t *testing.T) {
 	// Armed, the next Consume blocks until the loop cancels it.
 	var block atomic.Bool
 	blocked := make(chan struct{}, 1)
-	sink.consume = func(ctx context.Context, _ []plugin.Record) error {
+	sink.consume = func(ctx context.Context, _ []sdk.Record) error {
 		if !block.CompareAndSwap(true, false) {
 			return nil
 		}

@@ -14,9 +14,9 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/runtime/transform"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // badPayload returns, for record n, a payload that fails decode (n%10 ==
@@ -46,7 +46,7 @@ func TestDeadLettersForDecodeTransformRoute(t *testing.T) {
 	r := start(t, Config{
 		Topics: []definition.Topics{{Topic: definition.Route{Strategy: "field", Path: "tenant", Template: "dl.{value}"},
 			Schema: "json", CreateTopics: true, LingerTime: "1ms", DeadLetterTopic: "dl.dead"}},
-		Transforms: []plugin.Transform{transform.DeleteFields([]string{"x"})},
+		Transforms: []sdk.Transform{transform.DeleteFields([]string{"x"})},
 		Source:     src, Store: store, BootstrapServers: b.Addr(), Tracker: tr, RetryDelay: time.Millisecond,
 	})
 	testwait.For(t, time.Minute, "state 100", func() bool { return store.get("seq") == strconv.Itoa(limit) })

@@ -16,9 +16,9 @@ import (
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // ownerSource writes batches of ten {"seq":n} records with an owner
@@ -55,7 +55,7 @@ func (s *ownerSource) pause() {
 	s.mu.Unlock()
 }
 
-func (s *ownerSource) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *ownerSource) Poll(ctx context.Context) (sdk.Batch, error) {
 	s.mu.Lock()
 	paused, blocked := s.paused, s.blocked
 	s.mu.Unlock()
@@ -64,7 +64,7 @@ func (s *ownerSource) Poll(ctx context.Context) (plugin.Batch, error) {
 		select {
 		case <-paused:
 		case <-ctx.Done():
-			return plugin.Batch{}, nil
+			return sdk.Batch{}, nil
 		}
 		s.mu.Lock()
 		s.paused = nil
@@ -73,20 +73,20 @@ func (s *ownerSource) Poll(ctx context.Context) (plugin.Batch, error) {
 	time.Sleep(5 * time.Millisecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var b plugin.Batch
+	var b sdk.Batch
 	for n := s.next; n < s.next+10; n++ {
-		b.Messages = append(b.Messages, plugin.Message{Payload: fmt.Appendf(nil, `{"seq":%d}`, n),
-			Headers: []plugin.Header{{Key: "owner", Value: []byte(s.owner)}}})
+		b.Messages = append(b.Messages, sdk.Message{Payload: fmt.Appendf(nil, `{"seq":%d}`, n),
+			Headers: []sdk.Header{{Key: "owner", Value: []byte(s.owner)}}})
 	}
 	s.candidate = s.next + 10
 	b.State = fmt.Appendf(nil, "%s:%d", s.owner, s.candidate)
 	return b, nil
 }
 
-func (s *ownerSource) OnBatchResult(_ context.Context, r plugin.Result) error {
+func (s *ownerSource) OnBatchResult(_ context.Context, r sdk.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r == plugin.Ack {
+	if r == sdk.Ack {
 		s.next = s.candidate
 	}
 	return nil

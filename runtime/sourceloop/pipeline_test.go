@@ -12,7 +12,7 @@ import (
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // pipeSource is a Pipelined source: Poll continues after the last
@@ -35,7 +35,7 @@ type pipeSource struct {
 
 func (s *pipeSource) PollAhead() int { return s.depth }
 
-func (s *pipeSource) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *pipeSource) Poll(ctx context.Context) (sdk.Batch, error) {
 	s.mu.Lock()
 	start := s.next
 	s.mu.Unlock()
@@ -44,10 +44,10 @@ func (s *pipeSource) Poll(ctx context.Context) (plugin.Batch, error) {
 		case <-ctx.Done():
 		case <-time.After(5 * time.Millisecond):
 		}
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
 	end := min(start+s.batch, s.limit)
-	var b plugin.Batch
+	var b sdk.Batch
 	for n := start; n < end; n++ {
 		p := []byte(fmt.Sprintf(`{"seq":%d}`, n))
 		s.mu.Lock()
@@ -56,7 +56,7 @@ func (s *pipeSource) Poll(ctx context.Context) (plugin.Batch, error) {
 			p = []byte("not json")
 		}
 		s.mu.Unlock()
-		b.Messages = append(b.Messages, plugin.Message{Key: []byte(strconv.Itoa(n)), Payload: p})
+		b.Messages = append(b.Messages, sdk.Message{Key: []byte(strconv.Itoa(n)), Payload: p})
 	}
 	b.State = []byte(strconv.Itoa(end))
 	s.mu.Lock()
@@ -80,10 +80,10 @@ func (s *pipeSource) Open(_ context.Context, blob []byte) error {
 	return nil
 }
 
-func (s *pipeSource) OnBatchResult(_ context.Context, r plugin.Result) error {
+func (s *pipeSource) OnBatchResult(_ context.Context, r sdk.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r == plugin.Nack {
+	if r == sdk.Nack {
 		s.nacks++
 		s.outstanding = nil
 		s.next = s.committed

@@ -31,7 +31,7 @@
 // Batches are produced one at a time: a batch is produced only after the
 // one before it is resolved (every record delivered and the state saved,
 // or nacked), so a crash repeats one batch at most. A source that
-// implements plugin.Pipelined is polled and prepared ahead (up to
+// implements sdk.Pipelined is polled and prepared ahead (up to
 // PollAhead batches in all) while the batch before is being delivered,
 // and its next batch is produced the moment that one is saved.
 //
@@ -67,10 +67,10 @@ import (
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/route"
 	"github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Config is everything Run needs to run one source.
@@ -89,7 +89,7 @@ type Config struct {
 	BaseDir string
 	// Source is the plugin, already built by its registration's NewSource.
 	// Run opens it with State and calls Close when it returns.
-	Source plugin.Source
+	Source sdk.Source
 	// State is the last committed state blob loaded from Store, nil when
 	// there is none; Run hands it to Source.Open. With TransactionalID,
 	// Run loads the state itself, after fencing, and State is not used.
@@ -101,7 +101,7 @@ type Config struct {
 	// Store saves the candidate state of each acknowledged batch under Key.
 	Store state.Store
 	// Transforms run in order on each decoded record, before routing.
-	Transforms []plugin.Transform
+	Transforms []sdk.Transform
 	// BootstrapServers is the comma-separated broker list.
 	BootstrapServers string
 	// Properties are librdkafka settings applied to every producer and to
@@ -115,8 +115,8 @@ type Config struct {
 	// stop, and Error as the table above says.
 	Tracker *status.Tracker
 	// Metrics receives the loop's stage durations and record counters
-	// (see package metrics); nil means plugin.DiscardMetrics.
-	Metrics plugin.Metrics
+	// (see package metrics); nil means sdk.DiscardMetrics.
+	Metrics sdk.Metrics
 	// RetryDelay is the first back-off after a Nack, doubled on each
 	// consecutive Nack up to MaxRetryDelay, with 20% jitter. Zero means
 	// 100ms.
@@ -178,8 +178,8 @@ type loop struct {
 	// once (see sendNow); close waits for them.
 	flushes sync.WaitGroup
 
-	decodeH, transformH, produceH, saveH plugin.Histogram
-	ackedC, nackedC                      plugin.Counter
+	decodeH, transformH, produceH, saveH sdk.Histogram
+	ackedC, nackedC                      sdk.Counter
 
 	// txn is the checkpoint store in transactional mode, nil otherwise.
 	txn state.InBroker
@@ -257,10 +257,10 @@ func newLoop(cfg Config) (*loop, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Tracker == nil {
-		cfg.Tracker = status.New(string(plugin.KindSource), cfg.Key, nil)
+		cfg.Tracker = status.New(string(sdk.KindSource), cfg.Key, nil)
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = plugin.DiscardMetrics
+		cfg.Metrics = sdk.DiscardMetrics
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 100 * time.Millisecond
@@ -444,7 +444,7 @@ const DefaultMaxPollFailures = 10
 // pending is a polled batch: prepared (decoded, transformed, routed, its
 // topics known to exist), then produced, then resolved.
 type pending struct {
-	batch   plugin.Batch
+	batch   sdk.Batch
 	n       int64 // messages polled
 	dead    int64 // of the records sent, those for a dead-letter topic
 	out     []outRecord
@@ -458,7 +458,7 @@ type pending struct {
 // run is the poll task; the package doc says how batches are pipelined.
 func (l *loop) run(ctx context.Context) error {
 	depth := 1
-	if p, ok := l.cfg.Source.(plugin.Pipelined); ok && l.txn == nil {
+	if p, ok := l.cfg.Source.(sdk.Pipelined); ok && l.txn == nil {
 		depth = max(1, p.PollAhead())
 	}
 	// The batches are resolved even if ctx was cancelled meanwhile.
@@ -484,7 +484,7 @@ func (l *loop) run(ctx context.Context) error {
 		if errors.Is(failure, ErrFenced) {
 			// Another runtime owns the source: no retry here.
 			l.log.Warn("producer fenced; this runtime stops the source", "err", failure)
-			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Nack); err != nil {
+			if err := l.cfg.Source.OnBatchResult(bctx, sdk.Nack); err != nil {
 				l.log.Warn("OnBatchResult(nack) failed", "err", err)
 			}
 			return failure
@@ -509,7 +509,7 @@ func (l *loop) run(ctx context.Context) error {
 	c := &l.tr.Counters
 	pollFails := 0
 	for ctx.Err() == nil {
-		l.checkHealth() // plugin.Health, see below
+		l.checkHealth() // sdk.Health, see below
 		if len(queue) >= depth || len(queue) > 1 && queue[0].delivered() {
 			if err := resolveOldest(); err != nil {
 				return err
@@ -555,7 +555,7 @@ func (l *loop) run(ctx context.Context) error {
 			if batch.State != nil {
 				l.log.Warn("source returned an empty batch with state; the state is ignored")
 			}
-			if err := l.cfg.Source.OnBatchResult(bctx, plugin.Ack); err != nil {
+			if err := l.cfg.Source.OnBatchResult(bctx, sdk.Ack); err != nil {
 				l.log.Warn("OnBatchResult(ack) of an empty batch failed", "err", err)
 			}
 			continue
@@ -578,7 +578,7 @@ func (l *loop) run(ctx context.Context) error {
 
 // prepareBatch decodes, transforms and routes a polled batch and makes
 // sure its topics exist; a failure is kept in the pending batch.
-func (l *loop) prepareBatch(ctx context.Context, batch plugin.Batch) *pending {
+func (l *loop) prepareBatch(ctx context.Context, batch sdk.Batch) *pending {
 	p := &pending{batch: batch, n: int64(len(batch.Messages))}
 	out, dead, err := l.prepare(batch.Messages)
 	if err != nil {
@@ -757,7 +757,7 @@ func (l *loop) await(stop, ctx context.Context, p *pending) (failure error, save
 	c.ConsecNacks.Store(0)
 	c.DeadLetters.Add(p.dead)
 	l.ackedC.Add(float64(p.n))
-	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Ack); err != nil {
+	if err := l.cfg.Source.OnBatchResult(ctx, sdk.Ack); err != nil {
 		l.log.Warn("OnBatchResult(ack) failed", "err", err)
 	}
 	if l.tr.Status() == status.Error && !l.tr.Unhealthy() {
@@ -816,7 +816,7 @@ func (l *loop) nacked(ctx context.Context, p *pending, failure error) int64 {
 	consec := c.ConsecNacks.Add(1)
 	l.nackedC.Add(float64(p.n))
 	l.log.Warn("batch nacked", "records", p.n, "consecutive_nacks", consec, "err", failure)
-	if err := l.cfg.Source.OnBatchResult(ctx, plugin.Nack); err != nil {
+	if err := l.cfg.Source.OnBatchResult(ctx, sdk.Nack); err != nil {
 		l.log.Warn("OnBatchResult(nack) failed", "err", err)
 	}
 	return consec
@@ -837,7 +837,7 @@ type outRecord struct {
 // block. A message that fails decode, transform or routing goes to the
 // block's dead_letter_topic when it has one (dead counts those), and fails
 // the batch otherwise.
-func (l *loop) prepare(msgs []plugin.Message) (out []outRecord, dead int, err error) {
+func (l *loop) prepare(msgs []sdk.Message) (out []outRecord, dead int, err error) {
 	if n := len(msgs) * len(l.blocks); cap(l.spare) >= n {
 		out, l.spare = l.spare[:0], nil
 	} else {
@@ -916,7 +916,7 @@ func (l *loop) prepare(msgs []plugin.Message) (out []outRecord, dead int, err er
 
 // slowPath decodes m, runs the transforms, routes and encodes the result;
 // on failure it says at which stage.
-func (l *loop) slowPath(b *block, m *plugin.Message, decodeT, transformT *time.Duration) (topic string, key []byte, headers []plugin.Header, value []byte, stage deadletter.Stage, err error) {
+func (l *loop) slowPath(b *block, m *sdk.Message, decodeT, transformT *time.Duration) (topic string, key []byte, headers []sdk.Header, value []byte, stage deadletter.Stage, err error) {
 	t0 := time.Now()
 	v, err := b.codec.Decode(m.Payload)
 	if err != nil {
@@ -925,7 +925,7 @@ func (l *loop) slowPath(b *block, m *plugin.Message, decodeT, transformT *time.D
 	}
 	t1 := time.Now()
 	*decodeT += t1.Sub(t0)
-	rec := &plugin.TransformRecord{Key: m.Key, Headers: append([]plugin.Header(nil), m.Headers...), Value: v}
+	rec := &sdk.TransformRecord{Key: m.Key, Headers: append([]sdk.Header(nil), m.Headers...), Value: v}
 	for ti, tr := range l.cfg.Transforms {
 		if err := tr.Apply(rec); err != nil {
 			*transformT += time.Since(t1)
@@ -952,7 +952,7 @@ func (l *loop) slowPath(b *block, m *plugin.Message, decodeT, transformT *time.D
 	return topic, rec.Key, rec.Headers, value, "", nil
 }
 
-func kafkaHeaders(hs []plugin.Header) []kafka.Header {
+func kafkaHeaders(hs []sdk.Header) []kafka.Header {
 	if len(hs) == 0 {
 		return nil
 	}
@@ -1104,10 +1104,10 @@ func (l *loop) collect(stop context.Context, reports chan kafka.Event, sent int)
 	return delivered, firstErr
 }
 
-// checkHealth applies a plugin.Health source's condition before each Poll
+// checkHealth applies a sdk.Health source's condition before each Poll
 // (status.Tracker.ReportHealth): Error while it reports one, Poll going on.
 func (l *loop) checkHealth() {
-	if h, ok := l.cfg.Source.(plugin.Health); ok {
+	if h, ok := l.cfg.Source.(sdk.Health); ok {
 		l.tr.ReportHealth(h.Health())
 	}
 }

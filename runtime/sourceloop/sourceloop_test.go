@@ -17,8 +17,8 @@ import (
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // seqSource returns JSON records {"seq":n,"tenant":...} in batches, keeps a
@@ -32,7 +32,7 @@ type seqSource struct {
 	polls     int
 	acks      int
 	nacks     int
-	results   []plugin.Result
+	results   []sdk.Result
 	// payload overrides the record of sequence number n.
 	payload func(n int) []byte
 	// pollErr, when it returns an error for poll number i, fails that poll.
@@ -43,21 +43,21 @@ type seqSource struct {
 	closed bool
 }
 
-func (s *seqSource) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *seqSource) Poll(ctx context.Context) (sdk.Batch, error) {
 	s.mu.Lock()
 	s.polls++
 	i := s.polls
 	s.mu.Unlock()
 	if s.pollErr != nil {
 		if err := s.pollErr(i); err != nil {
-			return plugin.Batch{}, err
+			return sdk.Batch{}, err
 		}
 	}
 	if s.empty != nil && s.empty(i) {
 		s.mu.Lock()
 		s.candidate = s.committed
 		s.mu.Unlock()
-		return plugin.Batch{State: []byte("999999")}, nil
+		return sdk.Batch{State: []byte("999999")}, nil
 	}
 	s.mu.Lock()
 	start := s.committed
@@ -67,17 +67,17 @@ func (s *seqSource) Poll(ctx context.Context) (plugin.Batch, error) {
 		case <-ctx.Done():
 		case <-time.After(5 * time.Millisecond):
 		}
-		return plugin.Batch{}, nil
+		return sdk.Batch{}, nil
 	}
 	end := min(start+s.batch, s.limit)
-	var b plugin.Batch
+	var b sdk.Batch
 	for n := start; n < end; n++ {
 		p := []byte(fmt.Sprintf(`{"seq":%d,"tenant":"t%d"}`, n, n%2))
 		if s.payload != nil {
 			p = s.payload(n)
 		}
-		b.Messages = append(b.Messages, plugin.Message{Key: []byte(strconv.Itoa(n)), Payload: p,
-			Headers: []plugin.Header{{Key: "h", Value: []byte("v" + strconv.Itoa(n%3))}}})
+		b.Messages = append(b.Messages, sdk.Message{Key: []byte(strconv.Itoa(n)), Payload: p,
+			Headers: []sdk.Header{{Key: "h", Value: []byte("v" + strconv.Itoa(n%3))}}})
 	}
 	b.State = []byte(strconv.Itoa(end))
 	s.mu.Lock()
@@ -88,11 +88,11 @@ func (s *seqSource) Poll(ctx context.Context) (plugin.Batch, error) {
 
 func (s *seqSource) Open(context.Context, []byte) error { return nil }
 
-func (s *seqSource) OnBatchResult(_ context.Context, r plugin.Result) error {
+func (s *seqSource) OnBatchResult(_ context.Context, r sdk.Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results = append(s.results, r)
-	if r == plugin.Ack {
+	if r == sdk.Ack {
 		s.acks++
 		s.committed = s.candidate
 	} else {
@@ -671,7 +671,7 @@ func TestStopWithBrokerDownPurgesAndNacks(t *testing.T) {
 	src.mu.Lock()
 	last := src.results[len(src.results)-1]
 	src.mu.Unlock()
-	if last != plugin.Nack {
+	if last != sdk.Nack {
 		t.Fatalf("last result %v, want nack", last)
 	}
 }

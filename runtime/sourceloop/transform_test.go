@@ -10,8 +10,8 @@ import (
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/transform"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 const seqAvro = `{"type":"record","name":"Seq","fields":[{"name":"seq","type":"long"},{"name":"tenant","type":"string"},{"name":"origin","type":"string"}]}`
@@ -27,7 +27,7 @@ func TestTransformsAvroAndRouting(t *testing.T) {
 			Topic:  definition.Route{Strategy: "field", Path: "tenant", Template: "avro.{value}"},
 			Schema: "avro", AvroSchemaJSON: seqAvro, CreateTopics: true,
 		}},
-		Transforms: []plugin.Transform{transform.AddFields(map[string]any{"origin": "loop"}, true), transform.DeleteFields([]string{"extra"})},
+		Transforms: []sdk.Transform{transform.AddFields(map[string]any{"origin": "loop"}, true), transform.DeleteFields([]string{"extra"})},
 		Source:     src, Store: store, BootstrapServers: b.Addr(),
 	})
 	testwait.For(t, time.Minute, "state 8", func() bool { return store.get("seq") == "8" })
@@ -55,7 +55,7 @@ func TestTransformErrorNacks(t *testing.T) {
 	b := startBroker(t, broker.Config{})
 	src := &seqSource{batch: 4, limit: 8, payload: func(n int) []byte { return []byte(`[1,2]`) }}
 	store := &memStore{}
-	r := start(t, Config{Topics: []definition.Topics{literal("x")}, Transforms: []plugin.Transform{transform.DeleteFields([]string{"a"})},
+	r := start(t, Config{Topics: []definition.Topics{literal("x")}, Transforms: []sdk.Transform{transform.DeleteFields([]string{"a"})},
 		Source: src, Store: store, BootstrapServers: b.Addr(), MaxConsecutiveNacks: 2, RetryDelay: 1})
 	err := <-r.done
 	close(r.done)

@@ -11,9 +11,9 @@ import (
 	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/lease"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // fleetView is the runtime ids each source's lease group showed last.
@@ -73,7 +73,7 @@ func TransactionalID(key string) string { return lease.GroupPrefix + key }
 // run again after a back-off (retryBase doubled to retryMax): a takeover
 // can meet a passing failure, such as a replication slot the paused owner
 // still holds.
-func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env) error {
+func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env sdk.Env) error {
 	key := c.def.Key
 	fleet := s.cfg.Runtime.Fleet
 	join := func() (*lease.Lease, error) {
@@ -187,7 +187,7 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env plugin.Env
 }
 
 // runOwned builds and runs the source while this runtime holds its lease.
-func (s *Supervisor) runOwned(ctx context.Context, c *conn, env plugin.Env) error {
+func (s *Supervisor) runOwned(ctx context.Context, c *conn, env sdk.Env) error {
 	cfg, err := s.sourceConfig(c, env)
 	if err != nil {
 		c.tracker.Fail(err)

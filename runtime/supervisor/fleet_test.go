@@ -16,9 +16,9 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // TestDistributedOneOwnerThenTakeover: two runtimes in distributed mode
@@ -118,10 +118,10 @@ func (s *flakySource) Open(ctx context.Context, state []byte) error {
 }
 
 func init() {
-	plugin.Register(plugin.Registration{
-		Name: "sup_test_flaky_source", Path: "libpicomq_connector_sup_test_flaky_source", Kind: plugin.KindSource,
-		Load:      func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSource: func(plugin.Config, plugin.Env) (plugin.Source, error) { return &flakySource{}, nil },
+	sdk.Register(sdk.Registration{
+		Name: "sup_test_flaky_source", Path: "libpicomq_connector_sup_test_flaky_source", Kind: sdk.KindSource,
+		Load:      func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error) { return seqConfig{}, nil },
+		NewSource: func(sdk.Config, sdk.Env) (sdk.Source, error) { return &flakySource{}, nil },
 	})
 }
 

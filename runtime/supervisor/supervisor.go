@@ -29,11 +29,11 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
 	"github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Options configure a Supervisor.
@@ -42,7 +42,7 @@ type Options struct {
 	// means slog.Default().
 	Logger *slog.Logger
 	// Metrics, when not nil, tracks every connector and hands each its
-	// plugin.Metrics.
+	// sdk.Metrics.
 	Metrics *metrics.Registry
 	// Store overrides the state store the runtime config names.
 	Store state.Store
@@ -229,11 +229,11 @@ func (s *Supervisor) start(c *conn) {
 	c.err = nil
 	c.gen++
 	gen, started := c.gen, time.Now()
-	var metricsFor plugin.Metrics = plugin.DiscardMetrics
+	var metricsFor sdk.Metrics = sdk.DiscardMetrics
 	if s.metrics != nil {
 		metricsFor = s.metrics.For(def.Type, def.Key)
 	}
-	env := plugin.Env{Key: def.Key, Logger: c.log, Metrics: metricsFor}
+	env := sdk.Env{Key: def.Key, Logger: c.log, Metrics: metricsFor}
 	s.mu.Lock()
 	parent := s.runCtx
 	s.mu.Unlock()
@@ -244,7 +244,7 @@ func (s *Supervisor) start(c *conn) {
 
 	var run func() error
 	switch def.Kind() {
-	case plugin.KindSource:
+	case sdk.KindSource:
 		if s.cfg.Runtime.Distributed() {
 			// Standby until this runtime holds the source's lease (fleet.go).
 			c.tracker.Set(status.Standby)
@@ -265,7 +265,7 @@ func (s *Supervisor) start(c *conn) {
 		}
 		cfg.State = blob
 		run = func() error { return sourceloop.Run(ctx, cfg) }
-	case plugin.KindSink:
+	case sdk.KindSink:
 		if def.Registration.NewSink == nil {
 			cancel()
 			s.failed(c, fmt.Errorf("plugin %q cannot build a sink", def.Path))
@@ -332,7 +332,7 @@ func (s *Supervisor) start(c *conn) {
 }
 
 // sourceConfig builds c's source and transforms and the loop's config.
-func (s *Supervisor) sourceConfig(c *conn, env plugin.Env) (sourceloop.Config, error) {
+func (s *Supervisor) sourceConfig(c *conn, env sdk.Env) (sourceloop.Config, error) {
 	def := c.def
 	if def.Registration.NewSource == nil {
 		return sourceloop.Config{}, fmt.Errorf("plugin %q cannot build a source", def.Path)
@@ -436,7 +436,7 @@ func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err er
 }
 
 // newSource calls the registration, turning a panic into an error.
-func newSource(def *definition.Definition, env plugin.Env) (src plugin.Source, err error) {
+func newSource(def *definition.Definition, env sdk.Env) (src sdk.Source, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			src, err = nil, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
@@ -450,7 +450,7 @@ func newSource(def *definition.Definition, env plugin.Env) (src plugin.Source, e
 }
 
 // newSink calls the registration, turning a panic into an error.
-func newSink(def *definition.Definition, env plugin.Env) (sink plugin.Sink, err error) {
+func newSink(def *definition.Definition, env sdk.Env) (sink sdk.Sink, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sink, err = nil, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
@@ -463,8 +463,8 @@ func newSink(def *definition.Definition, env plugin.Env) (sink plugin.Sink, err 
 	return sink, err
 }
 
-func buildTransforms(def *definition.Definition) ([]plugin.Transform, error) {
-	var out []plugin.Transform
+func buildTransforms(def *definition.Definition) ([]sdk.Transform, error) {
+	var out []sdk.Transform
 	for i, t := range def.Transforms {
 		if !t.Enabled {
 			continue
@@ -497,7 +497,7 @@ func (s *Supervisor) stop(ctx context.Context, c *conn) error {
 		case <-c.done:
 		case <-ctx.Done():
 			what := "its current batch"
-			if c.def.Kind() == plugin.KindSink {
+			if c.def.Kind() == sdk.KindSink {
 				what = "its current batch and Close (an upload may be cut short)"
 			}
 			c.log.Error("connector did not finish in time; the runtime stops without it", "waited_for", what)

@@ -22,8 +22,8 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/connectortest"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 type seqConfig struct{}
@@ -36,23 +36,23 @@ type seqSource struct {
 	committed, candidate int
 }
 
-func (s *seqSource) Poll(ctx context.Context) (plugin.Batch, error) {
+func (s *seqSource) Poll(ctx context.Context) (sdk.Batch, error) {
 	select {
 	case <-ctx.Done():
-		return plugin.Batch{}, ctx.Err()
+		return sdk.Batch{}, ctx.Err()
 	case <-time.After(2 * time.Millisecond):
 	}
-	var b plugin.Batch
+	var b sdk.Batch
 	for i := 0; i < 20; i++ {
-		b.Messages = append(b.Messages, plugin.Message{Payload: []byte(fmt.Sprintf(`{"seq":%d}`, s.committed+i))})
+		b.Messages = append(b.Messages, sdk.Message{Payload: []byte(fmt.Sprintf(`{"seq":%d}`, s.committed+i))})
 	}
 	s.candidate = s.committed + 20
 	b.State = []byte(strconv.Itoa(s.candidate))
 	return b, nil
 }
 
-func (s *seqSource) OnBatchResult(_ context.Context, r plugin.Result) error {
-	if r == plugin.Ack {
+func (s *seqSource) OnBatchResult(_ context.Context, r sdk.Result) error {
+	if r == sdk.Ack {
 		s.committed = s.candidate
 	}
 	return nil
@@ -72,10 +72,10 @@ func (s *seqSource) Open(_ context.Context, state []byte) error {
 func (s *seqSource) Close(context.Context) error { return nil }
 
 func init() {
-	plugin.Register(plugin.Registration{
-		Name: "sup_test_source", Path: "libpicomq_connector_sup_test_source", Kind: plugin.KindSource,
-		Load:      func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSource: func(plugin.Config, plugin.Env) (plugin.Source, error) { return &seqSource{}, nil },
+	sdk.Register(sdk.Registration{
+		Name: "sup_test_source", Path: "libpicomq_connector_sup_test_source", Kind: sdk.KindSource,
+		Load:      func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error) { return seqConfig{}, nil },
+		NewSource: func(sdk.Config, sdk.Env) (sdk.Source, error) { return &seqSource{}, nil },
 	})
 }
 
@@ -257,7 +257,7 @@ type collectSink struct {
 
 func (s collectSink) Open(context.Context) error { return nil }
 
-func (s collectSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s collectSink) Consume(_ context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range batch {
@@ -284,10 +284,10 @@ var (
 )
 
 func init() {
-	plugin.Register(plugin.Registration{
-		Name: "sup_test_sink", Path: "libpicomq_connector_sup_test_sink", Kind: plugin.KindSink,
-		Load: func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) {
+	sdk.Register(sdk.Registration{
+		Name: "sup_test_sink", Path: "libpicomq_connector_sup_test_sink", Kind: sdk.KindSink,
+		Load: func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error) { return seqConfig{}, nil },
+		NewSink: func(sdk.Config, sdk.Env) (sdk.Sink, error) {
 			return collectSink{&sinkMu, &sinkSeqs, &sinkClosed}, nil
 		},
 	})
@@ -337,17 +337,17 @@ func TestSupervisorSourceToSink(t *testing.T) {
 // cannot upload its open files at the stop.
 type failCloseSink struct{}
 
-func (failCloseSink) Open(context.Context) error                     { return nil }
-func (failCloseSink) Consume(context.Context, []plugin.Record) error { return nil }
+func (failCloseSink) Open(context.Context) error                  { return nil }
+func (failCloseSink) Consume(context.Context, []sdk.Record) error { return nil }
 func (failCloseSink) Close(context.Context) error {
 	return errors.New("3 files (137 records) not uploaded")
 }
 
 func init() {
-	plugin.Register(plugin.Registration{
-		Name: "sup_test_failclose_sink", Path: "libpicomq_connector_sup_test_failclose_sink", Kind: plugin.KindSink,
-		Load:    func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return failCloseSink{}, nil },
+	sdk.Register(sdk.Registration{
+		Name: "sup_test_failclose_sink", Path: "libpicomq_connector_sup_test_failclose_sink", Kind: sdk.KindSink,
+		Load:    func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error) { return seqConfig{}, nil },
+		NewSink: func(sdk.Config, sdk.Env) (sdk.Sink, error) { return failCloseSink{}, nil },
 	})
 }
 
@@ -380,10 +380,10 @@ func (flakySink) Open(context.Context) error {
 func (flakySink) Close(context.Context) error { return nil }
 
 func init() {
-	plugin.Register(plugin.Registration{
-		Name: "sup_test_flaky_sink", Path: "libpicomq_connector_sup_test_flaky_sink", Kind: plugin.KindSink,
-		Load:    func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return flakySink{}, nil },
+	sdk.Register(sdk.Registration{
+		Name: "sup_test_flaky_sink", Path: "libpicomq_connector_sup_test_flaky_sink", Kind: sdk.KindSink,
+		Load:    func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error) { return seqConfig{}, nil },
+		NewSink: func(sdk.Config, sdk.Env) (sdk.Sink, error) { return flakySink{}, nil },
 	})
 }
 
@@ -425,10 +425,10 @@ func (panicSink) Open(context.Context) error {
 }
 
 func init() {
-	plugin.Register(plugin.Registration{
-		Name: "sup_test_panic_sink", Path: "libpicomq_connector_sup_test_panic_sink", Kind: plugin.KindSink,
-		Load:    func(map[string]any, string, plugin.LookupEnv) (plugin.Config, error) { return seqConfig{}, nil },
-		NewSink: func(plugin.Config, plugin.Env) (plugin.Sink, error) { return panicSink{}, nil },
+	sdk.Register(sdk.Registration{
+		Name: "sup_test_panic_sink", Path: "libpicomq_connector_sup_test_panic_sink", Kind: sdk.KindSink,
+		Load:    func(map[string]any, string, sdk.LookupEnv) (sdk.Config, error) { return seqConfig{}, nil },
+		NewSink: func(sdk.Config, sdk.Env) (sdk.Sink, error) { return panicSink{}, nil },
 	})
 }
 

@@ -13,10 +13,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
-func object(name string, rec *plugin.TransformRecord) (map[string]any, error) {
+func object(name string, rec *sdk.TransformRecord) (map[string]any, error) {
 	m, ok := rec.Value.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("%s: the record is not a JSON object (got %s); use it with schema json or avro records", name, describe(rec.Value))
@@ -68,7 +68,7 @@ func lookup(m map[string]any, segs []string, create bool) (map[string]any, bool)
 // AddFields returns the add_fields transform: it sets each field to its
 // value, creating nested objects for dotted names. With overwrite false an
 // existing field is left alone.
-func AddFields(fields map[string]any, overwrite bool) plugin.Transform {
+func AddFields(fields map[string]any, overwrite bool) sdk.Transform {
 	names := make([]string, 0, len(fields))
 	for k := range fields {
 		names = append(names, k)
@@ -84,7 +84,7 @@ type addFields struct {
 }
 
 // Apply sets the fields on the record.
-func (a *addFields) Apply(rec *plugin.TransformRecord) error {
+func (a *addFields) Apply(rec *sdk.TransformRecord) error {
 	m, err := object("add_fields", rec)
 	if err != nil {
 		return err
@@ -125,14 +125,14 @@ func copyValue(v any) any {
 
 // DeleteFields returns the delete_fields transform: it removes each field;
 // missing fields are ignored.
-func DeleteFields(fields []string) plugin.Transform {
+func DeleteFields(fields []string) sdk.Transform {
 	return &deleteFields{fields: append([]string(nil), fields...)}
 }
 
 type deleteFields struct{ fields []string }
 
 // Apply removes the fields from the record.
-func (d *deleteFields) Apply(rec *plugin.TransformRecord) error {
+func (d *deleteFields) Apply(rec *sdk.TransformRecord) error {
 	m, err := object("delete_fields", rec)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (d *deleteFields) Apply(rec *plugin.TransformRecord) error {
 // to its new name (creating nested objects for a dotted new name); missing
 // fields are ignored and an existing field under the new name is replaced.
 // Renames apply in the order of the old names, sorted.
-func RenameFields(fields map[string]string) plugin.Transform {
+func RenameFields(fields map[string]string) sdk.Transform {
 	olds := make([]string, 0, len(fields))
 	for k := range fields {
 		olds = append(olds, k)
@@ -165,7 +165,7 @@ type renameFields struct {
 }
 
 // Apply moves the fields to their new names.
-func (r *renameFields) Apply(rec *plugin.TransformRecord) error {
+func (r *renameFields) Apply(rec *sdk.TransformRecord) error {
 	m, err := object("rename_fields", rec)
 	if err != nil {
 		return err

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
-func apply(t *testing.T, tr plugin.Transform, in string) string {
+func apply(t *testing.T, tr sdk.Transform, in string) string {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal([]byte(in), &v); err != nil {
 		t.Fatal(err)
 	}
-	rec := &plugin.TransformRecord{Value: v}
+	rec := &sdk.TransformRecord{Value: v}
 	if err := tr.Apply(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestAddFields(t *testing.T) {
 	if got := apply(t, AddFields(map[string]any{"source": "new", "a.b.c": true}, false), `{"source":"old"}`); got != `{"a":{"b":{"c":true}},"source":"old"}` {
 		t.Fatal(got)
 	}
-	rec := &plugin.TransformRecord{Value: map[string]any{"meta": "scalar"}}
+	rec := &sdk.TransformRecord{Value: map[string]any{"meta": "scalar"}}
 	if err := tr.Apply(rec); err == nil || !strings.Contains(err.Error(), `"meta.env"`) {
 		t.Fatalf("error = %v", err)
 	}
@@ -39,8 +39,8 @@ func TestAddFields(t *testing.T) {
 
 func TestAddFieldsCopiesValues(t *testing.T) {
 	tr := AddFields(map[string]any{"list": []any{"a"}}, true)
-	r1 := &plugin.TransformRecord{Value: map[string]any{}}
-	r2 := &plugin.TransformRecord{Value: map[string]any{}}
+	r1 := &sdk.TransformRecord{Value: map[string]any{}}
+	r2 := &sdk.TransformRecord{Value: map[string]any{}}
 	tr.Apply(r1)
 	tr.Apply(r2)
 	r1.Value.(map[string]any)["list"].([]any)[0] = "changed"
@@ -64,9 +64,9 @@ func TestRenameFields(t *testing.T) {
 }
 
 func TestNotAnObject(t *testing.T) {
-	for _, tr := range []plugin.Transform{AddFields(map[string]any{"a": 1}, true), DeleteFields([]string{"a"}), RenameFields(map[string]string{"a": "b"})} {
+	for _, tr := range []sdk.Transform{AddFields(map[string]any{"a": 1}, true), DeleteFields([]string{"a"}), RenameFields(map[string]string{"a": "b"})} {
 		for _, v := range []any{[]byte("raw"), "text", []any{}, nil} {
-			err := tr.Apply(&plugin.TransformRecord{Value: v})
+			err := tr.Apply(&sdk.TransformRecord{Value: v})
 			if err == nil || !strings.Contains(err.Error(), "is not a JSON object") {
 				t.Errorf("%T on %T: %v", tr, v, err)
 			}

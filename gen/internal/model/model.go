@@ -15,7 +15,7 @@ import (
 
 	"github.com/picomq/pico-connectors/gen/internal/jsonx"
 	"github.com/picomq/pico-connectors/gen/internal/naming"
-	"github.com/picomq/pico-connectors/internal/confgen"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 

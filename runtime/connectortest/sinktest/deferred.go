@@ -11,20 +11,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // newDeferred builds the sink for a DeferredSink subtest, or skips the
-// subtest when the sink is a plain plugin.Sink.
-func (h Harness) newDeferred(t *testing.T) plugin.DeferredSink {
+// subtest when the sink is a plain sdk.Sink.
+func (h Harness) newDeferred(t *testing.T) sdk.DeferredSink {
 	t.Helper()
 	s := h.newSink(t)
-	d, ok := s.(plugin.DeferredSink)
+	d, ok := s.(sdk.DeferredSink)
 	if !ok {
 		_ = s.Close(context.Background())
-		t.Skip("not a plugin.DeferredSink: its commits follow Consume")
+		t.Skip("not a sdk.DeferredSink: its commits follow Consume")
 	}
 	return d
 }
@@ -41,7 +41,7 @@ func (h Harness) deferredSkips(t *testing.T) {
 	}
 	n := h.BatchSize
 	sent := Records("sinktest", 0, 3*n)
-	steps := [][]plugin.Record{sent[:2*n], sent[n : 3*n], sent[:n]}
+	steps := [][]sdk.Record{sent[:2*n], sent[n : 3*n], sent[:n]}
 	for i, b := range steps {
 		if err := d.Consume(b); err != nil {
 			t.Fatalf("Consume(step %d, offsets %d-%d): %v", i, b[0].Offset, b[len(b)-1].Offset, err)
@@ -53,12 +53,12 @@ func (h Harness) deferredSkips(t *testing.T) {
 	if dup := duplicates(sent, written); len(dup) > 0 {
 		t.Fatalf("a DeferredSink must skip records below the next offset it expects; written more than once: %q", dup)
 	}
-	if got := s.Durable()[plugin.TopicPartition{Topic: "sinktest"}]; got != int64(3*n) {
+	if got := s.Durable()[sdk.TopicPartition{Topic: "sinktest"}]; got != int64(3*n) {
 		t.Fatalf("after Close, Durable() reports offset %d for sinktest/0, want %d (every record is in the destination)", got, 3*n)
 	}
 }
 
-func duplicates(sent []plugin.Record, written [][]byte) []string {
+func duplicates(sent []sdk.Record, written [][]byte) []string {
 	count := map[string]int{}
 	for _, w := range written {
 		count[string(w)]++
@@ -76,16 +76,16 @@ func duplicates(sent []plugin.Record, written [][]byte) []string {
 // more calls through it (Consume fails, Close and Release do nothing), and
 // Durable keeps answering what it answered at the kill.
 type killable struct {
-	plugin.DeferredSink
+	sdk.DeferredSink
 	mu       sync.Mutex
 	killed   bool
-	frozen   map[plugin.TopicPartition]int64
+	frozen   map[sdk.TopicPartition]int64
 	accepted int64 // highest offset of a successful Consume, -1 for none
 }
 
 var errKilled = errors.New("sinktest: the process was killed")
 
-func (k *killable) Consume(ctx context.Context, batch []plugin.Record) error {
+func (k *killable) Consume(ctx context.Context, batch []sdk.Record) error {
 	if k.dead() {
 		return errKilled
 	}
@@ -100,7 +100,7 @@ func (k *killable) Consume(ctx context.Context, batch []plugin.Record) error {
 	return nil
 }
 
-func (k *killable) Durable() map[plugin.TopicPartition]int64 {
+func (k *killable) Durable() map[sdk.TopicPartition]int64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.killed {
@@ -109,7 +109,7 @@ func (k *killable) Durable() map[plugin.TopicPartition]int64 {
 	return k.DeferredSink.Durable()
 }
 
-func (k *killable) Release(ctx context.Context, parts []plugin.TopicPartition) error {
+func (k *killable) Release(ctx context.Context, parts []sdk.TopicPartition) error {
 	if k.dead() {
 		return nil
 	}
@@ -124,7 +124,7 @@ func (k *killable) Close(ctx context.Context) error {
 }
 
 // kill freezes Durable and returns what it reported last.
-func (k *killable) kill() map[plugin.TopicPartition]int64 {
+func (k *killable) kill() map[sdk.TopicPartition]int64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.frozen = k.DeferredSink.Durable()
@@ -160,7 +160,7 @@ func (h Harness) killLosesNothing(t *testing.T) {
 	b, sent := h.seeded(t, topic)
 	n := len(sent)
 
-	start := func(s plugin.Sink) (stop func() error, done chan error) {
+	start := func(s sdk.Sink) (stop func() error, done chan error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done = make(chan error, 1)
 		go func() {
@@ -168,7 +168,7 @@ func (h Harness) killLosesNothing(t *testing.T) {
 				Key: "sinktest", GroupID: group,
 				Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
 					BatchLength: h.BatchSize, PollInterval: "50ms"}},
-				Sink: s, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: status.New(string(plugin.KindSink), "sinktest", nil),
+				Sink: s, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: status.New(string(sdk.KindSink), "sinktest", nil),
 				RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
 				CloseTimeout: h.Timeout,
 			})
@@ -215,7 +215,7 @@ func (h Harness) killLosesNothing(t *testing.T) {
 	t.Cleanup(func() { _ = first.DeferredSink.Close(context.Background()) })
 
 	committedAtKill := committedOffset(t, b.Addr(), group, topic)
-	if d := durable[plugin.TopicPartition{Topic: topic}]; committedAtKill > d {
+	if d := durable[sdk.TopicPartition{Topic: topic}]; committedAtKill > d {
 		t.Fatalf("the loop committed offset %d but the sink reported only %d durable", committedAtKill, d)
 	}
 	if lost := missing(sent[:committedAtKill], atKill); len(lost) > 0 {
@@ -231,7 +231,7 @@ func (h Harness) killLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New after the kill: %v", err)
 	}
-	d2, ok := s2.(plugin.DeferredSink)
+	d2, ok := s2.(sdk.DeferredSink)
 	if !ok {
 		t.Fatalf("New returned a %T after a DeferredSink", s2)
 	}
@@ -247,7 +247,7 @@ func (h Harness) killLosesNothing(t *testing.T) {
 	CheckWritten(t, sent, h.Written(t))
 }
 
-func missing(sent []plugin.Record, written [][]byte) []string {
+func missing(sent []sdk.Record, written [][]byte) []string {
 	have := map[string]bool{}
 	for _, w := range written {
 		have[string(w)] = true

@@ -11,7 +11,7 @@ import (
 // can observe a sink whose only output is its log. Its Logger also writes
 // every record to t.Log.
 type LogCapture struct {
-	// Logger is the logger to hand the connector (plugin.Env.Logger).
+	// Logger is the logger to hand the connector (sdk.Env.Logger).
 	Logger *slog.Logger
 
 	h *captureHandler

@@ -11,20 +11,20 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
-	"github.com/picomq/pico-connectors/runtime/plugin"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // watched wraps a sink and records what its Consume calls returned.
 type watched struct {
-	plugin.Sink
+	sdk.Sink
 	mu       sync.Mutex
 	failures int
 	okUpTo   int64 // highest offset of a successful Consume, -1 for none
 }
 
-func (w *watched) Consume(ctx context.Context, batch []plugin.Record) error {
+func (w *watched) Consume(ctx context.Context, batch []sdk.Record) error {
 	err := w.Sink.Consume(ctx, batch)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -69,7 +69,7 @@ func (h Harness) runtimeRedelivers(t *testing.T) {
 			restore()
 		}
 	}()
-	tr := status.New(string(plugin.KindSink), "sinktest", nil)
+	tr := status.New(string(sdk.KindSink), "sinktest", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -145,7 +145,7 @@ func (h Harness) runtimeRedelivers(t *testing.T) {
 // seeded starts an embedded broker, stopped when the test ends, whose topic
 // holds the h.BatchSize*h.Batches records of Records; it returns the broker
 // and the records.
-func (h Harness) seeded(t *testing.T, topic string) (*broker.Broker, []plugin.Record) {
+func (h Harness) seeded(t *testing.T, topic string) (*broker.Broker, []sdk.Record) {
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
 	if err != nil {
 		t.Fatalf("start the embedded broker: %v", err)
@@ -157,7 +157,7 @@ func (h Harness) seeded(t *testing.T, topic string) (*broker.Broker, []plugin.Re
 }
 
 // produce writes recs to topic through a franz-go client.
-func produce(t *testing.T, addr, topic string, recs []plugin.Record) {
+func produce(t *testing.T, addr, topic string, recs []sdk.Record) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package sinktest checks that a plugin.Sink keeps the sink contract, in
+// Package sinktest checks that a sdk.Sink keeps the sink contract, in
 // the spirit of testing/fstest: Close flushes everything a successful
 // Consume accepted, and a failed Consume can be redelivered without losing
 // records.
@@ -8,7 +8,7 @@
 //	func TestConformance(t *testing.T) {
 //		dir := t.TempDir()
 //		sinktest.Run(t, sinktest.Harness{
-//			New: func(t *testing.T) (plugin.Sink, error) {
+//			New: func(t *testing.T) (sdk.Sink, error) {
 //				cfg, err := filesinkconfig.Load(map[string]any{"dir": dir}, "", nil)
 //				if err != nil {
 //					return nil, err
@@ -31,10 +31,10 @@
 //     same through the runtime's own sink loop against the embedded broker,
 //     with the destination broken from the start and restored after the
 //     first failed Consume.
-//   - DeferredSkipsRedelivered (only for a plugin.DeferredSink): batches
+//   - DeferredSkipsRedelivered (only for a sdk.DeferredSink): batches
 //     that repeat accepted records leave every record in the destination
 //     exactly once, and after Close, Durable reports the end.
-//   - DeferredKillLosesNothing (only for a plugin.DeferredSink, skipped
+//   - DeferredKillLosesNothing (only for a sdk.DeferredSink, skipped
 //     with -short): through the runtime's sink loop, the sink is killed (no
 //     Close; Durable frozen at what it last said) once it has accepted every
 //     record; whatever the loop committed must be in the destination at
@@ -53,14 +53,14 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/connectortest/internal/tlog"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Harness describes the sink under test and how to look at its
 // destination.
 type Harness struct {
 	// New builds a fresh sink; Run opens and closes it. Required.
-	New func(t *testing.T) (plugin.Sink, error)
+	New func(t *testing.T) (sdk.Sink, error)
 	// Written returns the payloads the destination holds now, in the
 	// order they were written, with any framing the sink adds removed
 	// (one payload per record). Required.
@@ -103,7 +103,7 @@ func Run(t *testing.T, h Harness) {
 }
 
 // newSink runs Setup, then New, and fails t when New fails.
-func (h Harness) newSink(t *testing.T) plugin.Sink {
+func (h Harness) newSink(t *testing.T) sdk.Sink {
 	t.Helper()
 	if h.Setup != nil {
 		h.Setup(t)
@@ -131,7 +131,7 @@ func (h Harness) open(t *testing.T) *Driver {
 
 func (h Harness) closeFlushes(t *testing.T) {
 	d := h.open(t)
-	var sent []plugin.Record
+	var sent []sdk.Record
 	for i := 0; i < h.Batches; i++ {
 		batch := Records("sinktest", int64(len(sent)), h.BatchSize)
 		if err := d.Consume(batch); err != nil {
@@ -148,8 +148,8 @@ func (h Harness) redelivered(t *testing.T) {
 		t.Skip("Harness.Break is not set: this sink's failure path is not checked")
 	}
 	d := h.open(t)
-	var accepted []plugin.Record
-	next := func() []plugin.Record { return Records("sinktest", int64(len(accepted)), h.BatchSize) }
+	var accepted []sdk.Record
+	next := func() []sdk.Record { return Records("sinktest", int64(len(accepted)), h.BatchSize) }
 
 	first := next()
 	if err := d.Consume(first); err != nil {
@@ -166,7 +166,7 @@ func (h Harness) redelivered(t *testing.T) {
 	}()
 	// Keep consuming until a batch fails: a buffering sink may accept a
 	// few batches before it meets the broken destination.
-	var failed []plugin.Record
+	var failed []sdk.Record
 	for i := 0; i < 20 && failed == nil; i++ {
 		batch := next()
 		if err := d.Consume(batch); err != nil {
@@ -207,7 +207,7 @@ func (h Harness) redelivered(t *testing.T) {
 // CheckWritten fails t unless written holds every payload of sent, at least
 // once, with the first occurrences in the order sent. Duplicates are
 // allowed: delivery is at least once.
-func CheckWritten(t testing.TB, sent []plugin.Record, written [][]byte) {
+func CheckWritten(t testing.TB, sent []sdk.Record, written [][]byte) {
 	t.Helper()
 	pos := 0
 	for _, w := range written {
@@ -232,29 +232,29 @@ func CheckWritten(t testing.TB, sent []plugin.Record, written [][]byte) {
 
 // Records returns n records of topic with offsets from first on: JSON
 // payloads {"topic":…,"offset":N}, keys "key-N", one header "n", partition 0.
-func Records(topic string, first int64, n int) []plugin.Record {
-	out := make([]plugin.Record, n)
+func Records(topic string, first int64, n int) []sdk.Record {
+	out := make([]sdk.Record, n)
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := range out {
 		off := first + int64(i)
 		s := strconv.FormatInt(off, 10)
-		out[i] = plugin.Record{
+		out[i] = sdk.Record{
 			Topic:     topic,
 			Offset:    off,
 			Timestamp: base.Add(time.Duration(off) * time.Millisecond),
 			Key:       []byte("key-" + s),
-			Headers:   []plugin.Header{{Key: "n", Value: []byte(s)}},
+			Headers:   []sdk.Header{{Key: "n", Value: []byte(s)}},
 			Payload:   []byte(`{"topic":` + strconv.Quote(topic) + `,"offset":` + s + `}`),
-			Schema:    plugin.SchemaJSON,
+			Schema:    sdk.SchemaJSON,
 		}
 	}
 	return out
 }
 
-// Env returns a plugin.Env for a connector built in a test: key "test", a
+// Env returns a sdk.Env for a connector built in a test: key "test", a
 // logger writing to t.Log, and metrics that record nothing.
-func Env(t testing.TB) plugin.Env {
-	return plugin.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(TestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})), Metrics: plugin.DiscardMetrics}
+func Env(t testing.TB) sdk.Env {
+	return sdk.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(TestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})), Metrics: sdk.DiscardMetrics}
 }
 
 // TestWriter returns an io.Writer that logs each write through t.Log
@@ -268,7 +268,7 @@ type LogWriter = tlog.Writer
 // bounded by Timeout. Use it directly for connector-specific tests.
 type Driver struct {
 	T    testing.TB
-	Sink plugin.Sink
+	Sink sdk.Sink
 	// Timeout bounds each call; zero means 60 seconds.
 	Timeout time.Duration
 
@@ -276,7 +276,7 @@ type Driver struct {
 }
 
 // NewDriver returns a Driver for s that closes it when the test ends.
-func NewDriver(t testing.TB, s plugin.Sink) *Driver {
+func NewDriver(t testing.TB, s sdk.Sink) *Driver {
 	d := &Driver{T: t, Sink: s}
 	t.Cleanup(d.Close)
 	return d
@@ -301,13 +301,13 @@ func (d *Driver) Open() error {
 // Consume returns, as the sink loop reuses its batch slices: a sink that
 // keeps the slice instead of its records writes the overwritten records
 // and fails the test that reads them back.
-func (d *Driver) Consume(batch []plugin.Record) error {
+func (d *Driver) Consume(batch []sdk.Record) error {
 	ctx, cancel := d.ctx()
 	defer cancel()
-	own := append([]plugin.Record(nil), batch...)
+	own := append([]sdk.Record(nil), batch...)
 	defer func() {
 		for i := range own {
-			own[i] = plugin.Record{Topic: "sinktest-reused-slice", Offset: -1, Payload: []byte(`"kept the batch slice"`)}
+			own[i] = sdk.Record{Topic: "sinktest-reused-slice", Offset: -1, Payload: []byte(`"kept the batch slice"`)}
 		}
 	}()
 	return d.Sink.Consume(ctx, own)

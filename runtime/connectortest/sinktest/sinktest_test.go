@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // store is a destination that can be broken.
@@ -63,7 +63,7 @@ type flaws struct {
 
 func (s *bufSink) Open(context.Context) error { return nil }
 
-func (s *bufSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s *bufSink) Consume(_ context.Context, batch []sdk.Record) error {
 	for _, r := range batch {
 		s.buf = append(s.buf, r.Payload)
 	}
@@ -98,7 +98,7 @@ func harness(flushAt int, f flaws) sinktest.Harness {
 	var dst *store
 	return sinktest.Harness{
 		Setup: func(*testing.T) { dst = &store{} },
-		New: func(*testing.T) (plugin.Sink, error) {
+		New: func(*testing.T) (sdk.Sink, error) {
 			return &bufSink{dst: dst, flushAt: flushAt, flaws: f}, nil
 		},
 		Written: func(t *testing.T) [][]byte { return dst.payloads(t) },
@@ -136,7 +136,7 @@ type deferSink struct {
 	flaws   deferFlaws
 
 	mu      sync.Mutex
-	buf     []plugin.Record
+	buf     []sdk.Record
 	next    int64 // next offset expected, -1 before the first record
 	durable int64
 }
@@ -148,7 +148,7 @@ type deferFlaws struct {
 
 func (s *deferSink) Open(context.Context) error { return nil }
 
-func (s *deferSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s *deferSink) Consume(_ context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range batch {
@@ -181,7 +181,7 @@ func (s *deferSink) flush() error {
 	return nil
 }
 
-func (s *deferSink) Durable() map[plugin.TopicPartition]int64 {
+func (s *deferSink) Durable() map[sdk.TopicPartition]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.durable
@@ -191,10 +191,10 @@ func (s *deferSink) Durable() map[plugin.TopicPartition]int64 {
 	if d <= 0 {
 		return nil
 	}
-	return map[plugin.TopicPartition]int64{{Topic: "sinktest"}: d}
+	return map[sdk.TopicPartition]int64{{Topic: "sinktest"}: d}
 }
 
-func (s *deferSink) Release(context.Context, []plugin.TopicPartition) error {
+func (s *deferSink) Release(context.Context, []sdk.TopicPartition) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.buf, s.next = nil, s.durable
@@ -211,7 +211,7 @@ func deferHarness(flushAt int, f deferFlaws) sinktest.Harness {
 	var dst *store
 	return sinktest.Harness{
 		Setup: func(*testing.T) { dst = &store{} },
-		New: func(*testing.T) (plugin.Sink, error) {
+		New: func(*testing.T) (sdk.Sink, error) {
 			return &deferSink{dst: dst, flushAt: flushAt, flaws: f, next: -1}, nil
 		},
 		Written: func(t *testing.T) [][]byte { return dst.payloads(t) },

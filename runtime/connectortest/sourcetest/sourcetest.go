@@ -1,11 +1,11 @@
-// Package sourcetest checks that a plugin.Source keeps the stage-and-apply
+// Package sourcetest checks that a sdk.Source keeps the stage-and-apply
 // contract of the sources spec, in the spirit of testing/fstest.
 //
 // A connector's test calls Run once with a Factory that builds the source;
 // Run opens each instance with a committed state blob, as the runtime does:
 //
 //	func TestConformance(t *testing.T) {
-//		sourcetest.Run(t, func(t *testing.T) (plugin.Source, error) {
+//		sourcetest.Run(t, func(t *testing.T) (sdk.Source, error) {
 //			cfg, err := mysourceconfig.Load(map[string]any{"interval": "10ms"}, "", nil)
 //			if err != nil {
 //				return nil, err
@@ -23,7 +23,7 @@
 //     instance polled a further batch that was never acknowledged.
 //   - EmptyBatchNoState: a batch without records carries no state, including
 //     right after a Nack, and Poll returns when its context ends.
-//   - PollAhead, for a source that implements plugin.Pipelined (a
+//   - PollAhead, for a source that implements sdk.Pipelined (a
 //     PollAhead() int method above 1): a Poll before the previous batch is
 //     resolved continues after its candidate, Ack promotes the oldest
 //     outstanding candidate, Nack drops them all so the next Poll repeats
@@ -46,14 +46,14 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/connectortest/internal/tlog"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Factory builds a new source instance, not yet opened: Run calls its Open
 // with the committed state blob (nil for a source that has never been
 // acknowledged). The factory may use t.Cleanup for resources; Run closes
 // every source it builds.
-type Factory func(t *testing.T) (plugin.Source, error)
+type Factory func(t *testing.T) (sdk.Source, error)
 
 // Option changes how Run drives the source.
 type Option func(*options)
@@ -62,7 +62,7 @@ type options struct {
 	setup       func(t *testing.T)
 	pollTimeout time.Duration
 	idleTimeout time.Duration
-	equal       func(a, b plugin.Message) bool
+	equal       func(a, b sdk.Message) bool
 	drainLimit  int
 }
 
@@ -88,7 +88,7 @@ func WithIdleTimeout(d time.Duration) Option {
 // WithEqual replaces how two messages are compared. The default compares
 // Key, Payload and Headers, and ignores Timestamp (a source may stamp
 // records with the time of the read).
-func WithEqual(equal func(a, b plugin.Message) bool) Option {
+func WithEqual(equal func(a, b sdk.Message) bool) Option {
 	return func(o *options) { o.equal = equal }
 }
 
@@ -121,7 +121,7 @@ func (s suite) pollAhead(t *testing.T) {
 	s.begin(t)
 	d := s.open(t, nil)
 	// Batches in flight are polled directly: the Driver allows one.
-	poll := func(what string) plugin.Batch {
+	poll := func(what string) sdk.Batch {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.pollTimeout)
 		defer cancel()
@@ -135,9 +135,9 @@ func (s suite) pollAhead(t *testing.T) {
 			}
 		}
 		t.Fatalf("%s: no batch with records within %v", what, s.o.pollTimeout)
-		return plugin.Batch{}
+		return sdk.Batch{}
 	}
-	result := func(r plugin.Result) {
+	result := func(r sdk.Result) {
 		t.Helper()
 		if err := d.Source.OnBatchResult(context.Background(), r); err != nil {
 			t.Fatalf("OnBatchResult(%s): %v", r, err)
@@ -148,17 +148,17 @@ func (s suite) pollAhead(t *testing.T) {
 	if s.isPrefix(a.Messages, b.Messages) || s.isPrefix(b.Messages, a.Messages) {
 		t.Fatalf("a Poll with a batch in flight repeated it instead of continuing after its candidate:\nfirst: %s\nnext:  %s", Describe(a.Messages), Describe(b.Messages))
 	}
-	result(plugin.Ack) // a
+	result(sdk.Ack) // a
 	c := poll("a poll after the first Ack, the second batch in flight")
 	if s.isPrefix(b.Messages, c.Messages) || s.isPrefix(c.Messages, b.Messages) {
 		t.Fatalf("after an Ack of the oldest batch, Poll repeated the batch still in flight:\nin flight: %s\nnext:      %s", Describe(b.Messages), Describe(c.Messages))
 	}
-	result(plugin.Nack) // drops b and c
+	result(sdk.Nack) // drops b and c
 	again := poll("a poll after the Nack")
 	if !s.isPrefix(b.Messages, again.Messages) {
 		t.Fatalf("after a Nack, Poll did not repeat the first unacknowledged batch:\nunacknowledged: %s\nafter the Nack: %s", Describe(b.Messages), Describe(again.Messages))
 	}
-	result(plugin.Ack)
+	result(sdk.Ack)
 	d.Close()
 	d2 := s.open(t, again.State)
 	resumed := poll("a new instance from the last acknowledged state")
@@ -186,7 +186,7 @@ func (s suite) begin(t *testing.T) {
 // closed at the end of the test unless the test closes it first.
 // firstBatch begins a subtest, opens the source without state and polls
 // its first batch with records, which it resolves with r.
-func (s suite) firstBatch(t *testing.T, r plugin.Result) (*Driver, plugin.Batch) {
+func (s suite) firstBatch(t *testing.T, r sdk.Result) (*Driver, sdk.Batch) {
 	s.begin(t)
 	d := s.open(t, nil)
 	first := d.PollNonEmpty()
@@ -205,14 +205,14 @@ func (s suite) open(t *testing.T, state []byte) *Driver {
 	}
 	d := NewDriver(t, src, state)
 	d.PollTimeout = s.o.pollTimeout
-	if p, ok := src.(plugin.Pipelined); ok && p.PollAhead() > 1 {
+	if p, ok := src.(sdk.Pipelined); ok && p.PollAhead() > 1 {
 		*s.ahead = true
 	}
 	return d
 }
 
 func (s suite) nackRepeats(t *testing.T) {
-	d, first := s.firstBatch(t, plugin.Nack)
+	d, first := s.firstBatch(t, sdk.Nack)
 	again := d.PollNonEmpty()
 	if !s.isPrefix(first.Messages, again.Messages) {
 		t.Fatalf("after Nack, Poll returned other records:\nfirst poll: %s\nafter Nack: %s",
@@ -222,17 +222,17 @@ func (s suite) nackRepeats(t *testing.T) {
 		t.Errorf("after Nack, the same records came with another candidate state: %q, then %q", first.State, again.State)
 	}
 	// A second Nack in a row must repeat them once more.
-	d.Result(plugin.Nack)
+	d.Result(sdk.Nack)
 	third := d.PollNonEmpty()
 	if !s.isPrefix(first.Messages, third.Messages) {
 		t.Fatalf("after a second Nack, Poll returned other records:\nfirst poll: %s\nthird poll: %s",
 			Describe(first.Messages), Describe(third.Messages))
 	}
-	d.Result(plugin.Ack)
+	d.Result(sdk.Ack)
 }
 
 func (s suite) ackMovesOn(t *testing.T) {
-	d, first := s.firstBatch(t, plugin.Ack)
+	d, first := s.firstBatch(t, sdk.Ack)
 	next := d.PollNonEmpty()
 	if s.isPrefix(first.Messages, next.Messages) || s.isPrefix(next.Messages, first.Messages) {
 		t.Fatalf("after Ack, Poll returned the acknowledged records again:\nfirst poll: %s\nafter Ack:  %s",
@@ -241,11 +241,11 @@ func (s suite) ackMovesOn(t *testing.T) {
 	if first.State != nil && bytes.Equal(first.State, next.State) {
 		t.Errorf("after Ack, the next batch carries the same candidate state %q: the cursor did not move", next.State)
 	}
-	d.Result(plugin.Ack)
+	d.Result(sdk.Ack)
 }
 
 func (s suite) resume(t *testing.T) {
-	d, first := s.firstBatch(t, plugin.Ack)
+	d, first := s.firstBatch(t, sdk.Ack)
 	committed := first.State
 	// The batch the old instance would deliver next, polled but never
 	// resolved: a crash between read and acknowledgement.
@@ -260,7 +260,7 @@ func (s suite) resume(t *testing.T) {
 			"acknowledged:            %s\nnext (never acknowledged): %s\nnew instance returned:     %s",
 			committed, Describe(first.Messages), Describe(pending.Messages), Describe(resumed.Messages))
 	}
-	d2.Result(plugin.Ack)
+	d2.Result(sdk.Ack)
 }
 
 func (s suite) emptyBatch(t *testing.T) {
@@ -273,7 +273,7 @@ func (s suite) emptyBatch(t *testing.T) {
 		if err != nil {
 			break
 		}
-		d.Result(plugin.Ack)
+		d.Result(sdk.Ack)
 		if len(b.Messages) == 0 {
 			sawEmpty = true
 			break
@@ -287,16 +287,16 @@ func (s suite) emptyBatch(t *testing.T) {
 	// no state.
 	b, err := d.PollWithin(s.o.idleTimeout)
 	if err == nil {
-		d.Result(plugin.Nack)
+		d.Result(sdk.Nack)
 		if len(b.Messages) == 0 {
 			if _, err := d.PollWithin(s.o.idleTimeout); err == nil {
-				d.Result(plugin.Ack)
+				d.Result(sdk.Ack)
 			}
 		}
 	}
 }
 
-func (s suite) isPrefix(prefix, msgs []plugin.Message) bool {
+func (s suite) isPrefix(prefix, msgs []sdk.Message) bool {
 	if len(prefix) > len(msgs) {
 		return false
 	}
@@ -310,7 +310,7 @@ func (s suite) isPrefix(prefix, msgs []plugin.Message) bool {
 
 // MessagesEqual reports whether two messages have the same Key, Payload and
 // Headers. It ignores Timestamp.
-func MessagesEqual(a, b plugin.Message) bool {
+func MessagesEqual(a, b sdk.Message) bool {
 	if !bytes.Equal(a.Key, b.Key) || !bytes.Equal(a.Payload, b.Payload) || len(a.Headers) != len(b.Headers) {
 		return false
 	}
@@ -324,7 +324,7 @@ func MessagesEqual(a, b plugin.Message) bool {
 
 // Describe prints messages for a failure message: their count and the
 // first and last payloads, shortened.
-func Describe(msgs []plugin.Message) string {
+func Describe(msgs []sdk.Message) string {
 	switch len(msgs) {
 	case 0:
 		return "no records"
@@ -349,13 +349,13 @@ func cloneBytes(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-// Env returns a plugin.Env for a source built in a test: key "test", a
+// Env returns a sdk.Env for a source built in a test: key "test", a
 // logger writing to t.Log, and metrics that record nothing.
-func Env(t testing.TB) plugin.Env {
-	return plugin.Env{
+func Env(t testing.TB) sdk.Env {
+	return sdk.Env{
 		Key:     "test",
 		Logger:  slog.New(slog.NewTextHandler(tlog.New(t), &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics: plugin.DiscardMetrics,
+		Metrics: sdk.DiscardMetrics,
 	}
 }
 
@@ -365,7 +365,7 @@ func Env(t testing.TB) plugin.Env {
 // connector-specific tests.
 type Driver struct {
 	T      testing.TB
-	Source plugin.Source
+	Source sdk.Source
 	// PollTimeout bounds PollNonEmpty; zero means 30 seconds.
 	PollTimeout time.Duration
 
@@ -376,7 +376,7 @@ type Driver struct {
 // NewDriver opens src with state, as the runtime does before the first
 // Poll, and returns a Driver that closes it when the test ends. An Open
 // error fails the test; call Open directly to test one.
-func NewDriver(t testing.TB, src plugin.Source, state []byte) *Driver {
+func NewDriver(t testing.TB, src sdk.Source, state []byte) *Driver {
 	t.Helper()
 	d := &Driver{T: t, Source: src}
 	t.Cleanup(func() { d.Close() })
@@ -389,7 +389,7 @@ func NewDriver(t testing.TB, src plugin.Source, state []byte) *Driver {
 }
 
 // Poll calls Poll once with ctx and checks the batch.
-func (d *Driver) Poll(ctx context.Context) (plugin.Batch, error) {
+func (d *Driver) Poll(ctx context.Context) (sdk.Batch, error) {
 	d.T.Helper()
 	d.beforePoll()
 	b, err := d.Source.Poll(ctx)
@@ -403,10 +403,10 @@ func (d *Driver) beforePoll() {
 	}
 }
 
-func (d *Driver) afterPoll(b plugin.Batch, err error) (plugin.Batch, error) {
+func (d *Driver) afterPoll(b sdk.Batch, err error) (sdk.Batch, error) {
 	d.T.Helper()
 	if err != nil {
-		return plugin.Batch{}, err
+		return sdk.Batch{}, err
 	}
 	d.pending = true
 	if len(b.Messages) == 0 && b.State != nil {
@@ -418,13 +418,13 @@ func (d *Driver) afterPoll(b plugin.Batch, err error) (plugin.Batch, error) {
 // PollWithin polls once with a context that ends after timeout, and fails
 // the test when Poll does not return within 10 seconds after that. Any
 // Poll error is returned without failing the test.
-func (d *Driver) PollWithin(timeout time.Duration) (plugin.Batch, error) {
+func (d *Driver) PollWithin(timeout time.Duration) (sdk.Batch, error) {
 	d.T.Helper()
 	d.beforePoll()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	type result struct {
-		b   plugin.Batch
+		b   sdk.Batch
 		err error
 	}
 	done := make(chan result, 1)
@@ -441,14 +441,14 @@ func (d *Driver) PollWithin(timeout time.Duration) (plugin.Batch, error) {
 	case <-time.After(timeout + 10*time.Second):
 		d.T.Fatalf("Poll did not return within 10s after its context ended: a source must pace itself with ctx")
 	}
-	return plugin.Batch{}, context.DeadlineExceeded
+	return sdk.Batch{}, context.DeadlineExceeded
 }
 
 // PollNonEmpty polls, acknowledging empty batches as the runtime does,
 // until a batch with records arrives, and returns it unresolved. Poll
 // errors are retried, as the runtime does; the test fails after
 // PollTimeout.
-func (d *Driver) PollNonEmpty() plugin.Batch {
+func (d *Driver) PollNonEmpty() sdk.Batch {
 	d.T.Helper()
 	timeout := d.PollTimeout
 	if timeout == 0 {
@@ -470,17 +470,17 @@ func (d *Driver) PollNonEmpty() plugin.Batch {
 		if len(b.Messages) > 0 {
 			return b
 		}
-		d.Result(plugin.Ack)
+		d.Result(sdk.Ack)
 	}
 	if lastErr != nil {
 		d.T.Fatalf("no batch with records within %v; last Poll error: %v", timeout, lastErr)
 	}
 	d.T.Fatalf("no batch with records within %v", timeout)
-	return plugin.Batch{}
+	return sdk.Batch{}
 }
 
 // Result reports the outcome of the pending batch.
-func (d *Driver) Result(r plugin.Result) {
+func (d *Driver) Result(r sdk.Result) {
 	d.T.Helper()
 	if !d.pending {
 		d.T.Fatalf("sourcetest: %s with no pending batch", r)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // counter is a source that keeps the stage-and-apply contract: it emits
@@ -39,11 +39,11 @@ func (c *counter) Open(_ context.Context, state []byte) error {
 	return nil
 }
 
-func (c *counter) Poll(ctx context.Context) (plugin.Batch, error) {
+func (c *counter) Poll(ctx context.Context) (sdk.Batch, error) {
 	next := c.committed
-	var b plugin.Batch
+	var b sdk.Batch
 	for i := 0; i < 3 && (c.limit == 0 || next < c.limit); i++ {
-		b.Messages = append(b.Messages, plugin.Message{
+		b.Messages = append(b.Messages, sdk.Message{
 			Key:     []byte("k"),
 			Payload: []byte(`{"n":` + strconv.Itoa(next) + `}`),
 		})
@@ -67,8 +67,8 @@ func (c *counter) Poll(ctx context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
-func (c *counter) OnBatchResult(_ context.Context, r plugin.Result) error {
-	if r == plugin.Ack && c.candidate > c.committed {
+func (c *counter) OnBatchResult(_ context.Context, r sdk.Result) error {
+	if r == sdk.Ack && c.candidate > c.committed {
 		c.committed = c.candidate
 	}
 	c.candidate = c.committed
@@ -78,7 +78,7 @@ func (c *counter) OnBatchResult(_ context.Context, r plugin.Result) error {
 func (c *counter) Close(context.Context) error { return nil }
 
 func factory(limit int, f flaws) sourcetest.Factory {
-	return func(t *testing.T) (plugin.Source, error) {
+	return func(t *testing.T) (sdk.Source, error) {
 		return &counter{limit: limit, flaws: f}, nil
 	}
 }
@@ -100,7 +100,7 @@ func TestRunSetupRunsPerSubtest(t *testing.T) {
 }
 
 // aheadCounter is a counter that may have several batches in flight
-// (plugin.Pipelined): Poll continues after the last candidate, Ack
+// (sdk.Pipelined): Poll continues after the last candidate, Ack
 // promotes the oldest, Nack drops them all. With fake set it claims
 // PollAhead but polls from the committed state like counter.
 type aheadCounter struct {
@@ -118,14 +118,14 @@ func (c *aheadCounter) Open(ctx context.Context, state []byte) error {
 	return err
 }
 
-func (c *aheadCounter) Poll(ctx context.Context) (plugin.Batch, error) {
+func (c *aheadCounter) Poll(ctx context.Context) (sdk.Batch, error) {
 	if c.fake {
 		return c.counter.Poll(ctx)
 	}
-	var b plugin.Batch
+	var b sdk.Batch
 	end := c.next + 3
 	for n := c.next; n < end; n++ {
-		b.Messages = append(b.Messages, plugin.Message{Key: []byte("k"), Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
+		b.Messages = append(b.Messages, sdk.Message{Key: []byte("k"), Payload: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
 	}
 	c.next = end
 	c.outstanding = append(c.outstanding, end)
@@ -133,12 +133,12 @@ func (c *aheadCounter) Poll(ctx context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
-func (c *aheadCounter) OnBatchResult(ctx context.Context, r plugin.Result) error {
+func (c *aheadCounter) OnBatchResult(ctx context.Context, r sdk.Result) error {
 	if c.fake {
 		return c.counter.OnBatchResult(ctx, r)
 	}
 	switch {
-	case r == plugin.Nack:
+	case r == sdk.Nack:
 		c.outstanding, c.next = nil, c.committed
 	case len(c.outstanding) > 0:
 		c.committed, c.outstanding = c.outstanding[0], c.outstanding[1:]
@@ -147,7 +147,7 @@ func (c *aheadCounter) OnBatchResult(ctx context.Context, r plugin.Result) error
 }
 
 func aheadFactory(fake bool) sourcetest.Factory {
-	return func(t *testing.T) (plugin.Source, error) {
+	return func(t *testing.T) (sdk.Source, error) {
 		return &aheadCounter{fake: fake}, nil
 	}
 }

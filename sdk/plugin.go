@@ -5,7 +5,7 @@
 //
 // The runtime imports no connector: the binary links connectors through the
 // generated registry package, and the runtime finds them here by path.
-package plugin
+package sdk
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // (a source), or rewrites records between the two (a transform).
 type Kind string
 
-// The kinds of plugin.
+// The kinds of sdk.
 const (
 	KindSink      Kind = "sink"
 	KindSource    Kind = "source"

@@ -1,4 +1,4 @@
-package plugin_test
+package sdk_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/picomq/pico-connectors/runtime/plugin"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // printSink writes each record it is handed, as a sink to any system would.
@@ -14,7 +14,7 @@ type printSink struct{ written int }
 
 func (s *printSink) Open(context.Context) error { return nil }
 
-func (s *printSink) Consume(_ context.Context, batch []plugin.Record) error {
+func (s *printSink) Consume(_ context.Context, batch []sdk.Record) error {
 	for _, r := range batch {
 		fmt.Printf("%s/%d@%d %s\n", r.Topic, r.Partition, r.Offset, r.Payload)
 		s.written++
@@ -32,14 +32,14 @@ func (s *printSink) Close(context.Context) error {
 // the batch), and closes it on stop.
 func ExampleSink() {
 	ctx := context.Background()
-	var s plugin.Sink = &printSink{}
+	var s sdk.Sink = &printSink{}
 	if err := s.Open(ctx); err != nil {
 		fmt.Println(err)
 		return
 	}
-	_ = s.Consume(ctx, []plugin.Record{
-		{Topic: "orders", Offset: 0, Payload: []byte(`{"id":1}`), Schema: plugin.SchemaJSON},
-		{Topic: "orders", Offset: 1, Payload: []byte(`{"id":2}`), Schema: plugin.SchemaJSON},
+	_ = s.Consume(ctx, []sdk.Record{
+		{Topic: "orders", Offset: 0, Payload: []byte(`{"id":1}`), Schema: sdk.SchemaJSON},
+		{Topic: "orders", Offset: 1, Payload: []byte(`{"id":2}`), Schema: sdk.SchemaJSON},
 	})
 	_ = s.Close(ctx)
 	// Output:
@@ -65,10 +65,10 @@ func (c *counter) Open(_ context.Context, state []byte) error {
 	return nil
 }
 
-func (c *counter) Poll(context.Context) (plugin.Batch, error) {
-	var b plugin.Batch
+func (c *counter) Poll(context.Context) (sdk.Batch, error) {
+	var b sdk.Batch
 	for ; c.next < c.limit && len(b.Messages) < 2; c.next++ {
-		b.Messages = append(b.Messages, plugin.Message{Payload: []byte(fmt.Sprintf(`{"n":%d}`, c.next))})
+		b.Messages = append(b.Messages, sdk.Message{Payload: []byte(fmt.Sprintf(`{"n":%d}`, c.next))})
 	}
 	if len(b.Messages) > 0 {
 		b.State = []byte(strconv.Itoa(c.next)) // the candidate state
@@ -76,8 +76,8 @@ func (c *counter) Poll(context.Context) (plugin.Batch, error) {
 	return b, nil
 }
 
-func (c *counter) OnBatchResult(_ context.Context, r plugin.Result) error {
-	if r == plugin.Ack {
+func (c *counter) OnBatchResult(_ context.Context, r sdk.Result) error {
+	if r == sdk.Ack {
 		c.committed = c.next // only Ack promotes the candidate
 	} else {
 		c.next = c.committed // Nack: read the batch again
@@ -92,7 +92,7 @@ func (c *counter) Close(context.Context) error { return nil }
 // the broker, then stores the batch's state for the next Open.
 func ExampleSource() {
 	ctx := context.Background()
-	var src plugin.Source = &counter{limit: 5}
+	var src sdk.Source = &counter{limit: 5}
 	if err := src.Open(ctx, []byte("1")); err != nil { // committed before a restart
 		fmt.Println(err)
 		return
@@ -107,7 +107,7 @@ func ExampleSource() {
 			payloads = append(payloads, string(m.Payload))
 		}
 		fmt.Printf("%s state %s\n", strings.Join(payloads, " "), b.State)
-		_ = src.OnBatchResult(ctx, plugin.Ack)
+		_ = src.OnBatchResult(ctx, sdk.Ack)
 	}
 	_ = src.Close(ctx)
 	// Output:
@@ -118,7 +118,7 @@ func ExampleSource() {
 // upper upper-cases one field of a JSON object record.
 type upper struct{ field string }
 
-func (u upper) Apply(rec *plugin.TransformRecord) error {
+func (u upper) Apply(rec *sdk.TransformRecord) error {
 	obj, ok := rec.Value.(map[string]any)
 	if !ok {
 		return fmt.Errorf("upper: the record is not a JSON object")
@@ -133,14 +133,14 @@ func (u upper) Apply(rec *plugin.TransformRecord) error {
 // [[transforms]] in order, then routes and encodes what they return. An
 // error fails the record (a dead letter, or a redelivered batch).
 func ExampleTransform() {
-	var t plugin.Transform = upper{field: "country"}
-	rec := &plugin.TransformRecord{Value: map[string]any{"id": 7.0, "country": "de"}}
+	var t sdk.Transform = upper{field: "country"}
+	rec := &sdk.TransformRecord{Value: map[string]any{"id": 7.0, "country": "de"}}
 	if err := t.Apply(rec); err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(rec.Value)
-	fmt.Println(t.Apply(&plugin.TransformRecord{Value: "not an object"}))
+	fmt.Println(t.Apply(&sdk.TransformRecord{Value: "not an object"}))
 	// Output:
 	// map[country:DE id:7]
 	// upper: the record is not a JSON object
