@@ -1,7 +1,7 @@
 package s3sink
 
 // Health reports, in exactly_once, that files are kept in memory after
-// failed uploads (plugin.Health): the status shows Error with the S3 error
+// failed uploads (sdk.Health): the status shows Error with the S3 error
 // even while no record arrives, and Running again once an upload succeeds.
 func (s *Sink) Health() error {
 	s.mu.Lock()

@@ -20,8 +20,8 @@ import (
 	"strings"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
-	"github.com/picomq/pico-connectors/sdk/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // Rule names one check.

@@ -109,7 +109,7 @@ include_metadata = true
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The metrics show both connectors, their stages and the sink's own
-	// metrics registered through plugin.Metrics.
+	// metrics registered through sdk.Metrics.
 	code, m := c.do(t, "GET", "/metrics")
 	if code != 200 {
 		t.Fatalf("GET /metrics = %d", code)

@@ -117,7 +117,7 @@ func (t *Tracker) set(s Status, errText string) {
 }
 
 // ReportHealth applies a condition the connector watches itself
-// (plugin.Health): with err, status Error with its message, as long as it
+// (sdk.Health): with err, status Error with its message, as long as it
 // lasts; once err is nil again, Running, unless another error has set Error
 // meanwhile. The loops call it now and then, whatever their batches do.
 func (t *Tracker) ReportHealth(err error) {

@@ -19,8 +19,8 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
-	"github.com/picomq/pico-connectors/sdk/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // Header starts every generated file.
@@ -1437,8 +1437,7 @@ func (g *generator) register(f *jen.File) {
 
 // confkitNames are the names generated code takes from the public
 // runtime/confkit: the types of a Config's fields and of its problems. Every
-// other helper it calls is in internal/confgen, out of a connector author's
-// sight.
+// other helper it calls is in sdk/confgen, which exists for generated code.
 var confkitNames = map[string]bool{
 	"Problem": true, "Problems": true, "Size": true, "Secret": true, "NewSecret": true,
 	"Template": true, "TemplatePart": true, "ParseTemplate": true, "Ptr": true,
@@ -1447,7 +1446,7 @@ var confkitNames = map[string]bool{
 }
 
 // kit qualifies name with the package that holds it: runtime/confkit or
-// internal/confgen.
+// sdk/confgen.
 func kit(name string) *jen.Statement {
 	if confkitNames[name] {
 		return jen.Qual(confkitPath, name)

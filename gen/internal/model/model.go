@@ -15,8 +15,8 @@ import (
 
 	"github.com/picomq/pico-connectors/gen/internal/jsonx"
 	"github.com/picomq/pico-connectors/gen/internal/naming"
-	"github.com/picomq/pico-connectors/sdk/confgen"
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // Kind is the Go shape of a property.
