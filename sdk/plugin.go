@@ -251,8 +251,8 @@ type Config interface {
 }
 
 // Env is what the runtime hands a connector when it builds one. Logger and
-// Metrics are never nil: the runtime and the test kits (sinktest.Env,
-// sourcetest.Env) always set both.
+// Metrics are never nil: the runtime and the test kits (sdktest.Env,
+// sdktest.Env) always set both.
 type Env struct {
 	// Key is the connector's key from its definition file.
 	Key string

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -309,7 +309,7 @@ func TestFleet(t *testing.T) {
 		time.Sleep(time.Until(t0.Add(2 * e.session)))
 		stale.Resume()
 		// The woken owner must find itself fenced and stand by.
-		connectortest.Eventually(t, e.session+30*time.Second, func() error {
+		sdktest.Eventually(t, e.session+30*time.Second, func() error {
 			en, err := stale.Entry("source", fleetRandom)
 			if err != nil {
 				return err
@@ -336,7 +336,7 @@ func TestFleet(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Start()
-			connectortest.Eventually(t, 60*time.Second, func() error {
+			sdktest.Eventually(t, 60*time.Second, func() error {
 				en, err := r.Entry("sink", fleetSink)
 				if err == nil && en.Status != "Running" {
 					err = fmt.Errorf("sink %s", en.Status)
@@ -351,7 +351,7 @@ func TestFleet(t *testing.T) {
 	acked := e.prod.Halt()
 	rows := e.pgw.Halt()
 	fleet.WaitCommitted(t, e.broker.Addr, group, minus(acked, 100), 120*time.Second)
-	connectortest.Eventually(t, 120*time.Second, func() error {
+	sdktest.Eventually(t, 120*time.Second, func() error {
 		n := len(fleet.ReadCommitted(t, e.broker.Addr, "src.cdc"))
 		if int64(n) < rows {
 			return fmt.Errorf("src.cdc holds %d records of %d rows", n, rows)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -59,7 +59,7 @@ func TestSinkPausedPastSession(t *testing.T) {
 		return strings.Join(out, ", ")
 	}
 	rts[1].Start()
-	connectortest.Eventually(t, 60*time.Second, func() error {
+	sdktest.Eventually(t, 60*time.Second, func() error {
 		if e, err := rts[1].Entry("sink", "pause"); err != nil || len(e.Placement.Partitions) != 4 {
 			return fmt.Errorf("placement %s", placed())
 		}

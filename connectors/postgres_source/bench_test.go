@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 const benchRows = 100_000
@@ -66,7 +66,7 @@ func BenchmarkCDC(b *testing.B) {
 		slot = fmt.Sprintf("rawstream_%s_%d", db.tag, i)
 		copySlot(b, db, pristine, slot)
 		rawStreamT += rawStreamPass(b, db, slot, opt)
-		connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
+		sdktest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
 			return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+slot+`' AND active`) == "0"
 		})
 		db.exec(`SELECT pg_drop_replication_slot('` + slot + `')`)
@@ -84,7 +84,7 @@ func BenchmarkCDC(b *testing.B) {
 				streamT += d
 			}
 			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.ReplicationSlot + `' AND active_pid IS NOT NULL`)
-			connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
+			sdktest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
 				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.ReplicationSlot+`' AND active`) == "0"
 			})
 			db.exec(`SELECT pg_drop_replication_slot('` + o.ReplicationSlot + `')`)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 func TestCDCOperations(t *testing.T) { forReaders(t, testCDCOperations) }
@@ -135,7 +135,7 @@ func testCDCNackAckResume(t *testing.T, reader string) {
 	if reader == readerStream {
 		next(t, s) // the stream confirms asynchronously
 		nack(t, s)
-		connectortest.WaitFor(t, 15*time.Second, "the slot at the committed state", func() bool { return slotPos(t, db, opt.ReplicationSlot).String() == mustState(t, b2.State) })
+		sdktest.WaitFor(t, 15*time.Second, "the slot at the committed state", func() bool { return slotPos(t, db, opt.ReplicationSlot).String() == mustState(t, b2.State) })
 	} else if pos := slotPos(t, db, opt.ReplicationSlot); pos.String() != mustState(t, b2.State) {
 		t.Errorf("slot at %s, state %s", pos, b2.State)
 	}
@@ -171,7 +171,7 @@ func testQuietDatabaseAdvances(t *testing.T, reader string) {
 	s := open(t, opt, nil)
 	start := slotPos(t, db, opt.ReplicationSlot)
 	db.exec(`INSERT INTO noise (v) SELECT 'x' FROM generate_series(1, 1000)`)
-	connectortest.WaitFor(t, 15*time.Second, "the slot to advance", func() bool {
+	sdktest.WaitFor(t, 15*time.Second, "the slot to advance", func() bool {
 		empty(t, s)
 		ack(t, s) // the runtime acknowledges the empty batch
 		return slotPos(t, db, opt.ReplicationSlot) > start

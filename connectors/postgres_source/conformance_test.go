@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -58,9 +58,9 @@ func TestConformance(t *testing.T) {
 					db.exec(fmt.Sprintf(`INSERT INTO ev VALUES (%d, 'v')`, i))
 				}
 			}
-			sourcetest.Run(t, func(t *testing.T) (sdk.Source, error) {
+			sdktest.TestSource(t, func(t *testing.T) (sdk.Source, error) {
 				return build(raw)
-			}, sourcetest.WithSetup(setup))
+			}, sdktest.WithSetup(setup))
 		})
 	}
 }

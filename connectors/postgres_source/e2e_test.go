@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -23,16 +23,16 @@ func TestEndToEndBroker(t *testing.T) {
 	db.exec(`CREATE TABLE orders (id int PRIMARY KEY, tenant text, amount numeric)`)
 	opt := db.cdcOptions("orders")
 	opt.IncludeMetadata = true
-	b := connectortest.Broker(t)
+	b := sdktest.Broker(t)
 	topics := []definition.Topics{{
 		Topic:  definition.Route{Strategy: "field", Path: "tenant", Template: "orders.{value}"},
 		Schema: "json", BatchLength: 1000, LingerTime: "5ms", CreateTopics: true,
 	}}
 	src := open(t, opt, nil)
-	run := connectortest.RunSource(t, b, src, topics, nil)
+	run := sdktest.RunSource(t, b, src, topics, nil)
 	db.exec(`INSERT INTO orders SELECT i, CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, i * 1.5 FROM generate_series(1, 100) i`)
-	recs := connectortest.WaitTopic(t, b, "orders.a", 50)
-	connectortest.WaitTopic(t, b, "orders.b", 50)
+	recs := sdktest.WaitTopic(t, b, "orders.a", 50)
+	sdktest.WaitTopic(t, b, "orders.b", 50)
 	if got := string(recs[0].Key); got != `{"id":2}` {
 		t.Errorf("key %s", got)
 	}
@@ -40,7 +40,7 @@ func TestEndToEndBroker(t *testing.T) {
 	if fmt.Sprintf("%v %v %v %v %v", v["id"], v["tenant"], v["amount"], v["__op"], v["__table"]) != "2 a 3.0 insert public.orders" {
 		t.Errorf("value %s: %v", recs[0].Value, fmt.Sprintf("%v %v %v %v %v", v["id"], v["tenant"], v["amount"], v["__op"], v["__table"]))
 	}
-	connectortest.Eventually(t, 10*time.Second, func() error {
+	sdktest.Eventually(t, 10*time.Second, func() error {
 		if run.Store.Get(run.Key) == nil {
 			return fmt.Errorf("no state saved yet")
 		}
@@ -53,8 +53,8 @@ func TestEndToEndBroker(t *testing.T) {
 
 	db.exec(`INSERT INTO orders VALUES (101, 'a', 1)`)
 	src2 := open(t, opt, st)
-	run2 := connectortest.RunSource(t, b, src2, topics, run.Store)
-	recs = connectortest.WaitTopic(t, b, "orders.a", 51)
+	run2 := sdktest.RunSource(t, b, src2, topics, run.Store)
+	recs = sdktest.WaitTopic(t, b, "orders.a", 51)
 	if got := string(recs[len(recs)-1].Key); got != `{"id":101}` {
 		t.Errorf("after resume, last key %s", got)
 	}
@@ -119,13 +119,13 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			br := connectortest.Broker(b)
+			br := sdktest.Broker(b)
 			var src sdk.Source = s
 			if i == 0 && reader == readerPeek {
 				src = &recordingSource{Source: s, out: &recorded}
 			}
 			t0 := time.Now()
-			run := connectortest.RunSource(b, br, src, topics, nil)
+			run := sdktest.RunSource(b, br, src, topics, nil)
 			waitHW(b, br, "ev", benchRows)
 			if reader == readerPeek {
 				e2eT += time.Since(t0)
@@ -134,7 +134,7 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 			}
 			run.Stop()
 			db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + o.ReplicationSlot + `' AND active_pid IS NOT NULL`)
-			connectortest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
+			sdktest.WaitFor(b, 15*time.Second, "the slot to be inactive", func() bool {
 				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+o.ReplicationSlot+`' AND active`) == "0"
 			})
 			db.exec(`SELECT pg_drop_replication_slot('` + o.ReplicationSlot + `')`)
@@ -142,9 +142,9 @@ func BenchmarkCDCEndToEnd(b *testing.B) {
 		}
 
 		// The same records from memory.
-		br2 := connectortest.Broker(b)
+		br2 := sdktest.Broker(b)
 		t0 := time.Now()
-		run2 := connectortest.RunSource(b, br2, &memSource{batches: recorded}, topics, nil)
+		run2 := sdktest.RunSource(b, br2, &memSource{batches: recorded}, topics, nil)
 		waitHW(b, br2, "ev", benchRows)
 		prodT += time.Since(t0)
 		run2.Stop()

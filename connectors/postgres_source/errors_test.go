@@ -13,7 +13,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
 
@@ -81,7 +81,7 @@ func TestCDCErrors(t *testing.T) {
 			next(t, s)
 			ack(t, s)
 			// The stream reader holds the slot: end its walsender first.
-			connectortest.WaitFor(t, 15*time.Second, "the walsender to end", func() bool {
+			sdktest.WaitFor(t, 15*time.Second, "the walsender to end", func() bool {
 				db.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '` + opt.ReplicationSlot + `' AND active_pid IS NOT NULL`)
 				return db.value(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = '`+opt.ReplicationSlot+`' AND active`) == "0"
 			})

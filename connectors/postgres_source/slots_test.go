@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -109,7 +109,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 
 	// Nobody polls: the slot pins everything written from now on.
 	db.churn(16)
-	connectortest.Eventually(t, 20*time.Second, func() error {
+	sdktest.Eventually(t, 20*time.Second, func() error {
 		if g := metrics.get("postgres_source_retained_wal_bytes"); g < 16<<20 {
 			return fmt.Errorf("retained WAL gauge %.0f, want at least 16 MiB", g)
 		}
@@ -153,7 +153,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 			t.Errorf("sourceloop.Run: %v", err)
 		}
 	}()
-	connectortest.Eventually(t, 20*time.Second, func() error {
+	sdktest.Eventually(t, 20*time.Second, func() error {
 		if s := tr.Snapshot(); s.Status != status.Error || !strings.Contains(s.LastError, opt.ReplicationSlot) {
 			return fmt.Errorf("status %s, last error %q; want Error naming the slot", s.Status, s.LastError)
 		}
@@ -161,7 +161,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 	})
 	// Records still flow while the status is Error.
 	db.exec(`INSERT INTO quiet VALUES (1)`)
-	connectortest.Eventually(t, 20*time.Second, func() error {
+	sdktest.Eventually(t, 20*time.Second, func() error {
 		if n := tr.Snapshot().Counters.Acked; n < 1 {
 			return fmt.Errorf("%d batches acknowledged", n)
 		}
@@ -169,7 +169,7 @@ func TestSlotRetainedWALThreshold(t *testing.T) {
 	})
 	// The source confirms what it read; restart_lsn follows at the next
 	// xl_running_xacts record, which a checkpoint writes.
-	connectortest.Eventually(t, 60*time.Second, func() error {
+	sdktest.Eventually(t, 60*time.Second, func() error {
 		db.exec(`CHECKPOINT`)
 		if s := tr.Snapshot(); s.Status != status.Running {
 			return fmt.Errorf("status %s (%s), want Running once the slot moved", s.Status, s.LastError)
@@ -238,7 +238,7 @@ func TestSlotInvalidated(t *testing.T) {
 			}
 		}
 	}
-	connectortest.Eventually(t, 20*time.Second, func() error {
+	sdktest.Eventually(t, 20*time.Second, func() error {
 		if s.Health() == nil {
 			return errors.New("Health nil")
 		}
@@ -325,7 +325,7 @@ tables = ["public.t"]
 		PluginArgs: []string{"proto_version '1'", "publication_names 'none'"}}); err != nil {
 		t.Fatal(err)
 	}
-	connectortest.Eventually(t, 10*time.Second, func() error {
+	sdktest.Eventually(t, 10*time.Second, func() error {
 		if out, _ := run("slots"); !strings.Contains(out, "yes (pid") {
 			return fmt.Errorf("slot not shown active:\n%s", out)
 		}
@@ -345,7 +345,7 @@ tables = ["public.t"]
 	if code != 0 || !strings.Contains(out, "dropped replication slot \""+gone+"\"") {
 		t.Errorf("drop-slot NAME: exit %d\n%s", code, out)
 	}
-	connectortest.Eventually(t, 10*time.Second, func() error {
+	sdktest.Eventually(t, 10*time.Second, func() error {
 		out, code := run("drop-slot")
 		if code != 0 {
 			return fmt.Errorf("drop-slot: exit %d\n%s", code, out)

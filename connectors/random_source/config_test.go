@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -23,7 +23,7 @@ func TestRegisteredAndLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reg.NewSource(cfg, sourcetest.Env(t))
+	src, err := reg.NewSource(cfg, sdktest.Env(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,18 +6,18 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
 func TestConformance(t *testing.T) {
-	sourcetest.Run(t, func(t *testing.T) (sdk.Source, error) {
+	sdktest.TestSource(t, func(t *testing.T) (sdk.Source, error) {
 		cfg, err := randomsourceconfig.Load(map[string]any{"interval": "10ms", "records_per_batch": int64(5), "max_records": int64(12)}, "", nil)
 		if err != nil {
 			return nil, err
 		}
-		return New(cfg, sourcetest.Env(t))
-	}, sourcetest.WithEqual(sameRecordButTime))
+		return New(cfg, sdktest.Env(t))
+	}, sdktest.WithEqual(sameRecordButTime))
 }
 
 // sameRecordButTime compares two records but for the payload's ts field:

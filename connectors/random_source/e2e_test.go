@@ -16,7 +16,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/confkit"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
@@ -130,13 +130,13 @@ func TestEndToEnd(t *testing.T) {
 		return st.NextSeq
 	}
 	r1, _ := runSource(3000)
-	connectortest.WaitFor(t, 90*time.Second, "state 3000", func() bool { return stored() == 3000 })
+	sdktest.WaitFor(t, 90*time.Second, "state 3000", func() bool { return stored() == 3000 })
 	if err := r1.stop(t); err != nil {
 		t.Fatal(err)
 	}
 	r2, tr := runSource(6000)
-	connectortest.WaitFor(t, 90*time.Second, "state 6000", func() bool { return stored() == 6000 })
-	connectortest.WaitFor(t, 90*time.Second, "6000 records at the sink", func() bool { return sink.count() >= 6000 })
+	sdktest.WaitFor(t, 90*time.Second, "state 6000", func() bool { return stored() == 6000 })
+	sdktest.WaitFor(t, 90*time.Second, "6000 records at the sink", func() bool { return sink.count() >= 6000 })
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestHTTPStateStoreFailsThenRecovers(t *testing.T) {
 		return sourceloop.Run(ctx, sourceloop.Config{Key: "random", Topics: sourceTopics(), Source: src, Store: store,
 			BootstrapServers: b.Addr(), Logger: logger(), Tracker: tr, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond})
 	})
-	connectortest.WaitFor(t, 90*time.Second, "status Error", func() bool { return tr.Status() == status.Error })
+	sdktest.WaitFor(t, 90*time.Second, "status Error", func() bool { return tr.Status() == status.Error })
 	if src.Committed() != 0 {
 		t.Fatal("the source committed while the store failed")
 	}
@@ -204,7 +204,7 @@ func TestHTTPStateStoreFailsThenRecovers(t *testing.T) {
 		t.Fatalf("while failing: %+v", snap)
 	}
 	failing.Store(false)
-	connectortest.WaitFor(t, 90*time.Second, "all 500 acknowledged", func() bool { return src.Committed() == 500 })
+	sdktest.WaitFor(t, 90*time.Second, "all 500 acknowledged", func() bool { return src.Committed() == 500 })
 	if tr.Status() != status.Running {
 		t.Fatalf("status %s after recovery", tr.Status())
 	}

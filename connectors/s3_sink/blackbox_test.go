@@ -39,7 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -207,7 +207,7 @@ func (r *runtimeProc) start() {
 	done := make(chan struct{})
 	r.done = done
 	go func(c *exec.Cmd) { _ = c.Wait(); close(done) }(r.cmd)
-	connectortest.Eventually(r.t, 30*time.Second, func() error {
+	sdktest.Eventually(r.t, 30*time.Second, func() error {
 		if !r.alive() {
 			r.t.Fatalf("pico-connectors exited at start: %s\n%s", r.cmd.ProcessState, r.tail())
 		}
@@ -461,7 +461,7 @@ func caughtUp(t *testing.T, r *runtimeProc, key string, from, end map[string]int
 	for tp, n := range end {
 		want += n - from[tp]
 	}
-	connectortest.Eventually(t, 90*time.Second, func() error {
+	sdktest.Eventually(t, 90*time.Second, func() error {
 		if !r.alive() {
 			t.Fatalf("pico-connectors exited while sink %s caught up:\n%s", key, r.tail())
 		}
@@ -996,7 +996,7 @@ retry_delay = "100ms"
 	r := e.newRuntime(t, map[string]string{key + ".toml": def})
 	adm := e.admin(t)
 	r.start()
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		s, err := r.sink(key)
 		if err == nil && s.Status != "Running" {
 			err = fmt.Errorf("status %s", s.Status)
@@ -1056,7 +1056,7 @@ retry_delay = "100ms"
 	} else {
 		t.Logf("status Error with last_error %.160q", sawError.LastError)
 	}
-	connectortest.Eventually(t, 60*time.Second, func() error {
+	sdktest.Eventually(t, 60*time.Second, func() error {
 		s, err := r.sink(key)
 		if err == nil && s.Status != "Running" {
 			err = fmt.Errorf("status %s (%s)", s.Status, s.LastError)
@@ -1105,7 +1105,7 @@ func (e *bbEnv) testGroup(t *testing.T) {
 	for _, tp := range topics {
 		ps = append(ps, e.startProducer(t, tp, 100, 10, 20*time.Millisecond)) // ~500 records/s each
 	}
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		if got := ends(t, adm, topics...); len(got) < len(topics) {
 			return fmt.Errorf("%d of %d topics exist", len(got), len(topics))
 		}
@@ -1123,7 +1123,7 @@ func (e *bbEnv) testGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		connectortest.Eventually(t, 60*time.Second, func() error {
+		sdktest.Eventually(t, 60*time.Second, func() error {
 			c, err := committed(adm, key)
 			if err != nil {
 				return err

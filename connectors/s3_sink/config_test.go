@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -87,7 +87,7 @@ func TestFromConfigEverything(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(o, sinktest.Env(t))
+	s := newSink(o, sdktest.Env(t))
 	if s.opts.Prefix != "raw" {
 		t.Fatalf("prefix %q", s.opts.Prefix)
 	}
@@ -137,7 +137,7 @@ func TestQuickStartAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := reg.NewSink(cfg, sinktest.Env(t))
+	sink, err := reg.NewSink(cfg, sdktest.Env(t))
 	if err != nil {
 		t.Fatal(err)
 	}

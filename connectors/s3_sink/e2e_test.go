@@ -16,8 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -76,7 +75,7 @@ func TestConformance(t *testing.T) {
 	proxy := faultproxy.Start(t, srv.Endpoint)
 	bucket := srv.Bucket
 	n := 0
-	sinktest.Run(t, sinktest.Harness{
+	sdktest.TestSink(t, sdktest.SinkHarness{
 		Setup: func(t *testing.T) {
 			n++
 			bucket = fmt.Sprintf("%s-%d", srv.Bucket, n)
@@ -91,7 +90,7 @@ func TestConformance(t *testing.T) {
 			o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
 			o.RotateByMessages, o.MaxMessages = true, 3
 			o.MaxAttempts, o.RetryDelay = 2, time.Millisecond
-			return newSink(o, sinktest.Env(t)), nil
+			return newSink(o, sdktest.Env(t)), nil
 		},
 		Written: func(t *testing.T) [][]byte {
 			return payloads(t, srv, bucket)
@@ -141,7 +140,7 @@ func runLoop(t *testing.T, b *broker.Broker, topics []definition.Topics, sink sd
 	go func() {
 		done <- sinkloop.Run(ctx, sinkloop.Config{
 			Key: "orders_s3", Topics: topics, Sink: sink, BootstrapServers: b.Addr(), Tracker: tr,
-			Logger: sinktest.Env(t).Logger, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 100 * time.Millisecond,
+			Logger: sdktest.Env(t).Logger, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 100 * time.Millisecond,
 			Properties: map[string]string{"auto.offset.reset": "earliest"},
 		})
 	}()
@@ -219,7 +218,7 @@ func TestEndToEnd(t *testing.T) {
 	o.RotateByMessages, o.MaxMessages = true, 10
 	o.MaxAttempts, o.RetryDelay = 2, time.Millisecond
 	m := newTestMetrics()
-	sink := newSink(o, sdk.Env{Key: "orders_s3", Metrics: m, Logger: sinktest.Env(t).Logger})
+	sink := newSink(o, sdk.Env{Key: "orders_s3", Metrics: m, Logger: sdktest.Env(t).Logger})
 	tr := status.New(string(sdk.KindSink), "orders_s3", nil)
 	topics := []definition.Topics{{Pattern: `orders\..*`, Schema: "json", BatchLength: 7, PollInterval: "20ms"}}
 
@@ -231,7 +230,7 @@ func TestEndToEnd(t *testing.T) {
 	proxy.InjectMatching(firstEU, 2, xmlFault(500, "InternalError", "boom"))
 	w := &watchSink{Sink: sink, upTo: map[string]int64{}}
 	stop := runLoop(t, b, topics, w, tr)
-	connectortest.WaitFor(t, time.Minute, "every record consumed", func() bool { return w.done("orders.eu", 24) && w.done("orders.us", 2) })
+	sdktest.WaitFor(t, time.Minute, "every record consumed", func() bool { return w.done("orders.eu", 24) && w.done("orders.us", 2) })
 	if err := stop(); err != nil { // graceful stop: Close flushes
 		t.Fatal(err)
 	}

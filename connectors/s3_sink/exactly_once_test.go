@@ -21,7 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
@@ -304,7 +304,7 @@ func TestFlushIntervalRecovery(t *testing.T) {
 	}
 	s := openAt(t, srv, srv.Endpoint, "f", mod)
 	feed(t, s, records("t", 0, 5), 5)
-	connectortest.Eventually(t, 10*time.Second, func() error {
+	sdktest.Eventually(t, 10*time.Second, func() error {
 		if d, _ := durableOf(s, "t"); d != 5 {
 			return fmt.Errorf("durable %d, the idle file is not uploaded yet", d)
 		}
@@ -313,7 +313,7 @@ func TestFlushIntervalRecovery(t *testing.T) {
 	// Two more idle cuts, then a crash before any commit: the runtime
 	// resumes from 0.
 	feed(t, s, records("t", 5, 3), 3)
-	connectortest.Eventually(t, 10*time.Second, func() error {
+	sdktest.Eventually(t, 10*time.Second, func() error {
 		if d, _ := durableOf(s, "t"); d != 8 {
 			return fmt.Errorf("durable %d", d)
 		}
@@ -354,7 +354,7 @@ func TestFailedUploadsKeepData(t *testing.T) {
 				t.Fatal(err) // accepted: the upload runs in the background
 			}
 			var err error
-			connectortest.Eventually(t, 10*time.Second, func() error {
+			sdktest.Eventually(t, 10*time.Second, func() error {
 				if err = h.sink.Consume(ctx, records("t", 3, 2)); err == nil {
 					return errors.New("Consume still accepts records while the upload fails")
 				}
@@ -376,7 +376,7 @@ func TestFailedUploadsKeepData(t *testing.T) {
 			h.proxy.Clear()
 			// The kept file is retried with back-off; once it lands Consume
 			// accepts the redelivered batch again.
-			connectortest.Eventually(t, 10*time.Second, func() error {
+			sdktest.Eventually(t, 10*time.Second, func() error {
 				return h.sink.Consume(ctx, records("t", 3, 2))
 			})
 			if err := h.sink.Close(ctx); err != nil {
@@ -753,7 +753,7 @@ func TestHoleReplay(t *testing.T) {
 			}
 			// 10-19, 20-29 and 30-39 land beside the failing 0-9; 40-49
 			// waits (max_in_flight files of a partition from its oldest).
-			connectortest.Eventually(t, 10*time.Second, func() error {
+			sdktest.Eventually(t, 10*time.Second, func() error {
 				if got := readObjects(t, srv, prefix+"/"); len(got) != 3 {
 					return fmt.Errorf("objects %v", keysOf(got))
 				}

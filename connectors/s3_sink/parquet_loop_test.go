@@ -11,8 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -62,14 +61,14 @@ func TestParquetDeadLetters(t *testing.T) {
 		o.PathTemplate = mustTemplate(t, "{topic}")
 		o.IncludeMetadata = false
 		parquetOpts([]columnSpec{{Name: "id", Type: "int64"}, {Name: "name", Type: "string"}}, "zstd")(&o)
-		return newSink(o, sdk.Env{Key: "orders_s3", Logger: sinktest.Env(t).Logger, Metrics: sdk.DiscardMetrics})
+		return newSink(o, sdk.Env{Key: "orders_s3", Logger: sdktest.Env(t).Logger, Metrics: sdk.DiscardMetrics})
 	}
 	block := definition.Topics{Pattern: `^orders$`, Schema: "json", BatchLength: 50, PollInterval: "20ms"}
 
 	// 1. No dead-letter topic.
 	tr := status.New(string(sdk.KindSink), "orders_s3", nil)
 	stop := runLoop(t, b, []definition.Topics{block}, newParquetSink(), tr)
-	connectortest.WaitFor(t, time.Minute, "the batch to fail", func() bool { return strings.Contains(tr.Snapshot().LastError, "no dead_letter_topic") })
+	sdktest.WaitFor(t, time.Minute, "the batch to fail", func() bool { return strings.Contains(tr.Snapshot().LastError, "no dead_letter_topic") })
 	msg := tr.Snapshot().LastError
 	for _, want := range []string{"orders/0@3", "column id (int64)", "payload field id is missing"} {
 		if !strings.Contains(msg, want) {
@@ -87,7 +86,7 @@ func TestParquetDeadLetters(t *testing.T) {
 	block.DeadLetterTopic = "orders.dlq"
 	tr = status.New(string(sdk.KindSink), "orders_s3", nil)
 	stop = runLoop(t, b, []definition.Topics{block}, newParquetSink(), tr)
-	connectortest.WaitFor(t, time.Minute, "two dead letters", func() bool { return tr.Snapshot().Counters.DeadLetters >= 2 })
+	sdktest.WaitFor(t, time.Minute, "two dead letters", func() bool { return tr.Snapshot().Counters.DeadLetters >= 2 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package testwait is the one wait helper of the module's tests: poll a
 // condition until it holds or a timeout passes, then fail the test saying
-// what was awaited. connectortest.Eventually and connectortest.WaitFor are
+// what was awaited. sdktest.Eventually and sdktest.WaitFor are
 // these for connector authors; the runtime's own loops, which connectortest
 // imports, use this package directly.
 package testwait

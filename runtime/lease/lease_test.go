@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/lease"
 )
 
@@ -39,13 +39,13 @@ func held(ls ...*lease.Lease) (n int, by string) {
 // both see it as the owner; once the holder closes, the other acquires it
 // within the session timeout plus a margin.
 func TestOneOwnerThenTakeover(t *testing.T) {
-	b := connectortest.Broker(t)
+	b := sdktest.Broker(t)
 	a := start(t, b.Addr(), "rt-a")
 	if _, err := a.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c := start(t, b.Addr(), "rt-b")
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		if v := c.View(); v.Owner != "rt-a" || len(v.Members) != 2 {
 			return fmt.Errorf("rt-b sees %+v, want owner rt-a and two members", v)
 		}
@@ -72,7 +72,7 @@ func TestOneOwnerThenTakeover(t *testing.T) {
 		t.Fatalf("rt-b did not take the lease over within session + 15s: %v", err)
 	}
 	t.Logf("takeover after close: %v (session timeout %v)", time.Since(closedAt).Round(100*time.Millisecond), session)
-	connectortest.Eventually(t, 10*time.Second, func() error {
+	sdktest.Eventually(t, 10*time.Second, func() error {
 		if v := c.View(); v.Owner != "rt-b" || v.Changes < 2 {
 			return fmt.Errorf("rt-b sees %+v, want owner rt-b after a change", v)
 		}
@@ -83,13 +83,13 @@ func TestOneOwnerThenTakeover(t *testing.T) {
 // TestRestartKeepsLease: a runtime restarted under the same id gets its
 // lease back without waiting out its dead self's session.
 func TestRestartKeepsLease(t *testing.T) {
-	b := connectortest.Broker(t)
+	b := sdktest.Broker(t)
 	a := start(t, b.Addr(), "rt-a")
 	if _, err := a.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c := start(t, b.Addr(), "rt-b")
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		if v := c.View(); len(v.Members) != 2 {
 			return fmt.Errorf("rt-b sees %+v, want two members", v)
 		}
@@ -110,13 +110,13 @@ func TestRestartKeepsLease(t *testing.T) {
 // TestLeaveHandsOver: a holder that leaves (a graceful stop) hands the
 // lease over at once, well within the session timeout.
 func TestLeaveHandsOver(t *testing.T) {
-	b := connectortest.Broker(t)
+	b := sdktest.Broker(t)
 	a := start(t, b.Addr(), "rt-a")
 	if _, err := a.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c := start(t, b.Addr(), "rt-b")
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		if v := c.View(); len(v.Members) != 2 {
 			return fmt.Errorf("rt-b sees %+v, want two members", v)
 		}
@@ -135,7 +135,7 @@ func TestLeaveHandsOver(t *testing.T) {
 // TestSameIDFenced: a second runtime joining with the same id fences the
 // first one's lease, whose Wait then names the id instead of joining again.
 func TestSameIDFenced(t *testing.T) {
-	b := connectortest.Broker(t)
+	b := sdktest.Broker(t)
 	a := start(t, b.Addr(), "rt-a")
 	if _, err := a.Wait(context.Background()); err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestSameIDFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	connectortest.Eventually(t, 60*time.Second, func() error {
+	sdktest.Eventually(t, 60*time.Second, func() error {
 		wctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if _, err = a.Wait(wctx); err == nil || errors.Is(err, context.DeadlineExceeded) {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
@@ -47,11 +47,11 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	}
 	a := newRuntime("rt-a")
 	trA, _ := a.Tracker("source", "gen")
-	connectortest.WaitFor(t, 30*time.Second, "rt-a running the source", func() bool { return trA.Counters.Produced.Load() >= 100 })
+	sdktest.WaitFor(t, 30*time.Second, "rt-a running the source", func() bool { return trA.Counters.Produced.Load() >= 100 })
 	bsup := newRuntime("rt-b")
 	defer bsup.Stop(context.Background())
 	trB, _ := bsup.Tracker("source", "gen")
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		m := bsup.Membership()
 		if e, _ := bsup.Get("source", "gen"); e.Status != status.Standby || e.Placement == nil || e.Placement.Owner != "rt-a" ||
 			!slices.Equal(m.Members, []string{"rt-a", "rt-b"}) || m.Mode != "distributed" || m.RuntimeID != "rt-b" {
@@ -66,10 +66,10 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	connectortest.WaitFor(t, session+30*time.Second, "rt-b running the source", func() bool { return trB.Status() == status.Running })
+	sdktest.WaitFor(t, session+30*time.Second, "rt-b running the source", func() bool { return trB.Status() == status.Running })
 	took := time.Since(stopped)
 	start := trB.Counters.Produced.Load()
-	connectortest.WaitFor(t, 30*time.Second, "rt-b producing", func() bool { return trB.Counters.Produced.Load() >= start+100 })
+	sdktest.WaitFor(t, 30*time.Second, "rt-b producing", func() bool { return trB.Counters.Produced.Load() >= start+100 })
 	if e, _ := bsup.Get("source", "gen"); e.Placement == nil || e.Placement.Owner != "rt-b" || e.Placement.Generation < 2 {
 		t.Errorf("rt-b placement after takeover: %+v", e.Placement)
 	}
@@ -79,13 +79,13 @@ func TestDistributedOneOwnerThenTakeover(t *testing.T) {
 	if err := bsup.Restart(context.Background(), "source", "gen"); err != nil {
 		t.Fatal(err)
 	}
-	connectortest.WaitFor(t, 30*time.Second, "rt-b running the source after a restart", func() bool { return trB.Status() == status.Running })
+	sdktest.WaitFor(t, 30*time.Second, "rt-b running the source after a restart", func() bool { return trB.Status() == status.Running })
 	if took := time.Since(restarted); took >= session {
 		t.Errorf("restart took %v, not shorter than the session timeout %v: the lease was not kept", took, session)
 	}
 	restartTook := time.Since(restarted)
 	start = trB.Counters.Produced.Load()
-	connectortest.WaitFor(t, 30*time.Second, "rt-b producing after the restart", func() bool { return trB.Counters.Produced.Load() >= start+100 })
+	sdktest.WaitFor(t, 30*time.Second, "rt-b producing after the restart", func() bool { return trB.Counters.Produced.Load() >= start+100 })
 	if err := bsup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestDistributedSourceRetriedWhileHeld(t *testing.T) {
 	}
 	defer sup.Stop(context.Background())
 	tr, _ := sup.Tracker("source", "flaky")
-	connectortest.WaitFor(t, 60*time.Second, "the flaky source running after two failed opens", func() bool {
+	sdktest.WaitFor(t, 60*time.Second, "the flaky source running after two failed opens", func() bool {
 		return tr.Status() == status.Running && tr.Counters.Produced.Load() > 0
 	})
 	if n := flakyOpens.Load(); n != 3 {
@@ -177,7 +177,7 @@ func TestStandaloneBrokerStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr, _ := sup.Tracker("source", "gen")
-		connectortest.WaitFor(t, 30*time.Second, "100 records", func() bool { return tr.Counters.Produced.Load() >= 100 })
+		sdktest.WaitFor(t, 30*time.Second, "100 records", func() bool { return tr.Counters.Produced.Load() >= 100 })
 		if err := sup.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -226,13 +226,13 @@ func TestDistributedBrokerLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, _ := sup.Tracker("source", "gen")
-	connectortest.WaitFor(t, 60*time.Second, "Error while the broker is down", func() bool { return tr.Status() == status.Error })
+	sdktest.WaitFor(t, 60*time.Second, "Error while the broker is down", func() bool { return tr.Status() == status.Error })
 	b, err := broker.Start(broker.Config{Address: addr, AutoCreateTopics: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	connectortest.WaitFor(t, 60*time.Second, "the source running once the broker is up", func() bool {
+	sdktest.WaitFor(t, 60*time.Second, "the source running once the broker is up", func() bool {
 		return tr.Status() == status.Running && tr.Counters.Produced.Load() > 0
 	})
 	if err := sup.Stop(context.Background()); err != nil { // before the broker closes

@@ -20,7 +20,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/api"
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
@@ -115,7 +115,7 @@ func TestSupervisorRunRestartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, _ := sup.Tracker("source", "gen")
-	connectortest.WaitFor(t, 30*time.Second, "100 records produced", func() bool { return tr.Counters.Produced.Load() >= 100 })
+	sdktest.WaitFor(t, 30*time.Second, "100 records produced", func() bool { return tr.Counters.Produced.Load() >= 100 })
 	if e, ok := sup.Get("source", "off"); !ok || e.Status != status.Disabled {
 		t.Fatalf("disabled connector: %+v", e)
 	}
@@ -138,7 +138,7 @@ func TestSupervisorRunRestartStop(t *testing.T) {
 	if err := sup.Restart(ctx, "source", "gen"); err != nil {
 		t.Fatal(err)
 	}
-	connectortest.WaitFor(t, 30*time.Second, "records after restart", func() bool { return tr.Counters.Produced.Load() >= before+100 && tr.Status() == status.Running })
+	sdktest.WaitFor(t, 30*time.Second, "records after restart", func() bool { return tr.Counters.Produced.Load() >= before+100 && tr.Status() == status.Running })
 	if err := sup.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestSupervisorEmbeddedBrokerKeepsData(t *testing.T) {
 			t.Fatal("no embedded broker address")
 		}
 		tr, _ := sup.Tracker("source", "gen")
-		connectortest.WaitFor(t, 30*time.Second, "records on the embedded broker", func() bool { return tr.Counters.Produced.Load() >= minProduced })
+		sdktest.WaitFor(t, 30*time.Second, "records on the embedded broker", func() bool { return tr.Counters.Produced.Load() >= minProduced })
 		return sup, func() {
 			if err := sup.Stop(context.Background()); err != nil {
 				t.Fatal(err)
@@ -238,11 +238,11 @@ func TestSupervisorOpenFailureIsError(t *testing.T) {
 		e, _ := sup.Get("source", "gen")
 		return e.Status == status.Error && strings.Contains(e.LastError, `open source: bad state "garbage"`)
 	}
-	connectortest.WaitFor(t, 30*time.Second, "status Error naming the bad state", isError)
+	sdktest.WaitFor(t, 30*time.Second, "status Error naming the bad state", isError)
 	if err := sup.Restart(context.Background(), "source", "gen"); err != nil {
 		t.Fatal(err)
 	}
-	connectortest.WaitFor(t, 30*time.Second, "status Error again after a restart", isError)
+	sdktest.WaitFor(t, 30*time.Second, "status Error again after a restart", isError)
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestSupervisorSourceToSink(t *testing.T) {
 	if err := sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	connectortest.WaitFor(t, 30*time.Second, "200 records in the sink", func() bool {
+	sdktest.WaitFor(t, 30*time.Second, "200 records in the sink", func() bool {
 		sinkMu.Lock()
 		defer sinkMu.Unlock()
 		return len(sinkSeqs) >= 200
@@ -355,7 +355,7 @@ func init() {
 // (the process's exit status), naming the sink and the cause.
 func TestStopReportsAFailedClose(t *testing.T) {
 	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"leaky\"\npath = \"libpicomq_connector_sup_test_failclose_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
-	connectortest.WaitFor(t, 30*time.Second, "the sink running", func() bool {
+	sdktest.WaitFor(t, 30*time.Second, "the sink running", func() bool {
 		e, _ := sup.Get("sink", "leaky")
 		return e.Status == status.Running
 	})
@@ -394,12 +394,12 @@ func TestFailedConnectorStartsAgain(t *testing.T) {
 	flakySinkOpens.Store(0)
 	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	defer sup.Stop(context.Background())
-	connectortest.WaitFor(t, 10*time.Second, "the sink in Error after its first Open", func() bool {
+	sdktest.WaitFor(t, 10*time.Second, "the sink in Error after its first Open", func() bool {
 		e, _ := sup.Get("sink", "flaky")
 		return e.Status == status.Error && strings.Contains(e.LastError, "connection refused")
 	})
 	start := time.Now()
-	connectortest.WaitFor(t, 30*time.Second, "the sink running after two failed Opens", func() bool {
+	sdktest.WaitFor(t, 30*time.Second, "the sink running after two failed Opens", func() bool {
 		e, _ := sup.Get("sink", "flaky")
 		return e.Status == status.Running
 	})
@@ -438,11 +438,11 @@ func TestPanickedConnectorStartsAgain(t *testing.T) {
 	panicSinkOpens.Store(0)
 	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"panicky\"\npath = \"libpicomq_connector_sup_test_panic_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	defer sup.Stop(context.Background())
-	connectortest.WaitFor(t, 10*time.Second, "the sink in Error after its Open panicked", func() bool {
+	sdktest.WaitFor(t, 10*time.Second, "the sink in Error after its Open panicked", func() bool {
 		e, _ := sup.Get("sink", "panicky")
 		return e.Status == status.Error && strings.Contains(e.LastError, "panicked") && strings.Contains(e.LastError, "nil map")
 	})
-	connectortest.WaitFor(t, 30*time.Second, "the sink running after the panic", func() bool {
+	sdktest.WaitFor(t, 30*time.Second, "the sink running after the panic", func() bool {
 		e, _ := sup.Get("sink", "panicky")
 		return e.Status == status.Running
 	})
@@ -457,7 +457,7 @@ func TestStopCancelsARestart(t *testing.T) {
 	flakySinkOpens.Store(-100) // every Open fails
 	sup := startSink(t, embeddedRuntime, "type = \"sink\"\nkey = \"flaky\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	// Once the failure is counted, the restart's timer is set.
-	connectortest.WaitFor(t, 10*time.Second, "the first failure counted", func() bool { return sup.conns["sink/flaky"].failures.Load() >= 1 })
+	sdktest.WaitFor(t, 10*time.Second, "the first failure counted", func() bool { return sup.conns["sink/flaky"].failures.Load() >= 1 })
 	if err := sup.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -506,17 +506,17 @@ func TestFencedSinkStartsAgain(t *testing.T) {
 	flakySinkOpens.Store(1000) // every Open succeeds
 	sup := startSink(t, fmt.Sprintf("[broker]\nbootstrap_servers = %q\n[state]\npath = \"st\"\n", b.Addr()), "type = \"sink\"\nkey = \"fenced\"\npath = \"libpicomq_connector_sup_test_flaky_sink\"\n[[topics]]\npattern = 'seq_.*'\n")
 	defer sup.Stop(context.Background())
-	connectortest.WaitFor(t, 60*time.Second, "the sink fenced once", func() bool {
+	sdktest.WaitFor(t, 60*time.Second, "the sink fenced once", func() bool {
 		e, _ := sup.Get("sink", "fenced")
 		return fences.Load() == 1 && strings.Contains(e.LastError, "same id")
 	})
-	connectortest.WaitFor(t, 60*time.Second, "the sink running again after the fence", func() bool {
+	sdktest.WaitFor(t, 60*time.Second, "the sink running again after the fence", func() bool {
 		e, _ := sup.Get("sink", "fenced")
 		return e.Status == status.Running && fences.Load() == 1
 	})
 
 	limit.Store(1 << 30) // fenced on every start from now on
-	connectortest.WaitFor(t, 2*time.Minute, "the sink stopped for good after repeated fences", func() bool {
+	sdktest.WaitFor(t, 2*time.Minute, "the sink stopped for good after repeated fences", func() bool {
 		e, _ := sup.Get("sink", "fenced")
 		return e.Status == status.Error && fences.Load() == 1+maxFencedRestarts
 	})

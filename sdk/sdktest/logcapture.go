@@ -1,10 +1,12 @@
-package sinktest
+package sdktest
 
 import (
 	"context"
 	"log/slog"
 	"sync"
 	"testing"
+
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // LogCapture keeps the log records of a connector under test, so a test
@@ -21,6 +23,12 @@ type LogCapture struct {
 func NewLogCapture(t testing.TB) *LogCapture {
 	h := &captureHandler{st: &captured{}, next: slog.NewTextHandler(TestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})}
 	return &LogCapture{Logger: slog.New(h), h: h}
+}
+
+// Env returns the sdk.Env of a connector under test whose log c keeps: key
+// "test", c's Logger, and metrics that record nothing.
+func (c *LogCapture) Env() sdk.Env {
+	return sdk.Env{Key: "test", Logger: c.Logger, Metrics: sdk.DiscardMetrics}
 }
 
 // Reset forgets every record kept so far.

@@ -1,23 +1,4 @@
-// Package connectortest runs a connector inside a test the way the runtime
-// runs it: against the embedded broker (runtime/broker), through the
-// runtime's own sink and source loops, with an in-memory state store.
-//
-// The conformance suites are in the sub-packages sourcetest and sinktest;
-// this package is for end-to-end tests of one connector:
-//
-//	b := connectortest.Broker(t, "orders")
-//	connectortest.Produce(t, b, "orders", sdk.Message{Payload: []byte(`{"id":1}`)})
-//	run := connectortest.RunSink(t, b, mySink, connectortest.SinkTopics("orders"))
-//	// ... wait for the destination to show the record ...
-//	run.Stop() // graceful stop: the sink is closed, which flushes
-//
-// and for a source:
-//
-//	run := connectortest.RunSource(t, b, mySource, connectortest.SourceTopics("out"), nil)
-//	recs := connectortest.WaitTopic(t, b, "out", 10)
-//	run.Stop()
-//	blob := run.Store.Get(run.Key) // the committed state
-package connectortest
+package sdktest
 
 import (
 	"context"
@@ -31,7 +12,6 @@ import (
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/sourceloop"
@@ -75,7 +55,7 @@ func Produce(t testing.TB, b *broker.Broker, topic string, msgs ...sdk.Message) 
 }
 
 // ProduceRecords writes the payloads, keys and headers of recs to topic;
-// sinktest.Records makes suitable records.
+// sdktest.Records makes suitable records.
 func ProduceRecords(t testing.TB, b *broker.Broker, topic string, recs []sdk.Record) {
 	t.Helper()
 	msgs := make([]sdk.Message, len(recs))
@@ -195,7 +175,7 @@ func start(t testing.TB, kind string, run func(ctx context.Context, tr *status.T
 // retry delay so redelivery after a failed Consume shows quickly.
 func RunSink(t testing.TB, b *broker.Broker, sink sdk.Sink, topics []definition.Topics) *Run {
 	t.Helper()
-	logger := sinktest.Env(t).Logger
+	logger := Env(t).Logger
 	return start(t, "sink", func(ctx context.Context, tr *status.Tracker) error {
 		return sinkloop.Run(ctx, sinkloop.Config{
 			Key: "test", Topics: topics, Sink: sink, BootstrapServers: b.Addr(),
@@ -214,7 +194,7 @@ func RunSource(t testing.TB, b *broker.Broker, src sdk.Source, topics []definiti
 	if store == nil {
 		store = NewMemStore()
 	}
-	logger := sinktest.Env(t).Logger
+	logger := Env(t).Logger
 	r := start(t, "source", func(ctx context.Context, tr *status.Tracker) error {
 		return sourceloop.Run(ctx, sourceloop.Config{
 			Key: "test", Topics: topics, Source: src, State: store.Get("test"), Store: store, BootstrapServers: b.Addr(),

@@ -1,4 +1,4 @@
-package sourcetest_test
+package sdktest_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/connectortest/sourcetest"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // counter is a source that keeps the stage-and-apply contract: it emits
@@ -77,23 +77,23 @@ func (c *counter) OnBatchResult(_ context.Context, r sdk.Result) error {
 
 func (c *counter) Close(context.Context) error { return nil }
 
-func factory(limit int, f flaws) sourcetest.Factory {
+func factory(limit int, f flaws) sdktest.SourceFactory {
 	return func(t *testing.T) (sdk.Source, error) {
 		return &counter{limit: limit, flaws: f}, nil
 	}
 }
 
 func TestRunPassesAGoodSource(t *testing.T) {
-	sourcetest.Run(t, factory(0, flaws{}))
+	sdktest.TestSource(t, factory(0, flaws{}))
 }
 
 func TestRunPassesAGoodSourceThatRunsDry(t *testing.T) {
-	sourcetest.Run(t, factory(7, flaws{}), sourcetest.WithIdleTimeout(100*time.Millisecond))
+	sdktest.TestSource(t, factory(7, flaws{}), sdktest.WithIdleTimeout(100*time.Millisecond))
 }
 
 func TestRunSetupRunsPerSubtest(t *testing.T) {
 	var n int
-	sourcetest.Run(t, factory(0, flaws{}), sourcetest.WithSetup(func(*testing.T) { n++ }))
+	sdktest.TestSource(t, factory(0, flaws{}), sdktest.WithSetup(func(*testing.T) { n++ }))
 	if n != 4 {
 		t.Errorf("setup ran %d times, want 4 (once per subtest; PollAhead is skipped before its setup)", n)
 	}
@@ -146,14 +146,14 @@ func (c *aheadCounter) OnBatchResult(ctx context.Context, r sdk.Result) error {
 	return nil
 }
 
-func aheadFactory(fake bool) sourcetest.Factory {
+func aheadFactory(fake bool) sdktest.SourceFactory {
 	return func(t *testing.T) (sdk.Source, error) {
 		return &aheadCounter{fake: fake}, nil
 	}
 }
 
 func TestRunPassesAPipelinedSource(t *testing.T) {
-	sourcetest.Run(t, aheadFactory(false))
+	sdktest.TestSource(t, aheadFactory(false))
 }
 
 // broken lists sources that break the contract and what Run must say.
@@ -177,7 +177,7 @@ func TestRunCatchesBrokenSources(t *testing.T) {
 		if name == "FakePollAhead" {
 			f = aheadFactory(true)
 		}
-		sourcetest.Run(t, f, sourcetest.WithIdleTimeout(100*time.Millisecond))
+		sdktest.TestSource(t, f, sdktest.WithIdleTimeout(100*time.Millisecond))
 		return
 	}
 	for name, b := range broken {

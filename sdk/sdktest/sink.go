@@ -1,33 +1,77 @@
-// Package sinktest checks that a sdk.Sink keeps the sink contract, in
+package sdktest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest/internal/tlog"
+)
+
+// SinkHarness describes the sink under test and how to look at its
+// destination.
+type SinkHarness struct {
+	// New builds a fresh sink; TestSink opens and closes it. Required.
+	New func(t *testing.T) (sdk.Sink, error)
+	// Written returns the payloads the destination holds now, in the
+	// order they were written, with any framing the sink adds removed
+	// (one payload per record). Without it, TestSink runs only the cases
+	// that need no read-back (ConsumeAndClose, RuntimeCommits) and says
+	// which others it could not run.
+	Written func(t *testing.T) [][]byte
+	// Setup, when set, runs at the start of each subtest, before New; use
+	// it to give each subtest an empty destination.
+	Setup func(t *testing.T)
+	// Break, when set, makes the destination fail (for example by
+	// stopping a fault proxy in front of it) and returns the function
+	// that restores it. Without Break, the redelivery cases do not run,
+	// and TestSink says so.
+	Break func(t *testing.T) (restore func())
+	// BatchSize is the number of records per batch; zero means 10.
+	BatchSize int
+	// Batches is the number of batches CloseFlushes sends; zero means 3.
+	Batches int
+	// Timeout bounds each Open, Consume and Close; zero means 60 seconds.
+	Timeout time.Duration
+
+	notRun *notRun
+}
+
+// TestSink checks that the sink h describes keeps the sink contract, in
 // the spirit of testing/fstest: Close flushes everything a successful
 // Consume accepted, and a failed Consume can be redelivered without losing
 // records.
 //
-// A connector's test describes its sink with a Harness and calls Run:
+// A connector's test describes its sink with a SinkHarness and calls TestSink:
 //
 //	func TestConformance(t *testing.T) {
 //		dir := t.TempDir()
-//		sinktest.Run(t, sinktest.Harness{
+//		sdktest.TestSink(t, sdktest.SinkHarness{
 //			New: func(t *testing.T) (sdk.Sink, error) {
 //				cfg, err := filesinkconfig.Load(map[string]any{"dir": dir}, "", nil)
 //				if err != nil {
 //					return nil, err
 //				}
-//				return filesink.New(cfg, sinktest.Env(t))
+//				return filesink.New(cfg, sdktest.Env(t))
 //			},
 //			Written: func(t *testing.T) [][]byte { return readPayloads(t, dir) },
 //		})
 //	}
 //
-// Run checks, each in its own subtest:
+// It checks, each in its own subtest:
 //
 //   - CloseFlushes: after several batches and Close, the destination holds
 //     every record's payload, in offset order.
-//   - FailedConsumeRedelivered (only with Harness.Break): while the
+//   - FailedConsumeRedelivered (only with SinkHarness.Break): while the
 //     destination is broken, a batch fails; once it is restored and the
 //     batch is redelivered as the runtime does, every record accepted
 //     before, during and after the failure reaches the destination.
-//   - RuntimeRedelivers (only with Harness.Break, skipped with -short): the
+//   - RuntimeRedelivers (only with SinkHarness.Break, skipped with -short): the
 //     same through the runtime's own sink loop against the embedded broker,
 //     with the destination broken from the start and restored after the
 //     first failed Consume.
@@ -41,50 +85,10 @@
 //     that moment. A fresh sink on the same destination and group then
 //     resumes from the commit, and after a graceful stop the destination
 //     holds every record and the commit is at the end.
-package sinktest
-
-import (
-	"bytes"
-	"context"
-	"fmt"
-	"log/slog"
-	"strconv"
-	"testing"
-	"time"
-
-	"github.com/picomq/pico-connectors/runtime/connectortest/internal/tlog"
-	"github.com/picomq/pico-connectors/sdk"
-)
-
-// Harness describes the sink under test and how to look at its
-// destination.
-type Harness struct {
-	// New builds a fresh sink; Run opens and closes it. Required.
-	New func(t *testing.T) (sdk.Sink, error)
-	// Written returns the payloads the destination holds now, in the
-	// order they were written, with any framing the sink adds removed
-	// (one payload per record). Required.
-	Written func(t *testing.T) [][]byte
-	// Setup, when set, runs at the start of each subtest, before New; use
-	// it to give each subtest an empty destination.
-	Setup func(t *testing.T)
-	// Break, when set, makes the destination fail (for example by
-	// stopping a fault proxy in front of it) and returns the function
-	// that restores it. Without Break, FailedConsumeRedelivered is skipped.
-	Break func(t *testing.T) (restore func())
-	// BatchSize is the number of records per batch; zero means 10.
-	BatchSize int
-	// Batches is the number of batches CloseFlushes sends; zero means 3.
-	Batches int
-	// Timeout bounds each Open, Consume and Close; zero means 60 seconds.
-	Timeout time.Duration
-}
-
-// Run runs the conformance suite against the sink h describes.
-func Run(t *testing.T, h Harness) {
+func TestSink(t *testing.T, h SinkHarness) {
 	t.Helper()
-	if h.New == nil || h.Written == nil {
-		t.Fatal("sinktest: Harness.New and Harness.Written are required")
+	if h.New == nil {
+		t.Fatal("sdktest: SinkHarness.New is required")
 	}
 	if h.BatchSize <= 0 {
 		h.BatchSize = 10
@@ -95,15 +99,19 @@ func Run(t *testing.T, h Harness) {
 	if h.Timeout <= 0 {
 		h.Timeout = 60 * time.Second
 	}
+	h.notRun = &notRun{}
+	t.Run("ConsumeAndClose", h.consumeAndClose)
+	t.Run("RuntimeCommits", h.runtimeCommits)
 	t.Run("CloseFlushes", h.closeFlushes)
 	t.Run("FailedConsumeRedelivered", h.redelivered)
 	t.Run("RuntimeRedelivers", h.runtimeRedelivers)
 	t.Run("DeferredSkipsRedelivered", h.deferredSkips)
 	t.Run("DeferredKillLosesNothing", h.killLosesNothing)
+	h.notRun.report(t, 7)
 }
 
 // newSink runs Setup, then New, and fails t when New fails.
-func (h Harness) newSink(t *testing.T) sdk.Sink {
+func (h SinkHarness) newSink(t *testing.T) sdk.Sink {
 	t.Helper()
 	if h.Setup != nil {
 		h.Setup(t)
@@ -115,13 +123,13 @@ func (h Harness) newSink(t *testing.T) sdk.Sink {
 	return s
 }
 
-func (h Harness) open(t *testing.T) *Driver {
+func (h SinkHarness) open(t *testing.T) *SinkDriver {
 	t.Helper()
 	s := h.newSink(t)
 	if s == nil {
 		t.Fatal("New returned a nil sink and no error")
 	}
-	d := &Driver{T: t, Sink: s, Timeout: h.Timeout}
+	d := &SinkDriver{T: t, Sink: s, Timeout: h.Timeout}
 	t.Cleanup(d.Close)
 	if err := d.Open(); err != nil {
 		t.Fatalf("Open: %v", err)
@@ -129,7 +137,42 @@ func (h Harness) open(t *testing.T) *Driver {
 	return d
 }
 
-func (h Harness) closeFlushes(t *testing.T) {
+// consumeAndClose needs no hook: the sink opens, accepts batches (one of
+// them empty, records with and without keys and headers) and closes
+// without an error, and a DeferredSink then reports every record durable,
+// never more than it was handed.
+func (h SinkHarness) consumeAndClose(t *testing.T) {
+	d := h.open(t)
+	var sent []sdk.Record
+	for i := 0; i < h.Batches; i++ {
+		batch := Records("sinktest", int64(len(sent)), h.BatchSize)
+		if i == 1 {
+			batch[0].Key = nil
+			batch[0].Headers = nil
+		}
+		if err := d.Consume(batch); err != nil {
+			t.Fatalf("Consume(batch %d): %v", i, err)
+		}
+		sent = append(sent, batch...)
+		if err := d.Consume(nil); err != nil {
+			t.Fatalf("Consume of an empty batch: %v", err)
+		}
+		if ds, ok := d.Sink.(sdk.DeferredSink); ok {
+			if got := ds.Durable()[sdk.TopicPartition{Topic: "sinktest"}]; got > int64(len(sent)) {
+				t.Fatalf("Durable() reports offset %d for sinktest/0, beyond the %d records the sink was handed", got, len(sent))
+			}
+		}
+	}
+	d.Close()
+	if ds, ok := d.Sink.(sdk.DeferredSink); ok {
+		if got := ds.Durable()[sdk.TopicPartition{Topic: "sinktest"}]; got != int64(len(sent)) {
+			t.Fatalf("after Close, Durable() reports offset %d for sinktest/0, want %d: Close must make every accepted record durable", got, len(sent))
+		}
+	}
+}
+
+func (h SinkHarness) closeFlushes(t *testing.T) {
+	h.needWritten(t)
 	d := h.open(t)
 	var sent []sdk.Record
 	for i := 0; i < h.Batches; i++ {
@@ -143,10 +186,9 @@ func (h Harness) closeFlushes(t *testing.T) {
 	CheckWritten(t, sent, h.Written(t))
 }
 
-func (h Harness) redelivered(t *testing.T) {
-	if h.Break == nil {
-		t.Skip("Harness.Break is not set: this sink's failure path is not checked")
-	}
+func (h SinkHarness) redelivered(t *testing.T) {
+	h.needWritten(t)
+	h.needBreak(t)
 	d := h.open(t)
 	var accepted []sdk.Record
 	next := func() []sdk.Record { return Records("sinktest", int64(len(accepted)), h.BatchSize) }
@@ -251,7 +293,7 @@ func Records(topic string, first int64, n int) []sdk.Record {
 	return out
 }
 
-// Env returns a sdk.Env for a connector built in a test: key "test", a
+// Env returns a sdk.Env for a sink or source built in a test: key "test", a
 // logger writing to t.Log, and metrics that record nothing.
 func Env(t testing.TB) sdk.Env {
 	return sdk.Env{Key: "test", Logger: slog.New(slog.NewTextHandler(TestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug})), Metrics: sdk.DiscardMetrics}
@@ -264,9 +306,9 @@ func TestWriter(t testing.TB) *LogWriter { return tlog.New(t) }
 // LogWriter is an io.Writer that logs through t.Log.
 type LogWriter = tlog.Writer
 
-// Driver calls a sink the way the runtime's sink loop does, each call
+// SinkDriver calls a sink the way the runtime's sink loop does, each call
 // bounded by Timeout. Use it directly for connector-specific tests.
-type Driver struct {
+type SinkDriver struct {
 	T    testing.TB
 	Sink sdk.Sink
 	// Timeout bounds each call; zero means 60 seconds.
@@ -275,14 +317,14 @@ type Driver struct {
 	closed bool
 }
 
-// NewDriver returns a Driver for s that closes it when the test ends.
-func NewDriver(t testing.TB, s sdk.Sink) *Driver {
-	d := &Driver{T: t, Sink: s}
+// NewSinkDriver returns a SinkDriver for s that closes it when the test ends.
+func NewSinkDriver(t testing.TB, s sdk.Sink) *SinkDriver {
+	d := &SinkDriver{T: t, Sink: s}
 	t.Cleanup(d.Close)
 	return d
 }
 
-func (d *Driver) ctx() (context.Context, context.CancelFunc) {
+func (d *SinkDriver) ctx() (context.Context, context.CancelFunc) {
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
@@ -291,7 +333,7 @@ func (d *Driver) ctx() (context.Context, context.CancelFunc) {
 }
 
 // Open opens the sink.
-func (d *Driver) Open() error {
+func (d *SinkDriver) Open() error {
 	ctx, cancel := d.ctx()
 	defer cancel()
 	return d.Sink.Open(ctx)
@@ -301,7 +343,7 @@ func (d *Driver) Open() error {
 // Consume returns, as the sink loop reuses its batch slices: a sink that
 // keeps the slice instead of its records writes the overwritten records
 // and fails the test that reads them back.
-func (d *Driver) Consume(batch []sdk.Record) error {
+func (d *SinkDriver) Consume(batch []sdk.Record) error {
 	ctx, cancel := d.ctx()
 	defer cancel()
 	own := append([]sdk.Record(nil), batch...)
@@ -315,7 +357,7 @@ func (d *Driver) Consume(batch []sdk.Record) error {
 
 // Close closes the sink once, failing the test on an error; later calls do
 // nothing.
-func (d *Driver) Close() {
+func (d *SinkDriver) Close() {
 	d.T.Helper()
 	if d.closed {
 		return

@@ -1,4 +1,4 @@
-package sinktest
+package sdktest
 
 import (
 	"context"
@@ -48,13 +48,10 @@ func (w *watched) state() (failures int, okUpTo int64) {
 // (runtime/sinkloop) against the embedded broker: with the destination
 // broken from the start, Consume fails and the loop redelivers; once it is
 // restored every record reaches the destination.
-func (h Harness) runtimeRedelivers(t *testing.T) {
-	if h.Break == nil {
-		t.Skip("Harness.Break is not set: this sink's failure path is not checked")
-	}
-	if testing.Short() {
-		t.Skip("runs the runtime's sink loop (librdkafka); skipped with -short")
-	}
+func (h SinkHarness) runtimeRedelivers(t *testing.T) {
+	h.needWritten(t)
+	h.needBreak(t)
+	h.needLong(t)
 	s := h.newSink(t)
 	sink := &watched{Sink: s, okUpTo: -1}
 
@@ -145,7 +142,7 @@ func (h Harness) runtimeRedelivers(t *testing.T) {
 // seeded starts an embedded broker, stopped when the test ends, whose topic
 // holds the h.BatchSize*h.Batches records of Records; it returns the broker
 // and the records.
-func (h Harness) seeded(t *testing.T, topic string) (*broker.Broker, []sdk.Record) {
+func (h SinkHarness) seeded(t *testing.T, topic string) (*broker.Broker, []sdk.Record) {
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
 	if err != nil {
 		t.Fatalf("start the embedded broker: %v", err)
@@ -176,5 +173,60 @@ func produce(t *testing.T, addr, topic string, recs []sdk.Record) {
 	defer cancel()
 	if err := cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
 		t.Fatalf("produce %d records: %v", len(recs), err)
+	}
+}
+
+// runtimeCommits needs no hook: through the runtime's own sink loop
+// against the embedded broker, the sink consumes every record of a topic,
+// stops gracefully, and the loop's commit is then at the end of the topic.
+func (h SinkHarness) runtimeCommits(t *testing.T) {
+	h.needLong(t)
+	s := h.newSink(t)
+	sink := &watched{Sink: s, okUpTo: -1}
+	const topic, group = "sinktest", "sinktest-commits"
+	b, sent := h.seeded(t, topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- sinkloop.Run(ctx, sinkloop.Config{
+			Key: "sinktest", GroupID: group,
+			Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
+				BatchLength: h.BatchSize, PollInterval: "50ms"}},
+			Sink: sink, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: status.New(string(sdk.KindSink), "sinktest", nil),
+			RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+			CloseTimeout: h.Timeout,
+			Properties:   map[string]string{"auto.offset.reset": "earliest"},
+		})
+	}()
+	deadline := time.Now().Add(h.Timeout)
+	for {
+		if _, ok := sink.state(); ok >= int64(len(sent)-1) {
+			break
+		}
+		if time.Now().After(deadline) {
+			failures, ok := sink.state()
+			t.Fatalf("within %v the sink accepted records up to offset %d of %d (%d Consume calls failed)", h.Timeout, ok, len(sent)-1, failures)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the sink loop stopped before every record was consumed: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("the sink loop's graceful stop: %v", err)
+		}
+	case <-time.After(h.Timeout + 30*time.Second):
+		t.Fatal("the sink loop did not stop")
+	}
+	if got := committedOffset(t, b.Addr(), group, topic); got != int64(len(sent)) {
+		t.Fatalf("after a graceful stop the group's commit is at offset %d, want %d (the end of the topic)", got, len(sent))
+	}
+	if h.Written != nil {
+		CheckWritten(t, sent, h.Written(t))
 	}
 }

@@ -1,4 +1,4 @@
-package sinktest
+package sdktest
 
 import (
 	"context"
@@ -18,13 +18,13 @@ import (
 
 // newDeferred builds the sink for a DeferredSink subtest, or skips the
 // subtest when the sink is a plain sdk.Sink.
-func (h Harness) newDeferred(t *testing.T) sdk.DeferredSink {
+func (h SinkHarness) newDeferred(t *testing.T) sdk.DeferredSink {
 	t.Helper()
 	s := h.newSink(t)
 	d, ok := s.(sdk.DeferredSink)
 	if !ok {
 		_ = s.Close(context.Background())
-		t.Skip("not a sdk.DeferredSink: its commits follow Consume")
+		h.notRun.skip(t, "the sink is not a sdk.DeferredSink: its commits follow Consume, which the other cases check")
 	}
 	return d
 }
@@ -32,9 +32,10 @@ func (h Harness) newDeferred(t *testing.T) sdk.DeferredSink {
 // deferredSkips hands a DeferredSink a batch that repeats records it has
 // accepted, as the runtime does after a failure or a rebalance: the
 // destination must hold every record exactly once.
-func (h Harness) deferredSkips(t *testing.T) {
+func (h SinkHarness) deferredSkips(t *testing.T) {
+	h.needWritten(t)
 	s := h.newDeferred(t)
-	d := &Driver{T: t, Sink: s, Timeout: h.Timeout}
+	d := &SinkDriver{T: t, Sink: s, Timeout: h.Timeout}
 	t.Cleanup(d.Close)
 	if err := d.Open(); err != nil {
 		t.Fatalf("Open: %v", err)
@@ -151,10 +152,9 @@ func (k *killable) acceptedUpTo() int64 {
 // same destination and consumer group. Every record the loop committed
 // before the kill must be in the destination at the kill; after the
 // restart and a graceful stop, every record must be there.
-func (h Harness) killLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the runtime's sink loop (librdkafka) twice; skipped with -short")
-	}
+func (h SinkHarness) killLosesNothing(t *testing.T) {
+	h.needWritten(t)
+	h.needLong(t)
 	first := &killable{DeferredSink: h.newDeferred(t), accepted: -1}
 	const topic, group = "sinktest", "sinktest-kill"
 	b, sent := h.seeded(t, topic)

@@ -1,20 +1,84 @@
-// Package sourcetest checks that a sdk.Source keeps the stage-and-apply
-// contract of the sources spec, in the spirit of testing/fstest.
+package sdktest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// SourceFactory builds a new source instance, not yet opened: TestSource calls its Open
+// with the committed state blob (nil for a source that has never been
+// acknowledged). The factory may use t.Cleanup for resources; TestSource closes
+// every source it builds.
+type SourceFactory func(t *testing.T) (sdk.Source, error)
+
+// SourceOption changes how TestSource drives the source.
+type SourceOption func(*options)
+
+type options struct {
+	setup       func(t *testing.T)
+	pollTimeout time.Duration
+	idleTimeout time.Duration
+	equal       func(a, b sdk.Message) bool
+	drainLimit  int
+}
+
+// WithSetup runs setup at the start of every subtest, before the factory is
+// first called. Use it to give each subtest fresh data in the external
+// system (a new table, replication slot or bucket).
+func WithSetup(setup func(t *testing.T)) SourceOption {
+	return func(o *options) { o.setup = setup }
+}
+
+// WithPollTimeout bounds how long TestSource keeps polling for a non-empty batch
+// before it fails the test. The default is 30 seconds.
+func WithPollTimeout(d time.Duration) SourceOption {
+	return func(o *options) { o.pollTimeout = d }
+}
+
+// WithIdleTimeout sets the context deadline of the polls that look for an
+// empty batch (EmptyBatchNoState). The default is 300 milliseconds.
+func WithIdleTimeout(d time.Duration) SourceOption {
+	return func(o *options) { o.idleTimeout = d }
+}
+
+// WithEqual replaces how two messages are compared. The default compares
+// Key, Payload and Headers, and ignores Timestamp (a source may stamp
+// records with the time of the read).
+func WithEqual(equal func(a, b sdk.Message) bool) SourceOption {
+	return func(o *options) { o.equal = equal }
+}
+
+// WithDrainLimit sets how many batches EmptyBatchNoState acknowledges while
+// waiting for the source to run dry. A source that never runs dry (a
+// generator) is checked on the batches it returns. The default is 20.
+func WithDrainLimit(n int) SourceOption {
+	return func(o *options) { o.drainLimit = n }
+}
+
+// TestSource checks that the sources factory builds keep the
+// stage-and-apply contract of the sources spec, in the spirit of
+// testing/fstest.
 //
-// A connector's test calls Run once with a Factory that builds the source;
-// Run opens each instance with a committed state blob, as the runtime does:
+// A connector's test calls TestSource once with a SourceFactory that builds the source;
+// it opens each instance with a committed state blob, as the runtime does:
 //
 //	func TestConformance(t *testing.T) {
-//		sourcetest.Run(t, func(t *testing.T) (sdk.Source, error) {
+//		sdktest.TestSource(t, func(t *testing.T) (sdk.Source, error) {
 //			cfg, err := mysourceconfig.Load(map[string]any{"interval": "10ms"}, "", nil)
 //			if err != nil {
 //				return nil, err
 //			}
-//			return mysource.New(cfg, sourcetest.Env(t))
+//			return mysource.New(cfg, sdktest.Env(t))
 //		})
 //	}
 //
-// Run checks, each in its own subtest:
+// It checks, each in its own subtest:
 //
 //   - NackRepeats: after Nack, the next Poll returns the same records again.
 //   - AckMovesOn: after Ack, the next Poll returns new records.
@@ -34,93 +98,28 @@
 // state. Sources that need data in their external system (a table, a
 // bucket) prepare it in a Setup option, which runs at the start of each
 // subtest.
-package sourcetest
-
-import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"testing"
-	"time"
-
-	"github.com/picomq/pico-connectors/runtime/connectortest/internal/tlog"
-	"github.com/picomq/pico-connectors/sdk"
-)
-
-// Factory builds a new source instance, not yet opened: Run calls its Open
-// with the committed state blob (nil for a source that has never been
-// acknowledged). The factory may use t.Cleanup for resources; Run closes
-// every source it builds.
-type Factory func(t *testing.T) (sdk.Source, error)
-
-// Option changes how Run drives the source.
-type Option func(*options)
-
-type options struct {
-	setup       func(t *testing.T)
-	pollTimeout time.Duration
-	idleTimeout time.Duration
-	equal       func(a, b sdk.Message) bool
-	drainLimit  int
-}
-
-// WithSetup runs setup at the start of every subtest, before the factory is
-// first called. Use it to give each subtest fresh data in the external
-// system (a new table, replication slot or bucket).
-func WithSetup(setup func(t *testing.T)) Option {
-	return func(o *options) { o.setup = setup }
-}
-
-// WithPollTimeout bounds how long Run keeps polling for a non-empty batch
-// before it fails the test. The default is 30 seconds.
-func WithPollTimeout(d time.Duration) Option {
-	return func(o *options) { o.pollTimeout = d }
-}
-
-// WithIdleTimeout sets the context deadline of the polls that look for an
-// empty batch (EmptyBatchNoState). The default is 300 milliseconds.
-func WithIdleTimeout(d time.Duration) Option {
-	return func(o *options) { o.idleTimeout = d }
-}
-
-// WithEqual replaces how two messages are compared. The default compares
-// Key, Payload and Headers, and ignores Timestamp (a source may stamp
-// records with the time of the read).
-func WithEqual(equal func(a, b sdk.Message) bool) Option {
-	return func(o *options) { o.equal = equal }
-}
-
-// WithDrainLimit sets how many batches EmptyBatchNoState acknowledges while
-// waiting for the source to run dry. A source that never runs dry (a
-// generator) is checked on the batches it returns. The default is 20.
-func WithDrainLimit(n int) Option {
-	return func(o *options) { o.drainLimit = n }
-}
-
-// Run runs the conformance suite against the sources factory builds.
-func Run(t *testing.T, factory Factory, opts ...Option) {
+func TestSource(t *testing.T, factory SourceFactory, opts ...SourceOption) {
 	t.Helper()
 	o := options{pollTimeout: 30 * time.Second, idleTimeout: 300 * time.Millisecond, equal: MessagesEqual, drainLimit: 20}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := suite{factory: factory, o: o, ahead: new(bool)}
+	s := suite{factory: factory, o: o, ahead: new(bool), notRun: &notRun{}}
 	t.Run("NackRepeats", s.nackRepeats)
 	t.Run("AckMovesOn", s.ackMovesOn)
 	t.Run("ResumeFromCommitted", s.resume)
 	t.Run("EmptyBatchNoState", s.emptyBatch)
 	t.Run("PollAhead", s.pollAhead)
+	s.notRun.report(t, 5)
 }
 
 func (s suite) pollAhead(t *testing.T) {
 	if !*s.ahead {
-		t.Skip("the source resolves one batch at a time (no PollAhead above 1)")
+		s.notRun.skip(t, "the source resolves one batch at a time (it is not a sdk.Pipelined with PollAhead above 1)")
 	}
 	s.begin(t)
 	d := s.open(t, nil)
-	// Batches in flight are polled directly: the Driver allows one.
+	// Batches in flight are polled directly: the SourceDriver allows one.
 	poll := func(what string) sdk.Batch {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.pollTimeout)
@@ -169,10 +168,11 @@ func (s suite) pollAhead(t *testing.T) {
 }
 
 type suite struct {
-	factory Factory
+	factory SourceFactory
 	o       options
 	// ahead is set when a source the suite built has PollAhead above 1.
-	ahead *bool
+	ahead  *bool
+	notRun *notRun
 }
 
 func (s suite) begin(t *testing.T) {
@@ -186,7 +186,7 @@ func (s suite) begin(t *testing.T) {
 // closed at the end of the test unless the test closes it first.
 // firstBatch begins a subtest, opens the source without state and polls
 // its first batch with records, which it resolves with r.
-func (s suite) firstBatch(t *testing.T, r sdk.Result) (*Driver, sdk.Batch) {
+func (s suite) firstBatch(t *testing.T, r sdk.Result) (*SourceDriver, sdk.Batch) {
 	s.begin(t)
 	d := s.open(t, nil)
 	first := d.PollNonEmpty()
@@ -194,7 +194,7 @@ func (s suite) firstBatch(t *testing.T, r sdk.Result) (*Driver, sdk.Batch) {
 	return d, first
 }
 
-func (s suite) open(t *testing.T, state []byte) *Driver {
+func (s suite) open(t *testing.T, state []byte) *SourceDriver {
 	t.Helper()
 	src, err := s.factory(t)
 	if err != nil {
@@ -203,7 +203,7 @@ func (s suite) open(t *testing.T, state []byte) *Driver {
 	if src == nil {
 		t.Fatalf("factory returned a nil source and no error")
 	}
-	d := NewDriver(t, src, state)
+	d := NewSourceDriver(t, src, state)
 	d.PollTimeout = s.o.pollTimeout
 	if p, ok := src.(sdk.Pipelined); ok && p.PollAhead() > 1 {
 		*s.ahead = true
@@ -349,21 +349,11 @@ func cloneBytes(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-// Env returns a sdk.Env for a source built in a test: key "test", a
-// logger writing to t.Log, and metrics that record nothing.
-func Env(t testing.TB) sdk.Env {
-	return sdk.Env{
-		Key:     "test",
-		Logger:  slog.New(slog.NewTextHandler(tlog.New(t), &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics: sdk.DiscardMetrics,
-	}
-}
-
-// Driver drives one source the way the runtime's poll loop does, failing
+// SourceDriver drives one source the way the runtime's poll loop does, failing
 // the test on a contract violation: it alternates Poll and OnBatchResult
 // and checks that every empty batch carries no state. Use it directly for
 // connector-specific tests.
-type Driver struct {
+type SourceDriver struct {
 	T      testing.TB
 	Source sdk.Source
 	// PollTimeout bounds PollNonEmpty; zero means 30 seconds.
@@ -373,12 +363,12 @@ type Driver struct {
 	closed  bool
 }
 
-// NewDriver opens src with state, as the runtime does before the first
-// Poll, and returns a Driver that closes it when the test ends. An Open
+// NewSourceDriver opens src with state, as the runtime does before the first
+// Poll, and returns a SourceDriver that closes it when the test ends. An Open
 // error fails the test; call Open directly to test one.
-func NewDriver(t testing.TB, src sdk.Source, state []byte) *Driver {
+func NewSourceDriver(t testing.TB, src sdk.Source, state []byte) *SourceDriver {
 	t.Helper()
-	d := &Driver{T: t, Source: src}
+	d := &SourceDriver{T: t, Source: src}
 	t.Cleanup(func() { d.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -389,21 +379,21 @@ func NewDriver(t testing.TB, src sdk.Source, state []byte) *Driver {
 }
 
 // Poll calls Poll once with ctx and checks the batch.
-func (d *Driver) Poll(ctx context.Context) (sdk.Batch, error) {
+func (d *SourceDriver) Poll(ctx context.Context) (sdk.Batch, error) {
 	d.T.Helper()
 	d.beforePoll()
 	b, err := d.Source.Poll(ctx)
 	return d.afterPoll(b, err)
 }
 
-func (d *Driver) beforePoll() {
+func (d *SourceDriver) beforePoll() {
 	d.T.Helper()
 	if d.pending {
-		d.T.Fatalf("sourcetest: Poll called before the previous batch was resolved")
+		d.T.Fatalf("sdktest: Poll called before the previous batch was resolved")
 	}
 }
 
-func (d *Driver) afterPoll(b sdk.Batch, err error) (sdk.Batch, error) {
+func (d *SourceDriver) afterPoll(b sdk.Batch, err error) (sdk.Batch, error) {
 	d.T.Helper()
 	if err != nil {
 		return sdk.Batch{}, err
@@ -418,7 +408,7 @@ func (d *Driver) afterPoll(b sdk.Batch, err error) (sdk.Batch, error) {
 // PollWithin polls once with a context that ends after timeout, and fails
 // the test when Poll does not return within 10 seconds after that. Any
 // Poll error is returned without failing the test.
-func (d *Driver) PollWithin(timeout time.Duration) (sdk.Batch, error) {
+func (d *SourceDriver) PollWithin(timeout time.Duration) (sdk.Batch, error) {
 	d.T.Helper()
 	d.beforePoll()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -448,7 +438,7 @@ func (d *Driver) PollWithin(timeout time.Duration) (sdk.Batch, error) {
 // until a batch with records arrives, and returns it unresolved. Poll
 // errors are retried, as the runtime does; the test fails after
 // PollTimeout.
-func (d *Driver) PollNonEmpty() sdk.Batch {
+func (d *SourceDriver) PollNonEmpty() sdk.Batch {
 	d.T.Helper()
 	timeout := d.PollTimeout
 	if timeout == 0 {
@@ -480,10 +470,10 @@ func (d *Driver) PollNonEmpty() sdk.Batch {
 }
 
 // Result reports the outcome of the pending batch.
-func (d *Driver) Result(r sdk.Result) {
+func (d *SourceDriver) Result(r sdk.Result) {
 	d.T.Helper()
 	if !d.pending {
-		d.T.Fatalf("sourcetest: %s with no pending batch", r)
+		d.T.Fatalf("sdktest: %s with no pending batch", r)
 	}
 	d.pending = false
 	if err := d.Source.OnBatchResult(context.Background(), r); err != nil {
@@ -493,7 +483,7 @@ func (d *Driver) Result(r sdk.Result) {
 
 // Close closes the source once; later calls do nothing. A pending batch is
 // left unresolved, as after a crash.
-func (d *Driver) Close() {
+func (d *SourceDriver) Close() {
 	d.T.Helper()
 	if d.closed {
 		return

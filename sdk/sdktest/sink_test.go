@@ -1,4 +1,4 @@
-package sinktest_test
+package sdktest_test
 
 import (
 	"context"
@@ -9,21 +9,21 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // store is a destination that can be broken.
 type store struct {
-	mu      sync.Mutex
-	broken  bool
-	written [][]byte
+	mu         sync.Mutex
+	brokenSink bool
+	written    [][]byte
 }
 
 func (s *store) write(p [][]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.broken {
+	if s.brokenSink {
 		return errors.New("destination unavailable")
 	}
 	s.written = append(s.written, p...)
@@ -38,25 +38,25 @@ func (s *store) payloads(*testing.T) [][]byte {
 
 func (s *store) breakIt(*testing.T) func() {
 	s.mu.Lock()
-	s.broken = true
+	s.brokenSink = true
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		s.broken = false
+		s.brokenSink = false
 		s.mu.Unlock()
 	}
 }
 
 // bufSink buffers up to flushAt records before writing them to its store.
-// The flaws flags break it on purpose.
+// The sinkFlaws flags break it on purpose.
 type bufSink struct {
-	dst     *store
-	flushAt int
-	buf     [][]byte
-	flaws   flaws
+	dst       *store
+	flushAt   int
+	buf       [][]byte
+	sinkFlaws sinkFlaws
 }
 
-type flaws struct {
+type sinkFlaws struct {
 	noFlushOnClose bool // Close drops the buffer
 	dropOnFailure  bool // a failed flush drops the buffer
 }
@@ -78,7 +78,7 @@ func (s *bufSink) flush() error {
 		// A good sink keeps its buffer: it holds records of earlier,
 		// successful Consume calls. The failed batch's records come again
 		// with the redelivery, a duplicate that at-least-once allows.
-		if s.flaws.dropOnFailure {
+		if s.sinkFlaws.dropOnFailure {
 			s.buf = nil
 		}
 		return err
@@ -88,18 +88,18 @@ func (s *bufSink) flush() error {
 }
 
 func (s *bufSink) Close(context.Context) error {
-	if s.flaws.noFlushOnClose || len(s.buf) == 0 {
+	if s.sinkFlaws.noFlushOnClose || len(s.buf) == 0 {
 		return nil
 	}
 	return s.flush()
 }
 
-func harness(flushAt int, f flaws) sinktest.Harness {
+func harness(flushAt int, f sinkFlaws) sdktest.SinkHarness {
 	var dst *store
-	return sinktest.Harness{
+	return sdktest.SinkHarness{
 		Setup: func(*testing.T) { dst = &store{} },
 		New: func(*testing.T) (sdk.Sink, error) {
-			return &bufSink{dst: dst, flushAt: flushAt, flaws: f}, nil
+			return &bufSink{dst: dst, flushAt: flushAt, sinkFlaws: f}, nil
 		},
 		Written: func(t *testing.T) [][]byte { return dst.payloads(t) },
 		Break:   func(t *testing.T) func() { return dst.breakIt(t) },
@@ -107,33 +107,33 @@ func harness(flushAt int, f flaws) sinktest.Harness {
 }
 
 func TestRunPassesAWriteThroughSink(t *testing.T) {
-	sinktest.Run(t, harness(1, flaws{}))
+	sdktest.TestSink(t, harness(1, sinkFlaws{}))
 }
 
 func TestRunPassesABufferingSink(t *testing.T) {
-	sinktest.Run(t, harness(25, flaws{}))
+	sdktest.TestSink(t, harness(25, sinkFlaws{}))
 }
 
 func TestRunSkipsRedeliveryWithoutBreak(t *testing.T) {
-	h := harness(1, flaws{})
+	h := harness(1, sinkFlaws{})
 	h.Break = nil
-	sinktest.Run(t, h)
+	sdktest.TestSink(t, h)
 }
 
 func TestRecords(t *testing.T) {
-	rs := sinktest.Records("orders", 5, 2)
+	rs := sdktest.Records("orders", 5, 2)
 	if len(rs) != 2 || rs[1].Offset != 6 || string(rs[1].Payload) != `{"topic":"orders","offset":6}` || string(rs[0].Key) != "key-5" {
 		t.Fatalf("Records = %+v", rs)
 	}
 }
 
 // deferSink is a DeferredSink: it buffers, writes every flushAt records
-// (and on Close), and reports as durable what it wrote. The flaws flags
+// (and on Close), and reports as durable what it wrote. The sinkFlaws flags
 // break it on purpose.
 type deferSink struct {
-	dst     *store
-	flushAt int
-	flaws   deferFlaws
+	dst       *store
+	flushAt   int
+	sinkFlaws deferFlaws
 
 	mu      sync.Mutex
 	buf     []sdk.Record
@@ -152,7 +152,7 @@ func (s *deferSink) Consume(_ context.Context, batch []sdk.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range batch {
-		if r.Offset < s.next && !s.flaws.noSkip {
+		if r.Offset < s.next && !s.sinkFlaws.noSkip {
 			continue
 		}
 		s.buf = append(s.buf, r)
@@ -185,7 +185,7 @@ func (s *deferSink) Durable() map[sdk.TopicPartition]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.durable
-	if s.flaws.durableEarly {
+	if s.sinkFlaws.durableEarly {
 		d = s.next
 	}
 	if d <= 0 {
@@ -207,12 +207,12 @@ func (s *deferSink) Close(context.Context) error {
 	return s.flush()
 }
 
-func deferHarness(flushAt int, f deferFlaws) sinktest.Harness {
+func deferHarness(flushAt int, f deferFlaws) sdktest.SinkHarness {
 	var dst *store
-	return sinktest.Harness{
+	return sdktest.SinkHarness{
 		Setup: func(*testing.T) { dst = &store{} },
 		New: func(*testing.T) (sdk.Sink, error) {
-			return &deferSink{dst: dst, flushAt: flushAt, flaws: f, next: -1}, nil
+			return &deferSink{dst: dst, flushAt: flushAt, sinkFlaws: f, next: -1}, nil
 		},
 		Written: func(t *testing.T) [][]byte { return dst.payloads(t) },
 		Break:   func(t *testing.T) func() { return dst.breakIt(t) },
@@ -221,28 +221,28 @@ func deferHarness(flushAt int, f deferFlaws) sinktest.Harness {
 
 func TestRunPassesADeferredSink(t *testing.T) {
 	// 30 records in batches of 10: at the kill, 20 are written and 10 buffered.
-	sinktest.Run(t, deferHarness(20, deferFlaws{}))
+	sdktest.TestSink(t, deferHarness(20, deferFlaws{}))
 }
 
-var broken = map[string]struct {
-	harness func() sinktest.Harness
+var brokenSink = map[string]struct {
+	harness func() sdktest.SinkHarness
 	want    string
 }{
-	"NoFlushOnClose": {func() sinktest.Harness { return harness(1000, flaws{noFlushOnClose: true}) }, "the destination lacks 30 of 30 records"},
-	"DropOnFailure":  {func() sinktest.Harness { return harness(25, flaws{dropOnFailure: true}) }, "the destination lacks"},
-	"DurableEarly": {func() sinktest.Harness { return deferHarness(1000, deferFlaws{durableEarly: true}) },
+	"NoFlushOnClose": {func() sdktest.SinkHarness { return harness(1000, sinkFlaws{noFlushOnClose: true}) }, "the destination lacks 30 of 30 records"},
+	"DropOnFailure":  {func() sdktest.SinkHarness { return harness(25, sinkFlaws{dropOnFailure: true}) }, "the destination lacks"},
+	"DurableEarly": {func() sdktest.SinkHarness { return deferHarness(1000, deferFlaws{durableEarly: true}) },
 		"were committed, but the destination lacks"},
-	"NoSkip": {func() sinktest.Harness { return deferHarness(25, deferFlaws{noSkip: true}) }, "written more than once"},
+	"NoSkip": {func() sdktest.SinkHarness { return deferHarness(25, deferFlaws{noSkip: true}) }, "written more than once"},
 }
 
-// TestRunCatchesBrokenSinks runs each broken sink in a child process,
+// TestRunCatchesBrokenSinks runs each brokenSink sink in a child process,
 // because a conformance failure fails the test that ran it.
 func TestRunCatchesBrokenSinks(t *testing.T) {
 	if name := os.Getenv("SINKTEST_BROKEN"); name != "" {
-		sinktest.Run(t, broken[name].harness())
+		sdktest.TestSink(t, brokenSink[name].harness())
 		return
 	}
-	for name, b := range broken {
+	for name, b := range brokenSink {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestRunCatchesBrokenSinks$", "-test.v")
 			cmd.Env = append(os.Environ(), "SINKTEST_BROKEN="+name)
@@ -258,7 +258,7 @@ func TestRunCatchesBrokenSinks(t *testing.T) {
 }
 
 func TestLogCapture(t *testing.T) {
-	c := sinktest.NewLogCapture(t)
+	c := sdktest.NewLogCapture(t)
 	l := c.Logger.With("connector", "x")
 	l.Info("record", "payload", "a")
 	l.Debug("record", "payload", "b")
@@ -275,5 +275,35 @@ func TestLogCapture(t *testing.T) {
 	c.Reset()
 	if len(c.Messages()) != 0 {
 		t.Fatal("Reset kept records")
+	}
+}
+
+// TestSuiteSaysWhatItDidNotRun runs TestSink without Written and Break in a
+// child process (its output is the point): the cases that need them do not
+// run, and the suite names each with the hook that would run it.
+func TestSuiteSaysWhatItDidNotRun(t *testing.T) {
+	if os.Getenv("SINKTEST_NO_HOOKS") != "" {
+		h := harness(1, sinkFlaws{})
+		h.Written, h.Break = nil, nil
+		sdktest.TestSink(t, h)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteSaysWhatItDidNotRun$", "-test.v", "-test.short")
+	cmd.Env = append(os.Environ(), "SINKTEST_NO_HOOKS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("TestSink without hooks failed a sink that keeps the contract: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"--- PASS: TestSuiteSaysWhatItDidNotRun/ConsumeAndClose",
+		"1 of 7 conformance cases ran; not run:",
+		"CloseFlushes: SinkHarness.Written is not set",
+		"FailedConsumeRedelivered: SinkHarness.Written is not set",
+		"RuntimeCommits: runs the runtime's sink loop (librdkafka) against the embedded broker; skipped with -short",
+		"DeferredSkipsRedelivered: SinkHarness.Written is not set",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package connectortest_test
+package sdktest_test
 
 import (
 	"context"
@@ -10,16 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/connectortest"
-	"github.com/picomq/pico-connectors/runtime/connectortest/sinktest"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 func TestProduceAndWaitTopic(t *testing.T) {
-	b := connectortest.Broker(t, "in")
-	recs := sinktest.Records("in", 0, 5)
-	connectortest.ProduceRecords(t, b, "in", recs)
-	got := connectortest.WaitTopic(t, b, "in", 5)
+	b := sdktest.Broker(t, "in")
+	recs := sdktest.Records("in", 0, 5)
+	sdktest.ProduceRecords(t, b, "in", recs)
+	got := sdktest.WaitTopic(t, b, "in", 5)
 	if len(got) != 5 {
 		t.Fatalf("read %d records, want 5", len(got))
 	}
@@ -31,7 +30,7 @@ func TestProduceAndWaitTopic(t *testing.T) {
 }
 
 func TestMemStore(t *testing.T) {
-	s := connectortest.NewMemStore()
+	s := sdktest.NewMemStore()
 	ctx := context.Background()
 	if b, err := s.Load(ctx, "k"); b != nil || err != nil {
 		t.Fatalf("Load of an empty store = %q, %v", b, err)
@@ -96,10 +95,10 @@ func TestRunSource(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs librdkafka producers; skipped with -short")
 	}
-	b := connectortest.Broker(t)
-	run := connectortest.RunSource(t, b, &seq{limit: 12}, connectortest.SourceTopics("out"), nil)
-	recs := connectortest.WaitTopic(t, b, "out", 12)
-	connectortest.Eventually(t, 30*time.Second, func() error {
+	b := sdktest.Broker(t)
+	run := sdktest.RunSource(t, b, &seq{limit: 12}, sdktest.SourceTopics("out"), nil)
+	recs := sdktest.WaitTopic(t, b, "out", 12)
+	sdktest.Eventually(t, 30*time.Second, func() error {
 		if got := string(run.Store.Get(run.Key)); got != "12" {
 			return fmt.Errorf("committed state %q, want 12", got)
 		}
@@ -154,12 +153,12 @@ func TestRunSink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a librdkafka consumer; skipped with -short")
 	}
-	b := connectortest.Broker(t, "in")
-	sent := sinktest.Records("in", 0, 20)
-	connectortest.ProduceRecords(t, b, "in", sent)
+	b := sdktest.Broker(t, "in")
+	sent := sdktest.Records("in", 0, 20)
+	sdktest.ProduceRecords(t, b, "in", sent)
 	sink := &memSink{}
-	run := connectortest.RunSink(t, b, sink, connectortest.SinkTopics("in"))
-	connectortest.Eventually(t, 60*time.Second, func() error {
+	run := sdktest.RunSink(t, b, sink, sdktest.SinkTopics("in"))
+	sdktest.Eventually(t, 60*time.Second, func() error {
 		if n := len(sink.written(t)); n < len(sent) {
 			return fmt.Errorf("the sink has %d of %d records", n, len(sent))
 		}
@@ -171,5 +170,5 @@ func TestRunSink(t *testing.T) {
 	if !sink.closed {
 		t.Error("the sink was not closed on Stop")
 	}
-	sinktest.CheckWritten(t, sent, sink.written(t))
+	sdktest.CheckWritten(t, sent, sink.written(t))
 }
