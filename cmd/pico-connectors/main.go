@@ -1,81 +1,14 @@
 // Command pico-connectors runs PicoMQ connectors: sinks that consume topics
 // into other systems and sources that produce other systems into topics.
-//
-// Usage:
-//
-//	pico-connectors run --config FILE        run every enabled connector
-//	pico-connectors validate --config FILE   check the config and every definition
-//	pico-connectors config --config FILE [KEY] [--json]
-//	                                         print the effective config (secrets masked)
-//	pico-connectors admin --config FILE KEY [COMMAND [ARGS]]
-//	                                         an operator command a connector offers
-//	                                         (Postgres: slots, drop-slot [NAME])
-//
-// The runtime config names the broker, the HTTP API, the state store and
-// the folder of definition files; every key of it and of the definitions
-// can be overridden by PICOMQ_CONNECTORS_... environment variables.
+// It links the standard connectors; see package runtime/cli for the
+// commands, and for how a module builds its own binary the same way.
 package main
 
 import (
-	"fmt"
-	"io"
 	"os"
 
-	// Links every connector and transform: each registers itself with
-	// the sdk package from its init.
-	_ "github.com/picomq/pico-connectors/generated/registry"
+	_ "github.com/picomq/pico-connectors/connectors"
+	"github.com/picomq/pico-connectors/runtime/cli"
 )
 
-func main() {
-	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
-}
-
-const usage = `pico-connectors runs PicoMQ sink and source connectors.
-
-Usage:
-  pico-connectors run --config FILE
-      Start the embedded broker (when no bootstrap_servers), the HTTP API and
-      every enabled connector. SIGTERM or Ctrl-C stops gracefully; a second
-      signal exits at once.
-  pico-connectors validate --config FILE
-      Check the runtime config and every definition in connectors_dir,
-      plugin_config included; print every problem with its file and key.
-      Exits 1 on any problem.
-  pico-connectors config --config FILE [KEY] [--json]
-      Print the effective runtime config, or with KEY (or sink/KEY,
-      source/KEY) a connector's effective definition, after environment
-      overrides, with secrets masked.
-  pico-connectors admin --config FILE KEY [COMMAND [ARGS]]
-      Run an operator command the connector KEY offers, outside a running
-      runtime (Postgres: slots, drop-slot [NAME]); without COMMAND, list them.
-
-Every key of both files can be overridden from the environment:
-  PICOMQ_CONNECTORS_{SECTION}_{FIELD}            runtime config
-  PICOMQ_CONNECTORS_{SINK|SOURCE}_{KEY}_{FIELD}  a definition's top-level key
-  PICOMQ_CONNECTORS_{SINK|SOURCE}_{KEY}_TOPICS_{i}_{FIELD}
-  PICOMQ_CONNECTORS_{SINK|SOURCE}_{KEY}_PLUGIN_CONFIG_{FIELD}
-`
-
-// Main runs the command line and returns the exit code.
-func Main(args []string, stdout, stderr io.Writer, environ []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "run":
-		return runCmd(rest, stdout, stderr, environ)
-	case "validate":
-		return validateCmd(rest, stdout, stderr, environ)
-	case "config":
-		return configCmd(rest, stdout, stderr, environ)
-	case "admin":
-		return adminCmd(rest, stdout, stderr, environ) // admin.go
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "pico-connectors: unknown command %q; use run, validate, config or admin\n\n%s", cmd, usage)
-	return 2
-}
+func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr, os.Environ())) }

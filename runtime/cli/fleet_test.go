@@ -1,4 +1,4 @@
-package main
+package cli
 
 // Fleet tests (issue 15): the real binary, a broker in its own process
 // (a runtime with a persistent embedded broker and no connectors), real
