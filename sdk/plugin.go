@@ -1,10 +1,3 @@
-// Package plugin is the contract between the pico-connectors runtime and the
-// connectors it runs. A connector implements Sink or Source, and registers
-// itself under the name a definition file uses in its path key, through the
-// typed glue that picogen generates from the connector's schema.
-//
-// The runtime imports no connector: the binary links connectors through the
-// generated registry package, and the runtime finds them here by path.
 package sdk
 
 import (
@@ -198,9 +191,8 @@ func (e *Rejected) Error() string {
 //
 // A Poll error is retried with back-off, and several in a row set status
 // Error. An error that polling again cannot mend (a dropped table, an
-// invalidated replication slot) should say so with a method
-// Permanent() bool returning true, anywhere in its chain: the status then
-// shows Error at once.
+// invalidated replication slot) should say so, wrapped with Permanent: the
+// status then shows Error at once.
 type Source interface {
 	// Open is called once, before the first Poll, with the last committed
 	// state (nil when there is none). An error stops the source; an

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -26,6 +25,7 @@ import (
 	statestore "github.com/picomq/pico-connectors/runtime/state"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // gauges records the gauges a source sets.
@@ -229,7 +229,7 @@ func TestSlotInvalidated(t *testing.T) {
 		if err == nil {
 			t.Fatal("no error for an invalidated slot")
 		}
-		if !isPermanent(err) {
+		if !sdk.IsPermanent(err) {
 			t.Errorf("not permanent: %v", err)
 		}
 		for _, want := range []string{opt.ReplicationSlot, "wal_status = lost", "drop-slot", "pg_drop_replication_slot", "snapshot = \"initial\""} {

@@ -88,18 +88,6 @@ func (st *state) clone() *state {
 	return &c
 }
 
-// errPermanent marks errors no retry will fix (configuration, privileges,
-// a dropped slot); Poll keeps returning them.
-type errPermanent struct{ err error }
-
-func (e errPermanent) Error() string { return e.err.Error() }
-func (e errPermanent) Unwrap() error { return e.err }
-
-// Permanent lets a runtime tell, without knowing this package, that the
-// error repeats on every Poll until an operator acts: errors.As(err,
-// &p) with p an interface{ Permanent() bool }.
-func (e errPermanent) Permanent() bool { return true }
-
 // errTransient marks setup errors that may clear up by themselves, such
 // as a slot still held by a process that is shutting down.
 type errTransient struct{ err error }
@@ -112,8 +100,11 @@ func isTransient(err error) bool {
 	return errors.As(err, &t)
 }
 
+// permanent returns an error no retry will fix (configuration,
+// privileges, a dropped slot), marked with sdk.Permanent; Poll keeps
+// returning it.
 func permanent(format string, args ...any) error {
-	return errPermanent{fmt.Errorf(format, args...)}
+	return sdk.Permanent(fmt.Errorf(format, args...))
 }
 
 // Source is the PostgreSQL source.
@@ -262,7 +253,7 @@ func (s *Source) Open(ctx context.Context, blob []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := s.connect(ctx); err != nil {
-		if isPermanent(err) {
+		if sdk.IsPermanent(err) {
 			s.close()
 			return err
 		}
@@ -270,11 +261,6 @@ func (s *Source) Open(ctx context.Context, blob []byte) error {
 	}
 	s.startSlotWatch(s.metrics) // slots.go
 	return nil
-}
-
-func isPermanent(err error) bool {
-	var p errPermanent
-	return errors.As(err, &p)
 }
 
 // isConnError reports whether err means the connection is gone.
@@ -307,7 +293,7 @@ func (s *Source) connect(ctx context.Context) error {
 	if err := s.loadTypes(ctx); err != nil {
 		s.close()
 		if !isConnError(err) {
-			err = errPermanent{err}
+			err = sdk.Permanent(err)
 		}
 		return err
 	}
@@ -318,7 +304,7 @@ func (s *Source) connect(ctx context.Context) error {
 			if isConnError(err) {
 				return err
 			}
-			return errPermanent{err}
+			return sdk.Permanent(err)
 		}
 		s.info[t.String()] = info
 	}
@@ -329,8 +315,8 @@ func (s *Source) connect(ctx context.Context) error {
 	}
 	if err != nil {
 		s.close()
-		if !isConnError(err) && !isPermanent(err) && !isTransient(err) {
-			err = errPermanent{err}
+		if !isConnError(err) && !sdk.IsPermanent(err) && !isTransient(err) {
+			err = sdk.Permanent(err)
 		}
 		return err
 	}
@@ -398,7 +384,7 @@ func (s *Source) Poll(ctx context.Context) (sdk.Batch, error) {
 // and pauses for poll_interval so the runtime's retry is not a tight loop.
 // The next Poll reconnects and re-runs the checks.
 func (s *Source) fail(ctx context.Context, err error) error {
-	if isPermanent(err) {
+	if sdk.IsPermanent(err) {
 		s.fatal = err
 		s.close()
 		return err

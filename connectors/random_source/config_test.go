@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/picomq/pico-connectors/generated/randomsourceconfig"
-	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 func noEnv(string) (string, bool) { return "", false }

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
-	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 const envPrefix = "PICOMQ_CONNECTORS_SINK_ORDERS_S3_PLUGIN_CONFIG_"

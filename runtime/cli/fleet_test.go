@@ -17,11 +17,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // fleetTopics are the 8 topics the S3 sink reads.

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // TestSinkPausedPastSession: rt-0 joins the S3 sink's group while rt-1

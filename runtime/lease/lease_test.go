@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/sdk/sdktest"
 	"github.com/picomq/pico-connectors/runtime/lease"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // session is the shortest session timeout the embedded broker accepts.

@@ -15,7 +15,7 @@
 // What happens when things go wrong (sources.md, "When things go wrong"):
 //
 //	Poll returns an error         logged, kept as last error, Poll again after a short back-off;
-//	                              MaxPollFailures in a row (or one whose Permanent() is true) set status Error, a successful Poll Running
+//	                              MaxPollFailures in a row (or one sdk.IsPermanent)  set status Error, a successful Poll Running
 //	record cannot be decoded,     with the block's dead_letter_topic: produced there with the
 //	  transformed or routed         deadletter headers as part of the batch; without: Nack, back off
 //	topic missing, create fails,  Nack, back off (exponential, capped); a failed dead-letter
@@ -437,7 +437,7 @@ func (l *loop) close() {
 // DefaultMaxPollFailures is how many Poll errors in a row set status Error
 // when Config.MaxPollFailures is zero: with the default back-off, about 40 s
 // of failures, so a database restart of a few seconds does not flip the
-// status while one that stays down does. A Permanent() error sets Error at
+// status while one that stays down does. An sdk.Permanent error sets Error at
 // once.
 const DefaultMaxPollFailures = 10
 
@@ -529,8 +529,7 @@ func (l *loop) run(ctx context.Context) error {
 			pollFails++
 			l.log.Warn("poll failed; polling again", "err", err, "attempt", pollFails)
 			err = fmt.Errorf("poll: %w", err)
-			var perm interface{ Permanent() bool }
-			if errors.As(err, &perm) && perm.Permanent() && pollFails < l.cfg.MaxPollFailures {
+			if sdk.IsPermanent(err) && pollFails < l.cfg.MaxPollFailures {
 				// Polling again will not help (a dropped table, an
 				// invalidated slot): say so at once.
 				pollFails = l.cfg.MaxPollFailures
