@@ -20,6 +20,7 @@ import (
 	"github.com/picomq/pico-connectors/gen/internal/model"
 	"github.com/picomq/pico-connectors/gen/internal/registry"
 	"github.com/picomq/pico-connectors/gen/internal/runtimeschema"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Options says where to read and write. Paths are relative to Root unless
@@ -62,12 +63,16 @@ func Render(o Options) (Files, error) {
 	for name, b := range connectors {
 		files[outRel+"/"+name] = b
 	}
-	reg, err := registry.Generate(o.Root)
+	module, err := ModulePath(o.Root)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := registry.Generate(o.Root, module)
 	if err != nil {
 		return nil, err
 	}
 	files[outRel+"/registry/registry.go"] = reg
-	files[outRel+"/generate.go"] = generateFile()
+	files[outRel+"/generate.go"] = generateFile(module)
 	rt, err := runtimeschema.Generate()
 	if err != nil {
 		return nil, err
@@ -87,14 +92,21 @@ func relOr(o Options, abs, def string) string {
 	return filepath.ToSlash(r)
 }
 
-func generateFile() []byte {
+// generateFile is generated/generate.go, whose go:generate line runs
+// picogen: from source inside pico-connectors, as a Go tool (go get -tool)
+// in any other module.
+func generateFile(module string) []byte {
+	picogen, how := "go tool picogen", "go tool picogen gen"
+	if module == sdk.ModulePath {
+		picogen, how = "go run ../cmd/picogen", "go run ./cmd/picogen gen"
+	}
 	return []byte("// " + gocode.Header + `
 
 // Package generated holds picogen's output; run go generate ./... (or
-// go run ./cmd/picogen gen) after changing a schema in schemas/.
+// ` + how + `) after changing a schema in schemas/.
 package generated
 
-//go:generate go run ../cmd/picogen gen -root ..
+` + "//go:" + "generate " + picogen + ` gen -root ..
 `)
 }
 

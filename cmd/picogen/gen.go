@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/picomq/pico-connectors/gen"
@@ -29,7 +27,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *root == "" {
-		r, err := findRoot()
+		r, err := gen.FindRoot(".")
 		if err != nil {
 			fmt.Fprintln(stderr, "picogen gen:", err)
 			return 1
@@ -59,22 +57,4 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
-}
-
-// findRoot walks up from the working directory to the folder with go.mod.
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above the working directory; pass -root")
-		}
-		dir = parent
-	}
 }

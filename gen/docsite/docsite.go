@@ -107,13 +107,13 @@ func Load(root string) (*Site, error) {
 	for k, v := range runtimeSchemas {
 		s.Schemas["runtime/"+k] = v
 	}
-	dialect, err := os.ReadFile(filepath.Join(root, "schemas", "README.md"))
+	dialect, err := readSDKFile(root, "schemas/README.md")
 	if err != nil {
 		return nil, fmt.Errorf("schema dialect reference: %w", err)
 	}
 	s.Pages = append(s.Pages, Page{Slug: "dialect", Title: "Schema dialect", Markdown: rewriteDialect(string(dialect))})
 	for _, ref := range operatorReferences {
-		md, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(ref.file)))
+		md, err := readSDKFile(root, ref.file)
 		if err != nil {
 			return nil, fmt.Errorf("%s reference: %w", ref.title, err)
 		}

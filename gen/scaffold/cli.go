@@ -13,11 +13,14 @@ import (
 // Usage is the help text of picogen new.
 const Usage = `usage: picogen new [--dry-run] [-C ROOT] [--topic TOPIC] sink|source NAME
 
-Writes a new connector NAME_sink or NAME_source: a starter schema
-(schemas/), the connector and its tests (connectors/), and an example
-definition (examples/). NAME is lower-case letters, digits and _, starting
-with a letter. Existing files are never overwritten; --dry-run lists the
-files without writing them.
+Writes a new connector NAME_sink or NAME_source into the Go module it runs
+in: a starter schema (schemas/), the connector and its tests
+(connectors/), and an example definition (examples/). In a module of your
+own, the first connector also brings the module's runtime binary
+(cmd/BIN/main.go: the standard connectors plus yours) and a runtime config
+that runs the examples (examples/runtime.toml). NAME is lower-case letters,
+digits and _, starting with a letter. Existing files are never
+overwritten; --dry-run lists the files without writing them.
 `
 
 // Main runs picogen new with args (without the command name) and returns
@@ -46,7 +49,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "picogen new: %v\n", err)
 		return 2
 	}
-	files, err := New(Options{Root: *root, Kind: kind, Name: name, Topic: *topic, DryRun: *dry})
+	files, d, err := New(Options{Root: *root, Kind: kind, Name: name, Topic: *topic, DryRun: *dry})
 	if err != nil {
 		fmt.Fprintf(stderr, "picogen new: %v\n", err)
 		return 1
@@ -55,7 +58,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *dry {
 		verb = "would write"
 	}
-	d := DataFor(kind, name, "", *topic)
 	fmt.Fprintf(stdout, "%s %s:\n", verb, d.Name)
 	for _, f := range files {
 		fmt.Fprintf(stdout, "  %s\n", f.Path)
@@ -76,12 +78,21 @@ func NextSteps(d templates.Data) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nNext steps:\n")
+	if !d.InSDK() {
+		fmt.Fprintf(&b, "  0. go mod tidy\n")
+		fmt.Fprintf(&b, "     records the modules the connector and its binary import\n")
+	}
 	fmt.Fprintf(&b, "  1. go generate ./...\n")
 	fmt.Fprintf(&b, "     writes generated/%s/ from the schema and links the connector into the binaries\n", d.ConfigPkg)
 	fmt.Fprintf(&b, "  2. go test ./connectors/%s/...\n", d.Name)
 	fmt.Fprintf(&b, "     runs its tests, including the connector test kit's conformance suite\n")
-	fmt.Fprintf(&b, "  3. cp examples/%s.toml examples/demo/connectors/ && go run ./cmd/pico-connectors validate --config examples/demo/runtime.toml\n", d.Name)
-	fmt.Fprintf(&b, "     adds it to the demo and checks the definition; go run ./cmd/pico-connectors run --config examples/demo/runtime.toml runs it\n")
+	if d.InSDK() {
+		fmt.Fprintf(&b, "  3. cp examples/%s.toml examples/demo/connectors/ && go run ./cmd/pico-connectors validate --config examples/demo/runtime.toml\n", d.Name)
+		fmt.Fprintf(&b, "     adds it to the demo and checks the definition; go run ./cmd/pico-connectors run --config examples/demo/runtime.toml runs it\n")
+	} else {
+		fmt.Fprintf(&b, "  3. go run ./cmd/%s validate --config examples/runtime.toml\n", d.Bin)
+		fmt.Fprintf(&b, "     checks every definition in %s; go run ./cmd/%s run --config examples/runtime.toml runs them\n", d.ExampleDir, d.Bin)
+	}
 	fmt.Fprintf(&b, "Then make it do the real work in schemas/%s.json and connectors/%s/%s (rerun step 1 after each schema change).\n", d.Name, d.Name, code)
 	return b.String()
 }

@@ -1,27 +1,33 @@
 // Package scaffold renders the connector templates (package templates) into
-// a repository: picogen new sink NAME and picogen new source NAME.
+// a Go module: picogen new sink NAME and picogen new source NAME.
 //
 // It writes the starter schema, the connector package and its tests, and an
 // example definition. Registration needs no file of its own: the generated
-// registry links every folder under connectors/ once go generate runs.
+// registry links every folder under connectors/ once go generate runs. In a
+// module other than pico-connectors, the first connector also brings the
+// module's runtime binary (cmd/BIN) and a runtime config that runs the
+// example definitions (examples/runtime.toml); those are written only when
+// missing.
 // Names are checked, existing files are never overwritten, and nothing is
 // written when any target is in the way or cannot be written.
 package scaffold
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"go/format"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"text/template"
 
+	"github.com/picomq/pico-connectors/gen"
+	"github.com/picomq/pico-connectors/sdk"
 	"github.com/picomq/pico-connectors/templates"
 )
 
@@ -79,19 +85,36 @@ func DataFor(kind, name, module, topic string) templates.Data {
 			topic = name + ".events"
 		}
 	}
-	return templates.Data{
-		Name:      full,
-		Short:     name,
-		Kind:      kind,
-		Pkg:       pkg,
-		ConfigPkg: pkg + "config",
-		Module:    module,
-		Path:      "libpicomq_connector_" + full,
-		Title:     title,
-		Key:       name,
-		EnvPrefix: "PICOMQ_CONNECTORS_" + strings.ToUpper(kind) + "_" + strings.ToUpper(name) + "_PLUGIN_CONFIG_",
-		Topic:     topic,
+	exampleDir := "examples/connectors"
+	if module == sdk.ModulePath {
+		exampleDir = "examples"
 	}
+	return templates.Data{
+		SDK:        sdk.ModulePath,
+		ExampleDir: exampleDir,
+		Bin:        binName(module),
+		Name:       full,
+		Short:      name,
+		Kind:       kind,
+		Pkg:        pkg,
+		ConfigPkg:  pkg + "config",
+		Module:     module,
+		Path:       "libpicomq_connector_" + full,
+		Title:      title,
+		Key:        name,
+		EnvPrefix:  "PICOMQ_CONNECTORS_" + strings.ToUpper(kind) + "_" + strings.ToUpper(name) + "_PLUGIN_CONFIG_",
+		Topic:      topic,
+	}
+}
+
+// binName is the name of a module's runtime binary: the last element of
+// its path, such as acme-connectors for example.com/acme-connectors.
+func binName(module string) string {
+	base := path.Base(module)
+	if base == "." || base == "/" || base == "" {
+		return "connectors"
+	}
+	return base
 }
 
 // Render renders the templates of d.Kind, sorted by path. Go files are
@@ -101,6 +124,24 @@ func Render(d templates.Data) ([]File, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown connector kind %q", d.Kind)
 	}
+	return render(d, outputs)
+}
+
+// RenderModule renders the files the first connector brings into a module
+// of its own (templates.ModuleOutputs), sorted by path; nothing for
+// pico-connectors itself. The random source's definition writes the topic
+// the example sink reads.
+func RenderModule(d templates.Data) ([]File, error) {
+	if d.InSDK() {
+		return nil, nil
+	}
+	if d.Kind == "source" {
+		d.Topic = DefaultTopic
+	}
+	return render(d, templates.ModuleOutputs)
+}
+
+func render(d templates.Data, outputs map[string]string) ([]File, error) {
 	var files []File
 	for src, dst := range outputs {
 		text, err := fs.ReadFile(templates.FS, src)
@@ -116,13 +157,13 @@ func Render(d templates.Data) ([]File, error) {
 			return nil, fmt.Errorf("template %s: %w", src, err)
 		}
 		out := buf.Bytes()
-		path := strings.ReplaceAll(dst, "NAME", d.Name)
-		if strings.HasSuffix(path, ".go") {
+		p := strings.NewReplacer("NAME", d.Name, "EXAMPLES", d.ExampleDir, "BIN", d.Bin).Replace(dst)
+		if strings.HasSuffix(p, ".go") {
 			if out, err = format.Source(out); err != nil {
 				return nil, fmt.Errorf("template %s renders Go that does not parse: %w", src, err)
 			}
 		}
-		files = append(files, File{Path: path, Content: out})
+		files = append(files, File{Path: p, Content: out})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, nil
@@ -144,38 +185,50 @@ type Options struct {
 }
 
 // New checks the name, renders the templates and writes them under
-// opts.Root. It returns the files written (or, with DryRun, that would be).
-// It writes nothing when the name is bad, a file or the connector folder
-// already exists, or a target folder cannot be written.
-func New(opts Options) ([]File, error) {
+// opts.Root, with the module files (RenderModule) that are missing. It
+// returns the files written (or, with DryRun, that would be) and the
+// template data. It writes nothing when the name is bad, a file or the
+// connector folder already exists, or a target folder cannot be written.
+func New(opts Options) ([]File, templates.Data, error) {
+	var d templates.Data
 	if err := CheckName(opts.Kind, opts.Name); err != nil {
-		return nil, err
+		return nil, d, err
 	}
 	root := opts.Root
 	if root == "" {
-		r, err := FindRoot(".")
+		r, err := gen.FindRoot(".")
 		if err != nil {
-			return nil, err
+			return nil, d, err
 		}
 		root = r
 	}
-	module, err := ModulePath(root)
+	module, err := gen.ModulePath(root)
 	if err != nil {
-		return nil, err
+		return nil, d, err
 	}
-	d := DataFor(opts.Kind, opts.Name, module, opts.Topic)
+	d = DataFor(opts.Kind, opts.Name, module, opts.Topic)
 	files, err := Render(d)
 	if err != nil {
-		return nil, err
+		return nil, d, err
 	}
+	moduleFiles, err := RenderModule(d)
+	if err != nil {
+		return nil, d, err
+	}
+	for _, f := range moduleFiles {
+		if _, err := os.Lstat(filepath.Join(root, f.Path)); errors.Is(err, fs.ErrNotExist) {
+			files = append(files, f)
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	if err := checkFree(root, d, files); err != nil {
-		return nil, err
+		return nil, d, err
 	}
 	if err := checkWritable(root, files); err != nil {
-		return nil, err
+		return nil, d, err
 	}
 	if opts.DryRun {
-		return files, nil
+		return files, d, nil
 	}
 	var written []string
 	for _, f := range files {
@@ -184,11 +237,11 @@ func New(opts Options) ([]File, error) {
 				os.Remove(written[i])
 			}
 			os.Remove(filepath.Join(root, "connectors", d.Name))
-			return nil, err
+			return nil, d, err
 		}
 		written = append(written, filepath.Join(root, f.Path))
 	}
-	return files, nil
+	return files, d, nil
 }
 
 // checkFree refuses when any target or the connector folder exists, or
@@ -282,37 +335,4 @@ func writeNew(path string, content []byte) error {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	return f.Close()
-}
-
-// FindRoot returns the nearest folder from dir up that holds a go.mod.
-func FindRoot(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	for d := abs; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod in %s or any folder above it: run picogen new inside the repository (or pass -C ROOT)", abs)
-		}
-	}
-}
-
-// ModulePath reads the module path from root/go.mod.
-func ModulePath(root string) (string, error) {
-	f, err := os.Open(filepath.Join(root, "go.mod"))
-	if err != nil {
-		return "", fmt.Errorf("no go.mod in %s: run picogen new from the repository root (or pass -C ROOT)", root)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if rest, ok := strings.CutPrefix(line, "module "); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`), nil
-		}
-	}
-	return "", fmt.Errorf("%s has no module line", filepath.Join(root, "go.mod"))
 }

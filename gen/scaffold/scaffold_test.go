@@ -17,20 +17,44 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 const module = "github.com/picomq/pico-connectors"
 
+// ownModule is the module of TestGolden's connectors written outside
+// pico-connectors.
+const ownModule = "example.com/acme-connectors"
+
 // TestGolden compares every template's output for a sink and a source named
-// "example" with testdata/golden. Run with -update after changing a
-// template, and review the diff.
+// "example" with testdata/golden: in pico-connectors itself (golden/sink,
+// golden/source) and in a module of its own, with the files the first
+// connector brings there (golden/own-module). Run with -update after
+// changing a template, and review the diff.
 func TestGolden(t *testing.T) {
-	for _, kind := range []string{"sink", "source"} {
-		files, err := Render(DataFor(kind, "example", module, ""))
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range []struct{ module, dir string }{{module, ""}, {ownModule, "own-module"}} {
+		for _, kind := range []string{"sink", "source"} {
+			testGolden(t, c.module, kind, filepath.Join("testdata", "golden", c.dir, kind))
 		}
-		if len(files) != 4 {
-			t.Fatalf("%s renders %d files, want 4", kind, len(files))
-		}
+	}
+}
+
+func testGolden(t *testing.T, module, kind, dir string) {
+	t.Helper()
+	d := DataFor(kind, "example", module, "")
+	files, err := Render(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 4 {
+		t.Fatalf("%s renders %d files, want 4", kind, len(files))
+	}
+	moduleFiles, err := RenderModule(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{true: 0, false: 4}[d.InSDK()]; len(moduleFiles) != want {
+		t.Fatalf("%s in %s brings %d module files, want %d", kind, module, len(moduleFiles), want)
+	}
+	files = append(files, moduleFiles...)
+	{
 		for _, f := range files {
-			golden := filepath.Join("testdata", "golden", kind, filepath.FromSlash(f.Path)+".golden")
+			golden := filepath.Join(dir, filepath.FromSlash(f.Path)+".golden")
 			if *update {
 				os.MkdirAll(filepath.Dir(golden), 0o755)
 				if err := os.WriteFile(golden, f.Content, 0o644); err != nil {
@@ -159,7 +183,7 @@ func TestRefusals(t *testing.T) {
 	})
 	t.Run("ExistingConnector", func(t *testing.T) {
 		dir := repo(t)
-		if _, err := New(Options{Root: dir, Kind: "sink", Name: "webhook"}); err != nil {
+		if _, _, err := New(Options{Root: dir, Kind: "sink", Name: "webhook"}); err != nil {
 			t.Fatal(err)
 		}
 		sinkGo := filepath.Join(dir, "connectors", "webhook_sink", "sink.go")
@@ -176,7 +200,7 @@ func TestRefusals(t *testing.T) {
 	t.Run("ExistingSchemaOnly", func(t *testing.T) {
 		dir := repo(t)
 		os.WriteFile(filepath.Join(dir, "schemas", "webhook_sink.json"), []byte("{}"), 0o644)
-		_, err := New(Options{Root: dir, Kind: "sink", Name: "webhook"})
+		_, _, err := New(Options{Root: dir, Kind: "sink", Name: "webhook"})
 		if err == nil || !strings.Contains(err.Error(), "(schemas/webhook_sink.json)") {
 			t.Fatalf("err = %v", err)
 		}
@@ -187,7 +211,7 @@ func TestRefusals(t *testing.T) {
 	t.Run("PathUsedByAnotherSchema", func(t *testing.T) {
 		dir := repo(t)
 		os.WriteFile(filepath.Join(dir, "schemas", "other.json"), []byte(`{"x-path": "libpicomq_connector_webhook_sink"}`), 0o644)
-		_, err := New(Options{Root: dir, Kind: "sink", Name: "webhook"})
+		_, _, err := New(Options{Root: dir, Kind: "sink", Name: "webhook"})
 		if err == nil || !strings.Contains(err.Error(), "plugin path libpicomq_connector_webhook_sink is already used by") {
 			t.Fatalf("err = %v", err)
 		}
@@ -224,12 +248,12 @@ func TestRefusals(t *testing.T) {
 		}
 	})
 	t.Run("NoGoMod", func(t *testing.T) {
-		_, err := New(Options{Root: t.TempDir(), Kind: "sink", Name: "webhook"})
+		_, _, err := New(Options{Root: t.TempDir(), Kind: "sink", Name: "webhook"})
 		if err == nil || !strings.Contains(err.Error(), "no go.mod in") {
 			t.Fatalf("err = %v", err)
 		}
 		t.Chdir(t.TempDir())
-		_, err = New(Options{Kind: "sink", Name: "webhook"})
+		_, _, err = New(Options{Kind: "sink", Name: "webhook"})
 		if err == nil || !strings.Contains(err.Error(), "or any folder above it") {
 			t.Fatalf("err = %v", err)
 		}
@@ -238,7 +262,7 @@ func TestRefusals(t *testing.T) {
 		dir := repo(t)
 		os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755)
 		t.Chdir(filepath.Join(dir, "a", "b"))
-		if _, err := New(Options{Kind: "sink", Name: "webhook", DryRun: true}); err != nil {
+		if _, _, err := New(Options{Kind: "sink", Name: "webhook", DryRun: true}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -63,3 +63,11 @@ type (
 	// Batch is sdk.Batch, what a source's Poll returns.
 	Batch = sdk.Batch
 )
+
+// The outcomes a test reports to a source (SourceDriver.Result).
+const (
+	// Ack is sdk.Ack: every record was produced and the state saved.
+	Ack = sdk.Ack
+	// Nack is sdk.Nack: the batch failed.
+	Nack = sdk.Nack
+)

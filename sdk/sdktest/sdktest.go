@@ -142,6 +142,22 @@ func (r *Run) Stop() error {
 	return r.err
 }
 
+// WaitCommitted waits until the sink loop has committed the offsets of n
+// records (Tracker's Committed counter), for at most a minute, and fails t
+// if it has not or the loop stopped first.
+func (r *Run) WaitCommitted(t testing.TB, n int64) {
+	t.Helper()
+	Eventually(t, time.Minute, func() error {
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("the loop stopped: %w", err)
+		}
+		if got := r.Tracker.Snapshot().Counters.Committed; got < n {
+			return fmt.Errorf("the loop has committed %d of %d records", got, n)
+		}
+		return nil
+	})
+}
+
 // Done is closed when the loop has returned on its own or after Stop.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
