@@ -4,7 +4,7 @@ TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build generate check-generated vet compat test test-short demo bench reliability fuzz tools clean
+.PHONY: all build generate check-generated vet compat apicompat test test-short demo bench reliability fuzz tools clean
 
 all: build
 
@@ -37,8 +37,14 @@ COMPAT_BASE ?= $(shell git merge-base origin/main HEAD 2>/dev/null || echo HEAD)
 compat:
 	$(GO) run ./cmd/picogen compat --base $(COMPAT_BASE)
 
-## test: drift check, vet, schema compatibility, then every test against real servers
-test: check-generated vet compat
+## apicompat: fail on incompatible Go API changes of the SDK's public packages
+## (sdk, sdk/confgen, sdk/sdktest, runtime/confkit, runtime/cli) against
+## COMPAT_BASE that CHANGELOG.md does not list under the next version
+apicompat:
+	$(GO) run ./cmd/picogen apicompat --base $(COMPAT_BASE)
+
+## test: drift check, vet, schema and API compatibility, then every test against real servers
+test: check-generated vet compat apicompat
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: the fast subset, without the long crash and soak tests

@@ -72,7 +72,7 @@ func Render(o Options) (Files, error) {
 		return nil, err
 	}
 	files[outRel+"/registry/registry.go"] = reg
-	files[outRel+"/generate.go"] = generateFile(module)
+	files[outRel+"/generate.go"] = GenerateFile(module)
 	rt, err := runtimeschema.Generate()
 	if err != nil {
 		return nil, err
@@ -92,10 +92,10 @@ func relOr(o Options, abs, def string) string {
 	return filepath.ToSlash(r)
 }
 
-// generateFile is generated/generate.go, whose go:generate line runs
+// GenerateFile is generated/generate.go, whose go:generate line runs
 // picogen: from source inside pico-connectors, as a Go tool (go get -tool)
 // in any other module.
-func generateFile(module string) []byte {
+func GenerateFile(module string) []byte {
 	picogen, how := "go tool picogen", "go tool picogen gen"
 	if module == sdk.ModulePath {
 		picogen, how = "go run ../cmd/picogen", "go run ./cmd/picogen gen"

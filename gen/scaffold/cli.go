@@ -78,12 +78,11 @@ func NextSteps(d templates.Data) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nNext steps:\n")
-	if !d.InSDK() {
-		fmt.Fprintf(&b, "  0. go mod tidy\n")
-		fmt.Fprintf(&b, "     records the modules the connector and its binary import\n")
-	}
 	fmt.Fprintf(&b, "  1. go generate ./...\n")
 	fmt.Fprintf(&b, "     writes generated/%s/ from the schema and links the connector into the binaries\n", d.ConfigPkg)
+	if !d.InSDK() {
+		fmt.Fprintf(&b, "     then go mod tidy, which records the modules the connector and the binary import\n")
+	}
 	fmt.Fprintf(&b, "  2. go test ./connectors/%s/...\n", d.Name)
 	fmt.Fprintf(&b, "     runs its tests, including the connector test kit's conformance suite\n")
 	if d.InSDK() {

@@ -128,8 +128,8 @@ func Render(d templates.Data) ([]File, error) {
 }
 
 // RenderModule renders the files the first connector brings into a module
-// of its own (templates.ModuleOutputs), sorted by path; nothing for
-// pico-connectors itself. The random source's definition writes the topic
+// of its own (templates.ModuleOutputs, and generated/generate.go), sorted
+// by path; nothing for pico-connectors itself. The random source's definition writes the topic
 // the example sink reads.
 func RenderModule(d templates.Data) ([]File, error) {
 	if d.InSDK() {
@@ -138,7 +138,16 @@ func RenderModule(d templates.Data) ([]File, error) {
 	if d.Kind == "source" {
 		d.Topic = DefaultTopic
 	}
-	return render(d, templates.ModuleOutputs)
+	files, err := render(d, templates.ModuleOutputs)
+	if err != nil {
+		return nil, err
+	}
+	// The go:generate line that the first go generate ./... needs, before
+	// picogen gen has written the rest of generated/ (which holds the same
+	// file).
+	files = append(files, File{Path: "generated/generate.go", Content: gen.GenerateFile(d.Module)})
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
 }
 
 func render(d templates.Data, outputs map[string]string) ([]File, error) {

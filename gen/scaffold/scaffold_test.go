@@ -48,7 +48,7 @@ func testGolden(t *testing.T, module, kind, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[bool]int{true: 0, false: 4}[d.InSDK()]; len(moduleFiles) != want {
+	if want := map[bool]int{true: 0, false: 5}[d.InSDK()]; len(moduleFiles) != want {
 		t.Fatalf("%s in %s brings %d module files, want %d", kind, module, len(moduleFiles), want)
 	}
 	files = append(files, moduleFiles...)

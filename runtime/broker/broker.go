@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/picomq/pico-connectors/third_party/kfake"
 )
 
 // DefaultAddress is where the embedded broker listens unless told otherwise.
