@@ -1,7 +1,7 @@
 // Package testwait is the one wait helper of the module's tests: poll a
 // condition until it holds or a timeout passes, then fail the test saying
 // what was awaited. sdktest.Eventually and sdktest.WaitFor are
-// these for connector authors; the runtime's own loops, which connectortest
+// these for connector authors; the runtime's own loops, which sdktest
 // imports, use this package directly.
 package testwait
 
