@@ -83,6 +83,6 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		return fmt.Errorf("subscribe to %v: %w", names, err)
 	}
 	l.c = c
-	l.commits = newCommitter(c, l.log, l.tr)
+	l.offsets = newOffsets(newCommitter(c, l.log, l.tr), l.deferred)
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 //	batch.go      a batch's way to Consume and back: redelivery, dead letters
 //	prepare.go    schema checks and transforms before Consume
 //	loop.go       this state
+//	offsets.go    what may be committed: consumed, skipped and held offsets
 //	commit.go     the committer, which commits off the poll loop
 //	deadletter.go the dead-letter producer
 //	check.go      the [[topics]] blocks compiled
@@ -36,10 +37,11 @@ type loop struct {
 	plan     plan
 	c        *kafka.Consumer
 	deferred sdk.DeferredSink // nil for a plain sink
-	commits  *committer
+	offsets  *offsets         // what may be committed (set by subscribe)
 	dlq      *dlqProducer
 	topics   sync.Map // topic -> topicInfo
 
+	// Batches: polled, in Consume, awaiting redelivery.
 	pending      []sdk.Record // polled, not yet handed over
 	spare        []sdk.Record // a consumed batch's array, for the next pending
 	pendingSince time.Time
@@ -50,25 +52,27 @@ type loop struct {
 	retryDead    []deadLetter // those dead letters
 	retryAt      time.Time
 	failures     int
-	paused       bool
-	stopping     bool
-	stopAt       time.Time // when the stop began
-	closing      bool
-	cooperative  bool
-	assigned     map[sdk.TopicPartition]bool
-	consumed     map[sdk.TopicPartition]int64   // next offset after the last consumed record
-	based        map[sdk.TopicPartition]bool    // partitions whose first offset the committer knows
-	skips        map[sdk.TopicPartition][]int64 // a DeferredSink's records dead-lettered before it saw them, in order
-	holds        map[sdk.TopicPartition]int64   // a DeferredSink's lowest rejected offset with no dead_letter_topic: commits stay below it
-	lastTP       sdk.TopicPartition             // the partition of the last polled record
-	lastOK       bool                           // lastTP is set and assigned
-	lastSchema   sdk.Schema                     // the schema of lastTP's topic
+	lastTP       sdk.TopicPartition // the partition of the last polled record
+	lastOK       bool               // lastTP is set and assigned
+	lastSchema   sdk.Schema         // the schema of lastTP's topic
 	nextCommit   time.Time
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
-	generation   int64         // rebalance events seen (Placement.Generation)
-	fatal        error         // the consumer cannot go on (fenced by a member with the same InstanceID)
-	panicked     error         // the sink or a transform panicked: the loop stops and the supervisor starts it again
-	instance     string        // the group.instance.id in effect, "" for a dynamic member
+
+	// Pausing, stopping, and what stopped the loop.
+	paused   bool
+	stopping bool
+	stopAt   time.Time // when the stop began
+	closing  bool
+	fatal    error // the consumer cannot go on (fenced by a member with the same InstanceID)
+	panicked error // the sink or a transform panicked: the loop stops and the supervisor starts it again
+
+	// The consumer group (rebalance.go).
+	cooperative bool
+	assigned    map[sdk.TopicPartition]bool
+	generation  int64  // rebalance events seen (Placement.Generation)
+	instance    string // the group.instance.id in effect, "" for a dynamic member
+
+	// Stranded partitions (stranded.go).
 	// unsteadySince: when the statistics first showed a rebalance in
 	// progress; zero while the group is steady.
 	unsteadySince time.Time

@@ -141,10 +141,7 @@ func (l *loop) handle(ev kafka.Event) {
 				return // polled after a revoke: the next owner reads it
 			}
 			l.lastTP, l.lastOK, l.lastSchema = p, true, l.topic(t).schema
-			if !l.based[p] {
-				l.based[p] = true
-				l.commits.base(p, int64(e.TopicPartition.Offset))
-			}
+			l.offsets.base(p, int64(e.TopicPartition.Offset))
 		}
 		if len(l.pending) == 0 {
 			l.pendingSince = time.Now()
@@ -229,7 +226,7 @@ func (l *loop) tick() {
 			l.retryAt = time.Now()
 		}
 		l.tr.ReportHealth(err)
-		if cleared && l.retry == nil && len(l.holds) == 0 && l.tr.Status() == status.Error {
+		if cleared && l.retry == nil && !l.offsets.holding() && l.tr.Status() == status.Error {
 			// The Error came from batches refused while the condition
 			// lasted, and none is failing now.
 			l.log.Info("sink healthy again; status back to Running")
@@ -238,6 +235,6 @@ func (l *loop) tick() {
 	}
 	if l.deferred != nil {
 		l.commitDurable()
-		l.commits.kick()
+		l.offsets.commits.kick()
 	}
 }

@@ -113,15 +113,11 @@ func (l *loop) giveUp(revoked []sdk.TopicPartition, lost bool) {
 		}
 	}
 	if !lost {
-		l.commits.flush()
+		l.offsets.commits.flush()
 	}
-	l.commits.forget(revoked)
+	l.offsets.forget(revoked)
 	for _, p := range revoked {
 		delete(l.assigned, p)
-		delete(l.consumed, p)
-		delete(l.based, p)
-		delete(l.skips, p)
-		delete(l.holds, p)
 	}
 	l.lastOK = false
 	l.pending = l.owned(l.pending)

@@ -148,10 +148,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg: cfg, log: cfg.Logger, tr: cfg.Tracker,
 		results:    make(chan outcome, 1),
 		assigned:   map[sdk.TopicPartition]bool{},
-		consumed:   map[sdk.TopicPartition]int64{},
-		based:      map[sdk.TopicPartition]bool{},
-		skips:      map[sdk.TopicPartition][]int64{},
-		holds:      map[sdk.TopicPartition]int64{},
 		stranded:   map[sdk.TopicPartition]bool{},
 		consumeH:   metrics.Stage(cfg.Metrics, metrics.StageConsume),
 		transformH: metrics.Stage(cfg.Metrics, metrics.StageTransform),
@@ -215,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		l.commits.close()
+		l.offsets.commits.close()
 		if l.fatal != nil {
 			// confluent-kafka-go 2.11's Close waits forever for a
 			// consumer with a fatal error (confluent-kafka-go#1588):
