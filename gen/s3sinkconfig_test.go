@@ -317,9 +317,9 @@ func TestS3Env(t *testing.T) {
 	}
 	runRows(t, []row{
 		{name: "bad int", raw: s3base(), env: map[string]string{envPrefix + "MAX_ATTEMPTS": "lots"}, key: "max_attempts", rule: "env",
-			msg: `environment variable ` + envPrefix + `MAX_ATTEMPTS: "lots" is not an integer`},
+			msg: `environment variable ` + envPrefix + `MAX_ATTEMPTS = "lots" is not an integer`},
 		{name: "bad bool", raw: s3base(), env: map[string]string{envPrefix + "INCLUDE_HEADERS": "maybe"}, key: "include_headers", rule: "env",
-			msg: `environment variable ` + envPrefix + `INCLUDE_HEADERS: "maybe" is not a boolean`},
+			msg: `environment variable ` + envPrefix + `INCLUDE_HEADERS = "maybe" is not a boolean`},
 		{name: "bad size", raw: s3base(), env: map[string]string{envPrefix + "MAX_FILE_SIZE": "big"}, key: "max_file_size", msg: `invalid size "big"`},
 		{name: "size over limit", raw: s3base(), env: map[string]string{envPrefix + "MAX_FILE_SIZE": "10GiB"}, key: "max_file_size",
 			msg: "max_file_size (10GiB) exceeds S3 single PutObject limit of 5 GiB"},

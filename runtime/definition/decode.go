@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // decoder fills the definition structs from a parsed TOML table, applying
@@ -105,7 +106,7 @@ func (d *decoder) decodeStruct(rv reflect.Value, raw map[string]any, path, prefi
 			continue
 		}
 		val, inFile := raw[name]
-		d.field(rv.Field(i), f, val, inFile, joinKey(path, name), prefix+strings.ToUpper(name))
+		d.field(rv.Field(i), f, val, inFile, joinKey(path, name), confgen.EnvName(prefix, name))
 	}
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if !slices.Contains(known, k) {
@@ -173,27 +174,23 @@ func (d *decoder) field(fv reflect.Value, f reflect.StructField, val any, inFile
 }
 
 func (d *decoder) scalarFromEnv(fv reflect.Value, s, key, envName string, secret bool) {
-	shown := strconv.Quote(s)
-	if secret {
-		shown = "(value hidden)"
-	}
 	switch fv.Kind() {
 	case reflect.String:
 		fv.SetString(s)
 	case reflect.Int:
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+		v, err := confgen.EnvValue(envName, s, confgen.EnvInt, secret)
 		if err != nil {
-			d.add(key, "environment variable %s = %s is not an integer; use a whole number such as 1000", envName, shown)
+			d.add(key, "%v", err)
 			return
 		}
-		fv.SetInt(int64(n))
+		fv.SetInt(v.(int64))
 	case reflect.Bool:
-		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		v, err := confgen.EnvValue(envName, s, confgen.EnvBool, secret)
 		if err != nil {
-			d.add(key, "environment variable %s = %s is not a boolean; use true or false", envName, shown)
+			d.add(key, "%v", err)
 			return
 		}
-		fv.SetBool(b)
+		fv.SetBool(v.(bool))
 	}
 	d.defined[key] = true
 	d.fromEnv[key] = envName
@@ -265,7 +262,7 @@ func (d *decoder) route(fv reflect.Value, val any, inFile bool, key, envName str
 		}
 	}
 	for _, k := range routeKeys {
-		name := envName + "_" + strings.ToUpper(k)
+		name := confgen.EnvName(envName+"_", k)
 		if s, ok := d.lookup(key+"."+k, name); ok {
 			d.defined[key] = true
 			d.fromEnv[key+"."+k] = name
@@ -438,7 +435,7 @@ func (d *decoder) properties(fv reflect.Value, val any, inFile bool, key, envNam
 		}
 		prop := ""
 		for k := range props {
-			if envWord(k) == rest {
+			if confgen.EnvName("", k) == rest {
 				prop = k
 			}
 		}
@@ -453,19 +450,6 @@ func (d *decoder) properties(fv reflect.Value, val any, inFile bool, key, envNam
 	if len(props) > 0 {
 		fv.Set(reflect.ValueOf(props))
 	}
-}
-
-// envWord turns a key into its variable-name form.
-func envWord(k string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z':
-			return r - 'a' + 'A'
-		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-			return r
-		}
-		return '_'
-	}, k)
 }
 
 // transforms decodes [[transforms]] blocks (each with a type key) or
@@ -504,8 +488,8 @@ func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envNam
 				d.add(k+".type", "type = %v contradicts the table name %q; remove type", describe(t, false), name)
 			}
 			m["type"] = name
-			d.transformEnabled(m, k, envName+"_"+envWord(name)+"_ENABLED")
-			d.transformPrefixes = append(d.transformPrefixes, envName+"_"+envWord(name)+"_")
+			d.transformEnabled(m, k, confgen.EnvName(envName+"_", name, "enabled"))
+			d.transformPrefixes = append(d.transformPrefixes, confgen.EnvName(envName+"_", name)+"_")
 			out = append(out, m)
 		}
 	} else {
@@ -516,9 +500,9 @@ func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envNam
 
 func (d *decoder) transformEnabled(m map[string]any, key, envName string) {
 	if s, ok := d.lookup(key+".enabled", envName); ok {
-		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		b, err := confgen.EnvValue(envName, s, confgen.EnvBool, false)
 		if err != nil {
-			d.add(key+".enabled", "environment variable %s = %q is not a boolean; use true or false", envName, s)
+			d.add(key+".enabled", "%v", err)
 			return
 		}
 		m["enabled"] = b

@@ -19,6 +19,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // EnvPrefix starts every environment variable the runtime reads.
@@ -264,7 +265,7 @@ func loadDefinition(file string, env map[string]string, used map[string]bool) (*
 	key, _ := raw["key"].(string)
 	prefix := ""
 	if (typ == "sink" || typ == "source") && keyPattern.MatchString(key) {
-		prefix = EnvPrefix + strings.ToUpper(typ) + "_" + strings.ToUpper(key) + "_"
+		prefix = confgen.EnvName(EnvPrefix, typ, key) + "_"
 	} else {
 		// No usable variable names: decode without overrides.
 		d.env = map[string]string{}

@@ -3,6 +3,8 @@ package definition
 import (
 	"reflect"
 	"strings"
+
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // Variable documents one environment override.
@@ -41,7 +43,7 @@ func variables(t reflect.Type, path, prefix string) []Variable {
 		if name == "" || name == "-" || (t == reflect.TypeOf(Connector{}) && (name == "type" || name == "key" || name == "plugin_config" || name == "transforms")) {
 			continue
 		}
-		key, env := joinKey(path, name), prefix+strings.ToUpper(name)
+		key, env := joinKey(path, name), confgen.EnvName(prefix, name)
 		desc := description(f)
 		switch {
 		case f.Type == topicsType:
@@ -49,7 +51,7 @@ func variables(t reflect.Type, path, prefix string) []Variable {
 		case f.Type == routeType:
 			out = append(out, Variable{env, key, "string or JSON object", "A literal topic name, or a routing rule as JSON."})
 			for _, k := range routeKeys {
-				out = append(out, Variable{env + "_" + strings.ToUpper(k), key + "." + k, "string", "Routing rule: " + k + "."})
+				out = append(out, Variable{confgen.EnvName(env+"_", k), key + "." + k, "string", "Routing rule: " + k + "."})
 			}
 		case f.Type == stringMapType:
 			out = append(out, Variable{env, key, "JSON object", desc + " Merged over the file's table."},

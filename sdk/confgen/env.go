@@ -23,7 +23,7 @@ const (
 	EnvInt
 	// EnvNumber parses a finite decimal number.
 	EnvNumber
-	// EnvBool parses true/false, 1/0, yes/no, on/off.
+	// EnvBool parses true/false, t/f, 1/0, yes/no and on/off, in any case.
 	EnvBool
 	// EnvList parses a comma-separated list, or a JSON array when the text
 	// starts with '['.
@@ -36,10 +36,43 @@ const (
 	EnvObject
 )
 
-// EnvName returns the variable that overrides the key at path:
-// prefix + the path upper-cased and joined by "_".
+// EnvName returns the variable that overrides the key at path: prefix +
+// the path's keys upper-cased and joined by "_", every character other
+// than A-Z, 0-9 and _ written as _ (linger.ms: LINGER_MS). It is the one
+// naming rule of every PICOMQ_CONNECTORS_ variable: runtime config,
+// definitions and plugin_config alike.
 func EnvName(prefix string, path ...string) string {
-	return prefix + strings.ToUpper(strings.Join(path, "_"))
+	var b strings.Builder
+	b.WriteString(prefix)
+	for i, p := range path {
+		if i > 0 {
+			b.WriteByte('_')
+		}
+		for _, r := range strings.ToUpper(p) {
+			if r < utf8.RuneSelf && (r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte('_')
+			}
+		}
+	}
+	return b.String()
+}
+
+// EnvValue parses the text of variable as kind (ParseEnvValue). A bad
+// value gives an error that is the whole problem message: it names the
+// variable, quotes the text unless secret, and says what is allowed. It is
+// the one parser of environment overrides: runtime config, definitions and
+// plugin_config alike.
+func EnvValue(variable, text string, kind EnvKind, secret bool) (any, error) {
+	v, err := ParseEnvValue(text, kind)
+	if err == nil {
+		return v, nil
+	}
+	if secret {
+		return nil, fmt.Errorf("environment variable %s = (value hidden) %s", variable, err)
+	}
+	return nil, fmt.Errorf("environment variable %s = %q %s", variable, text, err)
 }
 
 // ParseEnvValue turns the text of an environment variable into a value of
@@ -55,9 +88,9 @@ func ParseEnvValue(text string, kind EnvKind) (any, error) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-				return nil, fmt.Errorf("is out of range for an integer")
+				return nil, fmt.Errorf("is out of range for an integer; use a whole number such as 1000")
 			}
-			return nil, fmt.Errorf("is not an integer")
+			return nil, fmt.Errorf("is not an integer; use a whole number such as 1000")
 		}
 		return n, nil
 	case EnvNumber:
@@ -73,7 +106,7 @@ func ParseEnvValue(text string, kind EnvKind) (any, error) {
 		case "false", "0", "no", "off", "f":
 			return false, nil
 		}
-		return nil, fmt.Errorf("is not a boolean, use true or false")
+		return nil, fmt.Errorf("is not a boolean; use true or false")
 	case EnvIntList, EnvNumberList:
 		l, err := ParseEnvValue(text, EnvList)
 		if err != nil {
@@ -220,16 +253,12 @@ func BindEnv(doc map[string]any, path []string, variable string, kind EnvKind, s
 	if secret {
 		shown = confkit.NewSecret(text).String()
 	}
-	v, err := ParseEnvValue(text, kind)
-	if err == nil && kind == EnvList {
-		v = Normalize(v)
-	}
+	v, err := EnvValue(variable, text, kind, secret)
 	if err != nil {
-		msg := fmt.Sprintf("environment variable %s: %q %s", variable, shown, err)
-		if secret {
-			msg = fmt.Sprintf("environment variable %s: value %s", variable, err)
-		}
-		return &confkit.Problem{Key: key, Value: shown, Rule: "env", Message: msg}
+		return &confkit.Problem{Key: key, Value: shown, Rule: "env", Message: err.Error()}
+	}
+	if kind == EnvList {
+		v = Normalize(v)
 	}
 	m := doc
 	for i, p := range path[:len(path)-1] {

@@ -63,7 +63,7 @@ func TestBindEnv(t *testing.T) {
 		t.Fatalf("doc = %#v", doc)
 	}
 	p := BindEnv(doc, []string{"bad"}, "P_BAD", EnvInt, false, env)
-	if p == nil || p.Key != "bad" || p.Rule != "env" || p.Message != `environment variable P_BAD: "twelve" is not an integer` {
+	if p == nil || p.Key != "bad" || p.Rule != "env" || p.Message != `environment variable P_BAD = "twelve" is not an integer; use a whole number such as 1000` {
 		t.Fatalf("%#v", p)
 	}
 	p = BindEnv(doc, []string{"secret"}, "P_SECRET", EnvInt, true, env)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
 
@@ -564,22 +563,7 @@ func CondWords(c model.Cond) string {
 }
 
 // envSuffix is the variable name part of a key path.
-func envSuffix(path []string) string {
-	var b strings.Builder
-	for i, p := range path {
-		if i > 0 {
-			b.WriteByte('_')
-		}
-		for _, r := range strings.ToUpper(p) {
-			if r < utf8.RuneSelf && (r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
-				b.WriteRune(r)
-			} else {
-				b.WriteByte('_')
-			}
-		}
-	}
-	return b.String()
-}
+func envSuffix(path []string) string { return confgen.EnvName("", path...) }
 
 // EnvSuffix is envSuffix for the docs generator.
 func EnvSuffix(path []string) string { return envSuffix(path) }
