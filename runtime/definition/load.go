@@ -150,7 +150,7 @@ func Load(path string, env map[string]string) (*Config, error) {
 	d := newDecoder(path, env, used)
 	raw, md, err := parseFile(path)
 	if err != nil {
-		return cfg, confkit.Problems{{File: path, Message: err.Error()}}
+		return cfg, clipProblems(confkit.Problems{{File: path, Message: err.Error()}})
 	}
 	d.order = keyOrder(md)
 	d.decodeStruct(reflect.ValueOf(&cfg.Runtime).Elem(), raw, "", EnvPrefix)
@@ -193,16 +193,24 @@ func Load(path string, env map[string]string) (*Config, error) {
 	}
 	problems = append(problems, unknownVariables(cfg, env, used, known)...)
 	if len(problems) > 0 {
-		return cfg, problems
+		return cfg, clipProblems(problems)
 	}
 	return cfg, nil
 }
 
 // parseFile reads a TOML file into a table.
+// It refuses a file larger than MaxFileSize or nested deeper than
+// MaxNesting.
 func parseFile(path string) (map[string]any, toml.MetaData, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path)
 	if err != nil {
-		return nil, toml.MetaData{}, fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		return nil, toml.MetaData{}, fmt.Errorf("cannot read: %v", err)
+	}
+	if err := checkBrackets(data); err != nil {
+		return nil, toml.MetaData{}, err
 	}
 	raw := map[string]any{}
 	md, err := toml.Decode(string(data), &raw)
@@ -212,6 +220,9 @@ func parseFile(path string) (map[string]any, toml.MetaData, error) {
 			return nil, md, errors.New(parseProblem(pe))
 		}
 		return nil, md, fmt.Errorf("not valid TOML: %v", err)
+	}
+	if key := checkNesting(raw); key != "" {
+		return nil, md, fmt.Errorf("%s: tables and arrays nest more than %d levels deep; a runtime config or definition needs only a few", key, MaxNesting)
 	}
 	return raw, md, nil
 }
