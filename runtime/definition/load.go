@@ -397,6 +397,15 @@ func (r *Runtime) validate(d *decoder) {
 	if r.State.Storage == "file" {
 		d.checkFolder("state.path", d.file, r.State.Path, DefaultStatePath, "the checkpoints")
 	}
+	if k := r.State.SigningKey; k != "" {
+		// The value is a secret: only its length is shown.
+		switch {
+		case r.State.Storage != "broker":
+			d.add("state.signing_key", "is set%s, but state.storage = %q: only the broker store signs its checkpoints; set state.storage = \"broker\" or remove state.signing_key", d.origin("state.signing_key"), r.State.Storage)
+		case len(k) < MinSigningKey:
+			d.add("state.signing_key", "is %d bytes long%s; use at least %d bytes, such as the output of openssl rand -hex 32", len(k), d.origin("state.signing_key"), MinSigningKey)
+		}
+	}
 	d.duration("state.http.timeout", r.State.HTTP.Timeout)
 	d.duration("state.http.retry_delay", r.State.HTTP.RetryDelay)
 	if r.State.HTTP.MaxAttempts < 1 {
