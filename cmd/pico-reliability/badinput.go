@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // doc is a TOML definition built from sections of key = raw-value lines,
@@ -67,6 +70,15 @@ type badCase struct {
 	env     []string
 	want    string
 	mustNot string // never printed (a secret)
+	maxLine int    // when set, no output line is longer (values are cut)
+}
+
+// badRun is a bad input that needs a running runtime (a record, a
+// checkpoint, a request). run returns what went wrong, or "" when the
+// runtime refused or skipped the input and kept running.
+type badRun struct {
+	name string
+	run  func() string
 }
 
 // counter accepts TCP connections and counts them: the bad-input cases
@@ -244,6 +256,14 @@ func (s *suite) badInput() {
 		env("env runtime state storage", rnd, "PICOMQ_CONNECTORS_STATE_STORAGE=ftp", "PICOMQ_CONNECTORS_STATE_STORAGE"),
 		env("env runtime grace", rnd, "PICOMQ_CONNECTORS_SHUTDOWN_GRACE=-3s", "PICOMQ_CONNECTORS_SHUTDOWN_GRACE"),
 		env("env http max_attempts", rnd, "PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS=lots", "PICOMQ_CONNECTORS_STATE_HTTP_MAX_ATTEMPTS"),
+		// Bounded parsers and signed checkpoints (issue 32).
+		{name: "200k nested arrays", files: map[string]string{"c.toml": rnd.set("plugin", "x", strings.Repeat("[", 200_000)+strings.Repeat("]", 200_000)).String()}, want: "nest more than"},
+		{name: "definition over 1 MiB", files: map[string]string{"c.toml": rnd.String() + "# " + strings.Repeat("x", 1<<20) + "\n"}, want: "larger than 1048576 bytes"},
+		{name: "400 KB value is cut", files: map[string]string{"c.toml": s3.set("plugin", "bucket", `"`+strings.Repeat("b", 400_000)+`"`).String()}, want: "plugin_config.bucket", maxLine: 600},
+		{name: "400 KB key is cut", files: map[string]string{"c.toml": rnd.set("top", strings.Repeat("k", 400_000), "1").String()}, want: "bytes)", maxLine: 600},
+		{name: "signing_key too short", files: map[string]string{"runtime.toml": strings.Replace(runtimeOK, `storage = "file"`, `storage = "broker"`+"\nsigning_key = \""+secret+"\"", 1), "c.toml": rnd.String()}, want: "state.signing_key: is 19 bytes long"},
+		{name: "signing_key with the file store", files: map[string]string{"runtime.toml": strings.Replace(runtimeOK, `storage = "file"`, `storage = "file"`+"\nsigning_key = \""+secret+strings.Repeat("x", 32)+"\"", 1), "c.toml": rnd.String()}, want: "only the broker store signs"},
+		env("env signing_key too short", rnd, "PICOMQ_CONNECTORS_STATE_SIGNING_KEY="+secret, "PICOMQ_CONNECTORS_STATE_SIGNING_KEY"),
 	}
 	for i := range cases {
 		if cases[i].name == "runtime unknown state storage" {
@@ -287,9 +307,14 @@ func (s *suite) badInput() {
 			named = named || strings.Contains(out, w)
 		}
 		first := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
-		if code != 1 || panicked || leaked || !named {
+		longest := 0
+		for _, l := range strings.Split(out, "\n") {
+			longest = max(longest, len(l))
+		}
+		long := c.maxLine > 0 && longest > c.maxLine
+		if code != 1 || panicked || leaked || !named || long {
 			failed++
-			s.check(false, "%s: exit %d, panic %v, secret printed %v, names %q: %v\n%s", c.name, code, panicked, leaked, c.want, named, indent(out))
+			s.check(false, "%s: exit %d, panic %v, secret printed %v, names %q: %v, longest line %d bytes\n%s", c.name, code, panicked, leaked, c.want, named, longest, clip(indent(out), 4000))
 			continue
 		}
 		fmt.Printf("      ok  %-38s %s\n", c.name, clip(first, 110))
@@ -297,6 +322,81 @@ func (s *suite) badInput() {
 	s.check(failed == 0, "%d/%d cases: exit 1, a message naming the key or variable, no panic, no secret", len(cases)-failed, len(cases))
 	s.check(brokerC.n.Load() == 0 && s3C.n.Load() == 0 && pgC.n.Load() == 0,
 		"nothing reached the broker, S3 or Postgres during validation (connections: %d, %d, %d)", brokerC.n.Load(), s3C.n.Load(), pgC.n.Load())
+
+	runs := []badRun{
+		{"checkpoints injected into a source's state topic", s.injectedCheckpoint},
+	}
+	s.inject("%d bad inputs to running runtimes", len(runs))
+	failed = 0
+	for _, r := range runs {
+		if why := r.run(); why != "" {
+			failed++
+			s.check(false, "%s: %s", r.name, why)
+			continue
+		}
+		fmt.Printf("      ok  %s\n", r.name)
+	}
+	s.check(failed == 0, "%d/%d bad inputs at run time: refused or skipped, the runtime kept running", len(runs)-failed, len(runs))
+}
+
+// injectedCheckpoint runs the random source with the broker state store
+// and a signing key, stops it, produces checkpoints that would make it
+// resume at 900000000 into its state topic (under another key, and under
+// its own key unsigned), and starts it again: it resumes from its own
+// checkpoint and logs the records it skipped.
+func (s *suite) injectedCheckpoint() string {
+	const topic, key, evil = "bad.injected", "numbers", 900_000_000
+	// A broker of its own, which stays up while the runtime is stopped.
+	addr := s.startBroker("127.0.0.1:0", s.h.TempDir()).addr
+	r := s.newRT(addr, "[state]\nstorage = \"broker\"\nsigning_key = \"0123456789abcdef0123456789abcdef\"\n",
+		map[string]string{"numbers.toml": randomDef(key, topic, 10, "20ms")})
+	r.start()
+	before := s.waitEnd(r, addr, topic, 50, 60*time.Second)
+	if err := r.term(30 * time.Second); err != nil {
+		return fmt.Sprintf("first stop: %v", err)
+	}
+	payload := []byte(fmt.Sprintf(`{"next_seq":%d}`, evil))
+	if err := produceKeyed(addr, "pico-connectors.state."+key, [][2][]byte{{[]byte("attacker"), payload}, {[]byte(key), payload}}); err != nil {
+		return fmt.Sprintf("inject: %v", err)
+	}
+	r.start()
+	s.waitEnd(r, addr, topic, before+50, 60*time.Second)
+	if err := r.term(30 * time.Second); err != nil {
+		return fmt.Sprintf("second stop: %v", err)
+	}
+	recs, err := readTopic(addr, topic)
+	if err != nil {
+		return err.Error()
+	}
+	for _, rec := range recs {
+		var p struct {
+			Seq int64 `json:"seq"`
+		}
+		if json.Unmarshal(rec.Value, &p) == nil && p.Seq >= evil {
+			return fmt.Sprintf("the source resumed from the injected checkpoint: seq %d at offset %d", p.Seq, rec.Offset)
+		}
+	}
+	if !strings.Contains(r.out.String(), "skipped records that are not this source's checkpoints") {
+		return "the runtime did not log the skipped records:\n" + tail(r.out.String())
+	}
+	return ""
+}
+
+// produceKeyed writes key-value records to topic with franz-go, as any
+// client of the broker can, and waits for every ack.
+func produceKeyed(addr, topic string, kvs [][2][]byte) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs := make([]*kgo.Record, len(kvs))
+	for i, kv := range kvs {
+		recs[i] = &kgo.Record{Topic: topic, Key: kv[0], Value: kv[1]}
+	}
+	return cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
 func clip(s string, n int) string {

@@ -15,8 +15,11 @@
 //
 //	bad-input      100 malformed definitions, runtime configs and env overrides
 //	               through `pico-connectors validate`: exit 1, a message naming
-//	               the key or variable, no panic, no secret printed, and no
-//	               connection to the broker, S3 or Postgres.
+//	               the key or variable, no panic, no secret printed, values
+//	               cut to a readable length, and no connection to the broker,
+//	               S3 or Postgres. Then bad inputs to running runtimes (such
+//	               as checkpoints injected into a state topic): refused or
+//	               skipped, counted the same way.
 //	kill-random    SIGKILL at random points while the random source produces
 //	               (file state store): every checkpointed sequence is on the
 //	               topic (read back with franz-go), duplicates only in the batch

@@ -53,6 +53,10 @@ func (t tableName) quoted() string { return quoteIdent(t.Schema) + "." + quoteId
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
+// quoteLiteral returns s as a single-quoted SQL string literal, as the
+// options of START_REPLICATION take their values.
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
 // parseTable reads "schema.table" or "table" (schema public). Quoted parts
 // ("My Schema"."T") keep their case.
 func parseTable(s string) (tableName, error) {

@@ -3,6 +3,8 @@ package postgressource
 import (
 	"strings"
 	"testing"
+
+	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 )
 
 // TestPublicationKeepsApplicationWrites: a publication that publishes
@@ -54,4 +56,24 @@ INSERT INTO nokey VALUES (1); INSERT INTO nothing VALUES (1, 1); INSERT INTO ful
 	opt2.Tables = []string{"full_nokey"}
 	open(t, opt2, nil)
 	writes("full_nokey")
+}
+
+// TestPublicationNameQuoted: a publication name holding a single and a
+// double quote reaches pgoutput whole with either reader. START_REPLICATION
+// takes publication_names as a string literal: the name was quoted as an
+// identifier but its single quote ended the literal (a syntax error, or
+// another option after it).
+func TestPublicationNameQuoted(t *testing.T) {
+	forReaders(t, func(t *testing.T, reader string) {
+		db := newDB(t)
+		db.exec(`CREATE TABLE q (id int PRIMARY KEY, v text)`)
+		opt := db.cdcOptions("q")
+		opt.CDCReader = postgressourceconfig.CDCReader(reader)
+		opt.Publication = `pub'x"` + db.tag
+		s := open(t, opt, nil)
+		db.exec(`INSERT INTO q VALUES (1, 'a')`)
+		if got := payloads(next(t, s)); len(got) != 1 || !strings.HasPrefix(got[0], `{"id":1,"v":"a"`) {
+			t.Fatalf("got %v", got)
+		}
+	})
 }

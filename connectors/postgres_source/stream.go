@@ -52,7 +52,7 @@ func (s *Source) startStream(ctx context.Context) error {
 	}
 	err = pglogrepl.StartReplication(ctx, conn, s.cfg.ReplicationSlot, s.committedLSN, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: s.incrPluginArgs([]string{"proto_version '1'", "publication_names '" + quoteIdent(s.cfg.Publication) + "'"}),
+		PluginArgs: s.incrPluginArgs([]string{"proto_version '1'", "publication_names " + quoteLiteral(quoteIdent(s.cfg.Publication))}),
 	})
 	if err != nil {
 		_ = conn.Close(ctx)

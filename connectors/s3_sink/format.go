@@ -126,11 +126,16 @@ func (f *formatter) appendRecord(dst []byte, rec *sdk.Record, first bool, tail [
 
 // appendHeaders appends "headers":{...}, names in order of first
 // appearance. A name that appears once has its value; a name that appears
-// more than once has an array of all its values, in record order.
+// more than once has an array of all its values, in record order. It takes
+// time linear in the number of headers, and allocates nothing for a record
+// of at most smallHeaders headers.
 func appendHeaders(dst []byte, hs []sdk.Header) []byte {
+	var nextBuf [smallHeaders]int32
+	var laterBuf [smallHeaders]bool
+	next, later := linkHeaders(hs, nextBuf[:0], laterBuf[:0])
 	dst = append(dst, `"headers":{`...)
 	for i := range hs {
-		if seenBefore(hs, i) {
+		if later[i] {
 			continue
 		}
 		if dst[len(dst)-1] != '{' {
@@ -138,14 +143,13 @@ func appendHeaders(dst []byte, hs []sdk.Header) []byte {
 		}
 		dst = appendString(dst, hs[i].Key)
 		dst = append(dst, ':')
-		next := nextSame(hs, i)
-		if next < 0 {
+		if next[i] < 0 {
 			dst = appendHeaderValue(dst, hs[i].Value)
 			continue
 		}
 		dst = append(dst, '[')
 		dst = appendHeaderValue(dst, hs[i].Value)
-		for j := next; j >= 0; j = nextSame(hs, j) {
+		for j := next[i]; j >= 0; j = next[j] {
 			dst = append(dst, ',')
 			dst = appendHeaderValue(dst, hs[j].Value)
 		}
@@ -154,31 +158,46 @@ func appendHeaders(dst []byte, hs []sdk.Header) []byte {
 	return append(dst, '}')
 }
 
+// smallHeaders is the number of headers up to which linkHeaders compares
+// names pairwise (at most 120 comparisons, no allocation); past it, it
+// indexes them in a map.
+const smallHeaders = 16
+
+// linkHeaders returns, for each header i, the index of the next header with
+// its name (-1 for none) and whether an earlier header has its name. It
+// appends to next and later, which have room for smallHeaders headers.
+func linkHeaders(hs []sdk.Header, next []int32, later []bool) ([]int32, []bool) {
+	for range hs {
+		next = append(next, -1)
+		later = append(later, false)
+	}
+	if len(hs) <= smallHeaders {
+		for i := range hs {
+			for j := i + 1; j < len(hs); j++ {
+				if hs[j].Key == hs[i].Key {
+					next[i], later[j] = int32(j), true
+					break
+				}
+			}
+		}
+		return next, later
+	}
+	last := make(map[string]int32, len(hs))
+	for i := range hs {
+		if j, ok := last[hs[i].Key]; ok {
+			next[j], later[i] = int32(i), true
+		}
+		last[hs[i].Key] = int32(i)
+	}
+	return next, later
+}
+
 // appendHeaderValue appends a UTF-8 value as a string, any other as base64.
 func appendHeaderValue(dst, v []byte) []byte {
 	if utf8.Valid(v) {
 		return appendBytesString(dst, v)
 	}
 	return appendBase64(dst, v)
-}
-
-func seenBefore(hs []sdk.Header, i int) bool {
-	for j := 0; j < i; j++ {
-		if hs[j].Key == hs[i].Key {
-			return true
-		}
-	}
-	return false
-}
-
-// nextSame returns the index of the next header after i with i's name, or -1.
-func nextSame(hs []sdk.Header, i int) int {
-	for j := i + 1; j < len(hs); j++ {
-		if hs[j].Key == hs[i].Key {
-			return j
-		}
-	}
-	return -1
 }
 
 // appendPayload converts the payload by the topic's schema:

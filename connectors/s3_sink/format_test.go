@@ -3,6 +3,8 @@ package s3sink
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +170,41 @@ func TestMetadataAndHeaders(t *testing.T) {
 	o.IncludeHeaders = false
 	if got, want := formatOne(o, r), `{"payload":{"id":7}}`+"\n"; got != want {
 		t.Fatalf("got %s want %s", got, want)
+	}
+}
+
+// TestManyHeadersGrouped: past smallHeaders, where names are indexed in a
+// map, headers are grouped as for a few: names in order of first
+// appearance, a repeated name's values in record order.
+func TestManyHeadersGrouped(t *testing.T) {
+	for _, n := range []int{smallHeaders, smallHeaders + 1, 1000} {
+		hs := manyHeaders(n)
+		hs = append(hs, hs[n-1], hs[0]) // a name that was once and one that was twice
+		var names []string
+		values := map[string][]string{}
+		for _, h := range hs {
+			if values[h.Key] == nil {
+				names = append(names, h.Key)
+			}
+			values[h.Key] = append(values[h.Key], strconv.Quote(string(h.Value)))
+		}
+		var want strings.Builder
+		want.WriteString(`"headers":{`)
+		for i, name := range names {
+			if i > 0 {
+				want.WriteByte(',')
+			}
+			fmt.Fprintf(&want, "%q:", name)
+			if vs := values[name]; len(vs) == 1 {
+				want.WriteString(vs[0])
+			} else {
+				want.WriteString("[" + strings.Join(vs, ",") + "]")
+			}
+		}
+		want.WriteByte('}')
+		if got := string(appendHeaders(nil, hs)); got != want.String() {
+			t.Errorf("%d headers:\ngot  %.300s\nwant %.300s", len(hs), got, want.String())
+		}
 	}
 }
 

@@ -172,16 +172,31 @@ func renderDir(prefix string, t pathTemplate, topic string, partition int32, fir
 		}
 	}
 	// Keep the directory part free of leading, trailing and doubled
-	// slashes, so an empty placeholder or template leaves no empty segment.
+	// slashes, so an empty placeholder or template leaves no empty segment,
+	// and of "." and ".." segments (a topic named ".."), which tools that
+	// map keys to paths take for this folder or its parent.
 	dir := strings.Trim(string(dst[mark:]), "/")
 	for strings.Contains(dir, "//") {
 		dir = strings.ReplaceAll(dir, "//", "/")
 	}
+	dir = sanitizeDotSegments(dir)
 	dst = append(dst[:mark], dir...)
 	if dir != "" {
 		dst = append(dst, '/')
 	}
 	return string(dst), nil
+}
+
+// sanitizeDotSegments returns dir with each "." or ".." segment replaced
+// by one '_' per dot, as appendSanitized replaces other characters.
+func sanitizeDotSegments(dir string) string {
+	segs := strings.Split(dir, "/")
+	for i, seg := range segs {
+		if seg == "." || seg == ".." {
+			segs[i] = strings.Repeat("_", len(seg))
+		}
+	}
+	return strings.Join(segs, "/")
 }
 
 // filePrefix returns the key of a file up to its last offset:

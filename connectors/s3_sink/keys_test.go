@@ -67,6 +67,31 @@ func TestSanitising(t *testing.T) {
 	}
 }
 
+// TestDotSegments: a topic (or topic segment) named "." or ".." renders no
+// "." or ".." key segment, which tools that map keys to paths resolve to
+// another folder; dots inside a segment stay.
+func TestDotSegments(t *testing.T) {
+	cases := []struct{ topic, tmpl, want string }{
+		{"..", "{topic}", "__/"},
+		{".", "{topic}/{hour}", "_/08/"},
+		{"..", "x/{topic}/y", "x/__/y/"},
+		{"a...b", "{topic_segment[1]}/{topic_segment[-1]}", "b/"},
+		{"...", "{topic}", ".../"},
+		{"..", "{topic}.d", "...d/"},
+		{"a.b", "..{topic_segment[0]}", "..a/"},
+	}
+	for _, c := range cases {
+		got, err := renderDir("p", mustTemplate(t, c.tmpl), c.topic, 0, time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC))
+		if err != nil {
+			t.Errorf("%q %s: %v", c.topic, c.tmpl, err)
+			continue
+		}
+		if got != "p/"+c.want {
+			t.Errorf("topic %q, template %s: got %s want p/%s", c.topic, c.tmpl, got, c.want)
+		}
+	}
+}
+
 func TestPadding(t *testing.T) {
 	if got := string(appendPadded(nil, 0, 5)); got != "00000" {
 		t.Error(got)

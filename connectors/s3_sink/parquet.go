@@ -768,41 +768,111 @@ func (r *pqRow) base64(raw []byte) ([]byte, error) {
 
 // appendDecimal converts a JSON number or numeric string to the unscaled
 // integer of the column: in n for precision up to 18, otherwise appended
-// to dst as a big-endian two's complement of the column's width.
+// to dst as a big-endian two's complement of the column's width. Its cost
+// does not grow with the exponent: 1e999999 is refused as quickly as 1e3.
 func appendDecimal(dst, raw []byte, c *pqColumn) ([]byte, int64, error) {
 	text := raw
 	if len(raw) >= 2 && raw[0] == '"' {
 		text = raw[1 : len(raw)-1]
 	}
-	if !isNumberStart(text) && !(len(text) > 0 && text[0] == '+') {
-		return dst, 0, fmt.Errorf("not a number")
+	neg, digits, pow, ok := parseDecimal(text)
+	if !ok {
+		return dst, 0, fmt.Errorf("not a number: use decimal digits with an optional sign, point and exponent, such as -12.50 or 1.25e3")
 	}
-	var rat big.Rat
-	if _, ok := rat.SetString(string(text)); !ok {
-		return dst, 0, fmt.Errorf("not a number")
-	}
-	scale := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.scale)), nil)
-	rat.Mul(&rat, new(big.Rat).SetInt(scale))
-	if !rat.IsInt() {
+	// The value is digits × 10^pow, digits without leading or trailing
+	// zeros (empty for zero).
+	if len(digits) > 0 && pow < -int64(c.scale) {
 		return dst, 0, fmt.Errorf("more than %d digits after the point", c.scale)
 	}
-	u := rat.Num()
-	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(c.precision)), nil)
-	if new(big.Int).Abs(u).Cmp(limit) >= 0 {
+	if len(digits) > 0 && int64(len(digits))+pow > int64(c.precision-c.scale) {
 		return dst, 0, fmt.Errorf("more than %d digits (precision %d, scale %d)", c.precision, c.precision, c.scale)
+	}
+	// At most precision (38) digits from here on.
+	u := new(big.Int)
+	if len(digits) > 0 {
+		u.SetString(string(digits), 10)
+		u.Mul(u, new(big.Int).Exp(big.NewInt(10), big.NewInt(pow+int64(c.scale)), nil))
+		if neg {
+			u.Neg(u)
+		}
 	}
 	if c.flba == 0 {
 		return dst, u.Int64(), nil
 	}
 	// Two's complement, big-endian, c.flba bytes.
-	v := new(big.Int).Set(u)
-	if v.Sign() < 0 {
-		v.Add(v, new(big.Int).Lsh(big.NewInt(1), uint(8*c.flba)))
+	if u.Sign() < 0 {
+		u.Add(u, new(big.Int).Lsh(big.NewInt(1), uint(8*c.flba)))
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, c.flba)...)
-	v.FillBytes(dst[start:])
+	u.FillBytes(dst[start:])
 	return dst, 0, nil
+}
+
+// maxExponent is where parseDecimal stops reading an exponent's digits: a
+// larger one moves every digit out of any decimal column all the same.
+const maxExponent = 1 << 40
+
+// parseDecimal reads [+-]digits[.digits][(e|E)[+-]digits], with at least
+// one digit before the exponent, as sign × digits × 10^pow, where digits
+// has neither leading nor trailing zeros (and is empty for zero).
+func parseDecimal(text []byte) (neg bool, digits []byte, pow int64, ok bool) {
+	i := 0
+	if i < len(text) && (text[i] == '-' || text[i] == '+') {
+		neg = text[i] == '-'
+		i++
+	}
+	var mantissa []byte
+	seen, fracDigits := false, int64(0)
+	for ; i < len(text) && (isDigit(text[i]) || text[i] == '.'); i++ {
+		if text[i] == '.' {
+			if seen {
+				return false, nil, 0, false
+			}
+			seen = true
+			continue
+		}
+		mantissa = append(mantissa, text[i])
+		if seen {
+			fracDigits++
+		}
+	}
+	if len(mantissa) == 0 {
+		return false, nil, 0, false
+	}
+	var exp int64
+	if i < len(text) && (text[i] == 'e' || text[i] == 'E') {
+		i++
+		expNeg := false
+		if i < len(text) && (text[i] == '-' || text[i] == '+') {
+			expNeg = text[i] == '-'
+			i++
+		}
+		start := i
+		for ; i < len(text) && isDigit(text[i]); i++ {
+			if exp < maxExponent {
+				exp = exp*10 + int64(text[i]-'0')
+			}
+		}
+		if i == start {
+			return false, nil, 0, false
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	if i != len(text) {
+		return false, nil, 0, false
+	}
+	for len(mantissa) > 0 && mantissa[0] == '0' {
+		mantissa = mantissa[1:]
+	}
+	pow = exp - fracDigits
+	for len(mantissa) > 0 && mantissa[len(mantissa)-1] == '0' {
+		mantissa = mantissa[:len(mantissa)-1]
+		pow++
+	}
+	return neg, mantissa, pow, true
 }
 
 // pqPageBuffer is the raw size of a column's page buffer. A writer holds

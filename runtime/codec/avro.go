@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
+	"unsafe"
 
 	"github.com/hamba/avro/v2"
 )
@@ -14,11 +16,55 @@ import (
 // float64, bytes as strings) to the Go types hamba/avro encodes for schema
 // s: int, int64, float32, float64, []byte, maps for records, and
 // map[string]any{branch: value} for unions other than null-or-one-type.
+//
+// A value that could match several branches of a union is tried against
+// each; the result of each try of a record, array or map value is
+// remembered, so a union of recursive records takes time linear in the
+// value's size, not exponential in its depth.
 func Conform(s avro.Schema, v any) (any, error) {
-	return conform(s, v, "")
+	var c conformer
+	return c.conform(s, v, "")
 }
 
-func conform(s avro.Schema, v any, at string) (any, error) {
+// conformer remembers the outcome of conforming a composite value to a
+// union branch.
+type conformer struct {
+	tried map[triedKey]tried
+}
+
+// triedKey is a union branch and a composite value (a map or an []any),
+// by identity.
+type triedKey struct {
+	branch avro.Schema
+	value  unsafe.Pointer
+	len    int
+}
+
+type tried struct {
+	v   any
+	err error
+}
+
+// try conforms v to union branch b, or returns the outcome of an earlier
+// try of the same value.
+func (c *conformer) try(b avro.Schema, v any, at string) (any, error) {
+	rv := reflect.ValueOf(v)
+	if k := rv.Kind(); k != reflect.Map && k != reflect.Slice {
+		return c.conform(b, v, at)
+	}
+	key := triedKey{branch: b, value: rv.UnsafePointer(), len: rv.Len()}
+	if t, ok := c.tried[key]; ok {
+		return t.v, t.err
+	}
+	cv, err := c.conform(b, v, at)
+	if c.tried == nil {
+		c.tried = map[triedKey]tried{}
+	}
+	c.tried[key] = tried{cv, err}
+	return cv, err
+}
+
+func (c *conformer) conform(s avro.Schema, v any, at string) (any, error) {
 	where := func() string {
 		if at == "" {
 			return "value"
@@ -27,7 +73,7 @@ func conform(s avro.Schema, v any, at string) (any, error) {
 	}
 	switch t := s.(type) {
 	case *avro.RefSchema:
-		return conform(t.Schema(), v, at)
+		return c.conform(t.Schema(), v, at)
 	case *avro.RecordSchema:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -50,7 +96,7 @@ func conform(s avro.Schema, v any, at string) (any, error) {
 				}
 				return nil, fmt.Errorf("avro: field %s is missing and has no default", name)
 			}
-			cv, err := conform(f.Type(), fv, name)
+			cv, err := c.conform(f.Type(), fv, name)
 			if err != nil {
 				return nil, err
 			}
@@ -64,7 +110,7 @@ func conform(s avro.Schema, v any, at string) (any, error) {
 		}
 		out := make([]any, len(a))
 		for i, e := range a {
-			cv, err := conform(t.Items(), e, fmt.Sprintf("%s[%d]", at, i))
+			cv, err := c.conform(t.Items(), e, fmt.Sprintf("%s[%d]", at, i))
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +124,7 @@ func conform(s avro.Schema, v any, at string) (any, error) {
 		}
 		out := make(map[string]any, len(m))
 		for k, e := range m {
-			cv, err := conform(t.Values(), e, at+"."+k)
+			cv, err := c.conform(t.Values(), e, at+"."+k)
 			if err != nil {
 				return nil, err
 			}
@@ -86,7 +132,7 @@ func conform(s avro.Schema, v any, at string) (any, error) {
 		}
 		return out, nil
 	case *avro.UnionSchema:
-		return conformUnion(t, v, at)
+		return c.conformUnion(t, v, at)
 	case *avro.EnumSchema:
 		str, ok := v.(string)
 		if !ok {
@@ -132,7 +178,7 @@ func isNullable(s avro.Schema) bool {
 	return false
 }
 
-func conformUnion(u *avro.UnionSchema, v any, at string) (any, error) {
+func (c *conformer) conformUnion(u *avro.UnionSchema, v any, at string) (any, error) {
 	types := u.Types()
 	if v == nil {
 		for _, b := range types {
@@ -147,7 +193,7 @@ func conformUnion(u *avro.UnionSchema, v any, at string) (any, error) {
 		for k, inner := range m {
 			for _, b := range types {
 				if branchName(b) == k {
-					cv, err := conform(b, inner, at)
+					cv, err := c.conform(b, inner, at)
 					if err != nil {
 						return nil, err
 					}
@@ -161,7 +207,7 @@ func conformUnion(u *avro.UnionSchema, v any, at string) (any, error) {
 		if b.Type() == avro.Null {
 			continue
 		}
-		cv, err := conform(b, v, at)
+		cv, err := c.try(b, v, at)
 		if err == nil {
 			return wrapUnion(u, b, cv), nil
 		}

@@ -31,6 +31,10 @@ import (
 type Codec struct {
 	schema sdk.Schema
 	avro   avro.Schema
+	// recursive tells whether the Avro schema can contain itself: only
+	// then can a payload nest deeper than the schema, and decodeAvro
+	// checks its depth first.
+	recursive bool
 }
 
 // Options name a block's schema and, for avro, where its Avro schema is.
@@ -92,7 +96,7 @@ func New(o Options) (*Codec, error) {
 		}
 		return nil, fmt.Errorf("%s: not a valid Avro schema: %v", key, err)
 	}
-	return &Codec{schema: s, avro: as}, nil
+	return &Codec{schema: s, avro: as, recursive: recursive(as)}, nil
 }
 
 // Schema returns the codec's schema.
@@ -115,11 +119,7 @@ func (c *Codec) Decode(payload []byte) (any, error) {
 				return v, nil
 			}
 		}
-		var v any
-		if err := avro.Unmarshal(c.avro, payload, &v); err != nil {
-			return nil, fmt.Errorf("payload is neither JSON nor Avro binary of the schema: %v", err)
-		}
-		return v, nil
+		return c.decodeAvro(payload)
 	default:
 		return payload, nil
 	}
@@ -178,14 +178,28 @@ func (c *Codec) Wire(payload []byte) ([]byte, error) {
 				return c.Encode(v)
 			}
 		}
-		var v any
-		if err := avro.Unmarshal(c.avro, payload, &v); err != nil {
-			return nil, fmt.Errorf("payload is neither JSON nor Avro binary of the schema: %v", err)
+		if _, err := c.decodeAvro(payload); err != nil {
+			return nil, err
 		}
 		return payload, nil
 	default:
 		return payload, nil
 	}
+}
+
+// decodeAvro decodes an Avro binary payload, refusing one that nests
+// deeper than MaxAvroDepth.
+func (c *Codec) decodeAvro(payload []byte) (any, error) {
+	if c.recursive {
+		if err := checkDepth(c.avro, payload); err != nil {
+			return nil, err
+		}
+	}
+	var v any
+	if err := avro.Unmarshal(c.avro, payload, &v); err != nil {
+		return nil, fmt.Errorf("payload is neither JSON nor Avro binary of the schema: %v", err)
+	}
+	return v, nil
 }
 
 func looksJSON(b []byte) bool {

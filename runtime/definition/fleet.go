@@ -104,6 +104,9 @@ func (f Fleet) LeaseTopicName() string {
 	return f.LeaseTopic
 }
 
+// MinSigningKey is the shortest state.signing_key accepted, in bytes.
+const MinSigningKey = 32
+
 // TopicPrefix is state.topic, or its default.
 func (s State) TopicPrefix() string {
 	if s.Topic == "" {

@@ -151,7 +151,7 @@ func Load(path string, env map[string]string) (*Config, error) {
 	d := newDecoder(path, env, used)
 	raw, md, err := parseFile(path)
 	if err != nil {
-		return cfg, confkit.Problems{{File: path, Message: err.Error()}}
+		return cfg, clipProblems(confkit.Problems{{File: path, Message: err.Error()}})
 	}
 	d.order = keyOrder(md)
 	d.decodeStruct(reflect.ValueOf(&cfg.Runtime).Elem(), raw, "", EnvPrefix)
@@ -194,16 +194,24 @@ func Load(path string, env map[string]string) (*Config, error) {
 	}
 	problems = append(problems, unknownVariables(cfg, env, used, known)...)
 	if len(problems) > 0 {
-		return cfg, problems
+		return cfg, clipProblems(problems)
 	}
 	return cfg, nil
 }
 
 // parseFile reads a TOML file into a table.
+// It refuses a file larger than MaxFileSize or nested deeper than
+// MaxNesting.
 func parseFile(path string) (map[string]any, toml.MetaData, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path)
 	if err != nil {
-		return nil, toml.MetaData{}, fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		return nil, toml.MetaData{}, fmt.Errorf("cannot read: %v", err)
+	}
+	if err := checkBrackets(data); err != nil {
+		return nil, toml.MetaData{}, err
 	}
 	raw := map[string]any{}
 	md, err := toml.Decode(string(data), &raw)
@@ -213,6 +221,9 @@ func parseFile(path string) (map[string]any, toml.MetaData, error) {
 			return nil, md, errors.New(parseProblem(pe))
 		}
 		return nil, md, fmt.Errorf("not valid TOML: %v", err)
+	}
+	if key := checkNesting(raw); key != "" {
+		return nil, md, fmt.Errorf("%s: tables and arrays nest more than %d levels deep; a runtime config or definition needs only a few", key, MaxNesting)
 	}
 	return raw, md, nil
 }
@@ -386,6 +397,15 @@ func (r *Runtime) validate(d *decoder) {
 	}
 	if r.State.Storage == "file" {
 		d.checkFolder("state.path", d.file, r.State.Path, DefaultStatePath, "the checkpoints")
+	}
+	if k := r.State.SigningKey; k != "" {
+		// The value is a secret: only its length is shown.
+		switch {
+		case r.State.Storage != "broker":
+			d.add("state.signing_key", "is set%s, but state.storage = %q: only the broker store signs its checkpoints; set state.storage = \"broker\" or remove state.signing_key", d.origin("state.signing_key"), r.State.Storage)
+		case len(k) < MinSigningKey:
+			d.add("state.signing_key", "is %d bytes long%s; use at least %d bytes, such as the output of openssl rand -hex 32", len(k), d.origin("state.signing_key"), MinSigningKey)
+		}
 	}
 	d.duration("state.http.timeout", r.State.HTTP.Timeout)
 	d.duration("state.http.retry_delay", r.State.HTTP.RetryDelay)

@@ -55,6 +55,8 @@ type State struct {
 	Topic   string    `toml:"topic" json:"topic,omitempty" jsonschema:"description=The broker store: prefix of the state topics; source KEY keeps its checkpoints in TOPIC.KEY (compacted, one partition, created when missing).,default=pico-connectors.state"`
 	Path    string    `toml:"path" json:"path,omitempty" jsonschema:"description=Folder for the file store, one file per source. Relative to the runtime config file.,default=state"`
 	HTTP    StateHTTP `toml:"http" json:"http,omitempty" jsonschema:"description=The http store."`
+	// SigningKey signs the broker store's checkpoints.
+	SigningKey string `toml:"signing_key" json:"signing_key,omitempty" secret:"true" jsonschema:"description=The broker store: a secret of at least 32 bytes (such as the output of openssl rand -hex 32) with which every checkpoint is signed (HMAC-SHA256). A source then resumes only from a checkpoint signed with it: a record that another client produced into the state topic is logged and skipped. Set it before the first start: checkpoints saved without it (or with another key) are skipped too and their sources start as new. Every runtime of a fleet needs the same key. Secret."`
 }
 
 // StateHTTP configures the http state store.

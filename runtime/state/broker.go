@@ -2,6 +2,8 @@ package state
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -36,16 +38,30 @@ type BrokerConfig struct {
 	// TopicPrefix names the topics: source KEY's checkpoints are in
 	// TopicPrefix + "." + KEY. Empty means "pico-connectors.state".
 	TopicPrefix string
-	// Logger receives the clients' logs; nil means slog.Default().
+	// Logger receives the clients' logs and the records Load skips; nil
+	// means slog.Default().
 	Logger *slog.Logger
+	// SigningKey, when set, signs every checkpoint with an HMAC-SHA256 in
+	// its SignatureHeader, and Load skips a record whose signature is
+	// missing or does not match (the runtime's state.signing_key).
+	SigningKey []byte
 }
+
+// SignatureHeader is the record header that carries a checkpoint's
+// HMAC-SHA256 when the store has a signing key. The MAC covers the topic,
+// the key and the blob, so a checkpoint cannot be moved to another source.
+const SignatureHeader = "pico-checkpoint-hmac"
 
 // BrokerStore keeps each source's checkpoints in its own compacted,
 // one-partition topic, PREFIX.KEY, one record per save with the key as the
-// record key. Load reads the topic's last committed record from the tail
-// (read_committed), so it costs the same whatever the topic's length and
-// whether or not the broker compacts. Save produces with acks=all and
-// idempotence, and returns once the broker has the record.
+// record key. Load reads the topic's last committed checkpoint from the
+// tail (read_committed), so it costs the same whatever the topic's length
+// and whether or not the broker compacts. It takes only a record under the
+// source's own key and, with a signing key, only one whose signature
+// matches; it logs and skips any other, so a record that another client
+// produced into the topic never chooses where a source resumes. Save
+// produces with acks=all and idempotence, and returns once the broker has
+// the record.
 type BrokerStore struct {
 	cfg      BrokerConfig
 	producer *kafka.Producer
@@ -118,14 +134,52 @@ func (s *BrokerStore) ensure(ctx context.Context, key string) error {
 	return nil
 }
 
-// Checkpoint returns the record that saves blob under key.
+// Checkpoint returns the record that saves blob under key, signed when
+// the store has a signing key.
 func (s *BrokerStore) Checkpoint(key string, blob []byte) *kafka.Message {
 	topic := s.Topic(key)
-	return &kafka.Message{
+	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0},
 		Key:            []byte(key),
 		Value:          blob,
 	}
+	if s.cfg.SigningKey != nil {
+		m.Headers = []kafka.Header{{Key: SignatureHeader, Value: s.sign(topic, key, blob)}}
+	}
+	return m
+}
+
+// sign returns the HMAC-SHA256 of a checkpoint of key in topic.
+func (s *BrokerStore) sign(topic, key string, blob []byte) []byte {
+	mac := hmac.New(sha256.New, s.cfg.SigningKey)
+	mac.Write([]byte("pico-connectors checkpoint v1\x00" + topic + "\x00" + key + "\x00"))
+	mac.Write(blob)
+	return mac.Sum(nil)
+}
+
+// reject returns why m is not a checkpoint of key that Load may apply, or
+// "" when it is one.
+func (s *BrokerStore) reject(m *kafka.Message, topic, key string) string {
+	if string(m.Key) != key {
+		return fmt.Sprintf("its record key %.40q is not the source's key %q", m.Key, key)
+	}
+	if s.cfg.SigningKey == nil {
+		return ""
+	}
+	var sig []byte
+	found := false
+	for _, h := range m.Headers {
+		if h.Key == SignatureHeader {
+			sig, found = h.Value, true
+		}
+	}
+	switch {
+	case !found:
+		return "it has no " + SignatureHeader + " header (it was written without state.signing_key, or not by this runtime)"
+	case !hmac.Equal(sig, s.sign(topic, key, m.Value)):
+		return "its " + SignatureHeader + " does not match (it was signed with another state.signing_key, or not by this runtime)"
+	}
+	return ""
 }
 
 // Save produces blob as key's newest checkpoint and waits for the broker's
@@ -190,9 +244,11 @@ func (s *BrokerStore) Load(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker state store: load %s: end of %s: %w", key, topic, err)
 	}
+	var skipped skips
+	defer skipped.log(s.cfg.Logger, key, topic)
 	for step := int64(8); ; step *= 8 {
 		from := max(low, high-step)
-		blob, found, err := readLast(ctx, c, topic, from)
+		blob, found, err := s.readLast(ctx, c, topic, key, from, &skipped)
 		if err != nil {
 			return nil, fmt.Errorf("broker state store: load %s from %s: %w", key, topic, err)
 		}
@@ -202,9 +258,37 @@ func (s *BrokerStore) Load(ctx context.Context, key string) ([]byte, error) {
 	}
 }
 
+// skips counts the records Load passed over, for one log line.
+type skips struct {
+	n      int
+	offset kafka.Offset // of the last one
+	why    string       // of the last one
+	seen   map[kafka.Offset]bool
+}
+
+func (k *skips) add(offset kafka.Offset, why string) {
+	if k.seen[offset] {
+		return // read again by a wider step
+	}
+	if k.seen == nil {
+		k.seen = map[kafka.Offset]bool{}
+	}
+	k.seen[offset] = true
+	k.n++
+	k.offset, k.why = offset, why
+}
+
+func (k *skips) log(l *slog.Logger, key, topic string) {
+	if k.n > 0 {
+		l.Error("broker state store: skipped records that are not this source's checkpoints; find out who writes to the topic (the runtime alone should)",
+			"source", key, "topic", topic, "skipped", k.n, "last_offset", int64(k.offset), "reason", k.why)
+	}
+}
+
 // readLast reads topic from offset from to its end (the last stable
-// offset) and returns the last record's value.
-func readLast(ctx context.Context, c *kafka.Consumer, topic string, from int64) (blob []byte, found bool, err error) {
+// offset) and returns the last record's value that is a checkpoint of key,
+// adding the others to skipped.
+func (s *BrokerStore) readLast(ctx context.Context, c *kafka.Consumer, topic, key string, from int64, skipped *skips) (blob []byte, found bool, err error) {
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.Offset(from)}}); err != nil {
 		return nil, false, err
 	}
@@ -215,6 +299,10 @@ func readLast(ctx context.Context, c *kafka.Consumer, topic string, from int64) 
 		}
 		switch e := c.Poll(100).(type) {
 		case *kafka.Message:
+			if why := s.reject(e, topic, key); why != "" {
+				skipped.add(e.TopicPartition.Offset, why)
+				continue
+			}
 			blob, found = e.Value, true
 		case kafka.PartitionEOF:
 			return blob, found, nil

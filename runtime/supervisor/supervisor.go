@@ -150,6 +150,15 @@ func NewStore(cfg *definition.Config, logger *slog.Logger) (state.Store, error) 
 	return nil, fmt.Errorf("state.storage = %q: use \"file\", \"http\" or \"broker\" (the supervisor builds the broker store when it starts)", st.Storage)
 }
 
+// signingKey is state.signing_key as the broker store takes it: nil when
+// unset.
+func signingKey(k string) []byte {
+	if k == "" {
+		return nil
+	}
+	return []byte(k)
+}
+
 func (s *Supervisor) statusChanged(key string, from, to status.Status, errText string) {
 	args := []any{"connector", key, "from", string(from), "to", string(to)}
 	if errText != "" {
@@ -200,6 +209,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			Properties:       s.cfg.Runtime.Broker.Properties,
 			TopicPrefix:      s.cfg.Runtime.State.TopicPrefix(),
 			Logger:           s.log,
+			SigningKey:       signingKey(s.cfg.Runtime.State.SigningKey),
 		})
 		if err != nil {
 			return fmt.Errorf("state.storage = \"broker\": %w", err)
