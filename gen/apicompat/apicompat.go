@@ -216,7 +216,7 @@ func load(dir, module string, packages []string) (map[string]*types.Package, err
 	for dec.More() {
 		var p struct {
 			ImportPath, Export string
-			Error      *struct{ Err string }
+			Error              *struct{ Err string }
 		}
 		if err := dec.Decode(&p); err != nil {
 			return nil, err
