@@ -10,9 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
-	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -164,14 +162,7 @@ func (h SinkHarness) killLosesNothing(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done = make(chan error, 1)
 		go func() {
-			done <- sinkloop.Run(ctx, sinkloop.Config{
-				Key: "sinktest", GroupID: group,
-				Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
-					BatchLength: h.BatchSize, PollInterval: "50ms"}},
-				Sink: s, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: status.New(string(sdk.KindSink), "sinktest", nil),
-				RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
-				CloseTimeout: h.Timeout,
-			})
+			done <- sinkloop.Run(ctx, h.loopConfig(t, b, s, topic, group, nil))
 		}()
 		stopped := false
 		var result error
@@ -225,7 +216,7 @@ func (h SinkHarness) killLosesNothing(t *testing.T) {
 	t.Logf("killed after accepting %d records; %d were durable and committed", n, committedAtKill)
 
 	more := Records(topic, int64(n), h.BatchSize)
-	produce(t, b.Addr(), topic, more)
+	ProduceRecords(t, b, topic, more)
 	sent = append(sent, more...)
 	s2, err := h.New(t)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
@@ -70,14 +69,7 @@ func (h SinkHarness) runtimeRedelivers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- sinkloop.Run(ctx, sinkloop.Config{
-			Key: "sinktest",
-			Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
-				BatchLength: h.BatchSize, PollInterval: "50ms"}},
-			Sink: sink, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: tr,
-			RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond,
-			Properties: map[string]string{"auto.offset.reset": "earliest"},
-		})
+		done <- sinkloop.Run(ctx, h.loopConfig(t, b, sink, topic, "sinktest-redeliver", tr))
 	}()
 	stopped := false
 	stop := func() error {
@@ -122,7 +114,7 @@ func (h SinkHarness) runtimeRedelivers(t *testing.T) {
 	restore()
 	restored = true
 	more := Records(topic, int64(n), h.BatchSize)
-	produce(t, b.Addr(), topic, more)
+	ProduceRecords(t, b, topic, more)
 	sent = append(sent, more...)
 	if !wait("every record", func() bool { _, ok := sink.state(); return ok >= int64(len(sent)-1) }) {
 		_, ok := sink.state()
@@ -139,41 +131,32 @@ func (h SinkHarness) runtimeRedelivers(t *testing.T) {
 	CheckWritten(t, sent, h.Written(t))
 }
 
+// loopConfig is the runtime's sink loop as the runtime cases run s: topic
+// in batches of BatchSize, consumer group group from the start of the
+// topic, short retry and commit intervals; tr nil means a new tracker.
+func (h SinkHarness) loopConfig(t *testing.T, b *broker.Broker, s sdk.Sink, topic, group string, tr *status.Tracker) sinkloop.Config {
+	if tr == nil {
+		tr = status.New(string(sdk.KindSink), "sinktest", nil)
+	}
+	return sinkloop.Config{
+		Key: "sinktest", GroupID: group,
+		Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
+			BatchLength: h.BatchSize, PollInterval: "50ms"}},
+		Sink: s, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: tr,
+		RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
+		CloseTimeout: h.Timeout,
+		Properties:   map[string]string{"auto.offset.reset": "earliest"},
+	}
+}
+
 // seeded starts an embedded broker, stopped when the test ends, whose topic
 // holds the h.BatchSize*h.Batches records of Records; it returns the broker
 // and the records.
 func (h SinkHarness) seeded(t *testing.T, topic string) (*broker.Broker, []sdk.Record) {
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{topic}})
-	if err != nil {
-		t.Fatalf("start the embedded broker: %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := Broker(t, topic)
 	sent := Records(topic, 0, h.BatchSize*h.Batches)
-	produce(t, b.Addr(), topic, sent)
+	ProduceRecords(t, b, topic, sent)
 	return b, sent
-}
-
-// produce writes recs to topic through a franz-go client.
-func produce(t *testing.T, addr, topic string, recs []sdk.Record) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatalf("produce client: %v", err)
-	}
-	defer cl.Close()
-	out := make([]*kgo.Record, len(recs))
-	for i, r := range recs {
-		kr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Payload, Timestamp: r.Timestamp}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		out[i] = kr
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
-		t.Fatalf("produce %d records: %v", len(recs), err)
-	}
 }
 
 // runtimeCommits needs no hook: through the runtime's own sink loop
@@ -189,15 +172,7 @@ func (h SinkHarness) runtimeCommits(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- sinkloop.Run(ctx, sinkloop.Config{
-			Key: "sinktest", GroupID: group,
-			Topics: []definition.Topics{{Topic: definition.Route{Literal: topic}, Schema: "json",
-				BatchLength: h.BatchSize, PollInterval: "50ms"}},
-			Sink: sink, BootstrapServers: b.Addr(), Logger: Env(t).Logger, Tracker: status.New(string(sdk.KindSink), "sinktest", nil),
-			RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond, CommitInterval: 50 * time.Millisecond,
-			CloseTimeout: h.Timeout,
-			Properties:   map[string]string{"auto.offset.reset": "earliest"},
-		})
+		done <- sinkloop.Run(ctx, h.loopConfig(t, b, sink, topic, group, nil))
 	}()
 	deadline := time.Now().Add(h.Timeout)
 	for {
