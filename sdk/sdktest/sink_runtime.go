@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
