@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
@@ -40,7 +41,7 @@ type secretConfig struct {
 }
 
 func (c secretConfig) Redacted() map[string]any {
-	return map[string]any{"bucket": c.Bucket, "secret_access_key": Mask}
+	return map[string]any{"bucket": c.Bucket, "secret_access_key": confkit.Mask}
 }
 
 const marker = "MARKER-s3cr3t-value"
@@ -283,14 +284,14 @@ func TestEndpoints(t *testing.T) {
 				t.Fatalf("GET %s shows the secret: %s", path, a.body)
 			}
 			pc, _ := m["plugin_config"].(map[string]any)
-			if pc["secret_access_key"] != Mask || pc["bucket"] != "b" {
+			if pc["secret_access_key"] != confkit.Mask || pc["bucket"] != "b" {
 				t.Errorf("GET %s plugin_config = %v", path, pc)
 			}
 		}
 		var m map[string]any
 		do(t, nil, "GET", ts.URL+"/sources/orders_cdc/config", nil).decode(t, &m)
 		topic := m["topics"].([]any)[0].(map[string]any)
-		if props := topic["properties"].(map[string]any); props["sasl.password"] != Mask || props["linger.ms"] != "5" {
+		if props := topic["properties"].(map[string]any); props["sasl.password"] != confkit.Mask || props["linger.ms"] != "5" {
 			t.Errorf("properties = %v", props)
 		}
 		if r := topic["topic"].(map[string]any); r["strategy"] != "field" || r["template"] != "orders.{value}" {

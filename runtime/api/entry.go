@@ -6,10 +6,6 @@ import (
 	"github.com/picomq/pico-connectors/sdk"
 )
 
-// Mask replaces a secret value in API output. It is the same mask the
-// generated redaction uses.
-const Mask = definition.Mask
-
 // NewEntry builds a connector's entry from its definition and a snapshot
 // of its tracker. A supervisor's List and Get can return it as is.
 func NewEntry(def definition.Connector, snap status.Snapshot) Entry {

@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/picomq/pico-connectors/runtime/api"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -230,7 +231,7 @@ level = "debug"
 	cli("config", "--config", cfgPath)
 	cli("config", "--config", cfgPath, "--json")
 	for _, pc := range planned {
-		if out := cli("config", "--config", cfgPath, pc.key, "--json"); !strings.Contains(out, api.Mask) && len(pc.secrets) > 0 {
+		if out := cli("config", "--config", cfgPath, pc.key, "--json"); !strings.Contains(out, confkit.Mask) && len(pc.secrets) > 0 {
 			t.Errorf("config %s shows no mask:\n%s", pc.key, out)
 		}
 	}
@@ -294,8 +295,8 @@ level = "debug"
 					mm, _ := v.(map[string]any)
 					v = mm[k]
 				}
-				if v != api.Mask {
-					t.Errorf("%s/config: %s = %v, want %q (the secret was not set, or not masked)", base, strings.Join(path, "."), v, api.Mask)
+				if v != confkit.Mask {
+					t.Errorf("%s/config: %s = %v, want %q (the secret was not set, or not masked)", base, strings.Join(path, "."), v, confkit.Mask)
 				}
 			}
 		}

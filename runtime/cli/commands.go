@@ -341,7 +341,7 @@ func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 	}
 	srv, err := api.New(sup, api.Options{
 		Address: cfg.Runtime.HTTP.Address,
-		APIKey:  cfg.Runtime.HTTP.APIKey,
+		APIKey:  cfg.Runtime.HTTP.APIKey.Reveal(),
 		TLSCert: cfg.Runtime.HTTP.TLSCert,
 		TLSKey:  cfg.Runtime.HTTP.TLSKey,
 		Metrics: reg.Handler(),

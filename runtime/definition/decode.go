@@ -69,6 +69,9 @@ var (
 	transformsType = reflect.TypeOf([]map[string]any(nil))
 	anyMapType     = reflect.TypeOf(map[string]any(nil))
 	stringMapType  = reflect.TypeOf(map[string]string(nil))
+	// secretType is the type of every secret of the runtime config and
+	// the definitions, masked wherever it is shown.
+	secretType = reflect.TypeOf(confkit.Secret{})
 )
 
 func joinKey(path, name string) string {
@@ -120,8 +123,26 @@ func (d *decoder) decodeStruct(rv reflect.Value, raw map[string]any, path, prefi
 }
 
 func (d *decoder) field(fv reflect.Value, f reflect.StructField, val any, inFile bool, key, envName string) {
-	secret := f.Tag.Get("secret") == "true"
+	secret := f.Type == secretType
 	switch f.Type {
+	case secretType:
+		if s, ok := d.lookup(key, envName); ok {
+			fv.Set(reflect.ValueOf(confkit.NewSecret(s)))
+			d.defined[key] = true
+			d.fromEnv[key] = envName
+			return
+		}
+		if !inFile {
+			return
+		}
+		s, ok := val.(string)
+		if !ok {
+			d.add(key, "expected a string, got %s", describe(val, true))
+			return
+		}
+		fv.Set(reflect.ValueOf(confkit.NewSecret(s)))
+		d.defined[key] = true
+		return
 	case routeType:
 		d.route(fv, val, inFile, key, envName)
 		return

@@ -398,7 +398,7 @@ func (r *Runtime) validate(d *decoder) {
 	if r.State.Storage == "file" {
 		d.checkFolder("state.path", d.file, r.State.Path, DefaultStatePath, "the checkpoints")
 	}
-	if k := r.State.SigningKey; k != "" {
+	if k := r.State.SigningKey.Reveal(); k != "" {
 		// The value is a secret: only its length is shown.
 		switch {
 		case r.State.Storage != "broker":

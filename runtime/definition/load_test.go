@@ -18,7 +18,7 @@ func (c testConfig) Redacted() map[string]any {
 	out := map[string]any{}
 	for k, v := range c.raw {
 		if k == "password" {
-			v = Mask
+			v = confkit.Mask
 		}
 		out[k] = v
 	}
@@ -137,7 +137,7 @@ func TestLoadGood(t *testing.T) {
 		sink.Topics[0].Properties["fetch.min.bytes"] != "2" || sink.Topics[1].BatchLength != DefaultBatchLength || sink.Topics[0].PollInterval != DefaultPollInterval {
 		t.Errorf("sink = %+v", sink.Connector)
 	}
-	if got := sink.Plugin.Redacted(); got["bucket"] != "from-env" || got["password"] != Mask {
+	if got := sink.Plugin.Redacted(); got["bucket"] != "from-env" || got["password"] != confkit.Mask {
 		t.Errorf("plugin = %v", got)
 	}
 	src, _ := cfg.Find("source", "gen")
@@ -148,7 +148,7 @@ func TestLoadGood(t *testing.T) {
 		t.Errorf("transforms = %+v", src.Transforms)
 	}
 	red := r.Redacted()
-	if red["http"].(map[string]any)["api_key"] != Mask {
+	if red["http"].(map[string]any)["api_key"] != confkit.Mask {
 		t.Errorf("api key not masked: %v", red)
 	}
 }

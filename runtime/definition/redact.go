@@ -4,14 +4,13 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
-)
 
-// Mask replaces a secret in every view the runtime shows.
-const Mask = "****"
+	"github.com/picomq/pico-connectors/runtime/confkit"
+)
 
 // Redacted returns the runtime config for display (the config command and
 // the API), keyed by the file's key names (toml tags), every key of
-// Runtime included: a field tagged secret:"true" is masked, a URL's
+// Runtime included: a confkit.Secret shows confkit.Mask, a URL's
 // password removed, and sensitive librdkafka properties masked.
 func (r Runtime) Redacted() map[string]any {
 	return redactStruct(reflect.ValueOf(r))
@@ -29,13 +28,10 @@ func redactStruct(v reflect.Value) map[string]any {
 		}
 		fv := v.Field(i)
 		switch {
+		case fv.Type() == secretType:
+			out[name] = fv.Interface().(confkit.Secret).String()
 		case fv.Kind() == reflect.Struct:
 			out[name] = redactStruct(fv)
-		case fv.Kind() == reflect.String && f.Tag.Get("secret") == "true":
-			out[name] = ""
-			if fv.String() != "" {
-				out[name] = Mask
-			}
 		case fv.Kind() == reflect.String:
 			out[name] = redactURL(fv.String())
 		case fv.Type() == reflect.TypeFor[map[string]string]():
@@ -47,7 +43,7 @@ func redactStruct(v reflect.Value) map[string]any {
 		default:
 			// A kind this does not know how to show safely (a slice, a
 			// pointer, another map): masked until a case shows it.
-			out[name] = Mask
+			out[name] = confkit.Mask
 		}
 	}
 	return out
@@ -63,7 +59,7 @@ func redactURL(s string) string {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return Mask
+		return confkit.Mask
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); !ok {
@@ -95,7 +91,7 @@ func MaskProperties(props map[string]string) map[string]string {
 	for k, v := range props {
 		lk := strings.ToLower(k)
 		if sensitiveProperties[lk] || strings.HasSuffix(lk, "password") || strings.HasSuffix(lk, "secret") {
-			v = Mask
+			v = confkit.Mask
 		}
 		out[k] = v
 	}

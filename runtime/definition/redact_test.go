@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // TestRedactedShowsEveryKey: the config view holds every key of the
@@ -14,13 +16,13 @@ func TestRedactedShowsEveryKey(t *testing.T) {
 	r := Runtime{Mode: ModeDistributed, ID: "rt-a", ShutdownGrace: "9s"}
 	r.Broker.DataDir, r.Broker.Properties = "bd", map[string]string{"sasl.password": "pw-CANARY", "linger.ms": "3"}
 	r.Fleet.SessionTimeout, r.Fleet.LeaseTopic = "7s", "leases"
-	r.State.Topic, r.State.HTTP.URL, r.State.HTTP.APIKey = "ckpt", "https://u:url-CANARY@state.example/s", "key-CANARY"
-	r.HTTP.APIKey = "api-CANARY"
+	r.State.Topic, r.State.HTTP.URL, r.State.HTTP.APIKey = "ckpt", "https://u:url-CANARY@state.example/s", confkit.NewSecret("key-CANARY")
+	r.HTTP.APIKey = confkit.NewSecret("api-CANARY")
 	red := r.Redacted()
 	for path, want := range map[string]any{
 		"mode": ModeDistributed, "id": "rt-a", "shutdown_grace": "9s", "broker.data_dir": "bd", "broker.embedded_address": "",
 		"fleet.session_timeout": "7s", "fleet.lease_topic": "leases", "state.topic": "ckpt", "state.http.max_attempts": 0,
-		"state.http.url": "https://u:xxxxx@state.example/s", "state.http.api_key": Mask, "http.api_key": Mask, "http.tls_key": "",
+		"state.http.url": "https://u:xxxxx@state.example/s", "state.http.api_key": confkit.Mask, "http.api_key": confkit.Mask, "http.tls_key": "",
 	} {
 		var v any = red
 		for _, k := range strings.Split(path, ".") {
@@ -36,13 +38,13 @@ func TestRedactedShowsEveryKey(t *testing.T) {
 			t.Errorf("%s = %#v, want %#v", path, v, want)
 		}
 	}
-	if props := red["broker"].(map[string]any)["properties"].(map[string]string); props["sasl.password"] != Mask || props["linger.ms"] != "3" {
+	if props := red["broker"].(map[string]any)["properties"].(map[string]string); props["sasl.password"] != confkit.Mask || props["linger.ms"] != "3" {
 		t.Errorf("broker.properties = %v", props)
 	}
 	if s := fmt.Sprint(red); strings.Contains(s, "CANARY") {
 		t.Errorf("a secret is in the view: %s", s)
 	}
-	if got := redactURL("http://u:p w@h/%zz"); got != Mask {
+	if got := redactURL("http://u:p w@h/%zz"); got != confkit.Mask {
 		t.Errorf("a URL with user info that does not parse shows %q", got)
 	}
 	if got := redactURL("https://tok-CANARY@state.example/s"); strings.Contains(got, "CANARY") || !strings.Contains(got, "state.example/s") {
@@ -89,7 +91,7 @@ func TestRedactedMasksWhatItCannotShow(t *testing.T) {
 		Port  int      `toml:"port"`
 	}
 	got := redactStruct(reflect.ValueOf(future{Hosts: []string{"h-CANARY"}, Port: 9}))
-	if got["hosts"] != Mask || got["port"] != 9 {
+	if got["hosts"] != confkit.Mask || got["port"] != 9 {
 		t.Errorf("view = %v; want hosts masked and port shown", got)
 	}
 }

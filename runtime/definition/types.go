@@ -4,6 +4,8 @@
 // schemas/runtime/, so an editor can complete both files.
 package definition
 
+import "github.com/picomq/pico-connectors/runtime/confkit"
+
 // Runtime is the runtime config file given to pico-connectors --config.
 type Runtime struct {
 	// Broker says where PicoMQ is.
@@ -43,10 +45,10 @@ type Broker struct {
 
 // HTTP configures the operator API.
 type HTTP struct {
-	Address string `toml:"address" json:"address,omitempty" jsonschema:"description=Listen address of the API.,default=127.0.0.1:8081"`
-	APIKey  string `toml:"api_key" json:"api_key,omitempty" secret:"true" jsonschema:"description=Optional API key, sent as Authorization: Bearer or api-key. Secret."`
-	TLSCert string `toml:"tls_cert" json:"tls_cert,omitempty" jsonschema:"description=PEM certificate file; with tls_key, serves HTTPS."`
-	TLSKey  string `toml:"tls_key" json:"tls_key,omitempty" jsonschema:"description=PEM private key file."`
+	Address string         `toml:"address" json:"address,omitempty" jsonschema:"description=Listen address of the API.,default=127.0.0.1:8081"`
+	APIKey  confkit.Secret `toml:"api_key" json:"api_key,omitempty" jsonschema:"description=Optional API key, sent as Authorization: Bearer or api-key. Secret."`
+	TLSCert string         `toml:"tls_cert" json:"tls_cert,omitempty" jsonschema:"description=PEM certificate file; with tls_key, serves HTTPS."`
+	TLSKey  string         `toml:"tls_key" json:"tls_key,omitempty" jsonschema:"description=PEM private key file."`
 }
 
 // State is where sources keep their checkpoints.
@@ -56,16 +58,16 @@ type State struct {
 	Path    string    `toml:"path" json:"path,omitempty" jsonschema:"description=Folder for the file store, one file per source. Relative to the runtime config file.,default=state"`
 	HTTP    StateHTTP `toml:"http" json:"http,omitempty" jsonschema:"description=The http store."`
 	// SigningKey signs the broker store's checkpoints.
-	SigningKey string `toml:"signing_key" json:"signing_key,omitempty" secret:"true" jsonschema:"description=The broker store: a secret of at least 32 bytes (such as the output of openssl rand -hex 32) with which every checkpoint is signed (HMAC-SHA256). A source then resumes only from a checkpoint signed with it: a record that another client produced into the state topic is logged and skipped. Set it before the first start: checkpoints saved without it (or with another key) are skipped too and their sources start as new. Every runtime of a fleet needs the same key. Secret."`
+	SigningKey confkit.Secret `toml:"signing_key" json:"signing_key,omitempty" jsonschema:"description=The broker store: a secret of at least 32 bytes (such as the output of openssl rand -hex 32) with which every checkpoint is signed (HMAC-SHA256). A source then resumes only from a checkpoint signed with it: a record that another client produced into the state topic is logged and skipped. Set it before the first start: checkpoints saved without it (or with another key) are skipped too and their sources start as new. Every runtime of a fleet needs the same key. Secret."`
 }
 
 // StateHTTP configures the http state store.
 type StateHTTP struct {
-	URL         string `toml:"url" json:"url,omitempty" jsonschema:"description=Base URL; the state of source KEY is at URL/KEY."`
-	Timeout     string `toml:"timeout" json:"timeout,omitempty" jsonschema:"description=Timeout of one request.,default=5s"`
-	MaxAttempts int    `toml:"max_attempts" json:"max_attempts,omitempty" jsonschema:"description=Attempts per load or save.,default=5"`
-	RetryDelay  string `toml:"retry_delay" json:"retry_delay,omitempty" jsonschema:"description=Base delay between attempts, doubled each time with jitter.,default=200ms"`
-	APIKey      string `toml:"api_key" json:"api_key,omitempty" secret:"true" jsonschema:"description=Optional bearer token. Secret."`
+	URL         string         `toml:"url" json:"url,omitempty" jsonschema:"description=Base URL; the state of source KEY is at URL/KEY."`
+	Timeout     string         `toml:"timeout" json:"timeout,omitempty" jsonschema:"description=Timeout of one request.,default=5s"`
+	MaxAttempts int            `toml:"max_attempts" json:"max_attempts,omitempty" jsonschema:"description=Attempts per load or save.,default=5"`
+	RetryDelay  string         `toml:"retry_delay" json:"retry_delay,omitempty" jsonschema:"description=Base delay between attempts, doubled each time with jitter.,default=200ms"`
+	APIKey      confkit.Secret `toml:"api_key" json:"api_key,omitempty" jsonschema:"description=Optional bearer token. Secret."`
 }
 
 // Log configures logging.

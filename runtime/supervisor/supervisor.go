@@ -141,7 +141,7 @@ func NewStore(cfg *definition.Config, logger *slog.Logger) (state.Store, error) 
 			Timeout:     st.HTTP.TimeoutDuration(),
 			MaxAttempts: st.HTTP.MaxAttempts,
 			RetryDelay:  st.HTTP.RetryDelayDuration(),
-			APIKey:      st.HTTP.APIKey,
+			APIKey:      st.HTTP.APIKey.Reveal(),
 			Logger:      logger,
 		})
 	case "file", "":
@@ -209,7 +209,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			Properties:       s.cfg.Runtime.Broker.Properties,
 			TopicPrefix:      s.cfg.Runtime.State.TopicPrefix(),
 			Logger:           s.log,
-			SigningKey:       signingKey(s.cfg.Runtime.State.SigningKey),
+			SigningKey:       signingKey(s.cfg.Runtime.State.SigningKey.Reveal()),
 		})
 		if err != nil {
 			return fmt.Errorf("state.storage = \"broker\": %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/picomq/pico-connectors/gen/internal/docs"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/definition"
 )
 
@@ -30,6 +31,9 @@ func reflector() *jsonschema.Reflector {
 		ExpandedStruct: true,
 		Anonymous:      true,
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if t == reflect.TypeOf(confkit.Secret{}) {
+				return &jsonschema.Schema{Type: "string"}
+			}
 			if t == reflect.TypeOf(definition.Route{}) {
 				obj := &jsonschema.Schema{
 					Type:                 "object",
