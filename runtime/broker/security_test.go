@@ -373,3 +373,21 @@ func TestPasswordAndACLsAcrossRestarts(t *testing.T) {
 		t.Fatalf("ACLs on %v, want read, write and describe on new only", names)
 	}
 }
+
+func TestGeneratedPassword(t *testing.T) {
+	dir := t.TempDir()
+	pw, err := GeneratedPassword(dir)
+	if err != nil || len(pw) < 40 {
+		t.Fatalf("%d characters, %v", len(pw), err)
+	}
+	again, err := GeneratedPassword(dir)
+	if err != nil || again != pw {
+		t.Fatal("a second call made another password")
+	}
+	if info, err := os.Stat(filepath.Join(dir, PasswordFile)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("password file: %v %v", info, err)
+	}
+	if mem, _ := GeneratedPassword(""); mem == "" || mem == pw {
+		t.Fatal("no data dir: want a new random password")
+	}
+}
