@@ -385,7 +385,7 @@ func (s *suite) injectedCheckpoint() string {
 // produceKeyed writes key-value records to topic with franz-go, as any
 // client of the broker can, and waits for every ack.
 func produceKeyed(addr, topic string, kvs [][2][]byte) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
+	cl, err := newClient(addr, kgo.AllowAutoTopicCreation())
 	if err != nil {
 		return err
 	}

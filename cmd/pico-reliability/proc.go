@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -231,7 +233,7 @@ type record struct {
 func readTopic(addr, topic string) ([]record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	adm, err := newClient(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +249,7 @@ func readTopic(addr, topic string) ([]record, error) {
 	if end.Offset == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+	cl, err := newClient(addr,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxBytes(64<<20))
 	if err != nil {
@@ -285,7 +287,7 @@ func readTopic(addr, topic string) ([]record, error) {
 func endOffset(addr, topic string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := newClient(addr)
 	if err != nil {
 		return -1
 	}
@@ -306,7 +308,7 @@ func endOffset(addr, topic string) int64 {
 func committed(addr, group, topic string) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := newClient(addr)
 	if err != nil {
 		return 0, err
 	}
@@ -324,7 +326,7 @@ func committed(addr, group, topic string) (int64, error) {
 
 // produce writes values to topic with franz-go and waits for every ack.
 func produce(addr, topic string, values [][]byte) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
+	cl, err := newClient(addr, kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -336,4 +338,26 @@ func produce(addr, topic string, values [][]byte) error {
 		recs[i] = &kgo.Record{Topic: topic, Value: v}
 	}
 	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// logins holds the SASL login of the brokers that need one (a runtime's
+// embedded broker), by address.
+var logins sync.Map
+
+// loginAt makes every client of addr log in as the embedded broker's
+// runtime user with the password the runtime generated into dataDir.
+func loginAt(addr, dataDir string) {
+	pw, err := os.ReadFile(filepath.Join(dataDir, "embedded-password"))
+	must(err)
+	logins.Store(addr, kgo.SASL(scram.Auth{User: "pico-connectors", Pass: strings.TrimSpace(string(pw))}.AsSha256Mechanism()))
+}
+
+// newClient is a franz-go client of the broker at addr, logged in when
+// loginAt named it.
+func newClient(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
+	opts = append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)
+	if login, ok := logins.Load(addr); ok {
+		opts = append(opts, login.(kgo.Opt))
+	}
+	return kgo.NewClient(opts...)
 }

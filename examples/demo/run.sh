@@ -96,7 +96,7 @@ if command -v curl >/dev/null 2>&1; then
 fi
 BROKER=${PICOMQ_CONNECTORS_BROKER_EMBEDDED_ADDRESS:-127.0.0.1:9092}
 say "what the embedded broker holds (kept in examples/demo/.broker-data across runs)"
-"$WORK/s3demo" topic "$BROKER" demo.numbers | indent || true
+"$WORK/s3demo" topic "$BROKER" demo.numbers "$DEMO/.broker-data/embedded-password" | indent || true
 sleep $((RUN_SECONDS - RUN_SECONDS / 2))
 
 say "stopping with SIGTERM (sources finish their batch, the S3 sink flushes its files)"

@@ -26,10 +26,9 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 	if end == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(b.addr),
+	cl, err := kgo.NewClient(b.clientOpts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

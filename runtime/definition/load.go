@@ -379,6 +379,9 @@ func (r *Runtime) validate(d *decoder) {
 			}
 		}
 	}
+	if r.Broker.BootstrapServers == "" {
+		r.validateEmbedded(d)
+	}
 	d.hostPort("http.address", r.HTTP.Address)
 	if (r.HTTP.TLSCert == "") != (r.HTTP.TLSKey == "") {
 		d.add("http", "set both tls_cert and tls_key to serve HTTPS, or neither")
@@ -428,6 +431,29 @@ func (r *Runtime) validate(d *decoder) {
 	}
 	rs = append(rs, reservation{"", ReservedConsumer}, reservation{"", ReservedProducer})
 	d.checkReserved("broker.properties", r.Broker.Properties, rs...)
+}
+
+// MinEmbeddedPassword is the shortest broker.embedded_password allowed.
+const MinEmbeddedPassword = 12
+
+// validateEmbedded checks the embedded broker's password and refuses a
+// listen address beyond loopback without one: a generated password is
+// kept on this host, so remote clients could not log in, and an operator
+// must choose the password they share.
+func (r *Runtime) validateEmbedded(d *decoder) {
+	pw := r.Broker.EmbeddedPassword.Reveal()
+	if pw != "" && len(pw) < MinEmbeddedPassword {
+		d.add("broker.embedded_password", "has %d characters%s; use at least %d (the value is not shown: it is a secret)", len(pw), d.origin("broker.embedded_password"), MinEmbeddedPassword)
+	}
+	addr := r.Broker.EmbeddedAddress
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || pw != "" {
+		return
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return
+	}
+	d.add("broker.embedded_address", "%q%s listens beyond loopback, where anyone who reaches it could use the broker; set broker.embedded_password (or %sBROKER_EMBEDDED_PASSWORD, at least %d characters) so that every client must log in, or listen on 127.0.0.1", addr, d.origin("broker.embedded_address"), EnvPrefix, MinEmbeddedPassword)
 }
 
 // Source-only and sink-only keys of a [[topics]] block.

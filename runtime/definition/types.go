@@ -38,7 +38,8 @@ type Fleet struct {
 // Broker says where PicoMQ is.
 type Broker struct {
 	BootstrapServers string            `toml:"bootstrap_servers" json:"bootstrap_servers,omitempty" jsonschema:"description=Comma-separated host:port list. Empty starts an embedded broker."`
-	EmbeddedAddress  string            `toml:"embedded_address" json:"embedded_address,omitempty" jsonschema:"description=Listen address of the embedded broker.,default=127.0.0.1:9092"`
+	EmbeddedAddress  string            `toml:"embedded_address" json:"embedded_address,omitempty" jsonschema:"description=Listen address of the embedded broker. Beyond loopback (0.0.0.0 or another host) it needs embedded_password.,default=127.0.0.1:9092"`
+	EmbeddedPassword confkit.Secret    `toml:"embedded_password" json:"embedded_password,omitempty" jsonschema:"description=Password of the embedded broker's SASL/SCRAM-SHA-256 user pico-connectors: the runtime's own clients log in with it and no ACL limits it. At least 12 characters. Every client must log in; other users (made with this password through the Kafka admin API) may only produce and consume the topics named in the definitions. Empty: a random password kept in data_dir/embedded-password (mode 0600) or in memory when data_dir is empty. Needed when embedded_address is beyond loopback. Secret."`
 	DataDir          string            `toml:"data_dir" json:"data_dir,omitempty" jsonschema:"description=Folder where the embedded broker keeps its topics, records and committed offsets, written synchronously so an acknowledged record survives a crash. Relative to the runtime config file. Unused with bootstrap_servers.,default=broker-data"`
 	Properties       map[string]string `toml:"properties" json:"properties,omitempty" jsonschema:"description=librdkafka settings applied to every client. Producers always run with enable.idempotence=true and acks=all: acks 0 or 1, enable.idempotence=false and max.in.flight.requests.per.connection above 5 are refused."`
 }

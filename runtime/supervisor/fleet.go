@@ -81,7 +81,7 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env sdk.Env) e
 			Key:              key,
 			RuntimeID:        s.cfg.Runtime.RuntimeID(),
 			BootstrapServers: s.bootstrap,
-			Properties:       s.cfg.Runtime.Broker.Properties,
+			Properties:       s.clientProps,
 			Topic:            fleet.LeaseTopicName(),
 			SessionTimeout:   fleet.SessionTimeoutDuration(),
 			Logger:           c.log,

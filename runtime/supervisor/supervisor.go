@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -59,6 +58,10 @@ type Supervisor struct {
 
 	broker    *broker.Broker
 	bootstrap string
+	// clientProps are broker.properties plus, on the embedded broker,
+	// the SASL login of the runtime's clients (embedded.go). They hold
+	// its password: never print them.
+	clientProps map[string]string
 	// ownStore is the broker store Start built, closed by Stop.
 	ownStore *state.BrokerStore
 	// fleet is what the source leases saw of the other runtimes.
@@ -182,31 +185,16 @@ func (s *Supervisor) BootstrapServers() string { return s.bootstrap }
 // ctx bounds the connectors' lifetime; Stop ends them gracefully first.
 func (s *Supervisor) Start(ctx context.Context) error {
 	s.bootstrap = s.cfg.Runtime.Broker.BootstrapServers
+	s.clientProps = s.cfg.Runtime.Broker.Properties
 	if s.bootstrap == "" {
-		dir := s.cfg.BrokerDataDir()
-		if dir != "" {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("broker.data_dir %q: create the embedded broker's folder: %w", s.cfg.Runtime.Broker.DataDir, err)
-			}
+		if err := s.startEmbedded(); err != nil {
+			return err
 		}
-		// Other clients keep auto-creation, as on a default Kafka broker;
-		// the sources' producers ask for it only with create_topics.
-		b, err := broker.Start(broker.Config{Address: s.cfg.Runtime.Broker.EmbeddedAddress, AutoCreateTopics: true, DataDir: dir})
-		if err != nil {
-			return fmt.Errorf("start the embedded broker (set [broker] bootstrap_servers to use an existing one): %w", err)
-		}
-		s.broker = b
-		s.bootstrap = b.Addr()
-		where := dir
-		if where == "" {
-			where = "memory only"
-		}
-		s.log.Info("embedded broker started", "address", b.Addr(), "data_dir", where)
 	}
 	if s.store == nil {
 		bs, err := state.NewBrokerStore(state.BrokerConfig{
 			BootstrapServers: s.bootstrap,
-			Properties:       s.cfg.Runtime.Broker.Properties,
+			Properties:       s.clientProps,
 			TopicPrefix:      s.cfg.Runtime.State.TopicPrefix(),
 			Logger:           s.log,
 			SigningKey:       signingKey(s.cfg.Runtime.State.SigningKey.Reveal()),
@@ -301,7 +289,7 @@ func (s *Supervisor) start(c *conn) {
 			Sink:             sink,
 			Transforms:       transforms,
 			BootstrapServers: s.bootstrap,
-			Properties:       s.cfg.Runtime.Broker.Properties,
+			Properties:       s.clientProps,
 			Logger:           c.log,
 			Tracker:          c.tracker,
 			Metrics:          metricsFor,
@@ -364,7 +352,7 @@ func (s *Supervisor) sourceConfig(c *conn, env sdk.Env) (sourceloop.Config, erro
 		Store:            s.store,
 		Transforms:       transforms,
 		BootstrapServers: s.bootstrap,
-		Properties:       s.cfg.Runtime.Broker.Properties,
+		Properties:       s.clientProps,
 		Logger:           c.log,
 		Tracker:          c.tracker,
 		Metrics:          env.Metrics,

@@ -87,7 +87,7 @@ func (c *Cluster) handleProduce(creq *clientReq) (kmsg.Response, error) {
 			for _, b := range c.bs {
 				sb := kmsg.NewProduceResponseBroker()
 				sb.NodeID = b.node
-				sb.Host, sb.Port = b.hostport()
+				sb.Host, sb.Port = b.hostport(creq)
 				sb.Rack = &brokerRack
 				resp.Brokers = append(resp.Brokers, sb)
 			}

@@ -351,7 +351,7 @@ func (c *Cluster) handleFetch(creq *clientReq, w *watchFetch) (kmsg.Response, er
 			for _, b := range c.bs {
 				sb := kmsg.NewFetchResponseBroker()
 				sb.NodeID = b.node
-				sb.Host, sb.Port = b.hostport()
+				sb.Host, sb.Port = b.hostport(creq)
 				sb.Rack = &brokerRack
 				resp.Brokers = append(resp.Brokers, sb)
 			}

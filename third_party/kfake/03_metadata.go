@@ -37,7 +37,7 @@ func (c *Cluster) handleMetadata(creq *clientReq) (kmsg.Response, error) {
 	for _, b := range c.bs {
 		sb := kmsg.NewMetadataResponseBroker()
 		sb.NodeID = b.node
-		sb.Host, sb.Port = b.hostport()
+		sb.Host, sb.Port = b.hostport(creq)
 		sb.Rack = &brokerRack
 		resp.Brokers = append(resp.Brokers, sb)
 	}
@@ -128,6 +128,10 @@ func (c *Cluster) handleMetadata(creq *clientReq) (kmsg.Response, error) {
 		if !ok {
 			if !allowAuto {
 				donet(topic, rt.TopicID, kerr.UnknownTopicOrPartition.Code)
+				continue
+			}
+			if !validTopicName(topic) {
+				donet(topic, rt.TopicID, kerr.InvalidTopicException.Code)
 				continue
 			}
 			c.data.mkt(topic, -1, -1, nil)

@@ -91,7 +91,7 @@ func (c *Cluster) handleFindCoordinator(creq *clientReq) (kmsg.Response, error) 
 
 		b := c.coordinator(key)
 		sc.NodeID = b.node
-		sc.Host, sc.Port = b.hostport()
+		sc.Host, sc.Port = b.hostport(creq)
 	}
 
 	return resp, nil

@@ -136,6 +136,9 @@ func (c *Cluster) createTopic(rt *kmsg.CreateTopicsRequestTopic, inReq map[strin
 	if _, ok := c.data.tps.gett(rt.Topic); ok {
 		return 0, 0, nil, kerr.TopicAlreadyExists
 	}
+	if !validTopicName(rt.Topic) {
+		return 0, 0, nil, kerr.InvalidTopicException
+	}
 	// Topics that differ only in . vs _ collide, either with an existing
 	// topic or with another topic in the same request.
 	normalized := normalizeTopicName(rt.Topic)

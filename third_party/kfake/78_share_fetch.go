@@ -474,7 +474,7 @@ func (c *Cluster) handleShareFetch(creq *clientReq, w *watchShareFetch) (kmsg.Re
 		for _, b := range c.bs {
 			ne := kmsg.NewShareFetchResponseNodeEndpoint()
 			ne.NodeID = b.node
-			ne.Host, ne.Port = b.hostport()
+			ne.Host, ne.Port = b.hostport(creq)
 			ne.Rack = &brokerRack
 			resp.NodeEndpoints = append(resp.NodeEndpoints, ne)
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -113,8 +114,17 @@ type (
 // persistence is enabled.
 func (c *Cluster) persist() bool { return c.cfg.dataDir != "" }
 
-func (b *broker) hostport() (string, int32) {
+// hostport is the address clients are told to reach b at. A listener on an
+// unspecified address (0.0.0.0 or ::) cannot be dialed as such, so the
+// client is given the local address of its own connection instead, with
+// b's port: the address it already reached this host through.
+func (b *broker) hostport(creq *clientReq) (string, int32) {
 	h, p, _ := net.SplitHostPort(b.ln.Addr().String())
+	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() && creq != nil && creq.cc != nil {
+		if la, ok := creq.cc.conn.LocalAddr().(*net.TCPAddr); ok {
+			h = la.IP.String()
+		}
+	}
 	p32, _ := strconv.Atoi(p)
 	return h, int32(p32)
 }
@@ -154,6 +164,13 @@ func NewCluster(opts ...Opt) (*Cluster, error) {
 	if cfg.synthetic != nil {
 		if err := cfg.synthetic.init(); err != nil {
 			return nil, err
+		}
+	}
+	for _, sts := range cfg.seedTopics {
+		for _, t := range sts.ts {
+			if !validTopicName(t) {
+				return nil, fmt.Errorf("seed topic %q: %w", t, kerr.InvalidTopicException)
+			}
 		}
 	}
 
@@ -254,12 +271,6 @@ func NewCluster(opts ...Opt) (*Cluster, error) {
 	}
 	cfg.sasls = nil
 
-	if cfg.enableSASL && c.sasls.empty() {
-		c.sasls.scram256 = map[string]scramAuth{
-			"admin": newScramAuth(saslScram256, "admin"),
-		}
-	}
-
 	for i := 0; i < cfg.nbrokers; i++ {
 		var port int
 		if len(cfg.ports) > 0 {
@@ -288,6 +299,14 @@ func NewCluster(opts ...Opt) (*Cluster, error) {
 		loaded, err = c.loadFromDisk()
 		if err != nil {
 			return nil, fmt.Errorf("loading persisted state: %w", err)
+		}
+	}
+
+	// The default superuser, when no user is given and none was persisted
+	// (loadSASL keeps the users given as options over stored ones).
+	if cfg.enableSASL && c.sasls.empty() {
+		c.sasls.scram256 = map[string]scramAuth{
+			"admin": newScramAuth(saslScram256, "admin"),
 		}
 	}
 

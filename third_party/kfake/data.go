@@ -195,6 +195,24 @@ func (b *partBatch) meta(segPos int64) batchMeta {
 	}
 }
 
+// validTopicName reports whether t is a legal Kafka topic name: 1 to 249
+// characters of [a-zA-Z0-9._-], and not "." or ".." (Kafka's
+// Topic.validate). The name becomes a folder name under DataDir, so a name
+// Kafka would refuse could otherwise make every later start fail.
+func validTopicName(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // normalizeTopicName normalizes a topic name for collision detection.
 // Kafka considers topics that differ only in . vs _ as colliding.
 func normalizeTopicName(t string) string {

@@ -503,7 +503,7 @@ func writeJSONFile(fsys fs, path string, v any) error {
 		return fmt.Errorf("marshaling %s: %w", path, err)
 	}
 	tmpPath := path + ".tmp"
-	f, err := fsys.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := fsys.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, persistFileMode)
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", tmpPath, err)
 	}
@@ -544,6 +544,13 @@ func appendLogEntry(f file, v any, syncW bool) (int, error) {
 }
 
 // partDir returns the partition directory path, URL-escaping for fs safety.
+// The modes of DataDir's files and folders: the records, offsets and SASL
+// credentials in them are for the broker's user only.
+const (
+	persistFileMode = 0o600
+	persistDirMode  = 0o700
+)
+
 func partDir(dataDir, topic string, part int32) string {
 	escaped := url.PathEscape(topic)
 	return filepath.Join(dataDir, "partitions", fmt.Sprintf("%s-%d", escaped, part))
@@ -563,7 +570,7 @@ func (c *Cluster) saveToDisk() error {
 	fsys := c.fs
 	dir := c.cfg.dataDir
 
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, persistDirMode); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
 
@@ -744,7 +751,7 @@ func (c *Cluster) savePartitions(fsys fs, dir string) error {
 
 func (c *Cluster) savePartition(fsys fs, dir, topic string, part int32, pd *partData) error {
 	pdir := partDir(dir, topic, part)
-	if err := fsys.MkdirAll(pdir, 0o755); err != nil {
+	if err := fsys.MkdirAll(pdir, persistDirMode); err != nil {
 		return err
 	}
 
@@ -835,17 +842,17 @@ func (c *Cluster) rebuildSegments(pd *partData, batches []*partBatch) {
 	}
 
 	// Write segment (.dat) and index (.idx) files.
-	c.fs.MkdirAll(pdir, 0o755)
+	c.fs.MkdirAll(pdir, persistDirMode)
 	for _, g := range groups {
 		si := segmentInfo{base: g.base, lastModified: time.Now().UnixMilli()}
 		segPath := filepath.Join(pdir, segmentFileName(g.base))
 		idxPath := filepath.Join(pdir, indexFileName(g.base))
-		sf, err := c.fs.OpenFile(segPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		sf, err := c.fs.OpenFile(segPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, persistFileMode)
 		if err != nil {
 			c.cfg.logger.Logf(LogLevelWarn, "rebuildSegments %s-%d: create %s: %v", pd.t, pd.p, segPath, err)
 			continue
 		}
-		xf, err := c.fs.OpenFile(idxPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		xf, err := c.fs.OpenFile(idxPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, persistFileMode)
 		if err != nil {
 			sf.Close()
 			c.cfg.logger.Logf(LogLevelWarn, "rebuildSegments %s-%d: create %s: %v", pd.t, pd.p, idxPath, err)
@@ -894,7 +901,7 @@ func (c *Cluster) saveGroupsLog(fsys fs, dir string) error {
 
 	path := filepath.Join(dir, "groups.log")
 	tmpPath := path + ".tmp"
-	f, err := fsys.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := fsys.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, persistFileMode)
 	if err != nil {
 		return err
 	}
@@ -947,7 +954,7 @@ func (c *Cluster) savePIDsLog(fsys fs, dir string) error {
 
 	path := filepath.Join(dir, "pids.log")
 	tmpPath := path + ".tmp"
-	f, err := fsys.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := fsys.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, persistFileMode)
 	if err != nil {
 		return err
 	}
@@ -1156,10 +1163,58 @@ func (c *Cluster) loadTopics(fsys fs, dir string) error {
 	return nil
 }
 
+// loadPartitions loads every partition's records. A partition that cannot
+// be loaded is quarantined (see quarantinePartition) instead of failing the
+// start: one bad folder must not take every other topic down with it.
 func (c *Cluster) loadPartitions(fsys fs, dir string, crashAbortedMu *sync.Mutex, crashAbortedPIDs map[int64]struct{}) error {
-	return c.forEachPartition(func(topic string, part int32, pd *partData) error {
-		return c.loadPartition(fsys, dir, topic, part, pd, crashAbortedMu, crashAbortedPIDs)
+	type failed struct {
+		topic string
+		part  int32
+		err   error
+	}
+	var (
+		mu  sync.Mutex
+		bad []failed
+	)
+	c.forEachPartition(func(topic string, part int32, pd *partData) error {
+		if err := c.loadPartition(fsys, dir, topic, part, pd, crashAbortedMu, crashAbortedPIDs); err != nil {
+			mu.Lock()
+			bad = append(bad, failed{topic, part, err})
+			mu.Unlock()
+		}
+		return nil
 	})
+	for _, f := range bad {
+		c.quarantinePartition(fsys, dir, f.topic, f.part, f.err)
+	}
+	return nil
+}
+
+// quarantinePartition replaces a partition that failed to load with an
+// empty one, and moves its folder to DIR/quarantine so that nothing is
+// deleted and the next start does not trip on it again. Both steps are
+// logged at LogLevelError, naming the partition.
+func (c *Cluster) quarantinePartition(fsys fs, dir, topic string, part int32, loadErr error) {
+	if pd, ok := c.data.tps.getp(topic, part); ok {
+		pd.closeAllFiles(false)
+	}
+	npd := c.newPartData(part)()
+	npd.t = topic
+	c.data.tps[topic][part] = npd
+
+	pdir := partDir(dir, topic, part)
+	qdir := filepath.Join(dir, "quarantine")
+	dst := filepath.Join(qdir, fmt.Sprintf("%s.%d", filepath.Base(pdir), time.Now().UnixNano()))
+	moveErr := fsys.MkdirAll(qdir, persistDirMode)
+	if moveErr == nil {
+		moveErr = fsys.Rename(pdir, dst)
+	}
+	switch {
+	case moveErr == nil:
+		c.cfg.logger.Logf(LogLevelError, "persisted partition %q %d cannot be loaded, quarantined: it starts empty and its files are in %s: %v", topic, part, dst, loadErr)
+	default:
+		c.cfg.logger.Logf(LogLevelError, "persisted partition %q %d cannot be loaded, quarantined: it starts empty; its folder could not be moved to %s (%v): %v", topic, part, qdir, moveErr, loadErr)
+	}
 }
 
 func (c *Cluster) loadPartition(fsys fs, dir, topic string, part int32, pd *partData, crashAbortedMu *sync.Mutex, crashAbortedPIDs map[int64]struct{}) error {
@@ -1527,7 +1582,7 @@ func (c *Cluster) loadSegmentBatches(pd *partData, fsys fs, pdir string, base in
 		c.cfg.logger.Logf(LogLevelWarn, "partition %s-%d segment %d: truncating %d corrupt bytes",
 			pd.t, pd.p, base, len(raw)-pos)
 		path := filepath.Join(pdir, segmentFileName(base))
-		if f, err := fsys.OpenFile(path, os.O_WRONLY, 0o644); err != nil {
+		if f, err := fsys.OpenFile(path, os.O_WRONLY, persistFileMode); err != nil {
 			c.cfg.logger.Logf(LogLevelWarn, "partition %s-%d segment %d: open for truncate: %v", pd.t, pd.p, base, err)
 		} else {
 			defer f.Close()
@@ -1542,7 +1597,7 @@ func (c *Cluster) loadSegmentBatches(pd *partData, fsys fs, pdir string, base in
 	expectedIdxBytes := int64(batchIdx * indexEntrySize)
 	if int64(len(idxRaw)) > expectedIdxBytes {
 		idxPath := filepath.Join(pdir, indexFileName(base))
-		if f, err := fsys.OpenFile(idxPath, os.O_WRONLY, 0o644); err == nil {
+		if f, err := fsys.OpenFile(idxPath, os.O_WRONLY, persistFileMode); err == nil {
 			f.Truncate(expectedIdxBytes)
 			f.Close()
 		}
@@ -1706,11 +1761,25 @@ func (c *Cluster) loadSASL(fsys fs, dir string) error {
 	if found, err := readJSONFile(fsys, filepath.Join(dir, "sasl.json"), &ps); err != nil || !found {
 		return err
 	}
+	// Users given as options (Superuser, User) keep the password they
+	// were given: a changed password must not lose to the stored one.
+	merge := func(m map[string]scramAuth, stored map[string]scramAuth) map[string]scramAuth {
+		for u, a := range m {
+			if stored == nil {
+				stored = make(map[string]scramAuth)
+			}
+			stored[u] = a
+		}
+		return stored
+	}
 	if len(ps.Plain) > 0 {
+		for u, p := range c.sasls.plain {
+			ps.Plain[u] = p
+		}
 		c.sasls.plain = ps.Plain
 	}
-	c.sasls.scram256 = persistToScram(ps.Scram256)
-	c.sasls.scram512 = persistToScram(ps.Scram512)
+	c.sasls.scram256 = merge(c.sasls.scram256, persistToScram(ps.Scram256))
+	c.sasls.scram512 = merge(c.sasls.scram512, persistToScram(ps.Scram512))
 	return nil
 }
 
@@ -1804,12 +1873,12 @@ func (c *Cluster) loadSeqWindows(fsys fs, dir string) error {
 func (c *Cluster) openSegmentFiles(pd *partData, pdir string) error {
 	base := pd.segments[len(pd.segments)-1].base
 	segPath := filepath.Join(pdir, segmentFileName(base))
-	sf, err := c.fs.OpenFile(segPath, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o644)
+	sf, err := c.fs.OpenFile(segPath, os.O_CREATE|os.O_APPEND|os.O_RDWR, persistFileMode)
 	if err != nil {
 		return err
 	}
 	idxPath := filepath.Join(pdir, indexFileName(base))
-	idxF, err := c.fs.OpenFile(idxPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	idxF, err := c.fs.OpenFile(idxPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, persistFileMode)
 	if err != nil {
 		sf.Close()
 		return err
@@ -1832,7 +1901,7 @@ func (c *Cluster) persistBatchToSegment(pd *partData, b *partBatch) int64 {
 	}
 
 	if pd.activeSegFile == nil {
-		if err := fsys.MkdirAll(pdir, 0o755); err != nil {
+		if err := fsys.MkdirAll(pdir, persistDirMode); err != nil {
 			c.cfg.logger.Logf(LogLevelWarn, "persist batch mkdir %s: %v", pdir, err)
 			return -1
 		}
@@ -1892,7 +1961,7 @@ func (c *Cluster) persistGroupEntry(entry groupLogEntry) error {
 	}
 	if c.groupsLogFile == nil {
 		path := filepath.Join(c.cfg.dataDir, "groups.log")
-		f, err := c.fs.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		f, err := c.fs.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, persistFileMode)
 		if err != nil {
 			c.cfg.logger.Logf(LogLevelWarn, "persist group entry open: %v", err)
 			return err
@@ -1921,7 +1990,7 @@ func (c *Cluster) persistPIDEntry(entry pidLogEntry) error {
 	}
 	if c.pidsLogFile == nil {
 		path := filepath.Join(c.cfg.dataDir, "pids.log")
-		f, err := c.fs.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		f, err := c.fs.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, persistFileMode)
 		if err != nil {
 			c.cfg.logger.Logf(LogLevelWarn, "persist pid entry open: %v", err)
 			return err
@@ -2003,7 +2072,7 @@ func (c *Cluster) compactGroupsLog() {
 
 	// Write compacted entries to tmp, then atomic rename.
 	tmpPath := path + ".tmp"
-	f, err := c.fs.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := c.fs.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, persistFileMode)
 	if err != nil {
 		c.cfg.logger.Logf(LogLevelWarn, "compact groups.log: create: %v", err)
 		return

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 func main() {
@@ -74,9 +76,19 @@ func run(args []string) error {
 		return err
 	case "topic":
 		if len(args) < 3 {
-			return errors.New("topic needs a broker address and a topic")
+			return errors.New("topic needs a broker address, a topic and, for the embedded broker, its password file")
 		}
-		return topic(ctx, args[1], args[2])
+		var opts []kgo.Opt
+		if len(args) > 3 {
+			// The embedded broker needs a login: the runtime's own, from
+			// the password it generated in its data dir.
+			pw, err := os.ReadFile(args[3])
+			if err != nil {
+				return err
+			}
+			opts = append(opts, kgo.SASL(scram.Auth{User: "pico-connectors", Pass: strings.TrimSpace(string(pw))}.AsSha256Mechanism()))
+		}
+		return topic(ctx, args[1], args[2], opts...)
 	case "show":
 		if len(args) < 3 {
 			return errors.New("show needs a bucket")
@@ -150,8 +162,8 @@ func show(ctx context.Context, c *s3.Client, bucket string, n int) error {
 // topic prints how many records topic holds and the sequence numbers of
 // its first and last record: run the demo twice and the first record is
 // still the first run's.
-func topic(ctx context.Context, brokerAddr, name string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumeTopics(name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func topic(ctx context.Context, brokerAddr, name string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokerAddr), kgo.ConsumeTopics(name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		return err
 	}
