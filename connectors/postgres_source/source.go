@@ -79,6 +79,31 @@ type pollState struct {
 	Value *string `json:"value"`
 	// PK is the primary key of the last row delivered (keyset tie-break).
 	PK []string `json:"pk,omitempty"`
+
+	// The visibility window (polling.go); checkpoints written before it
+	// have none of these and resume as a first poll of the window would.
+	//
+	// Snap is the pg_current_snapshot() every row at or below the cursor
+	// that it shows has been delivered; the next window pass reads the
+	// rows it does not show.
+	Snap string `json:"snap,omitempty"`
+	// A window pass larger than batch_size spans polls: PassSnap is the
+	// snapshot of the poll it started in (Snap once it ends), PassValue
+	// and PassPK the last row it delivered.
+	PassSnap  string   `json:"pass_snap,omitempty"`
+	PassValue *string  `json:"pass_value,omitempty"`
+	PassPK    []string `json:"pass_pk,omitempty"`
+	// Marks give the window's lower bound, oldest first.
+	Marks []pollMark `json:"marks,omitempty"`
+}
+
+// pollMark is one poll's: X is the poll transaction's ID, assigned after
+// its snapshot was taken (so a transaction with an ID at or above X got it
+// later), V the highest tracking value that snapshot showed (nil: the
+// table was empty).
+type pollMark struct {
+	X string  `json:"x"`
+	V *string `json:"v"`
 }
 
 func (st *state) clone() *state {
@@ -137,7 +162,8 @@ type Source struct {
 	replConn       *pgconn.PgConn
 	snapFresh      bool // the open snapshot is not the slot's own
 
-	// CDC, both readers: the last batch, returned again after a Nack.
+	// The last batch, returned again after a Nack (CDC, both readers, and
+	// polling).
 	retry      *sdk.Batch
 	retryState *state
 	retryLSN   pglogrepl.LSN
@@ -155,9 +181,11 @@ type Source struct {
 
 	// Polling
 	pendingApply []applyOp // side effects of the candidate batch
+	retryApply   []applyOp // those of the batch in s.retry
 	applyQueue   []applyOp // acknowledged side effects not yet applied
 	nextTable    int
 	plans        map[string]*pollTable
+	visible      bool // some table is read with the visibility window
 
 	arena arena
 	// lag is how far the committed position trails the server's WAL
@@ -444,6 +472,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 				}
 			}
 		} else {
+			s.retry, s.retryState, s.retryApply = nil, nil, nil
 			s.applyQueue = append(s.applyQueue, s.pendingApply...)
 			if s.conn != nil {
 				if err := s.applyAcked(ctx); err != nil {
