@@ -118,6 +118,10 @@ type tableInfo struct {
 	pk      []string // primary key columns, in key order
 	colType map[string]string
 	colOID  map[string]uint32
+	// partitioned: a partitioned table's root (relkind p), captured
+	// through the root: CDC publishes it with publish_via_partition_root,
+	// snapshots and polling read it through the root.
+	partitioned bool
 }
 
 // loadTable reads a table's columns and primary key.
@@ -136,6 +140,11 @@ ORDER BY a.attnum`, t.quoted())
 		return nil, err
 	}
 	info := &tableInfo{name: t, colType: map[string]string{}, colOID: map[string]uint32{}}
+	kind, err := s.query(ctx, `SELECT relkind FROM pg_catalog.pg_class WHERE oid = $1::regclass`, t.quoted())
+	if err != nil {
+		return nil, err
+	}
+	info.partitioned = len(kind) == 1 && string(kind[0][0]) == "p"
 	pkPos := map[int]string{}
 	for _, r := range rows {
 		name := string(r[0])

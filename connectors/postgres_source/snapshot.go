@@ -88,6 +88,15 @@ func (s *Source) pollSnapshot(ctx context.Context) (sdk.Batch, error) {
 				}
 			}
 			sql += " ORDER BY " + cols + " LIMIT " + strconv.Itoa(limit)
+		} else if info.partitioned {
+			// A ctid is unique within one partition only: the position is
+			// the partition's OID and the ctid, as "oid:ctid".
+			sql = "SELECT tableoid::oid::text || ':' || ctid::text, * FROM " + t.quoted()
+			if oid, ctid, ok := strings.Cut(tp.CTID, ":"); ok {
+				sql += " WHERE (tableoid, ctid) > ($1::oid, $2::tid)"
+				params = append(params, []byte(oid), []byte(ctid))
+			}
+			sql += " ORDER BY tableoid, ctid LIMIT " + strconv.Itoa(limit)
 		} else {
 			sql = "SELECT ctid, * FROM " + t.quoted()
 			if tp.CTID != "" {

@@ -122,7 +122,7 @@ type Config struct {
 	// Default: cdc.
 	Mode Mode
 
-	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"".
+	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"". A partitioned table is captured through its root: records carry the root's name, snapshots and polling read through the root, and in CDC the publication has publish_via_partition_root = true (PostgreSQL 13 or later), so partitions attached later need no change; an existing publication without that option is refused with the ALTER PUBLICATION to run.
 	Tables []string
 
 	// BatchSize is the batch_size key: Most records in one batch. Polling: rows per batch (a table without a primary key may add the rest of one group of equal tracking values). CDC: records per batch; a transaction larger than this is split into several batches, and the checkpoint then holds the transaction and how many of its records are delivered, so a restart resumes inside it (the batch in flight at a crash is the only one repeated). The peek reader asks PostgreSQL for at least this many changes per peek, and every peek re-decodes the WAL from the slot's restart point, so small batches cost it far more than large ones. The memory a source holds is bounded by a few batches (batch_size x row size), whatever the transaction size.
