@@ -681,17 +681,18 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 	a.buf = buf
 	payload := a.end(start)
 	var key []byte
-	if len(rel.keyIdx) > 0 {
+	if len(rel.recKey) > 0 {
 		// The key as it is now: the new tuple (the old one for deletes).
 		start = a.begin()
-		a.buf = s.enc.appendTupleKey(a.buf, rel, row)
+		a.buf = s.enc.appendTupleKey(a.buf, rel, row, rel.recKey)
 		key = a.end(start)
 	}
 	d.msgs = append(d.msgs, sdk.Message{Key: key, Payload: payload, Timestamp: d.commit})
 	if s.chunk != nil {
-		s.chunkSaw(rel, key, false)
+		// The chunk knows its rows by primary key, whatever the record key.
+		s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, row, rel.keyIdx), false)
 		if old != nil && op == opUpdate {
-			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old), false)
+			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old, rel.keyIdx), false)
 		}
 	}
 }
@@ -734,5 +735,6 @@ func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	if rel.keyIdx == nil && m.ReplicaIdentity != 'f' {
 		rel.keyIdx = keyIndexes(rel.cols, identity)
 	}
+	s.applyRules(rel)
 	return rel
 }

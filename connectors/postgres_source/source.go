@@ -144,6 +144,7 @@ type Source struct {
 	conn   *pgconn.PgConn
 	types  map[uint32]*pgType
 	info   map[string]*tableInfo
+	rules  map[string]*tableRules // table_settings by schema.table (settings.go)
 
 	mu        sync.Mutex
 	committed *state
@@ -219,6 +220,11 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 	}
 	for _, op := range opt.CaptureOperations {
 		s.ops[op] = true
+	}
+	s.rules = map[string]*tableRules{}
+	for i, ts := range opt.TableSettings {
+		tn, _ := parseTable(ts.Table)
+		s.rules[tn.String()] = newTableRules(i, ts)
 	}
 	cfg, err := parseConnString(opt)
 	if err != nil {
@@ -333,6 +339,10 @@ func (s *Source) connect(ctx context.Context) error {
 				return err
 			}
 			return sdk.Permanent(err)
+		}
+		if err := s.checkSettings(t, info); err != nil {
+			s.close()
+			return err
 		}
 		s.info[t.String()] = info
 	}
