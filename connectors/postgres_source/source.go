@@ -7,9 +7,10 @@
 // consuming it and the batch's state is the end LSN of its last whole
 // transaction, plus the position inside a transaction larger than
 // batch_size that is split; only Ack moves the slot. In polling mode the
-// state is the highest tracking value read per table and the batch's
-// pending keys, and processed_column updates or delete_after_read deletes
-// run only on Ack (or, after a crash, at the restart).
+// state is the highest tracking value read per table, with the snapshot
+// whose later commits the next poll reads below it (polling.go), and the
+// batch's pending keys, and processed_column updates or delete_after_read
+// deletes run only on Ack (or, after a crash, at the restart).
 package postgressource
 
 import (
