@@ -49,18 +49,21 @@ import (
 // an ID at or above Snap's xmin; when a mark's ID is at or below that
 // xmin, the transaction got its ID after that mark's snapshot was taken,
 // and a value it assigned then (a sequence default, clock_timestamp(), a
-// trigger) is at least the mark's value. So
-// the window is the tracking index range from the newest such mark's value
-// to the cursor, filtered by xmin: the rows written during the longest
-// transaction open at the last poll. Values assigned before a
-// transaction's first write (ids fetched ahead by an ORM, now() in a
-// transaction that reads first for a long time) can fall below it.
+// trigger) is at least the mark's value. So the window is the tracking
+// index range from the newest such mark's value to the cursor, filtered by
+// xmin: the rows written during the longest transaction open at the last
+// poll. Values assigned before a transaction's first write (ids fetched
+// ahead by an ORM, now() in a transaction that reads first for a long
+// time) can fall below it. Until a mark is old enough (the transactions
+// open at the first poll have ended), the window has no lower bound.
 //
-// Tables without an xmin (views, foreign tables), and a standby (which
+// Views, materialized views and foreign tables, and a standby (which
 // cannot assign the poll an ID), keep the value cursor alone, with a
-// warning at start. Each poll consumes one transaction ID. pg_current_snapshot() lists top-level
-// transactions only: a row written in a subtransaction (SAVEPOINT) that
-// began before a poll whose parent commits after it is taken as seen.
+// warning at start. Each poll consumes one transaction ID.
+// pg_current_snapshot() lists top-level transactions only: a row written
+// in a subtransaction (SAVEPOINT) that began before a poll, whose parent
+// commits after it, is taken as seen.
+
 // pollTable is the per-table plan worked out at setup.
 type pollTable struct {
 	name      tableName
@@ -147,16 +150,12 @@ func (s *Source) setupPolling(ctx context.Context) error {
 				return permanent("user %q lacks %s on table %s; grant it with GRANT %s ON %s TO %s", user, pv, t, pv, t.quoted(), quoteIdent(user))
 			}
 		}
-		r, err := s.query(ctx, `SELECT relkind FROM pg_catalog.pg_class WHERE oid = $1::regclass`, t.quoted())
-		if err != nil {
-			return err
-		}
-		if k := string(r[0][0]); standby {
+		if k := info.kind; standby {
 			s.log.Warn("polling a standby: the visibility window needs a transaction ID per poll, which a standby cannot assign; the cursor follows tracking values only, and a row that commits after a higher value was read is skipped", "table", t.String())
 		} else if k == "r" || k == "p" {
 			p.window, s.visible = true, true
 		} else {
-			s.log.Warn("polling a table without xmin (a view or foreign table): the cursor follows tracking values only, and a row that commits after a higher value was read is skipped; read the underlying table for the visibility window", "table", t.String(), "relkind", k)
+			s.log.Warn("polling a view, materialized view or foreign table: the visibility window needs a table's xmin, so the cursor follows tracking values only, and a row that commits after a higher value was read is skipped; read the underlying table for the window", "table", t.String(), "relkind", k)
 		}
 		s.plans[t.String()] = p
 	}
