@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
+
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/sdk"
@@ -312,4 +314,55 @@ func TestTableSettingsIncrementalKeyColumns(t *testing.T) {
 		ack(t, s)
 	}
 	empty(t, s)
+}
+
+// TestTableSettingsLoad: [[plugin_config.table_settings]] blocks load from
+// a definition's TOML, the redacted configuration (what the API shows)
+// masks hash_key, and the environment variable replaces the list.
+func TestTableSettingsLoad(t *testing.T) {
+	var def struct {
+		PluginConfig map[string]any `toml:"plugin_config"`
+	}
+	src := `[plugin_config]
+connection_string = "postgres://u:p@127.0.0.1:5432/db"
+tables = ["public.customers", "public.orders"]
+
+[[plugin_config.table_settings]]
+table = "public.customers"
+exclude_columns = ["notes"]
+mask_columns = ["card"]
+hash_columns = ["email"]
+hash_key = "` + hashKey + `"
+key_columns = ["tenant", "id"]
+
+[[plugin_config.table_settings]]
+table = "orders"
+include_columns = ["id", "amount"]
+`
+	if _, err := toml.Decode(src, &def); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := postgressourceconfig.Load(def.PluginConfig, "P_", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ts := cfg.TableSettings
+	if len(ts) != 2 || ts[0].MaskValue != "****" || ts[0].HashKey.Reveal() != hashKey || fmt.Sprint(ts[0].KeyColumns) != "[tenant id]" || fmt.Sprint(ts[1].IncludeColumns) != "[id amount]" {
+		t.Fatalf("loaded %+v", ts)
+	}
+	red := fmt.Sprint(cfg.Redacted())
+	if strings.Contains(red, hashKey) || !strings.Contains(red, "****") {
+		t.Fatalf("redacted: %s", red)
+	}
+	env := map[string]string{"P_TABLE_SETTINGS": `[{"table": "public.orders", "hash_columns": ["id"], "hash_key": "k"}]`}
+	cfg, err = postgressourceconfig.Load(def.PluginConfig, "P_", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.TableSettings) != 1 || cfg.TableSettings[0].Table != "public.orders" || cfg.TableSettings[0].HashKey.Reveal() != "k" {
+		t.Fatalf("from the environment: %+v", cfg.TableSettings)
+	}
 }
