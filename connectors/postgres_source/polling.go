@@ -57,9 +57,9 @@ import (
 // time) can fall below it. Until a mark is old enough (the transactions
 // open at the first poll have ended), the window has no lower bound.
 //
-// Views, materialized views and foreign tables, and a standby (which
-// cannot assign the poll an ID), keep the value cursor alone, with a
-// warning at start. Each poll consumes one transaction ID.
+// Views, materialized views and foreign tables, a standby (which cannot
+// assign the poll an ID) and PostgreSQL 12 or older (no pg_snapshot) keep
+// the value cursor alone, with a warning at start. Each poll consumes one transaction ID.
 // pg_current_snapshot() lists top-level transactions only: a row written
 // in a subtransaction (SAVEPOINT) that began before a poll, whose parent
 // commits after it, is taken as seen.
@@ -91,11 +91,11 @@ func (s *Source) setupPolling(ctx context.Context) error {
 		return err
 	}
 	user := string(rows[0][0])
-	rows, err = s.query(ctx, `SELECT pg_is_in_recovery()`)
+	rows, err = s.query(ctx, `SELECT pg_is_in_recovery(), current_setting('server_version_num')::int >= 130000`)
 	if err != nil {
 		return err
 	}
-	standby := string(rows[0][0]) == "t"
+	standby, pg13 := string(rows[0][0]) == "t", string(rows[0][1]) == "t"
 	for _, t := range s.tables {
 		info := s.info[t.String()]
 		p := &pollTable{name: t, pk: info.pk, track: s.cfg.TrackingColumn}
@@ -150,7 +150,9 @@ func (s *Source) setupPolling(ctx context.Context) error {
 				return permanent("user %q lacks %s on table %s; grant it with GRANT %s ON %s TO %s", user, pv, t, pv, t.quoted(), quoteIdent(user))
 			}
 		}
-		if k := info.kind; standby {
+		if k := info.kind; !pg13 {
+			s.log.Warn("polling PostgreSQL 12 or older: the visibility window needs pg_current_snapshot() (PostgreSQL 13); the cursor follows tracking values only, and a row that commits after a higher value was read is skipped", "table", t.String())
+		} else if standby {
 			s.log.Warn("polling a standby: the visibility window needs a transaction ID per poll, which a standby cannot assign; the cursor follows tracking values only, and a row that commits after a higher value was read is skipped", "table", t.String())
 		} else if k == "r" || k == "p" {
 			p.window, s.visible = true, true
