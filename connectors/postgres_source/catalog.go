@@ -118,6 +118,13 @@ type tableInfo struct {
 	pk      []string // primary key columns, in key order
 	colType map[string]string
 	colOID  map[string]uint32
+	// kind is pg_class.relkind: r a table, p a partitioned table, v a
+	// view, m a materialized view, f a foreign table.
+	kind string
+	// partitioned: a partitioned table's root (relkind p), captured
+	// through the root: CDC publishes it with publish_via_partition_root,
+	// snapshots and polling read it through the root.
+	partitioned bool
 }
 
 // loadTable reads a table's columns and primary key.
@@ -136,6 +143,14 @@ ORDER BY a.attnum`, t.quoted())
 		return nil, err
 	}
 	info := &tableInfo{name: t, colType: map[string]string{}, colOID: map[string]uint32{}}
+	kind, err := s.query(ctx, `SELECT relkind FROM pg_catalog.pg_class WHERE oid = $1::regclass`, t.quoted())
+	if err != nil {
+		return nil, err
+	}
+	if len(kind) == 1 {
+		info.kind = string(kind[0][0])
+	}
+	info.partitioned = info.kind == "p"
 	pkPos := map[int]string{}
 	for _, r := range rows {
 		name := string(r[0])

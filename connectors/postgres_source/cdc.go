@@ -46,22 +46,49 @@ func (s *Source) setupCDC(ctx context.Context) error {
 	return s.setupSlot(ctx, db)
 }
 
+// partitionedTable returns the first partitioned table of tables, or nil.
+func (s *Source) partitionedTable() *tableName {
+	for _, t := range s.tables {
+		if info := s.info[t.String()]; info != nil && info.partitioned {
+			return &t
+		}
+	}
+	return nil
+}
+
 func (s *Source) setupPublication(ctx context.Context, user string) error {
 	pub := s.cfg.Publication
-	rows, err := s.query(ctx, `SELECT puballtables, pubupdate OR pubdelete FROM pg_catalog.pg_publication WHERE pubname = $1`, pub)
+	// A partitioned table is captured through its root: changes of every
+	// partition, attached now or later, are published as the root's
+	// (publish_via_partition_root, PostgreSQL 13 and later).
+	parted := s.partitionedTable()
+	with := "publish = '" + s.publishList() + "'"
+	viaRoot := "false"
+	if parted != nil {
+		with += ", publish_via_partition_root = true"
+		v, err := s.query(ctx, `SELECT current_setting('server_version_num')::int >= 130000`)
+		if err != nil {
+			return err
+		}
+		if string(v[0][0]) != "t" {
+			return permanent("tables: %s is a partitioned table, captured through its root with publish_via_partition_root, which needs PostgreSQL 13 or later; list its partitions in tables instead", *parted)
+		}
+		viaRoot = "pubviaroot"
+	}
+	rows, err := s.query(ctx, `SELECT puballtables, pubupdate OR pubdelete, `+viaRoot+` FROM pg_catalog.pg_publication WHERE pubname = $1`, pub)
 	if err != nil {
 		return err
 	}
 	if len(rows) == 0 {
 		if !s.cfg.CreatePublication {
-			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s WITH (publish = '%s')", pub, quoteIdent(pub), s.tableList(), s.publishList())
+			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s WITH (%s)", pub, quoteIdent(pub), s.tableList(), with)
 		}
 		if err := s.checkReplicaIdentity(ctx, s.tables, s.ops[opUpdate] || s.ops[opDelete]); err != nil {
 			return err
 		}
 		// Publish only what is captured: the server then decodes less, and
 		// a table without a replica identity keeps its UPDATE and DELETE.
-		err := s.exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR TABLE "+s.tableList()+" WITH (publish = '"+s.publishList()+"')")
+		err := s.exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR TABLE "+s.tableList()+" WITH ("+with+")")
 		if err != nil {
 			if pgErrorCode(err) == "42501" {
 				return permanent("user %q may not create publication %q (%v); create it as the table owner: CREATE PUBLICATION %s FOR TABLE %s", user, pub, err, quoteIdent(pub), s.tableList())
@@ -72,6 +99,11 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 		}
 		s.log.Info("created publication", "publication", pub)
 		return nil
+	}
+	if parted != nil && string(rows[0][2]) != "t" {
+		// Without the option the partitions' changes carry the partitions'
+		// names, and pg_publication_tables lists partitions, not the root.
+		return permanent("tables: %s is a partitioned table, captured through its root, but publication %q has publish_via_partition_root off, so its changes would carry the partitions' names; run ALTER PUBLICATION %s SET (publish_via_partition_root = true) (the source never changes an existing publication's options)", *parted, pub, quoteIdent(pub))
 	}
 	if string(rows[0][0]) == "t" {
 		return nil
@@ -649,17 +681,18 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 	a.buf = buf
 	payload := a.end(start)
 	var key []byte
-	if len(rel.keyIdx) > 0 {
+	if len(rel.recKey) > 0 {
 		// The key as it is now: the new tuple (the old one for deletes).
 		start = a.begin()
-		a.buf = s.enc.appendTupleKey(a.buf, rel, row)
+		a.buf = s.enc.appendTupleKey(a.buf, rel, row, rel.recKey)
 		key = a.end(start)
 	}
 	d.msgs = append(d.msgs, sdk.Message{Key: key, Payload: payload, Timestamp: d.commit})
 	if s.chunk != nil {
-		s.chunkSaw(rel, key, false)
+		// The chunk knows its rows by primary key, whatever the record key.
+		s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, row, rel.keyIdx), false)
 		if old != nil && op == opUpdate {
-			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old), false)
+			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old, rel.keyIdx), false)
 		}
 	}
 }
@@ -702,5 +735,6 @@ func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	if rel.keyIdx == nil && m.ReplicaIdentity != 'f' {
 		rel.keyIdx = keyIndexes(rel.cols, identity)
 	}
+	s.applyRules(rel)
 	return rel
 }

@@ -122,11 +122,11 @@ func splitIdent(s string) ([]string, error) {
 
 // check returns the problems of cfg that the schema cannot state, one a
 // line: a connection string that does not parse, table names that do not
-// parse (quoting, schema.table), and delete_after_read with
-// processed_column (the dialect has no keyword for two keys that exclude
-// each other). Every other rule is the schema's, checked by Load, or by
-// Validate for a Config built in code. The registration runs it after
-// Load, so validate reports it too.
+// parse (quoting, schema.table), delete_after_read with processed_column
+// (the dialect has no keyword for two keys that exclude each other), and
+// the rules of table_settings across keys (settings.go). Every other rule
+// is the schema's, checked by Load, or by Validate for a Config built in
+// code. The registration runs it after Load, so validate reports it too.
 func check(cfg postgressourceconfig.Config) error {
 	var ps confkit.Problems
 	if _, err := parseConnString(cfg); err != nil {
@@ -137,6 +137,7 @@ func check(cfg postgressourceconfig.Config) error {
 			ps = append(ps, confkit.Problem{Key: fmt.Sprintf("tables[%d]", i), Value: t, Rule: "format", Message: err.Error()})
 		}
 	}
+	ps = append(ps, checkSettingsConfig(cfg)...)
 	if cfg.Mode == postgressourceconfig.ModePolling && cfg.DeleteAfterRead && cfg.ProcessedColumn != "" {
 		ps = append(ps, confkit.Problem{Key: "delete_after_read", Rule: "x-excludes", Message: "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed"})
 	}

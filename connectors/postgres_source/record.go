@@ -29,6 +29,9 @@ type column struct {
 	typ  *pgType
 	// replica identity flag from a pgoutput Relation message
 	identity bool
+	// rule is what table_settings does to the column (settings.go); nil:
+	// written as it is.
+	rule *colRule
 }
 
 // relation describes the columns of one table as a message or result
@@ -37,7 +40,8 @@ type relation struct {
 	table     string
 	tableJSON []byte // `"schema.table"`
 	cols      []column
-	keyIdx    []int // columns of the record key (primary key)
+	keyIdx    []int // columns of the primary key (or replica identity): positions, chunk identity
+	recKey    []int // columns of the record key: keyIdx, or table_settings' key_columns
 	skip      bool  // not one of the configured tables
 }
 
@@ -103,7 +107,7 @@ func (e *encoder) appendTuple(buf []byte, rel *relation, t *tuple, onlyIdentity 
 			break
 		}
 		col := &rel.cols[i]
-		if onlyIdentity && !col.identity {
+		if onlyIdentity && !col.identity || col.dropped() {
 			continue
 		}
 		if !first {
@@ -113,15 +117,19 @@ func (e *encoder) appendTuple(buf []byte, rel *relation, t *tuple, onlyIdentity 
 		buf = append(buf, col.key...)
 		switch c.kind {
 		case 't':
-			buf = e.appendValue(buf, col.typ, c.data)
+			buf = e.appendCol(buf, col, c.data)
 		case 'u':
 			if fill != nil && i < len(fill.cols) && fill.cols[i].kind == 't' {
-				buf = e.appendValue(buf, col.typ, fill.cols[i].data)
+				buf = e.appendCol(buf, col, fill.cols[i].data)
 			} else {
 				buf = append(buf, unchangedToastVal...)
 			}
 		case 'b':
-			buf = appendString(buf, c.data)
+			if col.rule != nil {
+				buf = e.appendCol(buf, col, c.data)
+			} else {
+				buf = appendString(buf, c.data)
+			}
 		default:
 			buf = append(buf, "null"...)
 		}
@@ -129,16 +137,17 @@ func (e *encoder) appendTuple(buf []byte, rel *relation, t *tuple, onlyIdentity 
 	return buf, first
 }
 
-// appendTupleKey appends the record key: a JSON object of the key columns.
-func (e *encoder) appendTupleKey(buf []byte, rel *relation, t *tuple) []byte {
+// appendTupleKey appends a key: a JSON object of the columns idx (the
+// record key rel.recKey, or rel.keyIdx).
+func (e *encoder) appendTupleKey(buf []byte, rel *relation, t *tuple, idx []int) []byte {
 	buf = append(buf, '{')
-	for n, i := range rel.keyIdx {
+	for n, i := range idx {
 		if n > 0 {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, rel.cols[i].key...)
 		if i < len(t.cols) && t.cols[i].kind == 't' {
-			buf = e.appendValue(buf, rel.cols[i].typ, t.cols[i].data)
+			buf = e.appendCol(buf, &rel.cols[i], t.cols[i].data)
 		} else {
 			buf = append(buf, "null"...)
 		}
@@ -152,7 +161,7 @@ func (e *encoder) appendTupleKey(buf []byte, rel *relation, t *tuple) []byte {
 func (e *encoder) appendRow(buf []byte, rel *relation, vals [][]byte, skipIdx int) []byte {
 	first := true
 	for i, v := range vals {
-		if i == skipIdx || i >= len(rel.cols) {
+		if i == skipIdx || i >= len(rel.cols) || rel.cols[i].dropped() {
 			continue
 		}
 		if !first {
@@ -163,15 +172,17 @@ func (e *encoder) appendRow(buf []byte, rel *relation, vals [][]byte, skipIdx in
 		if v == nil {
 			buf = append(buf, "null"...)
 		} else {
-			buf = e.appendValue(buf, rel.cols[i].typ, v)
+			buf = e.appendCol(buf, &rel.cols[i], v)
 		}
 	}
 	return buf
 }
 
-func (e *encoder) appendRowKey(buf []byte, rel *relation, vals [][]byte) []byte {
+// appendRowKey appends a key: a JSON object of the columns idx of a query
+// result row.
+func (e *encoder) appendRowKey(buf []byte, rel *relation, vals [][]byte, idx []int) []byte {
 	buf = append(buf, '{')
-	for n, i := range rel.keyIdx {
+	for n, i := range idx {
 		if n > 0 {
 			buf = append(buf, ',')
 		}
@@ -179,7 +190,7 @@ func (e *encoder) appendRowKey(buf []byte, rel *relation, vals [][]byte) []byte 
 		if vals[i] == nil {
 			buf = append(buf, "null"...)
 		} else {
-			buf = e.appendValue(buf, rel.cols[i].typ, vals[i])
+			buf = e.appendCol(buf, &rel.cols[i], vals[i])
 		}
 	}
 	return append(buf, '}')
@@ -221,6 +232,7 @@ func (s *Source) relationFromFields(table tableName, fds []pgconn.FieldDescripti
 		rel.cols[i] = newColumn(fd.Name, s.typeOf(fd.DataTypeOID))
 	}
 	rel.keyIdx = keyIndexes(rel.cols, pk)
+	s.applyRules(rel)
 	return rel
 }
 

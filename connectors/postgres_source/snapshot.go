@@ -88,6 +88,15 @@ func (s *Source) pollSnapshot(ctx context.Context) (sdk.Batch, error) {
 				}
 			}
 			sql += " ORDER BY " + cols + " LIMIT " + strconv.Itoa(limit)
+		} else if info.partitioned {
+			// A ctid is unique within one partition only: the position is
+			// the partition's OID and the ctid, as "oid:ctid".
+			sql = "SELECT tableoid::oid::text || ':' || ctid::text, * FROM " + t.quoted()
+			if oid, ctid, ok := strings.Cut(tp.CTID, ":"); ok {
+				sql += " WHERE (tableoid, ctid) > ($1::oid, $2::tid)"
+				params = append(params, []byte(oid), []byte(ctid))
+			}
+			sql += " ORDER BY tableoid, ctid LIMIT " + strconv.Itoa(limit)
 		} else {
 			sql = "SELECT ctid, * FROM " + t.quoted()
 			if tp.CTID != "" {
@@ -157,21 +166,18 @@ func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, tr
 	a := &s.arena
 	start := a.begin()
 	buf := append(a.buf, '{')
+	open := len(buf)
 	buf = s.enc.appendRow(buf, rel, row, skip)
-	written := len(row)
-	if skip >= 0 && skip < len(row) {
-		written--
-	}
-	buf = appendOp(buf, op, written > 0)
+	buf = appendOp(buf, op, len(buf) > open)
 	if s.cfg.IncludeMetadata {
 		buf = append(buf, `,"`+keyTable+`":`...)
 		buf = append(buf, rel.tableJSON...)
-		if trackIdx >= 0 {
+		if trackIdx >= 0 && !rel.cols[trackIdx].dropped() {
 			buf = append(buf, `,"`+keyTrackingValue+`":`...)
 			if row[trackIdx] == nil {
 				buf = append(buf, "null"...)
 			} else {
-				buf = s.enc.appendValue(buf, rel.cols[trackIdx].typ, row[trackIdx])
+				buf = s.enc.appendCol(buf, &rel.cols[trackIdx], row[trackIdx])
 			}
 		}
 	}
@@ -179,9 +185,9 @@ func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, tr
 	a.buf = buf
 	payload := a.end(start)
 	var key []byte
-	if len(rel.keyIdx) > 0 {
+	if len(rel.recKey) > 0 {
 		start = a.begin()
-		a.buf = s.enc.appendRowKey(a.buf, rel, row)
+		a.buf = s.enc.appendRowKey(a.buf, rel, row, rel.recKey)
 		key = a.end(start)
 	}
 	return sdk.Message{Key: key, Payload: payload}

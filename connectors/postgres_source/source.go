@@ -7,9 +7,10 @@
 // consuming it and the batch's state is the end LSN of its last whole
 // transaction, plus the position inside a transaction larger than
 // batch_size that is split; only Ack moves the slot. In polling mode the
-// state is the highest tracking value read per table and the batch's
-// pending keys, and processed_column updates or delete_after_read deletes
-// run only on Ack (or, after a crash, at the restart).
+// state is the highest tracking value read per table, with the snapshot
+// whose later commits the next poll reads below it (polling.go), and the
+// batch's pending keys, and processed_column updates or delete_after_read
+// deletes run only on Ack (or, after a crash, at the restart).
 package postgressource
 
 import (
@@ -79,6 +80,31 @@ type pollState struct {
 	Value *string `json:"value"`
 	// PK is the primary key of the last row delivered (keyset tie-break).
 	PK []string `json:"pk,omitempty"`
+
+	// The visibility window (polling.go); checkpoints written before it
+	// have none of these and resume as a first poll of the window would.
+	//
+	// Snap is the pg_current_snapshot() every row at or below the cursor
+	// that it shows has been delivered; the next window pass reads the
+	// rows it does not show.
+	Snap string `json:"snap,omitempty"`
+	// A window pass larger than batch_size spans polls: PassSnap is the
+	// snapshot of the poll it started in (Snap once it ends), PassValue
+	// and PassPK the last row it delivered.
+	PassSnap  string   `json:"pass_snap,omitempty"`
+	PassValue *string  `json:"pass_value,omitempty"`
+	PassPK    []string `json:"pass_pk,omitempty"`
+	// Marks give the window's lower bound, oldest first.
+	Marks []pollMark `json:"marks,omitempty"`
+}
+
+// pollMark is one poll's: X is the poll transaction's ID, assigned after
+// its snapshot was taken (so a transaction with an ID at or above X got it
+// later), V the highest tracking value that snapshot showed (nil: the
+// table was empty).
+type pollMark struct {
+	X string  `json:"x"`
+	V *string `json:"v"`
 }
 
 func (st *state) clone() *state {
@@ -119,6 +145,7 @@ type Source struct {
 	conn   *pgconn.PgConn
 	types  map[uint32]*pgType
 	info   map[string]*tableInfo
+	rules  map[string]*tableRules // table_settings by schema.table (settings.go)
 
 	mu        sync.Mutex
 	committed *state
@@ -137,7 +164,8 @@ type Source struct {
 	replConn       *pgconn.PgConn
 	snapFresh      bool // the open snapshot is not the slot's own
 
-	// CDC, both readers: the last batch, returned again after a Nack.
+	// The last batch, returned again after a Nack (CDC, both readers, and
+	// polling).
 	retry      *sdk.Batch
 	retryState *state
 	retryLSN   pglogrepl.LSN
@@ -155,9 +183,11 @@ type Source struct {
 
 	// Polling
 	pendingApply []applyOp // side effects of the candidate batch
+	retryApply   []applyOp // those of the batch in s.retry
 	applyQueue   []applyOp // acknowledged side effects not yet applied
 	nextTable    int
 	plans        map[string]*pollTable
+	visible      bool // some table is read with the visibility window
 
 	arena arena
 	// lag is how far the committed position trails the server's WAL
@@ -191,6 +221,11 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 	}
 	for _, op := range opt.CaptureOperations {
 		s.ops[op] = true
+	}
+	s.rules = map[string]*tableRules{}
+	for i, ts := range opt.TableSettings {
+		tn, _ := parseTable(ts.Table)
+		s.rules[tn.String()] = newTableRules(i, ts)
 	}
 	cfg, err := parseConnString(opt)
 	if err != nil {
@@ -305,6 +340,10 @@ func (s *Source) connect(ctx context.Context) error {
 				return err
 			}
 			return sdk.Permanent(err)
+		}
+		if err := s.checkSettings(t, info); err != nil {
+			s.close()
+			return err
 		}
 		s.info[t.String()] = info
 	}
@@ -444,6 +483,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 				}
 			}
 		} else {
+			s.retry, s.retryState, s.retryApply = nil, nil, nil
 			s.applyQueue = append(s.applyQueue, s.pendingApply...)
 			if s.conn != nil {
 				if err := s.applyAcked(ctx); err != nil {

@@ -15,7 +15,7 @@
 // - Polling, killed before the checkpoint is saved: the batch is read and produced again.
 // - Polling, killed after the checkpoint but before the processed_column update or delete_after_read delete ran: the checkpoint holds the batch's keys, and the restart marks or deletes those rows before it reads on (running the update or delete twice is harmless).
 //
-// Polling and concurrent writers (not a crash, and not covered above): polling reads rows in tracking_column order and moves its cursor past the largest value it read, so a row whose value is below that cursor and that commits later is never read. That happens whenever values become visible out of order: two transactions writing the table at once, the one holding the lower sequence value (or the earlier updated_at) committing last. With delete_after_read such a row also stays in the table. Use polling only when one writer at a time writes the table, or when writers serialize on it (LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE before the INSERT); otherwise use mode = "cdc", which reads changes in commit order.
+// Polling and concurrent writers: values become visible out of order when transactions write a table at once (the one holding the lower sequence value commits last). Polling tracks commit visibility as well as values: each poll records its pg_current_snapshot(), and the next poll first reads the rows at or below its cursor whose xmin that snapshot did not show (they committed since), so such a row is still read, then reads on above the cursor. That window is a range of the tracking column's index, bounded by the highest value seen when the transactions still open at the previous poll had not started yet, so a poll does not scan the table. It needs tracking values assigned by the writing transaction from an increasing source at or after its first write (a sequence, clock_timestamp(), a trigger; not ids fetched ahead, nor now() in a transaction that waits before writing), and costs one transaction ID per poll. A row version committed at or below the cursor since the last poll is delivered, so an UPDATE of a recent row can be delivered again. Views, materialized views, foreign tables, tables read from a standby and servers before PostgreSQL 13 keep the value cursor alone (warned at start): there a row whose value is below the cursor and that commits later is never read, so use them only with one writer at a time, or writers that serialize (LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE before the INSERT), or use mode = "cdc".
 //
 // At start, the source refuses to publish the updates and deletes of a table that has no replica identity (no primary key with REPLICA IDENTITY DEFAULT, or REPLICA IDENTITY NOTHING), since PostgreSQL would then reject the application's own UPDATE and DELETE on it; the message says what to run. A table dropped, or taken out of the publication, while the source runs fails every poll, naming the table, rather than looking quiet.
 package postgressourceconfig
@@ -26,6 +26,7 @@ import (
 	"github.com/picomq/pico-connectors/sdk"
 	"github.com/picomq/pico-connectors/sdk/confgen"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -66,8 +67,21 @@ const (
 	KeyProcessedColumn   = "processed_column"
 	KeyDeleteAfterRead   = "delete_after_read"
 	KeyPrimaryKeyColumn  = "primary_key_column"
+	KeyTableSettings     = "table_settings"
 	KeyIncludeMetadata   = "include_metadata"
 	KeyNumericFormat     = "numeric_format"
+)
+
+// The keys of one element of the table_settings array, below table_settings[i] in problems.
+const (
+	KeyTableSettingsItemTable          = "table"
+	KeyTableSettingsItemIncludeColumns = "include_columns"
+	KeyTableSettingsItemExcludeColumns = "exclude_columns"
+	KeyTableSettingsItemMaskColumns    = "mask_columns"
+	KeyTableSettingsItemMaskValue      = "mask_value"
+	KeyTableSettingsItemHashColumns    = "hash_columns"
+	KeyTableSettingsItemHashKey        = "hash_key"
+	KeyTableSettingsItemKeyColumns     = "key_columns"
 )
 
 // Mode is the type of the mode key: cdc (stream every insert, update, delete and truncate from a replication slot; needs wal_level = logical) or polling (read new rows by tracking_column).
@@ -122,7 +136,7 @@ type Config struct {
 	// Default: cdc.
 	Mode Mode
 
-	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"".
+	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"". A partitioned table is captured through its root: records carry the root's name, snapshots and polling read through the root, and in CDC the publication has publish_via_partition_root = true (PostgreSQL 13 or later), so partitions attached later need no change; an existing publication without that option is refused with the ALTER PUBLICATION to run.
 	Tables []string
 
 	// BatchSize is the batch_size key: Most records in one batch. Polling: rows per batch (a table without a primary key may add the rest of one group of equal tracking values). CDC: records per batch; a transaction larger than this is split into several batches, and the checkpoint then holds the transaction and how many of its records are delivered, so a restart resumes inside it (the batch in flight at a crash is the only one repeated). The peek reader asks PostgreSQL for at least this many changes per peek, and every peek re-decodes the WAL from the slot's restart point, so small batches cost it far more than large ones. The memory a source holds is bounded by a few batches (batch_size x row size), whatever the transaction size.
@@ -184,7 +198,7 @@ type Config struct {
 	// HeartbeatQuery is the heartbeat_query key: CDC: SQL run on every heartbeat, like Debezium's heartbeat.action.query: for example an UPDATE of a heartbeat table, so the slot moves even when no captured table changes. Empty runs nothing.
 	HeartbeatQuery string
 
-	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at. Empty means the table's single-column primary key. Its values must become visible in increasing order (one writer at a time): a row that commits with a value below one already read is skipped; see Polling and concurrent writers above.
+	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at (set with clock_timestamp()). Empty means the table's single-column primary key. Rows that commit out of order, below a value already read, are still read through the visibility window; see Polling and concurrent writers above.
 	TrackingColumn string
 
 	// InitialOffset is the initial_offset key: Polling: read only rows whose tracking_column is above this value on the first start (in the column's own text form). Empty reads from the first row.
@@ -201,6 +215,9 @@ type Config struct {
 	// PrimaryKeyColumn is the primary_key_column key: Polling: column that identifies a row, for processed_column, delete_after_read, tie-breaking and the record key. Empty means the table's primary key.
 	PrimaryKeyColumn string
 
+	// TableSettings is the table_settings key: Per-table settings, one [[plugin_config.table_settings]] block per table, matched by name: which columns go out, which are masked or hashed, and which make the record key. Applied in the source before produce, to snapshot, CDC and polling records alike (the row, __before, a delete's old row, and __tracking_value). A masked or hashed value never reaches the topic, the logs or the API: the record key is built from hashed values too, and a masked column cannot be a key column. The checkpoint is not the topic: it holds the raw values of the columns a read position needs (polling's tracking value and primary key, a snapshot's last primary key).
+	TableSettings []TableSettingsItem
+
 	// IncludeMetadata is the include_metadata key: Add __table and, in CDC, __lsn and __commit_time, in polling __tracking_value, to each record.
 	//
 	// Default: true.
@@ -212,6 +229,35 @@ type Config struct {
 	NumericFormat NumericFormat
 
 	warnings []string
+}
+
+// TableSettingsItem is one element of the table_settings array.
+type TableSettingsItem struct {
+	// Table is the table_settings[].table key: The table, as tables names it (schema.table; a bare name means public). It must be one of tables.
+	Table string
+
+	// IncludeColumns is the table_settings[].include_columns key: Only these columns go out in the record's value (the record key keeps its columns). Not with exclude_columns.
+	IncludeColumns []string
+
+	// ExcludeColumns is the table_settings[].exclude_columns key: These columns are left out of the record's value (the record key keeps its columns; hash a key column to keep its value out of the topic). Not with include_columns.
+	ExcludeColumns []string
+
+	// MaskColumns is the table_settings[].mask_columns key: These columns are written as mask_value whatever they hold (NULL stays null). Not key columns.
+	MaskColumns []string
+
+	// MaskValue is the table_settings[].mask_value key: The fixed string mask_columns are written as.
+	//
+	// Default: ****.
+	MaskValue string
+
+	// HashColumns is the table_settings[].hash_columns key: These columns are written as the hex HMAC-SHA256, under hash_key, of the value's PostgreSQL text form (NULL stays null): equal values hash equal, so a hashed column can still be joined on or be a key column.
+	HashColumns []string
+
+	// HashKey is the table_settings[].hash_key key: The secret key of hash_columns' HMAC-SHA256. Redacted in the API and logs. Required with hash_columns.
+	HashKey confkit.Secret
+
+	// KeyColumns is the table_settings[].key_columns key: The record key's columns, in order, instead of the primary key (a table without one, or to key by tenant). Polling still pages, marks and deletes by the primary key (or primary_key_column).
+	KeyColumns []string
 }
 
 // Default returns the Config of an empty plugin_config table: every key at its
@@ -236,6 +282,14 @@ func Default() Config {
 	}
 }
 
+// DefaultTableSettingsItem returns one element of the table_settings array
+// with every key at its schema default.
+func DefaultTableSettingsItem() TableSettingsItem {
+	return TableSettingsItem{
+		MaskValue: "****",
+	}
+}
+
 // Validate checks a Config built in code the way Load checks a table, with the
 // same rules and problems: it loads c's keys as a table, leaving out the keys
 // that are not set (an empty string, a nil list or pointer) unless they have a
@@ -247,7 +301,10 @@ func (c Config) Validate() error {
 // spec is what Load needs to know of the schema.
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
-		Known: map[string][]string{"": {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"}},
+		Known: map[string][]string{
+			"":                 {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "numeric_format"},
+			"table_settings[]": {"table", "include_columns", "exclude_columns", "mask_columns", "mask_value", "hash_columns", "hash_key", "key_columns"},
+		},
 		Keys: map[string]confgen.KeyInfo{
 			"connection_string": {
 				Messages: map[string]string{"minLength": "connection_string must not be empty", "required": "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db"},
@@ -261,6 +318,11 @@ var spec = confgen.Spec{
 			"slot_check_interval": {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
 			"max_retained_wal":    {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
 			"heartbeat_interval":  {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
+			"table_settings":      {Secret: true},
+			"table_settings[].hash_key": {
+				Messages: map[string]string{"x-required-if": "{key} is required with hash_columns: give the secret key of the HMAC"},
+				Secret:   true,
+			},
 		},
 	}),
 	Env: []confgen.EnvBinding{
@@ -285,10 +347,11 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"processed_column"}, Suffix: "PROCESSED_COLUMN"},
 		{Kind: confgen.EnvBool, Path: []string{"delete_after_read"}, Suffix: "DELETE_AFTER_READ"},
 		{Kind: confgen.EnvString, Path: []string{"primary_key_column"}, Suffix: "PRIMARY_KEY_COLUMN"},
+		{Kind: confgen.EnvList, Path: []string{"table_settings"}, Suffix: "TABLE_SETTINGS", Secret: true},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "include_metadata", "numeric_format"},
+	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "numeric_format"},
 }
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
@@ -305,6 +368,7 @@ func Load(raw map[string]any, envPrefix string, env sdk.LookupEnv) (Config, erro
 // key without a problem, then the rules between keys.
 func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	*c = Default()
+	warnings := &c.warnings
 	d := confgen.Decoder{Table: m, Problems: ps}
 	confgen.Decode(d, "connection_string", confgen.Secret, &c.ConnectionString)
 	confgen.Decode(d, "mode", confgen.Enum[Mode], &c.Mode)
@@ -338,8 +402,46 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "processed_column", confgen.String, &c.ProcessedColumn)
 	confgen.Decode(d, "delete_after_read", confgen.Bool, &c.DeleteAfterRead)
 	confgen.Decode(d, "primary_key_column", confgen.String, &c.PrimaryKeyColumn)
+	if v, ok := m["table_settings"]; ok && !ps.Has("table_settings") {
+		if l, ok := v.([]any); ok {
+			c.TableSettings = make([]TableSettingsItem, len(l))
+			seen := map[string]int{}
+			for i, e := range l {
+				t, _ := e.(map[string]any)
+				decodeTableSettingsItem(&c.TableSettings[i], t, ps, warnings, "table_settings["+strconv.Itoa(i)+"]")
+				if confgen.Has(t, "table") && !ps.Has("table_settings["+strconv.Itoa(i)+"]"+".table") {
+					if j, dup := seen[c.TableSettings[i].Table]; dup {
+						*ps = append(*ps, confgen.NewProblem("table_settings["+strconv.Itoa(i)+"]"+".table", t["table"], false, "x-unique", "{value} is already used by "+"table_settings["+strconv.Itoa(j)+"]"+".table"))
+					} else {
+						seen[c.TableSettings[i].Table] = i
+					}
+				}
+			}
+		} else {
+			*ps = append(*ps, confgen.WrongType("table_settings", v, true, "an array of tables"))
+		}
+	}
 	confgen.Decode(d, "include_metadata", confgen.Bool, &c.IncludeMetadata)
 	confgen.Decode(d, "numeric_format", confgen.Enum[NumericFormat], &c.NumericFormat)
+}
+
+// decodeTableSettingsItem fills c from the table m (nil when absent): defaults first, then every
+// key without a problem, then the rules between keys.
+// at is the table's key path in problems, such as columns[2].
+func decodeTableSettingsItem(c *TableSettingsItem, m map[string]any, ps *confkit.Problems, warnings *[]string, at string) {
+	*c = DefaultTableSettingsItem()
+	d := confgen.Decoder{Table: m, Problems: ps, At: at + "."}
+	confgen.Decode(d, "table", confgen.String, &c.Table)
+	confgen.Decode(d, "include_columns", confgen.Strings, &c.IncludeColumns)
+	confgen.Decode(d, "exclude_columns", confgen.Strings, &c.ExcludeColumns)
+	confgen.Decode(d, "mask_columns", confgen.Strings, &c.MaskColumns)
+	confgen.Decode(d, "mask_value", confgen.String, &c.MaskValue)
+	confgen.Decode(d, "hash_columns", confgen.Strings, &c.HashColumns)
+	confgen.Decode(d, "hash_key", confgen.Secret, &c.HashKey)
+	confgen.Decode(d, "key_columns", confgen.Strings, &c.KeyColumns)
+	if confgen.Has(m, "hash_columns") && !confgen.Has(m, "hash_key") && !ps.Has(at+".hash_key") {
+		*ps = append(*ps, confgen.NewProblem(at+".hash_key", nil, false, "x-required-if", "{key} is required with hash_columns: give the secret key of the HMAC"))
+	}
 }
 
 // table returns c as a table for Load: secrets revealed, sizes, durations and
@@ -370,6 +472,29 @@ func (c Config) table() map[string]any {
 	confgen.PutIf(m, c.InitialOffset != "", "initial_offset", c.InitialOffset)
 	confgen.PutIf(m, c.ProcessedColumn != "", "processed_column", c.ProcessedColumn)
 	confgen.PutIf(m, c.PrimaryKeyColumn != "", "primary_key_column", c.PrimaryKeyColumn)
+	if c.TableSettings != nil {
+		l := make([]any, len(c.TableSettings))
+		for i, e := range c.TableSettings {
+			l[i] = e.table()
+		}
+		m["table_settings"] = l
+	}
+	return m
+}
+
+// table returns c as a table for Load: secrets revealed, sizes, durations and
+// templates as text, and without the keys that are not set.
+func (c TableSettingsItem) table() map[string]any {
+	m := map[string]any{
+		"mask_value": c.MaskValue,
+	}
+	confgen.PutIf(m, c.Table != "", "table", c.Table)
+	confgen.PutIf(m, c.IncludeColumns != nil, "include_columns", c.IncludeColumns)
+	confgen.PutIf(m, c.ExcludeColumns != nil, "exclude_columns", c.ExcludeColumns)
+	confgen.PutIf(m, c.MaskColumns != nil, "mask_columns", c.MaskColumns)
+	confgen.PutIf(m, c.HashColumns != nil, "hash_columns", c.HashColumns)
+	confgen.PutIf(m, c.HashKey.IsSet(), "hash_key", c.HashKey.Reveal())
+	confgen.PutIf(m, c.KeyColumns != nil, "key_columns", c.KeyColumns)
 	return m
 }
 
@@ -398,8 +523,32 @@ func (c Config) Redacted() map[string]any {
 		"processed_column":    c.ProcessedColumn,
 		"delete_after_read":   c.DeleteAfterRead,
 		"primary_key_column":  c.PrimaryKeyColumn,
-		"include_metadata":    c.IncludeMetadata,
-		"numeric_format":      string(c.NumericFormat),
+		"table_settings": func() []map[string]any {
+			if c.TableSettings == nil {
+				return nil
+			}
+			out := make([]map[string]any, len(c.TableSettings))
+			for i, e := range c.TableSettings {
+				out[i] = e.redacted()
+			}
+			return out
+		}(),
+		"include_metadata": c.IncludeMetadata,
+		"numeric_format":   string(c.NumericFormat),
+	}
+}
+
+// redacted is Redacted for the table_settings[] table.
+func (c TableSettingsItem) redacted() map[string]any {
+	return map[string]any{
+		"table":           c.Table,
+		"include_columns": slices.Clone(c.IncludeColumns),
+		"exclude_columns": slices.Clone(c.ExcludeColumns),
+		"mask_columns":    slices.Clone(c.MaskColumns),
+		"mask_value":      c.MaskValue,
+		"hash_columns":    slices.Clone(c.HashColumns),
+		"hash_key":        c.HashKey.String(),
+		"key_columns":     slices.Clone(c.KeyColumns),
 	}
 }
 
