@@ -598,16 +598,30 @@ func TestFleetHealthAndPlacement(t *testing.T) {
 	tr := tab.trackers[[2]string{KindSource, "orders_cdc"}]
 	tr.Set(status.Standby)
 	tr.SetPlacement(status.Placement{Owner: "rt-b", Generation: 2})
-	ts := newServer(t, fleetTable{tab}, Options{})
+	const key = "fleet-key"
+	ts := newServer(t, fleetTable{tab}, Options{APIKey: key})
 	var h Health
-	do(t, nil, "GET", ts.URL+"/health", nil).decode(t, &h)
+	do(t, nil, "GET", ts.URL+"/health", map[string]string{"Authorization": "Bearer " + key}).decode(t, &h)
 	want := Health{Status: "ok", Sources: Count{Total: 2, Standby: 1}, Sinks: Count{Total: 1, Running: 1},
 		RuntimeID: "rt-a", Mode: "distributed", Members: []string{"rt-a", "rt-b"}}
 	if !reflect.DeepEqual(h, want) {
-		t.Fatalf("GET /health = %+v, want %+v", h, want)
+		t.Fatalf("GET /health with the key = %+v, want %+v", h, want)
+	}
+	// Without the key, the ids of the fleet's members stay hidden: with
+	// one, a stranger could join a lease group as this runtime and fence
+	// it. The same without any key configured.
+	for _, c := range []struct {
+		opts Options
+		hdr  map[string]string
+	}{{Options{APIKey: key}, nil}, {Options{APIKey: key}, map[string]string{"Authorization": "Bearer wrong"}}, {Options{}, nil}} {
+		var h Health
+		do(t, nil, "GET", newServer(t, fleetTable{tab}, c.opts).URL+"/health", c.hdr).decode(t, &h)
+		if h.RuntimeID != "" || h.Members != nil || h.Mode != "distributed" || h.Sources.Standby != 1 {
+			t.Fatalf("GET /health (key configured: %v, headers %v) = %+v: shows the runtime ids, or lacks the rest", c.opts.APIKey != "", c.hdr, h)
+		}
 	}
 	var e Entry
-	do(t, nil, "GET", ts.URL+"/sources/orders_cdc", nil).decode(t, &e)
+	do(t, nil, "GET", ts.URL+"/sources/orders_cdc", map[string]string{"Authorization": "Bearer " + key}).decode(t, &e)
 	if e.Status != status.Standby || e.Placement == nil || e.Placement.Owner != "rt-b" || e.Placement.Generation != 2 {
 		t.Fatalf("entry = %+v (placement %+v)", e, e.Placement)
 	}

@@ -212,18 +212,23 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sent, ok := presentedKey(r)
-		if ok {
-			h := sha256.Sum256([]byte(sent))
-			ok = subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1
-		}
-		if !ok {
+		if !s.keyMatches(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pico-connectors"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong API key: send Authorization: Bearer <key> or api-key: <key>")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// keyMatches reports whether r carries the configured API key.
+func (s *Server) keyMatches(r *http.Request) bool {
+	sent, ok := presentedKey(r)
+	if !ok {
+		return false
+	}
+	h := sha256.Sum256([]byte(sent))
+	return subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1
 }
 
 func presentedKey(r *http.Request) (string, bool) {
@@ -247,7 +252,7 @@ type Health struct {
 	Sources Count  `json:"sources"`
 	Sinks   Count  `json:"sinks"`
 	// RuntimeID, Mode and Members come from a Connectors that implements
-	// Fleet.
+	// Fleet; RuntimeID and Members only for a request with the API key.
 	RuntimeID string   `json:"runtime_id,omitempty"`
 	Mode      string   `json:"mode,omitempty"`
 	Members   []string `json:"members,omitempty"`
@@ -269,7 +274,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	if f, ok := s.conns.(Fleet); ok {
 		m := f.Membership()
-		h.RuntimeID, h.Mode, h.Members = m.RuntimeID, m.Mode, m.Members
+		h.Mode = m.Mode
+		// The ids name the fleet's consumer group members: with one, a
+		// stranger could join a lease group as this runtime and fence it.
+		// Only a caller with the API key sees them.
+		if s.opts.APIKey != "" && s.keyMatches(r) {
+			h.RuntimeID, h.Members = m.RuntimeID, m.Members
+		}
 	}
 	writeJSON(w, http.StatusOK, h)
 }

@@ -133,9 +133,8 @@ func (s *Supervisor) runDistributed(ctx context.Context, c *conn, env sdk.Env) e
 				return nil
 			}
 			// Fatal to the lease, such as a second runtime with this
-			// id: the supervisor joins again after a back-off, a few
-			// times (maxFencedRestarts), as that fences the other in
-			// turn.
+			// id: the supervisor joins again after a back-off, up to a
+			// minute apart, as long as it lasts.
 			return err
 		}
 		c.log.Info("this runtime runs the source now", "runtime_id", s.cfg.Runtime.RuntimeID())

@@ -378,9 +378,10 @@ func catch(run func() error) (err error) {
 	return run()
 }
 
-// maxFencedRestarts bounds the restarts in a row after fences by a
-// consumer with the same group.instance.id.
-const maxFencedRestarts = 3
+// fencesBeforeError is how many fences in a row by a consumer with the
+// same group.instance.id the supervisor takes as a passing fault (a broker
+// that restarted and forgot the member) before it logs one at Error.
+const fencesBeforeError = 3
 
 // fencedByID reports whether err is a fence by a consumer with the same
 // group.instance.id.
@@ -400,10 +401,12 @@ func fencedByID(err error) bool {
 // succeeds.
 //
 // A fence by a consumer with the same group.instance.id (a second runtime
-// with this runtime's id, or a broker that restarted and forgot the
-// member) is retried maxFencedRestarts times in a row, then c stays
-// stopped: two runtimes with one id would otherwise fence each other for
-// good.
+// with this runtime's id, a broker that restarted and forgot the member,
+// or a stranger who joined the group with this runtime's id, which /health
+// does not show without the API key) is retried like any other failure,
+// backing off up to retryMax: the connector never stays stopped because
+// of what another client did. After fencesBeforeError in a row it says so
+// at Error, with what to check.
 func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err error) {
 	n := c.failures.Add(1)
 	if ran >= retryMax {
@@ -413,10 +416,8 @@ func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err er
 	}
 	if !fencedByID(err) {
 		c.fences.Store(0)
-	} else if f := c.fences.Add(1); f > maxFencedRestarts {
-		c.log.Error("fenced by a consumer with the same id again and again: the connector stays stopped; give every runtime its own id, then restart it", "fences_in_a_row", f,
-			"restart", fmt.Sprintf("POST /%ss/%s/restart", c.def.Type, c.def.Key))
-		return
+	} else if f := c.fences.Add(1); f >= fencesBeforeError {
+		c.log.Error("fenced by a consumer with the same id again and again: give every runtime its own id, and keep the broker's groups from other clients; the runtime keeps starting the connector, backing off up to a minute", "fences_in_a_row", f)
 	}
 	delay := backoff.Exponential(retryBase, retryMax)(int(n))
 	c.log.Warn("the runtime starts the connector again after a back-off", "in", delay.Round(time.Millisecond).String(), "failures_in_a_row", n)
