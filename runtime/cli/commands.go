@@ -278,6 +278,23 @@ func tomlValue(v any) any {
 	return v
 }
 
+// maskURLsInLog masks the user information and query values of every URL
+// in a log line's message and text values (confkit.MaskURLs): a client's
+// error quotes the URL it called, which may carry a token.
+func maskURLsInLog(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); strings.Contains(s, "://") {
+			a.Value = slog.StringValue(confkit.MaskURLs(s))
+		}
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok && strings.Contains(err.Error(), "://") {
+			a.Value = slog.StringValue(confkit.MaskURLs(err.Error()))
+		}
+	}
+	return a
+}
+
 // newLogger builds the slog logger the runtime config asks for.
 func newLogger(w io.Writer, cfg definition.Log) *slog.Logger {
 	var level slog.Level
@@ -291,7 +308,7 @@ func newLogger(w io.Writer, cfg definition.Log) *slog.Logger {
 	default:
 		level = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: maskURLsInLog}
 	if cfg.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

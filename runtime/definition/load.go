@@ -391,11 +391,7 @@ func (r *Runtime) validate(d *decoder) {
 		if r.State.HTTP.URL == "" {
 			d.add("state.http.url", "missing: state.storage = \"http\" needs [state.http] url = \"https://...\"")
 		} else if u, err := url.Parse(r.State.HTTP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			shown := r.State.HTTP.URL
-			if err == nil {
-				shown = u.Redacted()
-			}
-			d.add("state.http.url", "%q%s is not an http:// or https:// URL", shown, d.origin("state.http.url"))
+			d.add("state.http.url", "%q%s is not an http:// or https:// URL", confkit.MaskURL(r.State.HTTP.URL), d.origin("state.http.url"))
 		}
 	}
 	if r.State.Storage == "file" {

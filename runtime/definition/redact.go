@@ -1,7 +1,6 @@
 package definition
 
 import (
-	"net/url"
 	"reflect"
 	"strings"
 
@@ -10,8 +9,9 @@ import (
 
 // Redacted returns the runtime config for display (the config command and
 // the API), keyed by the file's key names (toml tags), every key of
-// Runtime included: a confkit.Secret shows confkit.Mask, a URL's
-// password removed, and sensitive librdkafka properties masked.
+// Runtime included: a confkit.Secret shows confkit.Mask, a URL its
+// user information and query values masked (confkit.MaskURL), and
+// sensitive librdkafka properties masked.
 func (r Runtime) Redacted() map[string]any {
 	return redactStruct(reflect.ValueOf(r))
 }
@@ -33,7 +33,7 @@ func redactStruct(v reflect.Value) map[string]any {
 		case fv.Kind() == reflect.Struct:
 			out[name] = redactStruct(fv)
 		case fv.Kind() == reflect.String:
-			out[name] = redactURL(fv.String())
+			out[name] = confkit.MaskURL(fv.String())
 		case fv.Type() == reflect.TypeFor[map[string]string]():
 			if fv.Len() > 0 {
 				out[name] = MaskProperties(fv.Interface().(map[string]string))
@@ -47,26 +47,6 @@ func redactStruct(v reflect.Value) map[string]any {
 		}
 	}
 	return out
-}
-
-// redactURL returns s with the password of a URL's user info removed, or
-// the user masked when there is no password (a token as the user name, as
-// in https://TOKEN@host); a value with user info that does not parse is
-// masked whole.
-func redactURL(s string) string {
-	if !strings.Contains(s, "@") || !strings.Contains(s, "://") {
-		return s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return confkit.Mask
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); !ok {
-			u.User = url.User("xxxxx")
-		}
-	}
-	return u.Redacted()
 }
 
 // sensitiveProperties are the librdkafka settings librdkafka itself marks

@@ -22,7 +22,7 @@ func TestRedactedShowsEveryKey(t *testing.T) {
 	for path, want := range map[string]any{
 		"mode": ModeDistributed, "id": "rt-a", "shutdown_grace": "9s", "broker.data_dir": "bd", "broker.embedded_address": "",
 		"fleet.session_timeout": "7s", "fleet.lease_topic": "leases", "state.topic": "ckpt", "state.http.max_attempts": 0,
-		"state.http.url": "https://u:xxxxx@state.example/s", "state.http.api_key": confkit.Mask, "http.api_key": confkit.Mask, "http.tls_key": "",
+		"state.http.url": "https://****@state.example/s", "state.http.api_key": confkit.Mask, "http.api_key": confkit.Mask, "http.tls_key": "",
 	} {
 		var v any = red
 		for _, k := range strings.Split(path, ".") {
@@ -44,10 +44,10 @@ func TestRedactedShowsEveryKey(t *testing.T) {
 	if s := fmt.Sprint(red); strings.Contains(s, "CANARY") {
 		t.Errorf("a secret is in the view: %s", s)
 	}
-	if got := redactURL("http://u:p w@h/%zz"); got != confkit.Mask {
+	if got := confkit.MaskURL("http://u:p w@h/%zz"); got != confkit.Mask {
 		t.Errorf("a URL with user info that does not parse shows %q", got)
 	}
-	if got := redactURL("https://tok-CANARY@state.example/s"); strings.Contains(got, "CANARY") || !strings.Contains(got, "state.example/s") {
+	if got := confkit.MaskURL("https://tok-CANARY@state.example/s"); strings.Contains(got, "CANARY") || !strings.Contains(got, "state.example/s") {
 		t.Errorf("a URL with a token as its user shows %q", got)
 	}
 	// Every key of the file (every toml tag of Runtime) is in the view.

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/backoff"
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // HTTPConfig configures an HTTPStore.
@@ -34,17 +36,25 @@ type HTTPConfig struct {
 	// APIKey, when set, is sent as Authorization: Bearer. It never
 	// appears in errors or logs.
 	APIKey string
-	// Client sends the requests; nil means a client with Timeout.
+	// Client sends the requests; nil means a client with Timeout. The
+	// store follows no redirect, whatever the client's CheckRedirect.
 	Client *http.Client
 	// Logger receives one line per retried attempt; nil means none.
 	Logger *slog.Logger
 }
 
+// MaxHTTPStateSize bounds the body of a GET the HTTP store reads: a state
+// blob, or an error message.
+const MaxHTTPStateSize = 1 << 20
+
 // HTTPStore keeps blobs behind an HTTP endpoint: GET URL/KEY loads (404
 // means no state), PUT URL/KEY saves. Transport errors and 5xx, 408 and
 // 429 responses are retried with exponential back-off and jitter; every
 // Save carries an Idempotency-Key header, the same on each retry of that
-// save and new for the next one.
+// save and new for the next one. A redirect is never followed: a 3xx
+// answer is a failed load or save (a PUT redirected and replayed as a GET
+// would count a 2xx that stored nothing). Bodies are read up to
+// MaxHTTPStateSize.
 type HTTPStore struct {
 	cfg  HTTPConfig
 	base *url.URL
@@ -72,10 +82,27 @@ func NewHTTPStore(cfg HTTPConfig) (*HTTPStore, error) {
 	if cfg.MaxDelay <= 0 {
 		cfg.MaxDelay = 30 * time.Second
 	}
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	client := http.Client{Timeout: cfg.Timeout}
+	if cfg.Client != nil {
+		client = *cfg.Client
 	}
-	return &HTTPStore{cfg: cfg, base: u, shown: u.Redacted(), wait: backoff.Exponential(cfg.RetryDelay, cfg.MaxDelay)}, nil
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.Client = &client
+	shown := confkit.MaskURL(cfg.URL)
+	if cfg.APIKey != "" && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) && cfg.Logger != nil {
+		cfg.Logger.Warn("the state store's bearer token goes over plain http to a host beyond loopback, where anyone on the way can read it; use an https:// state.http.url", "url", shown)
+	}
+	return &HTTPStore{cfg: cfg, base: u, shown: shown, wait: backoff.Exponential(cfg.RetryDelay, cfg.MaxDelay)}, nil
+}
+
+// isLoopbackHost reports whether host (without port) is a loopback name
+// or address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *HTTPStore) keyURL(key string) string {
@@ -109,10 +136,15 @@ func (s *HTTPStore) Load(ctx context.Context, key string) ([]byte, error) {
 		case resp.StatusCode == http.StatusNotFound:
 			blob = nil
 			return false, nil
+		case resp.StatusCode >= 300 && resp.StatusCode < 400:
+			return false, redirectError(resp)
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
-			b, err := io.ReadAll(resp.Body)
+			b, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPStateSize+1))
 			if err != nil {
 				return true, fmt.Errorf("reading the body: %w", err)
+			}
+			if len(b) > MaxHTTPStateSize {
+				return false, fmt.Errorf("the state is larger than %d bytes, the most the store reads: is state.http.url the state service?", MaxHTTPStateSize)
 			}
 			if b == nil {
 				b = []byte{}
@@ -144,6 +176,9 @@ func (s *HTTPStore) Save(ctx context.Context, key string, blob []byte) error {
 		}
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			return false, redirectError(resp)
+		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return false, nil
 		}
@@ -199,6 +234,21 @@ func (s *HTTPStore) do(ctx context.Context, op, key string, attempt func(context
 
 func retryable(code int) bool {
 	return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
+}
+
+// redirectError is the failure of a request answered with a redirect,
+// which the store does not follow.
+func redirectError(resp *http.Response) error {
+	to := resp.Header.Get("Location")
+	if resp.Request != nil && to != "" {
+		if abs, err := resp.Request.URL.Parse(to); err == nil {
+			to = abs.String()
+		}
+	}
+	if to == "" {
+		return fmt.Errorf("HTTP %s: the state store answered with a redirect, which is never followed; set state.http.url to the address that answers", resp.Status)
+	}
+	return fmt.Errorf("HTTP %s to %s: the state store answered with a redirect, which is never followed; set state.http.url to the address that answers", resp.Status, confkit.MaskURL(to))
 }
 
 func statusError(resp *http.Response) error {

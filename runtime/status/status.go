@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // Status is a connector's lifecycle status.
@@ -88,7 +90,7 @@ func (t *Tracker) Fail(err error) {
 	if err == nil {
 		return
 	}
-	t.set(Error, err.Error())
+	t.set(Error, errorText(err))
 }
 
 // RecordError keeps err as the last error without changing the status, for
@@ -98,9 +100,13 @@ func (t *Tracker) RecordError(err error) {
 		return
 	}
 	t.mu.Lock()
-	t.lastErr, t.lastErrAt = err.Error(), time.Now().UTC()
+	t.lastErr, t.lastErrAt = errorText(err), time.Now().UTC()
 	t.mu.Unlock()
 }
+
+// errorText is err as the status shows it: every URL in it masked
+// (confkit.MaskURLs), as a client's error may quote one with a token.
+func errorText(err error) string { return confkit.MaskURLs(err.Error()) }
 
 func (t *Tracker) set(s Status, errText string) {
 	t.mu.Lock()
@@ -125,7 +131,7 @@ func (t *Tracker) ReportHealth(err error) {
 	prev := t.unhealthy
 	cur := ""
 	if err != nil {
-		cur = err.Error()
+		cur = errorText(err)
 	}
 	t.unhealthy = cur
 	clears := cur == "" && prev != "" && t.status == Error && t.lastErr == prev
