@@ -170,6 +170,9 @@ func do(t *testing.T, c *http.Client, method, url string, hdr map[string]string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as the API asks of a POST
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -110,6 +110,9 @@ type client struct {
 func (c *client) do(t *testing.T, method, path string, hdr ...string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, c.base+path, nil)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as the API asks of a POST
+	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}

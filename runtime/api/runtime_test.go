@@ -126,6 +126,9 @@ func startRuntime(t *testing.T, dir string, env map[string]string, apiKey string
 func (rt *runtimeUnderTest) do(t *testing.T, method, path string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, rt.url+path, nil)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as the API asks of a POST
+	}
 	if rt.key != "" {
 		req.Header.Set("Authorization", "Bearer "+rt.key)
 	}

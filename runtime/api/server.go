@@ -50,6 +50,9 @@ type Options struct {
 	// HTTPS. Setting only one is an error.
 	TLSCert string
 	TLSKey  string
+	// AllowedHosts are further names a request's Host may carry, besides
+	// an IP address, localhost and the host of Address (see guard).
+	AllowedHosts []string
 	// Metrics serves /metrics; nil answers 404.
 	Metrics http.Handler
 	// Logger receives the start-up line and warnings; nil means
@@ -197,7 +200,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
-	return s.auth(mux)
+	return s.guard(s.auth(mux))
 }
 
 // auth requires the API key, when one is configured, on every route but

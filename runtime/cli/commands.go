@@ -357,12 +357,13 @@ func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		return 1
 	}
 	srv, err := api.New(sup, api.Options{
-		Address: cfg.Runtime.HTTP.Address,
-		APIKey:  cfg.Runtime.HTTP.APIKey.Reveal(),
-		TLSCert: cfg.Runtime.HTTP.TLSCert,
-		TLSKey:  cfg.Runtime.HTTP.TLSKey,
-		Metrics: reg.Handler(),
-		Logger:  logger,
+		Address:      cfg.Runtime.HTTP.Address,
+		APIKey:       cfg.Runtime.HTTP.APIKey.Reveal(),
+		TLSCert:      cfg.Runtime.HTTP.TLSCert,
+		TLSKey:       cfg.Runtime.HTTP.TLSKey,
+		AllowedHosts: cfg.Runtime.HTTP.AllowedHosts,
+		Metrics:      reg.Handler(),
+		Logger:       logger,
 	})
 	if err == nil {
 		err = srv.Start()

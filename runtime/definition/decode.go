@@ -69,6 +69,7 @@ var (
 	transformsType = reflect.TypeOf([]map[string]any(nil))
 	anyMapType     = reflect.TypeOf(map[string]any(nil))
 	stringMapType  = reflect.TypeOf(map[string]string(nil))
+	stringsType    = reflect.TypeOf([]string(nil))
 	// secretType is the type of every secret of the runtime config and
 	// the definitions, masked wherever it is shown.
 	secretType = reflect.TypeOf(confkit.Secret{})
@@ -167,6 +168,9 @@ func (d *decoder) field(fv reflect.Value, f reflect.StructField, val any, inFile
 	case stringMapType:
 		d.properties(fv, val, inFile, key, envName)
 		return
+	case stringsType:
+		d.strings(fv, val, inFile, key, envName)
+		return
 	}
 	switch f.Type.Kind() {
 	case reflect.Struct:
@@ -242,6 +246,41 @@ func (d *decoder) scalarFromFile(fv reflect.Value, val any, key string, secret b
 		fv.SetBool(b)
 	}
 	d.defined[key] = true
+}
+
+// strings decodes a list of strings: an array in the file, a
+// comma-separated list or a JSON array in the environment.
+func (d *decoder) strings(fv reflect.Value, val any, inFile bool, key, envName string) {
+	var items []any
+	if s, ok := d.lookup(key, envName); ok {
+		v, err := confgen.EnvValue(envName, s, confgen.EnvList, false)
+		if err != nil {
+			d.add(key, "%v", err)
+			return
+		}
+		items = v.([]any)
+		d.fromEnv[key] = envName
+	} else if inFile {
+		l, ok := val.([]any)
+		if !ok {
+			d.add(key, "expected an array of strings, got %s", describe(val, false))
+			return
+		}
+		items = l
+	} else {
+		return
+	}
+	out := make([]string, 0, len(items))
+	for i, it := range items {
+		s, ok := it.(string)
+		if !ok {
+			d.add(fmt.Sprintf("%s[%d]", key, i), "expected a string, got %s", describe(it, false))
+			continue
+		}
+		out = append(out, s)
+	}
+	d.defined[key] = true
+	fv.Set(reflect.ValueOf(out))
 }
 
 // route decodes topic: a string is a literal, a table a rule. Env:

@@ -34,6 +34,10 @@ func redactStruct(v reflect.Value) map[string]any {
 			out[name] = redactStruct(fv)
 		case fv.Kind() == reflect.String:
 			out[name] = confkit.MaskURL(fv.String())
+		case fv.Type() == stringsType:
+			if fv.Len() > 0 {
+				out[name] = fv.Interface()
+			}
 		case fv.Type() == reflect.TypeFor[map[string]string]():
 			if fv.Len() > 0 {
 				out[name] = MaskProperties(fv.Interface().(map[string]string))

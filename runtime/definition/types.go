@@ -50,6 +50,8 @@ type HTTP struct {
 	APIKey  confkit.Secret `toml:"api_key" json:"api_key,omitempty" jsonschema:"description=Optional API key, sent as Authorization: Bearer or api-key. Secret."`
 	TLSCert string         `toml:"tls_cert" json:"tls_cert,omitempty" jsonschema:"description=PEM certificate file; with tls_key, serves HTTPS."`
 	TLSKey  string         `toml:"tls_key" json:"tls_key,omitempty" jsonschema:"description=PEM private key file."`
+	// AllowedHosts are further names the API answers to.
+	AllowedHosts []string `toml:"allowed_hosts" json:"allowed_hosts,omitempty" jsonschema:"description=Host names (or host:port) a request's Host header may carry besides an IP address and localhost and the host of address: the names the API is reached by such as a service name. A request for any other name gets 421 which keeps a web page on a rebound name (DNS rebinding) off the API."`
 }
 
 // State is where sources keep their checkpoints.

@@ -56,6 +56,8 @@ func variables(t reflect.Type, path, prefix string) []Variable {
 		case f.Type == stringMapType:
 			out = append(out, Variable{env, key, "JSON object", desc + " Merged over the file's table."},
 				Variable{env + "_{NAME}", key + ".{name}", "string", "One setting; dots in its name written as _ (linger.ms: _LINGER_MS)."})
+		case f.Type == stringsType:
+			out = append(out, Variable{env, key, "comma-separated list or JSON array", desc})
 		case f.Type == secretType:
 			out = append(out, Variable{env, key, "string", desc})
 		case f.Type.Kind() == reflect.Struct:
