@@ -136,6 +136,9 @@ func bareGroup(addr string, topics []string, n, want int) (time.Duration, error)
 			for k, v := range consumerProps {
 				cm[k] = v
 			}
+			for k, v := range fleet.ClientProperties() {
+				cm[k] = v
+			}
 			c, err := kafka.NewConsumer(&cm)
 			if err != nil {
 				errc <- err

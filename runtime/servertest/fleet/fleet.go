@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -32,10 +33,37 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
+
+// BrokerPassword is the embedded_password of every runtime New starts with
+// its own embedded broker, and the password the others (Options.Bootstrap)
+// and this package's clients log in with, as broker.User: the embedded
+// broker admits no client that does not log in.
+const BrokerPassword = "fleet-test-broker-password"
+
+// brokerProperties are the librdkafka settings of a client of such a
+// broker.
+var brokerProperties = map[string]string{
+	"security.protocol": "SASL_PLAINTEXT",
+	"sasl.mechanisms":   "SCRAM-SHA-256",
+	"sasl.username":     broker.User,
+	"sasl.password":     BrokerPassword,
+}
+
+// ClientProperties returns the librdkafka settings of a client of a broker
+// that StartBroker started (besides bootstrap.servers): the login.
+func ClientProperties() map[string]string { return maps.Clone(brokerProperties) }
+
+// newClient is a franz-go client of the broker at addr, logged in.
+func newClient(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
+		kgo.SASL(scram.Auth{User: broker.User, Pass: BrokerPassword}.AsSha256Mechanism())}, opts...)...)
+}
 
 // FreeAddr returns a 127.0.0.1 address with a free port.
 func FreeAddr(t testing.TB) string {
@@ -110,9 +138,15 @@ func New(t testing.TB, bin string, o Options) *Runtime {
 		fmt.Fprintf(&b, "bootstrap_servers = %q\n", o.Bootstrap)
 	} else {
 		r.Addr = FreeAddr(t)
-		fmt.Fprintf(&b, "embedded_address = %q\ndata_dir = \"broker-data\"\n", r.Addr)
+		fmt.Fprintf(&b, "embedded_address = %q\ndata_dir = \"broker-data\"\nembedded_password = %q\n", r.Addr, BrokerPassword)
 	}
-	fmt.Fprintf(&b, "[broker.properties]\n\"topic.metadata.refresh.interval.ms\" = \"1000\"\n[http]\naddress = %q\n[log]\nformat = \"json\"\n%s\n", r.API, o.Extra)
+	b.WriteString("[broker.properties]\n\"topic.metadata.refresh.interval.ms\" = \"1000\"\n")
+	if o.Bootstrap != "" {
+		for _, k := range slices.Sorted(maps.Keys(brokerProperties)) {
+			fmt.Fprintf(&b, "%q = %q\n", k, brokerProperties[k])
+		}
+	}
+	fmt.Fprintf(&b, "[http]\naddress = %q\n[log]\nformat = \"json\"\n%s\n", r.API, o.Extra)
 	if !strings.Contains(o.Extra, "[state]") {
 		b.WriteString("[state]\npath = \"state\"\n")
 	}
@@ -336,7 +370,7 @@ type Producer struct {
 // Halt.
 func StartProducer(t testing.TB, addr string, topics []string, chunk int, every time.Duration) *Producer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
+	cl, err := newClient(addr, kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +431,7 @@ func (p *Producer) Halt() map[string]int64 {
 
 // Committed returns a group's committed offsets by topic (partition 0).
 func Committed(addr, group string) (map[string]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := newClient(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -547,8 +581,12 @@ func nameRange(key string) (first, last int64, ok bool) {
 // what a transaction aborted, or a fenced producer wrote, is not there.
 func ReadCommitted(t testing.TB, addr, topic string) [][]byte {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fleet-reader", "isolation.level": "read_committed",
-		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true})
+	conf := kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fleet-reader", "isolation.level": "read_committed",
+		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true}
+	for k, v := range brokerProperties {
+		conf[k] = v
+	}
+	c, err := kafka.NewConsumer(&conf)
 	if err != nil {
 		t.Fatal(err)
 	}
