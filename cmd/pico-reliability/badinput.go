@@ -325,6 +325,9 @@ func (s *suite) badInput() {
 
 	runs := []badRun{
 		{"checkpoints injected into a source's state topic", s.injectedCheckpoint},
+		{"a stranger deletes a topic and commits offsets on the embedded broker", s.strangerOnEmbeddedBroker},
+		{"a web page's cross-site POST and rebound Host to the API", s.browserRequests},
+		{"a state store that answers 302", s.redirectingStateStore},
 	}
 	s.inject("%d bad inputs to running runtimes", len(runs))
 	failed = 0
