@@ -35,9 +35,7 @@ func redactStruct(v reflect.Value) map[string]any {
 		case fv.Kind() == reflect.String:
 			out[name] = confkit.MaskURL(fv.String())
 		case fv.Type() == stringsType:
-			if fv.Len() > 0 {
-				out[name] = fv.Interface()
-			}
+			out[name] = append([]string{}, fv.Interface().([]string)...)
 		case fv.Type() == reflect.TypeFor[map[string]string]():
 			if fv.Len() > 0 {
 				out[name] = MaskProperties(fv.Interface().(map[string]string))

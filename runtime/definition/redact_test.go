@@ -84,13 +84,13 @@ func TestRedactedShowsEveryKey(t *testing.T) {
 }
 
 // TestRedactedMasksWhatItCannotShow: a field of a kind the view does not
-// know (a slice) is masked, not shown raw.
+// know (a map of lists) is masked, not shown raw.
 func TestRedactedMasksWhatItCannotShow(t *testing.T) {
 	type future struct {
-		Hosts []string `toml:"hosts"`
-		Port  int      `toml:"port"`
+		Hosts map[string][]string `toml:"hosts"`
+		Port  int                 `toml:"port"`
 	}
-	got := redactStruct(reflect.ValueOf(future{Hosts: []string{"h-CANARY"}, Port: 9}))
+	got := redactStruct(reflect.ValueOf(future{Hosts: map[string][]string{"a": {"h-CANARY"}}, Port: 9}))
 	if got["hosts"] != confkit.Mask || got["port"] != 9 {
 		t.Errorf("view = %v; want hosts masked and port shown", got)
 	}
