@@ -48,7 +48,7 @@ func pgDefaultReader() string {
 // the slot "pristine" was created, so every pass re-reads the same WAL
 // from a copy of it.
 func (b *bench) startPG() string {
-	srv, err := pgtest.Launch()
+	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		b.must(fmt.Errorf("%v", err))
 	}

@@ -25,7 +25,7 @@ type pgEnv struct {
 }
 
 func (s *suite) startPG(db string) *pgEnv {
-	srv, err := pgtest.Launch()
+	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		mustf("%v", err)
 	}

@@ -22,7 +22,7 @@ import (
 // must deliver in every interval, and once the writers stop every row must
 // be on its topic exactly once.
 func (s *suite) soakPG() {
-	srv, err := pgtest.Launch()
+	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		mustf("%v", err)
 	}

@@ -3,8 +3,13 @@
 // runtimebin), a broker in its own process (a runtime with a persistent
 // embedded broker and no connectors, which outlives every runtime the
 // caller kills), an S3 sink definition, a producer that counts what the
-// broker acknowledged, and an audit of the bucket. Every helper takes a
-// testing.TB, so programs use it through package standalone.
+// broker acknowledged, and an audit of the bucket.
+//
+// Every helper returns its errors, for programs (pico-reliability,
+// pico-bench); the forms that take a testing.TB (New, StartBroker,
+// Runtime.Start, StartProducer, WaitCommitted, WaitOwner, AuditS3,
+// ReadCommitted, CountField, Checkpoints) call them and fail the test on
+// an error.
 package fleet
 
 import (
@@ -35,17 +40,17 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/runtime/status"
 )
 
-// FreeAddr returns a 127.0.0.1 address with a free port.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
+// freeAddr returns a 127.0.0.1 address with a free port.
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // Options describe one runtime's folder.
@@ -79,7 +84,7 @@ type Runtime struct {
 	// empty.
 	Addr string
 
-	t    testing.TB
+	t    testing.TB // set by New, for Start
 	bin  string
 	env  []string
 	mu   sync.Mutex
@@ -89,14 +94,17 @@ type Runtime struct {
 	done chan struct{}
 }
 
-// New writes the folder; Start runs it. The process is killed at cleanup.
-func New(t testing.TB, bin string, o Options) *Runtime {
-	t.Helper()
-	dir := t.TempDir()
+// NewRuntime writes the folder of a runtime into dir, which must exist;
+// Run runs it. The caller kills it when done.
+func NewRuntime(dir, bin string, o Options) (*Runtime, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "connectors"), 0o755); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	r := &Runtime{Dir: dir, API: FreeAddr(t), ID: o.ID, t: t, bin: bin, env: o.Env}
+	api, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{Dir: dir, API: api, ID: o.ID, bin: bin, env: o.Env}
 	var b strings.Builder
 	b.WriteString("shutdown_grace = \"30s\"\n")
 	if o.Top != "" {
@@ -109,27 +117,52 @@ func New(t testing.TB, bin string, o Options) *Runtime {
 	if o.Bootstrap != "" {
 		fmt.Fprintf(&b, "bootstrap_servers = %q\n", o.Bootstrap)
 	} else {
-		r.Addr = FreeAddr(t)
-		fmt.Fprintf(&b, "embedded_address = %q\ndata_dir = \"broker-data\"\n", r.Addr)
+		// The embedded broker keeps its data in broker-data, the default
+		// of broker.data_dir, beside runtime.toml.
+		if r.Addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "embedded_address = %q\n", r.Addr)
 	}
 	fmt.Fprintf(&b, "[broker.properties]\n\"topic.metadata.refresh.interval.ms\" = \"1000\"\n[http]\naddress = %q\n[log]\nformat = \"json\"\n%s\n", r.API, o.Extra)
 	if !strings.Contains(o.Extra, "[state]") {
 		b.WriteString("[state]\npath = \"state\"\n")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for name, body := range o.Defs {
 		if err := os.WriteFile(filepath.Join(dir, "connectors", name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
+	return r, nil
+}
+
+// New is NewRuntime for a test, in a folder of t.TempDir; Start runs it.
+// The process is killed at cleanup.
+func New(t testing.TB, bin string, o Options) *Runtime {
+	t.Helper()
+	r, err := NewRuntime(t.TempDir(), bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.t = t
 	t.Cleanup(r.Kill)
 	return r
 }
 
-// StartBroker starts a runtime with no connectors whose embedded broker
-// keeps its data in its folder, and returns it; Addr is the broker.
+// NewBroker starts, in dir, a runtime with no connectors whose embedded
+// broker keeps its data in its folder, and returns it; Addr is the broker.
+func NewBroker(dir, bin string) (*Runtime, error) {
+	b, err := NewRuntime(dir, bin, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return b, b.Run()
+}
+
+// StartBroker is NewBroker for a test, killed at cleanup.
 func StartBroker(t testing.TB, bin string) *Runtime {
 	t.Helper()
 	b := New(t, bin, Options{})
@@ -137,15 +170,14 @@ func StartBroker(t testing.TB, bin string) *Runtime {
 	return b
 }
 
-// Start runs the process and waits until GET /health answers.
-func (r *Runtime) Start() {
-	r.t.Helper()
+// Run runs the process and waits until GET /health answers.
+func (r *Runtime) Run() error {
 	cmd := exec.Command(r.bin, "run", "--config", filepath.Join(r.Dir, "runtime.toml"))
 	cmd.Env = append(os.Environ(), r.env...)
 	out := &runtimebin.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
+		return err
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -161,16 +193,37 @@ func (r *Runtime) Start() {
 		resp, err := c.Get("http://" + r.API + "/health")
 		if err == nil {
 			resp.Body.Close()
-			return
+			return nil
 		}
 		if !r.Alive() {
-			r.t.Fatalf("pico-connectors (%s) exited at start: %s\n%s", r.Dir, cmd.ProcessState, r.Tail())
+			return fmt.Errorf("pico-connectors (%s) exited at start: %s\n%s", r.Dir, cmd.ProcessState, r.Tail())
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("pico-connectors API %s not up after 60 s\n%s", r.API, r.Tail())
+			return fmt.Errorf("pico-connectors API %s not up after 60 s\n%s", r.API, r.Tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Start is Run for a runtime made by New: an error fails its test.
+func (r *Runtime) Start() {
+	if r.t == nil {
+		panic("fleet: Start is for a runtime made by New(t, ...); call Run")
+	}
+	r.t.Helper()
+	if err := r.Run(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// PID is the id of the running process (0 before Run).
+func (r *Runtime) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil || r.cmd.Process == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
 }
 
 // Alive reports whether the process runs (a stopped one counts).
@@ -262,14 +315,9 @@ func (r *Runtime) Term(limit time.Duration) error {
 
 // Entry is what GET /sources/{key} and /sinks/{key} return.
 type Entry struct {
-	Status    string `json:"status"`
-	LastError string `json:"last_error"`
-	Counters  struct {
-		Produced   int64 `json:"records_produced"`
-		Consumed   int64 `json:"records_consumed"`
-		Committed  int64 `json:"records_committed"`
-		StateSaves int64 `json:"state_saves"`
-	} `json:"counters"`
+	Status    string         `json:"status"`
+	LastError string         `json:"last_error"`
+	Counters  status.Figures `json:"counters"`
 	Placement struct {
 		Owner      string   `json:"owner"`
 		Partitions []string `json:"partitions"`
@@ -290,6 +338,22 @@ func (r *Runtime) Entry(kind, key string) (Entry, error) {
 		return e, fmt.Errorf("GET /%ss/%s: %s", kind, key, resp.Status)
 	}
 	return e, json.NewDecoder(resp.Body).Decode(&e)
+}
+
+// WaitEntry reads Entry until cond holds for it, for up to limit, and
+// returns the last entry read and whether cond held.
+func (r *Runtime) WaitEntry(kind, key string, limit time.Duration, cond func(Entry) bool) (Entry, bool) {
+	deadline := time.Now().Add(limit)
+	var e Entry
+	for time.Now().Before(deadline) {
+		var err error
+		e, err = r.Entry(kind, key)
+		if err == nil && cond(e) {
+			return e, true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return e, false
 }
 
 // S3SinkDef is an S3 sink definition (delivery = "exactly_once", JSON
@@ -332,13 +396,12 @@ type Producer struct {
 	acked map[string]*atomic.Int64
 }
 
-// StartProducer writes chunk records to each topic every interval until
+// NewProducer writes chunk records to each topic every interval until
 // Halt.
-func StartProducer(t testing.TB, addr string, topics []string, chunk int, every time.Duration) *Producer {
-	t.Helper()
+func NewProducer(addr string, topics []string, chunk int, every time.Duration) (*Producer, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &Producer{cl: cl, stop: make(chan struct{}), acked: map[string]*atomic.Int64{}}
 	for _, topic := range topics {
@@ -370,6 +433,16 @@ func StartProducer(t testing.TB, addr string, topics []string, chunk int, every 
 				}
 			}
 		}()
+	}
+	return p, nil
+}
+
+// StartProducer is NewProducer for a test: an error fails t.
+func StartProducer(t testing.TB, addr string, topics []string, chunk int, every time.Duration) *Producer {
+	t.Helper()
+	p, err := NewProducer(addr, topics, chunk, every)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }
@@ -417,10 +490,10 @@ func Committed(addr, group string) (map[string]int64, error) {
 	return out, nil
 }
 
-// WaitCommitted waits until the group's commit of every topic in want is at
-// least its value; it fails t after limit with what is behind.
-func WaitCommitted(t testing.TB, addr, group string, want map[string]int64, limit time.Duration) {
-	t.Helper()
+// AwaitCommitted waits until the group's commit of every topic in want is
+// at least its value; after limit it returns an error naming what is
+// behind.
+func AwaitCommitted(addr, group string, want map[string]int64, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		got, err := Committed(addr, group)
@@ -431,12 +504,20 @@ func WaitCommitted(t testing.TB, addr, group string, want map[string]int64, limi
 			}
 		}
 		if len(behind) == 0 {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("group %s after %s: commits behind %v (err %v)", group, limit, behind, err)
+			return fmt.Errorf("group %s after %s: commits behind %v (err %v)", group, limit, behind, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitCommitted is AwaitCommitted for a test: an error fails t.
+func WaitCommitted(t testing.TB, addr, group string, want map[string]int64, limit time.Duration) {
+	t.Helper()
+	if err := AwaitCommitted(addr, group, want, limit); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -459,18 +540,18 @@ func (a Audit) String() string {
 		a.Records, a.Objects, a.Missing, a.Twice, a.Markers, a.Problems)
 }
 
-// AuditS3 reads every object under prefix/<topic>/ and checks that each
-// offset below ends[topic] is in exactly one (from each JSON line's offset
-// metadata).
-func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]int64) Audit {
-	t.Helper()
+// AuditBucket reads every object under prefix/<topic>/ and checks that
+// each offset below ends[topic] is in exactly one (from each JSON line's
+// offset metadata). It returns an error when the bucket cannot be read or
+// holds a line without offset metadata.
+func AuditBucket(srv *s3test.Server, prefix string, ends map[string]int64) (Audit, error) {
 	var a Audit
 	for topic, end := range ends {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		objs, err := srv.List(ctx, prefix+"/"+topic+"/")
 		cancel()
 		if err != nil {
-			t.Fatalf("list %s/%s/: %v", prefix, topic, err)
+			return a, fmt.Errorf("list %s/%s/: %v", prefix, topic, err)
 		}
 		seen := map[int64]int{}
 		in := map[int64][]string{} // offset -> objects, kept for the first problems
@@ -484,7 +565,7 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 			body, err := srv.Get(ctx, o.Key)
 			cancel()
 			if err != nil {
-				t.Fatalf("get %s: %v", o.Key, err)
+				return a, fmt.Errorf("get %s: %v", o.Key, err)
 			}
 			sc := bufio.NewScanner(bytes.NewReader(body))
 			sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -493,7 +574,7 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 					Offset *int64 `json:"offset"`
 				}
 				if json.Unmarshal(sc.Bytes(), &l) != nil || l.Offset == nil {
-					t.Fatalf("object %s: line without offset metadata: %.100q", o.Key, sc.Bytes())
+					return a, fmt.Errorf("object %s: line without offset metadata: %.100q", o.Key, sc.Bytes())
 				}
 				seen[*l.Offset]++
 				if len(in[*l.Offset]) < 4 {
@@ -527,6 +608,16 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 		a.Missing += missing
 		a.Twice += twice
 	}
+	return a, nil
+}
+
+// AuditS3 is AuditBucket for a test: an error fails t.
+func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]int64) Audit {
+	t.Helper()
+	a, err := AuditBucket(srv, prefix, ends)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return a
 }
 
@@ -542,19 +633,18 @@ func nameRange(key string) (first, last int64, ok bool) {
 	return f, l, err1 == nil && err2 == nil
 }
 
-// ReadCommitted returns the values of every committed record of partition 0
+// ReadTopic returns the values of every committed record of partition 0
 // of topic, in offset order, read with isolation.level = read_committed:
 // what a transaction aborted, or a fenced producer wrote, is not there.
-func ReadCommitted(t testing.TB, addr, topic string) [][]byte {
-	t.Helper()
+func ReadTopic(addr, topic string) ([][]byte, error) {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "fleet-reader", "isolation.level": "read_committed",
 		"enable.partition.eof": true, "enable.auto.commit": false, "go.logs.channel.enable": true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer c.Close()
 	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var out [][]byte
 	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); {
@@ -562,11 +652,20 @@ func ReadCommitted(t testing.TB, addr, topic string) [][]byte {
 		case *kafka.Message:
 			out = append(out, e.Value)
 		case kafka.PartitionEOF:
-			return out
+			return out, nil
 		}
 	}
-	t.Fatalf("read %s: no end after 120 s (%d records)", topic, len(out))
-	return nil
+	return nil, fmt.Errorf("read %s: no end after 120 s (%d records)", topic, len(out))
+}
+
+// ReadCommitted is ReadTopic for a test: an error fails t.
+func ReadCommitted(t testing.TB, addr, topic string) [][]byte {
+	t.Helper()
+	out, err := ReadTopic(addr, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // PGWriter inserts rows (id, note) with increasing ids into a table in
@@ -649,14 +748,13 @@ func Owner(rts []*Runtime, key string, skip ...*Runtime) *Runtime {
 	return nil
 }
 
-// WaitOwner waits up to limit for Owner to find one, and fails t with what
-// each runtime shows when none does.
-func WaitOwner(t testing.TB, rts []*Runtime, key string, limit time.Duration, skip ...*Runtime) *Runtime {
-	t.Helper()
+// AwaitOwner waits up to limit for Owner to find one, and returns an
+// error with what each runtime shows when none does.
+func AwaitOwner(rts []*Runtime, key string, limit time.Duration, skip ...*Runtime) (*Runtime, error) {
 	deadline := time.Now().Add(limit)
 	for {
 		if r := Owner(rts, key, skip...); r != nil {
-			return r
+			return r, nil
 		}
 		if time.Now().After(deadline) {
 			var views []string
@@ -664,19 +762,44 @@ func WaitOwner(t testing.TB, rts []*Runtime, key string, limit time.Duration, sk
 				en, err := r.Entry("source", key)
 				views = append(views, fmt.Sprintf("%s alive=%v: %s owner=%q err=%v %s", r.ID, r.Alive(), en.Status, en.Placement.Owner, err, en.LastError))
 			}
-			t.Fatalf("no runtime runs source %s after %s: %v", key, limit, views)
+			return nil, fmt.Errorf("no runtime runs source %s after %s: %v", key, limit, views)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// Checkpoints reads the committed checkpoints of source key from the
+// WaitOwner is AwaitOwner for a test: an error fails t.
+func WaitOwner(t testing.TB, rts []*Runtime, key string, limit time.Duration, skip ...*Runtime) *Runtime {
+	t.Helper()
+	r, err := AwaitOwner(rts, key, limit, skip...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// ReadCheckpoints reads the committed checkpoints of source key from the
 // broker state store (topic pico-connectors.state.KEY, read_committed) and
 // checks, with pos giving each one's position, that they never go
-// backwards. It returns them, and an error naming the first that does.
+// backwards. It returns them, and an error naming the first that does, or
+// saying why they could not be read.
+func ReadCheckpoints(addr, key string, pos func(blob []byte) (uint64, error)) ([][]byte, error) {
+	cps, err := ReadTopic(addr, "pico-connectors.state."+key)
+	if err != nil {
+		return nil, err
+	}
+	return inOrder(key, cps, pos)
+}
+
+// Checkpoints is ReadCheckpoints for a test: failing to read them fails t;
+// checkpoints going backwards is the error returned.
 func Checkpoints(t testing.TB, addr, key string, pos func(blob []byte) (uint64, error)) ([][]byte, error) {
 	t.Helper()
-	cps := ReadCommitted(t, addr, "pico-connectors.state."+key)
+	return inOrder(key, ReadCommitted(t, addr, "pico-connectors.state."+key), pos)
+}
+
+// inOrder checks that the checkpoints cps of source key never go backwards.
+func inOrder(key string, cps [][]byte, pos func(blob []byte) (uint64, error)) ([][]byte, error) {
 	if len(cps) == 0 {
 		return nil, fmt.Errorf("source %s: no checkpoint committed", key)
 	}
@@ -727,18 +850,31 @@ func CDCPos(blob []byte) (uint64, error) {
 	return hi<<32 | lo, nil
 }
 
-// CountField reads topic (read_committed) and counts how often each value
-// of the integer JSON field appears; a record without it fails t.
-func CountField(t testing.TB, addr, topic, field string) map[int64]int {
-	t.Helper()
+// CountValues reads topic (read_committed) and counts how often each value
+// of the integer JSON field appears; a record without it is an error.
+func CountValues(addr, topic, field string) (map[int64]int, error) {
+	values, err := ReadTopic(addr, topic)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[int64]int{}
-	for _, v := range ReadCommitted(t, addr, topic) {
+	for _, v := range values {
 		var r map[string]json.RawMessage
 		var n int64
 		if json.Unmarshal(v, &r) != nil || json.Unmarshal(r[field], &n) != nil {
-			t.Fatalf("%s: record without an integer %q: %.100q", topic, field, v)
+			return nil, fmt.Errorf("%s: record without an integer %q: %.100q", topic, field, v)
 		}
 		seen[n]++
+	}
+	return seen, nil
+}
+
+// CountField is CountValues for a test: an error fails t.
+func CountField(t testing.TB, addr, topic, field string) map[int64]int {
+	t.Helper()
+	seen, err := CountValues(addr, topic, field)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return seen
 }
