@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,8 +22,10 @@ import (
 // its owner is SIGKILLed, against the session timeout.
 func (b *bench) fleetRows() []row {
 	srv := b.startS3()
-	bin := runtimebin.Build(b.h)
-	br := fleet.StartBroker(b.h, bin)
+	bin, err := runtimebin.Compile()
+	b.must(err)
+	br, err := fleet.NewBroker(b.tempDir(""), bin)
+	b.must(err)
 	defer br.Kill()
 	const perTopic, size = 100_000, 100
 	var topics []string
@@ -43,17 +46,19 @@ func (b *bench) fleetRows() []row {
 		key := fmt.Sprintf("fleet_bench_%d", n)
 		var rts []*fleet.Runtime
 		for i := range n {
-			rts = append(rts, fleet.New(b.h, bin, fleet.Options{Bootstrap: br.Addr, ID: fmt.Sprintf("bench-%d-%d", n, i),
+			rts = append(rts, b.runtime(bin, fleet.Options{Bootstrap: br.Addr, ID: fmt.Sprintf("bench-%d-%d", n, i),
 				Defs: map[string]string{"s3.toml": fleet.S3SinkDef(key, `fleetbench\.[0-7]`, srv, 10_000, `"fetch.queue.backoff.ms" = "10"`, "")}}))
 		}
 		t0 := time.Now()
 		var wg sync.WaitGroup
-		for _, r := range rts {
+		errs := make([]error, len(rts))
+		for i, r := range rts {
 			wg.Add(1)
-			go func() { defer wg.Done(); r.Start() }()
+			go func() { defer wg.Done(); errs[i] = r.Run() }()
 		}
 		wg.Wait()
-		fleet.WaitCommitted(b.h, br.Addr, "pico-connectors-"+key, ends, 5*time.Minute)
+		b.must(errors.Join(errs...))
+		b.must(fleet.AwaitCommitted(br.Addr, "pico-connectors-"+key, ends, 5*time.Minute))
 		sinkT := time.Since(t0)
 		for _, r := range rts {
 			b.must(r.Term(60 * time.Second))
@@ -70,7 +75,7 @@ func (b *bench) fleetRows() []row {
 	const session = 6 * time.Second
 	var rts []*fleet.Runtime
 	for i := range 3 {
-		rts = append(rts, fleet.New(b.h, bin, fleet.Options{Bootstrap: br.Addr, ID: fmt.Sprintf("fo-%d", i), Top: `mode = "distributed"`,
+		rts = append(rts, b.runtime(bin, fleet.Options{Bootstrap: br.Addr, ID: fmt.Sprintf("fo-%d", i), Top: `mode = "distributed"`,
 			Extra: fmt.Sprintf("[fleet]\nsession_timeout = %q\n[state]\nstorage = \"broker\"\n", session.String()),
 			Defs: map[string]string{"rnd.toml": `type = "source"
 key = "fo_rnd"
@@ -85,19 +90,21 @@ payload_size = "64B"
 `}}))
 	}
 	for _, r := range rts {
-		r.Start()
+		b.must(r.Run())
 	}
 	var takeovers []time.Duration
 	const kills = 5
 	for i := range kills {
-		victim := fleet.WaitOwner(b.h, rts, "fo_rnd", 60*time.Second)
+		victim, err := fleet.AwaitOwner(rts, "fo_rnd", 60*time.Second)
+		b.must(err)
 		t0 := time.Now()
 		victim.Kill()
-		next := fleet.WaitOwner(b.h, rts, "fo_rnd", session+60*time.Second, victim)
+		next, err := fleet.AwaitOwner(rts, "fo_rnd", session+60*time.Second, victim)
+		b.must(err)
 		d := time.Since(t0)
 		takeovers = append(takeovers, d)
 		b.logf("fleet: SIGKILL %d/%d of %s: taken over by %s in %s", i+1, kills, victim.ID, next.ID, d.Round(10*time.Millisecond))
-		victim.Start()
+		b.must(victim.Run())
 	}
 	for _, r := range rts {
 		r.Kill()
@@ -112,6 +119,15 @@ payload_size = "64B"
 			BaseName: "fleet.session_timeout", BaseValue: float64(session.Milliseconds()), BaseUnit: "ms", Ratio: worst.Seconds() / session.Seconds(),
 			Note: fmt.Sprintf("of the same %d kills", kills)})
 	return rows
+}
+
+// runtime writes the folder of a runtime of bin described by o, killed
+// when the bench ends.
+func (b *bench) runtime(bin string, o fleet.Options) *fleet.Runtime {
+	r, err := fleet.NewRuntime(b.tempDir(""), bin, o)
+	b.must(err)
+	b.cleanup(r.Kill)
+	return r
 }
 
 // bareGroup reads want records from topics with n bare confluent-kafka-go
@@ -136,7 +152,7 @@ func bareGroup(addr string, topics []string, n, want int) (time.Duration, error)
 			for k, v := range consumerProps {
 				cm[k] = v
 			}
-			for k, v := range fleet.ClientProperties() {
+			for k, v := range fleet.ClientProperties(addr) {
 				cm[k] = v
 			}
 			c, err := kafka.NewConsumer(&cm)

@@ -29,10 +29,10 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	// Links the connectors into the registry the benchmarks build them from.
 	_ "github.com/picomq/pico-connectors/generated/registry"
@@ -88,8 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	b := &bench{h: standalone.New("pico-bench"), start: time.Now(), progress: stderr, load: loadAverage()}
-	defer b.h.Close()
+	b := &bench{start: time.Now(), progress: stderr, load: loadAverage()}
+	defer b.close()
 	// The groups that run the runtime as a process share one build of it.
 	defer runtimebin.Remove()
 	b.logf("load average at start: %s (ratios are honest only on an idle machine: a loaded one slows the baseline too)", b.load)
@@ -100,8 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return
 		}
 		b.logf("== %s", name)
-		var got []row
-		if err := standalone.Catch(func() { got = f() }); err != nil {
+		got, err := catch(f)
+		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
 			b.logf("%s failed: %v", name, err)
 			return
@@ -147,10 +147,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // bench holds what the groups share.
 type bench struct {
-	h        *standalone.TB
 	start    time.Time
 	progress io.Writer
 	load     string // /proc/loadavg's 1, 5 and 15 minute figures when the run began
+
+	mu       sync.Mutex
+	cleanups []func() // run at the end, last first
 }
 
 // loadAverage returns the 1, 5 and 15 minute load averages, or "unknown".
@@ -166,10 +168,58 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.progress, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
+// stop is what must panics with to end the group running; catch turns it
+// into the group's error.
+type stop struct{ err error }
+
+// must ends the group running on an error.
 func (b *bench) must(err error) {
 	if err != nil {
-		standalone.Fail(err.Error())
+		panic(stop{err})
 	}
+}
+
+// catch runs the group f and returns its rows, or the error that ended it
+// through must; any other panic goes on.
+func catch(f func() []row) (rows []row, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, ok := r.(stop)
+			if !ok {
+				panic(r)
+			}
+			rows, err = nil, st.err
+		}
+	}()
+	return f(), nil
+}
+
+// cleanup registers f to run when the bench ends, before the functions
+// registered earlier.
+func (b *bench) cleanup(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cleanups = append(b.cleanups, f)
+}
+
+// close runs the cleanups, the last registered first.
+func (b *bench) close() {
+	b.mu.Lock()
+	cs := b.cleanups
+	b.cleanups = nil
+	b.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// tempDir returns a new folder in parent (the system's temporary folder
+// when ""), removed when the bench ends.
+func (b *bench) tempDir(parent string) string {
+	d, err := os.MkdirTemp(parent, "pico-bench-")
+	b.must(err)
+	b.cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // ctx returns a context bounded by d.

@@ -48,12 +48,12 @@ func pgDefaultReader() string {
 // the slot "pristine" was created, so every pass re-reads the same WAL
 // from a copy of it.
 func (b *bench) startPG() string {
-	srv, err := pgtest.Launch()
+	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		b.must(fmt.Errorf("%v", err))
 	}
 	b.must(err)
-	b.h.Cleanup(srv.Close)
+	b.cleanup(srv.Close)
 	b.must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE bench"))
 	dsn := srv.DSNFor("postgres", "bench")
 	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);
@@ -259,8 +259,9 @@ func (b *bench) pgRows() []row {
 // RSS (VmHWM) once every row is on the topic.
 func (b *bench) pgRSS(dsn string, br *broker.Broker, reader string) row {
 	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE big (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text)`))
-	bin := runtimebin.Build(b.h)
-	dir := b.h.TempDir()
+	bin, err := runtimebin.Compile()
+	b.must(err)
+	dir := b.tempDir("")
 	b.must(os.MkdirAll(filepath.Join(dir, "connectors"), 0o755))
 	api := freeAddr()
 	const topic = "pg.rss"

@@ -100,7 +100,7 @@ func (b *bench) runLoop(br *broker.Broker, src sdk.Source, topic string, batch, 
 func (b *bench) randomRows() []row {
 	return []row{
 		b.randomRow("in-memory broker", broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true}),
-		b.randomRow("persistent broker", broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, DataDir: b.h.TempDir()}),
+		b.randomRow("persistent broker", broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, DataDir: b.tempDir("")}),
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,7 +21,6 @@ import (
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 	"github.com/picomq/pico-connectors/runtime/sinkloop"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
@@ -132,14 +130,15 @@ func newS3Sink(srv s3Target, extra map[string]any) (sdk.Sink, error) {
 // round ran at half the rate of one before it), so the rows measured the
 // disk's state rather than the sink.
 func (b *bench) startS3() *s3test.Server {
-	var srv *s3test.Server
-	var h testing.TB = b.h
+	parent := ""
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		h = shmTB{b.h}
+		parent = "/dev/shm"
 	}
-	if err := standalone.Catch(func() { srv = s3test.Start(h) }); err != nil {
+	srv, err := s3test.New(b.tempDir(parent))
+	if err != nil {
 		b.must(fmt.Errorf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw))
 	}
+	b.cleanup(srv.Close)
 	return srv
 }
 
@@ -149,19 +148,6 @@ func storeOf(srv *s3test.Server) string {
 		return "tmpfs"
 	}
 	return "disk"
-}
-
-// shmTB is a standalone.TB whose temporary folders are in /dev/shm.
-type shmTB struct{ *standalone.TB }
-
-// TempDir returns a new folder in /dev/shm, removed at the bench's end.
-func (h shmTB) TempDir() string {
-	d, err := os.MkdirTemp("/dev/shm", "pico-bench-")
-	if err != nil {
-		return h.TB.TempDir()
-	}
-	h.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 // sinkRun is the function sinkRun; an error ends the bench.

@@ -103,7 +103,7 @@ func (s *suite) newCounter() *counter {
 			conn.Close()
 		}
 	}()
-	s.h.Cleanup(func() { l.Close() })
+	s.cleanup(func() { l.Close() })
 	return c
 }
 
@@ -350,21 +350,21 @@ func (s *suite) badInput() {
 func (s *suite) injectedCheckpoint() string {
 	const topic, key, evil = "bad.injected", "numbers", 900_000_000
 	// A broker of its own, which stays up while the runtime is stopped.
-	addr := s.startBroker("127.0.0.1:0", s.h.TempDir()).addr
+	addr := s.startBroker("127.0.0.1:0", s.tempDir()).addr
 	r := s.newRT(addr, "[state]\nstorage = \"broker\"\nsigning_key = \"0123456789abcdef0123456789abcdef\"\n",
 		map[string]string{"numbers.toml": randomDef(key, topic, 10, "20ms")})
-	r.start()
+	must(r.Run())
 	before := s.waitEnd(r, addr, topic, 50, 60*time.Second)
-	if err := r.term(30 * time.Second); err != nil {
+	if err := r.Term(30 * time.Second); err != nil {
 		return fmt.Sprintf("first stop: %v", err)
 	}
 	payload := []byte(fmt.Sprintf(`{"next_seq":%d}`, evil))
 	if err := produceKeyed(addr, "pico-connectors.state."+key, [][2][]byte{{[]byte("attacker"), payload}, {[]byte(key), payload}}); err != nil {
 		return fmt.Sprintf("inject: %v", err)
 	}
-	r.start()
+	must(r.Run())
 	s.waitEnd(r, addr, topic, before+50, 60*time.Second)
-	if err := r.term(30 * time.Second); err != nil {
+	if err := r.Term(30 * time.Second); err != nil {
 		return fmt.Sprintf("second stop: %v", err)
 	}
 	recs, err := readTopic(addr, topic)
@@ -379,8 +379,8 @@ func (s *suite) injectedCheckpoint() string {
 			return fmt.Sprintf("the source resumed from the injected checkpoint: seq %d at offset %d", p.Seq, rec.Offset)
 		}
 	}
-	if !strings.Contains(r.out.String(), "skipped records that are not this source's checkpoints") {
-		return "the runtime did not log the skipped records:\n" + tail(r.out.String())
+	if !strings.Contains(r.Output(), "skipped records that are not this source's checkpoints") {
+		return "the runtime did not log the skipped records:\n" + r.Tail()
 	}
 	return ""
 }
@@ -416,7 +416,7 @@ func indent(s string) string {
 // validate writes a config folder and runs pico-connectors validate with
 // only env (plus PATH and HOME) in the environment.
 func (s *suite) validate(runtimeCfg string, files map[string]string, env []string) (string, int) {
-	dir := s.h.TempDir()
+	dir := s.tempDir()
 	must(os.MkdirAll(filepath.Join(dir, "connectors"), 0o755))
 	must(os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(runtimeCfg), 0o644))
 	for name, body := range files {

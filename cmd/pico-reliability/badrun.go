@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
 // strangerOnEmbeddedBroker runs the random source on the runtime's own
@@ -19,12 +21,13 @@ import (
 func (s *suite) strangerOnEmbeddedBroker() string {
 	const topic = "bad.stranger"
 	r := s.newRT("", "", map[string]string{"numbers.toml": randomDef("numbers", topic, 10, "20ms")})
-	addr := embeddedAddr(r.dir)
-	r.start()
-	defer r.term(30 * time.Second)
-	if _, ok := r.waitStatus("source", "numbers", 60*time.Second, func(e entry) bool { return e.Counters.Produced > 0 }); !ok {
-		return "the source produced nothing:\n" + tail(r.out.String())
+	addr := r.Addr
+	must(r.Run())
+	defer r.Term(30 * time.Second)
+	if _, ok := r.WaitEntry("source", "numbers", 60*time.Second, func(e fleet.Entry) bool { return e.Counters.Produced > 0 }); !ok {
+		return "the source produced nothing:\n" + r.Tail()
 	}
+	// A stranger: no login.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.RetryTimeout(2*time.Second))
 	if err != nil {
 		return err.Error()
@@ -39,9 +42,9 @@ func (s *suite) strangerOnEmbeddedBroker() string {
 	if res, err := adm.CommitOffsets(ctx, "pico-connectors-stranger", kadm.Offsets{topic: {0: {Topic: topic, At: 0}}}); err == nil && res.Ok() {
 		return "a client without credentials committed a group's offsets"
 	}
-	before, _ := r.status("source", "numbers")
-	if _, ok := r.waitStatus("source", "numbers", 30*time.Second, func(e entry) bool { return e.Counters.Produced > before.Counters.Produced }); !ok {
-		return "the source stopped producing after the stranger's attempts:\n" + tail(r.out.String())
+	before, _ := r.Entry("source", "numbers")
+	if _, ok := r.WaitEntry("source", "numbers", 30*time.Second, func(e fleet.Entry) bool { return e.Counters.Produced > before.Counters.Produced }); !ok {
+		return "the source stopped producing after the stranger's attempts:\n" + r.Tail()
 	}
 	return ""
 }
@@ -51,10 +54,10 @@ func (s *suite) strangerOnEmbeddedBroker() string {
 // foreign Host (DNS rebinding). Both are refused; a JSON POST restarts it.
 func (s *suite) browserRequests() string {
 	r := s.newRT("", "", map[string]string{"numbers.toml": randomDef("numbers", "bad.browser", 10, "20ms")})
-	r.start()
-	defer r.term(30 * time.Second)
+	must(r.Run())
+	defer r.Term(30 * time.Second)
 	send := func(host string, hdr map[string]string) (int, error) {
-		req, err := http.NewRequest(http.MethodPost, "http://"+r.api+"/sources/numbers/restart", strings.NewReader("x=1"))
+		req, err := http.NewRequest(http.MethodPost, "http://"+r.API+"/sources/numbers/restart", strings.NewReader("x=1"))
 		if err != nil {
 			return 0, err
 		}
@@ -99,17 +102,17 @@ func (s *suite) redirectingStateStore() string {
 	defer srv.Close()
 	r := s.newRT("", fmt.Sprintf("[state]\nstorage = \"http\"\n[state.http]\nurl = %q\nmax_attempts = 1\n", srv.URL+"/state"),
 		map[string]string{"numbers.toml": randomDef("numbers", "bad.redirect", 10, "20ms")})
-	r.start()
-	defer r.term(30 * time.Second)
-	e, ok := r.waitStatus("source", "numbers", 60*time.Second, func(e entry) bool { return strings.Contains(e.LastError, "never followed") })
+	must(r.Run())
+	defer r.Term(30 * time.Second)
+	e, ok := r.WaitEntry("source", "numbers", 60*time.Second, func(e fleet.Entry) bool { return strings.Contains(e.LastError, "never followed") })
 	switch {
 	case !ok:
 		return fmt.Sprintf("no error about the redirect (status %s, last error %q)", e.Status, e.LastError)
 	case e.Counters.StateSaves != 0:
 		return fmt.Sprintf("%d checkpoints counted as saved behind a 302", e.Counters.StateSaves)
-	case strings.Contains(r.out.String(), "CANARY") || strings.Contains(e.LastError, "CANARY"):
+	case strings.Contains(r.Output(), "CANARY") || strings.Contains(e.LastError, "CANARY"):
 		return "the redirect's token shows in the log or the status"
-	case !r.running():
+	case !r.Alive():
 		return "the runtime exited"
 	}
 	return ""

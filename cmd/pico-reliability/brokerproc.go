@@ -64,7 +64,7 @@ func (s *suite) startBroker(addr, data string) *brokerProc {
 		}
 	}()
 	p := &brokerProc{addr: addr, data: data, cmd: cmd}
-	s.h.Cleanup(p.kill)
+	s.cleanup(p.kill)
 	select {
 	case l := <-line:
 		if !strings.HasPrefix(l, "ready ") {

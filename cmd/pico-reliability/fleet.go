@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 )
 
 // fleetScenario is a quick version of TestFleet (cmd/pico-connectors):
@@ -24,7 +23,7 @@ func (s *suite) fleetScenario() {
 	pg := s.startPG("fleet")
 	const session = 6 * time.Second
 	const sinkKey, rndKey, cdcKey = "fl_s3", "fl_rnd", "fl_cdc"
-	b := fleet.StartBroker(s.h, s.bin)
+	b := mustGet(fleet.NewBroker(s.tempDir(), s.bin))
 	defer b.Kill()
 	var topics []string
 	for i := range 8 {
@@ -37,7 +36,7 @@ func (s *suite) fleetScenario() {
 	}
 	var rts []*fleet.Runtime
 	for i := range 3 {
-		rts = append(rts, fleet.New(s.h, s.bin, fleet.Options{Bootstrap: b.Addr, ID: fmt.Sprintf("rt-%d", i), Top: `mode = "distributed"`,
+		rts = append(rts, s.runtime(fleet.Options{Bootstrap: b.Addr, ID: fmt.Sprintf("rt-%d", i), Top: `mode = "distributed"`,
 			Extra: fmt.Sprintf("[fleet]\nsession_timeout = %q\n[state]\nstorage = \"broker\"\n", session.String()), Defs: defs}))
 	}
 	defer func() {
@@ -45,22 +44,22 @@ func (s *suite) fleetScenario() {
 			r.Kill()
 		}
 	}()
-	prod := fleet.StartProducer(s.h, b.Addr, topics, 10, 20*time.Millisecond)
+	prod := mustGet(fleet.NewProducer(b.Addr, topics, 10, 20*time.Millisecond))
 	defer prod.Halt()
 	w := startWriter(pg.dsn, 20, 10*time.Millisecond)
 	s.inject("3 runtimes (distributed, state.storage = \"broker\", session_timeout %s) with a random source, a Postgres CDC source and an S3 sink over 8 topics; a producer writes ~500 records/s to each topic, a writer inserts rows", session)
 	for _, r := range rts {
-		r.Start()
+		must(r.Run())
 	}
 	all := []*fleet.Runtime(rts)
-	fleet.WaitOwner(s.h, all, rndKey, 60*time.Second)
-	fleet.WaitOwner(s.h, all, cdcKey, 60*time.Second)
+	mustGet(fleet.AwaitOwner(all, rndKey, 60*time.Second))
+	mustGet(fleet.AwaitOwner(all, cdcKey, 60*time.Second))
 
 	var takeovers []time.Duration
 	kills := s.pick(6, 3)
 	for i := range kills {
 		key := []string{rndKey, cdcKey}[i%2]
-		victim := fleet.WaitOwner(s.h, all, key, 60*time.Second)
+		victim := mustGet(fleet.AwaitOwner(all, key, 60*time.Second))
 		var owned []string
 		for _, k := range []string{rndKey, cdcKey} {
 			if fleet.Owner(all, k) == victim {
@@ -70,23 +69,23 @@ func (s *suite) fleetScenario() {
 		t0 := time.Now()
 		victim.Kill()
 		for _, k := range owned {
-			next := fleet.WaitOwner(s.h, all, k, session+60*time.Second, victim)
+			next := mustGet(fleet.AwaitOwner(all, k, session+60*time.Second, victim))
 			d := time.Since(t0)
 			takeovers = append(takeovers, d)
 			s.note("SIGKILL %d/%d of %s: %s taken over by %s in %s", i+1, kills, victim.ID, k, next.ID, d.Round(10*time.Millisecond))
 		}
-		victim.Start()
+		must(victim.Run())
 	}
 	slices.Sort(takeovers)
 	s.check(len(takeovers) > 0 && takeovers[len(takeovers)-1] < session+30*time.Second,
 		"takeover after SIGKILL: median %s, worst %s over %d takeovers (session_timeout %s; bound session + 30 s)",
 		takeovers[len(takeovers)/2].Round(10*time.Millisecond), takeovers[len(takeovers)-1].Round(10*time.Millisecond), len(takeovers), session)
 
-	stale := fleet.WaitOwner(s.h, all, rndKey, 60*time.Second)
+	stale := mustGet(fleet.AwaitOwner(all, rndKey, 60*time.Second))
 	t0 := time.Now()
 	stale.Pause()
 	s.inject("SIGSTOP %s (owner of %s) for %s", stale.ID, rndKey, 2*session)
-	next := fleet.WaitOwner(s.h, all, rndKey, session+60*time.Second, stale)
+	next := mustGet(fleet.AwaitOwner(all, rndKey, session+60*time.Second, stale))
 	s.note("%s taken over by %s in %s", rndKey, next.ID, time.Since(t0).Round(10*time.Millisecond))
 	time.Sleep(time.Until(t0.Add(2 * session)))
 	stale.Resume()
@@ -106,10 +105,10 @@ func (s *suite) fleetScenario() {
 	s.inject("rolling restart: SIGTERM and start each runtime in turn")
 	for _, r := range rts {
 		s.check(r.Term(60*time.Second) == nil, "%s: clean exit on SIGTERM", r.ID)
-		r.Start()
+		must(r.Run())
 	}
-	fleet.WaitOwner(s.h, all, rndKey, session+60*time.Second)
-	fleet.WaitOwner(s.h, all, cdcKey, session+60*time.Second)
+	mustGet(fleet.AwaitOwner(all, rndKey, session+60*time.Second))
+	mustGet(fleet.AwaitOwner(all, cdcKey, session+60*time.Second))
 
 	acked := prod.Halt()
 	rows := w.halt()
@@ -119,7 +118,7 @@ func (s *suite) fleetScenario() {
 	for t, n := range acked {
 		want[t] = max(0, n-100)
 	}
-	if err := standalone.Catch(func() { fleet.WaitCommitted(s.h, b.Addr, group, want, 120*time.Second) }); err != nil {
+	if err := fleet.AwaitCommitted(b.Addr, group, want, 120*time.Second); err != nil {
 		// What each sink shows, and its last warnings, to tell a stall.
 		for _, r := range rts {
 			en, eerr := r.Entry("sink", sinkKey)
@@ -132,7 +131,7 @@ func (s *suite) fleetScenario() {
 		mustf("%v", err)
 	}
 	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		seen := fleet.CountField(s.h, b.Addr, "src.cdc", "id")
+		seen := mustGet(fleet.CountValues(b.Addr, "src.cdc", "id"))
 		if missing, _ := fleet.Exactly(seen, 1, rows+1); missing == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -140,19 +139,19 @@ func (s *suite) fleetScenario() {
 	for _, r := range rts {
 		s.check(r.Term(60*time.Second) == nil, "%s: clean exit on SIGTERM", r.ID)
 	}
-	a := fleet.AuditS3(s.h, srv, sinkKey, acked)
+	a := mustGet(fleet.AuditBucket(srv, sinkKey, acked))
 	s.check(a.OK(), "S3 exactly_once over 8 topics: %s", a)
 
-	cps, err := fleet.Checkpoints(s.h, b.Addr, rndKey, fleet.RandomPos)
+	cps, err := fleet.ReadCheckpoints(b.Addr, rndKey, fleet.RandomPos)
 	s.check(err == nil, "%s: %d checkpoints, never backwards (%v)", rndKey, len(cps), err)
 	if len(cps) > 0 {
 		nextSeq, _ := fleet.RandomPos(cps[len(cps)-1])
-		missing, twice := fleet.Exactly(fleet.CountField(s.h, b.Addr, "src.rnd", "seq"), 0, int64(nextSeq))
+		missing, twice := fleet.Exactly(mustGet(fleet.CountValues(b.Addr, "src.rnd", "seq")), 0, int64(nextSeq))
 		s.check(missing == 0 && twice == 0, "src.rnd read_committed: sequences 0..%d, %d missing, %d more than once (a stale owner's records would repeat)", nextSeq-1, missing, twice)
 	}
-	cps, err = fleet.Checkpoints(s.h, b.Addr, cdcKey, fleet.CDCPos)
+	cps, err = fleet.ReadCheckpoints(b.Addr, cdcKey, fleet.CDCPos)
 	s.check(err == nil, "%s: %d checkpoints, never backwards (%v)", cdcKey, len(cps), err)
-	missing, twice := fleet.Exactly(fleet.CountField(s.h, b.Addr, "src.cdc", "id"), 1, rows+1)
+	missing, twice := fleet.Exactly(mustGet(fleet.CountValues(b.Addr, "src.cdc", "id")), 1, rows+1)
 	s.check(missing == 0 && twice == 0, "src.cdc read_committed: rows 1..%d, %d missing, %d more than once", rows, missing, twice)
 }
 

@@ -25,12 +25,12 @@ type pgEnv struct {
 }
 
 func (s *suite) startPG(db string) *pgEnv {
-	srv, err := pgtest.Launch()
+	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		mustf("%v", err)
 	}
 	must(err)
-	s.h.Cleanup(srv.Close)
+	s.cleanup(srv.Close)
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE "+db))
 	dsn := srv.DSNFor("postgres", db)
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text, done boolean NOT NULL DEFAULT false); CREATE PUBLICATION rel_pub FOR TABLE t`))
@@ -202,16 +202,16 @@ func (s *suite) killPostgres(mode string) {
 	kills := s.pick(10, 3)
 	var last int64
 	for i := 0; i < kills; i++ {
-		r.start()
+		must(r.Run())
 		s.killPast(r, b.Addr(), topic, last+int64(200+s.rng.IntN(2000)), 60)
 		last = b.HighWatermark(topic)
 		s.inject("SIGKILL %d/%d with %d records on the topic, %d rows committed", i+1, kills, last, w.written.Load())
 	}
 	n := w.halt()
 	s.inject("writer stopped after %d rows", n)
-	r.start()
+	must(r.Run())
 	s.waitEnd(r, b.Addr(), topic, n, 60*time.Second)
-	if e, ok := r.waitStatus("source", "pg", 5*time.Second, func(e entry) bool { return e.Status == "Running" }); !s.check(ok, "status Running after restart (%s)", e.Status) {
+	if e, ok := r.WaitEntry("source", "pg", 5*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" }); !s.check(ok, "status Running after restart (%s)", e.Status) {
 		return
 	}
 	s.idCheck(b.Addr(), topic, n, kills, batch+txnRows)
@@ -227,6 +227,6 @@ func (s *suite) killPostgres(mode string) {
 		}
 		s.check(unmarked == 0, "processed_column: every delivered row is marked done after %d kills (%d of %d unmarked)", kills, unmarked, n)
 	}
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }

@@ -13,26 +13,26 @@ import (
 
 // killPast waits until topic on addr holds at least n records, then up to
 // pauseMs milliseconds more (at random), and kills r with SIGKILL.
-func (s *suite) killPast(r *rt, addr, topic string, n int64, pauseMs int) {
+func (s *suite) killPast(r *fleet.Runtime, addr, topic string, n int64, pauseMs int) {
 	s.waitEnd(r, addr, topic, n, 30*time.Second)
 	time.Sleep(time.Duration(s.rng.IntN(pauseMs)) * time.Millisecond)
-	r.kill()
+	r.Kill()
 }
 
 // waitEnd waits until topic holds at least n records, failing after limit
 // or when the runtime died.
-func (s *suite) waitEnd(r *rt, addr, topic string, n int64, limit time.Duration) int64 {
+func (s *suite) waitEnd(r *fleet.Runtime, addr, topic string, n int64, limit time.Duration) int64 {
 	deadline := time.Now().Add(limit)
 	for {
 		e := endOffset(addr, topic)
 		if e >= n {
 			return e
 		}
-		if r != nil && !r.running() {
-			mustf("pico-connectors exited while waiting for %d records on %s (at %d):\n%s", n, topic, e, tail(r.out.String()))
+		if r != nil && !r.Alive() {
+			mustf("pico-connectors exited while waiting for %d records on %s (at %d):\n%s", n, topic, e, r.Tail())
 		}
 		if time.Now().After(deadline) {
-			mustf("%s has %d records, want %d, after %s\n%s", topic, e, n, limit, tail(r.out.String()))
+			mustf("%s has %d records, want %d, after %s\n%s", topic, e, n, limit, r.Tail())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -121,12 +121,12 @@ func (s *suite) killRandom() {
 	defer b.Close()
 	const topic, perBatch = "kill.random", 100
 	r := s.newRT(b.Addr(), "", map[string]string{"numbers.toml": randomDef("numbers", topic, perBatch, "1ms")})
-	statePath := filepath.Join(r.dir, "state", "numbers.state")
+	statePath := filepath.Join(r.Dir, "state", "numbers.state")
 	kills := s.pick(10, 3)
 	var checkpoints []int64
 	var last int64
 	for i := 0; i < kills; i++ {
-		r.start()
+		must(r.Run())
 		s.killPast(r, b.Addr(), topic, last+int64(500+s.rng.IntN(3000)), 40)
 		last = b.HighWatermark(topic)
 		cp := readSeq(statePath)
@@ -136,9 +136,9 @@ func (s *suite) killRandom() {
 			return
 		}
 	}
-	r.start()
+	must(r.Run())
 	s.waitEnd(r, b.Addr(), topic, last+1000, 30*time.Second)
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	final := readSeq(statePath)
 	s.note("final checkpoint next_seq=%d, %d records on the topic", final, b.HighWatermark(topic))

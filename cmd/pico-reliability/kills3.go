@@ -14,18 +14,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
-
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
 // startS3 starts versitygw through s3test, with the install hint on error.
 func (s *suite) startS3() *s3test.Server {
-	var srv *s3test.Server
-	if err := standalone.Catch(func() { srv = s3test.Start(s.h) }); err != nil {
+	srv, err := s3test.New("")
+	if err != nil {
 		mustf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw)
 	}
+	s.cleanup(srv.Close)
 	return srv
 }
 
@@ -157,15 +157,15 @@ func (f *feeder) halt() int64 {
 }
 
 // waitCommitted waits until the sink's group committed offset reaches n.
-func (s *suite) waitCommitted(r *rt, addr, group, topic string, n int64, limit time.Duration) int64 {
+func (s *suite) waitCommitted(r *fleet.Runtime, addr, group, topic string, n int64, limit time.Duration) int64 {
 	deadline := time.Now().Add(limit)
 	for {
 		c, _ := committed(addr, group, topic)
 		if c >= n {
 			return c
 		}
-		if !r.running() {
-			mustf("pico-connectors exited while waiting for offset %d (at %d):\n%s", n, c, tail(r.out.String()))
+		if !r.Alive() {
+			mustf("pico-connectors exited while waiting for offset %d (at %d):\n%s", n, c, r.Tail())
 		}
 		if time.Now().After(deadline) {
 			mustf("committed offset %d, want %d, after %s", c, n, limit)
@@ -226,10 +226,10 @@ func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	s.inject("delivery = %q: producer writing ~2,500 records/s to %s; sink rotates every %d records", delivery, topic, perFile)
 
 	// SIGTERM: everything committed is uploaded.
-	r.start()
+	must(r.Run())
 	s.waitCommitted(r, b.Addr(), group, topic, 1000, 30*time.Second)
 	s.inject("SIGTERM mid-stream")
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	c, err := committed(b.Addr(), group, topic)
 	must(err)
@@ -248,11 +248,11 @@ func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	var windows []window
 	kills := s.pick(10, 3)
 	for i := 0; i < kills; i++ {
-		r.start()
+		must(r.Run())
 		c0, _ := committed(b.Addr(), group, topic)
 		s.waitCommitted(r, b.Addr(), group, topic, c0+int64(100+s.rng.IntN(1500)), 30*time.Second)
 		time.Sleep(time.Duration(s.rng.IntN(80)) * time.Millisecond)
-		r.kill()
+		r.Kill()
 		time.Sleep(200 * time.Millisecond) // let the server finish a PUT already received
 		c, err := committed(b.Addr(), group, topic)
 		must(err)
@@ -278,17 +278,17 @@ func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	s.inject("producer stopped after %d records; restart and drain", n)
 	c0, err := committed(b.Addr(), group, topic)
 	must(err)
-	r.start()
+	must(r.Run())
 	if exact {
 		// Every record handed to the sink; the open file is uploaded and
 		// committed by the graceful stop.
-		if e, ok := r.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Counters.Consumed >= n-c0 }); !ok {
-			mustf("sink consumed %d of the %d records after its commit, after 60 s\n%s", e.Counters.Consumed, n-c0, tail(r.out.String()))
+		if e, ok := r.WaitEntry("sink", key, 60*time.Second, func(e fleet.Entry) bool { return e.Counters.Consumed >= n-c0 }); !ok {
+			mustf("sink consumed %d of the %d records after its commit, after 60 s\n%s", e.Counters.Consumed, n-c0, r.Tail())
 		}
 	} else {
 		s.waitCommitted(r, b.Addr(), group, topic, n, 60*time.Second)
 	}
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	c, err = committed(b.Addr(), group, topic)
 	must(err)

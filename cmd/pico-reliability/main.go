@@ -75,6 +75,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -82,10 +83,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 )
 
 // suite is what every scenario shares.
@@ -93,10 +94,12 @@ type suite struct {
 	quick bool
 	rng   *rand.Rand
 	bin   string // the pico-connectors binary
-	h     *standalone.TB
 	start time.Time
 	fails int
 	cur   string
+
+	mu       sync.Mutex
+	cleanups []func() // run at the end, last first
 }
 
 type scenario struct {
@@ -120,8 +123,8 @@ func run(args []string) int {
 		return 2
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s := &suite{quick: *quick, rng: rand.New(rand.NewPCG(*seed, 7)), h: standalone.New("pico-reliability"), start: time.Now()}
-	defer s.h.Close()
+	s := &suite{quick: *quick, rng: rand.New(rand.NewPCG(*seed, 7)), start: time.Now()}
+	defer s.close()
 	defer runtimebin.Remove()
 	mode := "full"
 	if s.quick {
@@ -150,7 +153,9 @@ func run(args []string) int {
 			want[n] = true
 		}
 	}
-	if err := standalone.Catch(func() { s.bin = buildRuntime(s.h) }); err != nil {
+	fmt.Println("building cmd/pico-connectors")
+	var err error
+	if s.bin, err = runtimebin.Compile(); err != nil {
 		fmt.Println("FAIL build:", err)
 		return 1
 	}
@@ -163,7 +168,7 @@ func run(args []string) int {
 		before := s.fails
 		t0 := time.Now()
 		fmt.Printf("\n=== %s\n", sc.name)
-		if err := standalone.Catch(func() { sc.run(s) }); err != nil {
+		if err := catch(func() { sc.run(s) }); err != nil {
 			s.fails++
 			fmt.Printf("  FAIL %v\n", err)
 		}
@@ -208,15 +213,68 @@ func (s *suite) check(ok bool, format string, args ...any) bool {
 	return ok
 }
 
+// stop is what must and mustf panic with to stop the scenario running;
+// catch turns it into the scenario's error.
+type stop struct{ msg string }
+
 // must stops the scenario on a set-up error.
 func must(err error) {
 	if err != nil {
-		standalone.Fail(err.Error())
+		panic(stop{err.Error()})
 	}
 }
 
+// mustGet returns v, or stops the scenario on err.
+func mustGet[T any](v T, err error) T {
+	must(err)
+	return v
+}
+
 func mustf(format string, args ...any) {
-	standalone.Fail(fmt.Sprintf(format, args...))
+	panic(stop{fmt.Sprintf(format, args...)})
+}
+
+// catch runs f and returns the error that stopped it through must or
+// mustf; any other panic goes on.
+func catch(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, ok := r.(stop)
+			if !ok {
+				panic(r)
+			}
+			err = errors.New(st.msg)
+		}
+	}()
+	f()
+	return nil
+}
+
+// cleanup registers f to run when the suite ends, before the functions
+// registered earlier.
+func (s *suite) cleanup(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cleanups = append(s.cleanups, f)
+}
+
+// close runs the cleanups, the last registered first.
+func (s *suite) close() {
+	s.mu.Lock()
+	cs := s.cleanups
+	s.cleanups = nil
+	s.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// tempDir returns a new temporary folder, removed when the suite ends.
+func (s *suite) tempDir() string {
+	d, err := os.MkdirTemp("", "pico-reliability-")
+	must(err)
+	s.cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // pick returns full or quick.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
 // watch polls a connector's entry every 100 ms until stop and collects
@@ -21,17 +22,18 @@ import (
 type watch struct {
 	mu       sync.Mutex
 	statuses []string
-	last     entry
+	last     fleet.Entry
 	stop     chan struct{}
 	done     chan struct{}
 }
 
-func (r *rt) watch(kind, key string) *watch {
+// watchEntry starts a watch of r's entry for connector key.
+func watchEntry(r *fleet.Runtime, kind, key string) *watch {
 	w := &watch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for {
-			if e, err := r.status(kind, key); err == nil {
+			if e, err := r.Entry(kind, key); err == nil {
 				w.mu.Lock()
 				if n := len(w.statuses); n == 0 || w.statuses[n-1] != e.Status {
 					w.statuses = append(w.statuses, e.Status)
@@ -49,7 +51,7 @@ func (r *rt) watch(kind, key string) *watch {
 	return w
 }
 
-func (w *watch) end() ([]string, entry) {
+func (w *watch) end() ([]string, fleet.Entry) {
 	close(w.stop)
 	<-w.done
 	return w.statuses, w.last
@@ -60,7 +62,7 @@ func (w *watch) end() ([]string, entry) {
 // data, and checks the source recovers without losing acknowledged
 // records.
 func (s *suite) brokerOutage() {
-	addr, data := freeAddr(), s.h.TempDir()
+	addr, data := freeAddr(), s.tempDir()
 	bp := s.startBroker(addr, data)
 	const topic, key, perBatch = "outage.numbers", "numbers", 100
 	// A short delivery timeout, so the outage fails batches (Nack, back
@@ -68,20 +70,20 @@ func (s *suite) brokerOutage() {
 	def := strings.Replace(randomDef(key, topic, perBatch, "5ms"), "create_topics = true\n",
 		"create_topics = true\nproperties = { \"message.timeout.ms\" = \"1500\" }\n", 1)
 	r := s.newRT(addr, "", map[string]string{"numbers.toml": def})
-	statePath := filepath.Join(r.dir, "state", key+".state")
-	r.start()
+	statePath := filepath.Join(r.Dir, "state", key+".state")
+	must(r.Run())
 	s.waitEnd(r, addr, topic, 2000, 30*time.Second)
-	before, _ := r.status("source", key)
+	before, _ := r.Entry("source", key)
 	outage := time.Duration(s.pick(8, 5)) * time.Second
 	s.inject("SIGKILL the broker process (%s) for %s", addr, outage)
 	bp.kill()
-	w := r.watch("source", key)
+	w := watchEntry(r, "source", key)
 	time.Sleep(outage)
 	// A batch sent just before the kill can take longer than the outage
 	// to time out (a CI flake: "nacked (0)"): the broker stays away until
 	// the first Nack, 15 s longer at most.
 	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if e, err := r.status("source", key); err == nil && e.Counters.Nacked > before.Counters.Nacked {
+		if e, err := r.Entry("source", key); err == nil && e.Counters.Nacked > before.Counters.Nacked {
 			break
 		}
 	}
@@ -95,11 +97,11 @@ func (s *suite) brokerOutage() {
 		"failed deliveries nacked (%d) with back-off, status stays Running below 30 consecutive Nacks, last_error set", during.Counters.Nacked)
 	s.inject("broker back on %s with the same data", addr)
 	bp = s.startBroker(addr, data)
-	e, ok := r.waitStatus("source", key, 60*time.Second, func(e entry) bool {
+	e, ok := r.WaitEntry("source", key, 60*time.Second, func(e fleet.Entry) bool {
 		return e.Status == "Running" && e.Counters.Produced > during.Counters.Produced+1000
 	})
 	s.check(ok, "recovered without operator action: status %s, produced %d (+%d since the broker returned)", e.Status, e.Counters.Produced, e.Counters.Produced-during.Counters.Produced)
-	err := r.term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	final := readSeq(statePath)
 	s.seqCheck(bp.addr, topic, final, nil, perBatch)
@@ -116,10 +118,10 @@ func (s *suite) pgRestart() {
 	const topic, key, batch, txnRows = "pg.restart", "pg", 500, 25
 	r := s.newRT(b.Addr(), "", map[string]string{"pg.toml": pgDef(key, topic, pg.dsn, "cdc", batch)})
 	wr := startWriter(pg.dsn, txnRows, 3*time.Millisecond)
-	r.start()
+	must(r.Run())
 	s.waitEnd(r, b.Addr(), topic, 1000, 30*time.Second)
 	s.inject("PostgreSQL stopped (pg_ctl stop -m fast) for 3 s under the running CDC source and writer")
-	w := r.watch("source", key)
+	w := watchEntry(r, "source", key)
 	must(pg.srv.Stop())
 	time.Sleep(3 * time.Second)
 	must(pg.srv.Start())
@@ -127,13 +129,13 @@ func (s *suite) pgRestart() {
 	time.Sleep(2 * time.Second)
 	n := wr.halt()
 	s.waitEnd(r, b.Addr(), topic, n, 60*time.Second)
-	e, ok := r.waitStatus("source", key, 30*time.Second, func(e entry) bool { return e.Status == "Running" && e.Counters.Produced >= n })
+	e, ok := r.WaitEntry("source", key, 30*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && e.Counters.Produced >= n })
 	seen, _ := w.end()
 	s.note("statuses seen: %v; writer reconnects %d; last_error %.80q", seen, wr.errs.Load(), e.LastError)
 	s.check(ok && e.LastError != "" && !slices.Contains(seen, "Error"),
 		"poll errors logged and retried (status never Error, as the spec's table says); recovered without operator action: status %s, the outage recorded as last_error", e.Status)
 	s.idCheck(b.Addr(), topic, n, 2, batch+txnRows)
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }
 
@@ -183,7 +185,7 @@ func (s *suite) startStateServer() *stateServer {
 		}
 	})}
 	go srv.Serve(l)
-	s.h.Cleanup(func() { srv.Close() })
+	s.cleanup(func() { srv.Close() })
 	return st
 }
 
@@ -207,19 +209,19 @@ func (s *suite) httpState() {
 	const topic, key, perBatch = "state.numbers", "numbers", 100
 	extra := fmt.Sprintf("[state]\nstorage = \"http\"\n[state.http]\nurl = \"http://%s\"\nmax_attempts = 2\nretry_delay = \"20ms\"\ntimeout = \"1s\"\n", st.addr)
 	r := s.newRT(b.Addr(), extra, map[string]string{"numbers.toml": randomDef(key, topic, perBatch, "5ms")})
-	r.start()
+	must(r.Run())
 	s.waitEnd(r, b.Addr(), topic, 1000, 30*time.Second)
 
 	s.inject("state store answers 500 to everything for 3 s")
 	st.fail.Store(true)
-	e, ok := r.waitStatus("source", key, 3*time.Second, func(e entry) bool { return e.Status == "Error" })
+	e, ok := r.WaitEntry("source", key, 3*time.Second, func(e fleet.Entry) bool { return e.Status == "Error" })
 	cpDuring := st.nextSeq(key)
 	s.check(ok && e.Counters.StateFails > 0, "status Error after a failed state save (spec: Nack and Error); %d failed saves, last_error %.70q", e.Counters.StateFails, e.LastError)
 	time.Sleep(3 * time.Second)
 	s.check(st.nextSeq(key) == cpDuring, "no checkpoint moved during the outage (next_seq=%d)", cpDuring)
 	st.fail.Store(false)
 	s.inject("state store back")
-	e, ok = r.waitStatus("source", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" && st.nextSeq(key) > cpDuring })
+	e, ok = r.WaitEntry("source", key, 20*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && st.nextSeq(key) > cpDuring })
 	s.check(ok, "status back to Running by the next good batch, checkpoint moving again (%s, next_seq=%d)", e.Status, st.nextSeq(key))
 
 	s.inject("state store flapping: down/up every 150 ms for 3 s")
@@ -230,9 +232,9 @@ func (s *suite) httpState() {
 	}
 	st.fail.Store(false)
 	cpFlap := st.nextSeq(key)
-	e, ok = r.waitStatus("source", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" && st.nextSeq(key) > cpFlap })
+	e, ok = r.WaitEntry("source", key, 20*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && st.nextSeq(key) > cpFlap })
 	s.check(ok, "after flapping: status %s, %d failed saves in all, %d 500s served, checkpoint moving (next_seq=%d)", e.Status, e.Counters.StateFails, st.errors.Load(), st.nextSeq(key))
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	s.seqCheck(b.Addr(), topic, st.nextSeq(key), nil, perBatch)
 }

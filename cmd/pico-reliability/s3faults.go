@@ -11,6 +11,7 @@ import (
 	s3sink "github.com/picomq/pico-connectors/connectors/s3_sink"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
@@ -26,7 +27,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	exact := delivery == "exactly_once"
 	proxy, err := faultproxy.New(srv.Endpoint)
 	must(err)
-	s.h.Cleanup(func() { proxy.Close() })
+	s.cleanup(func() { proxy.Close() })
 	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	must(err)
 	defer b.Close()
@@ -36,9 +37,9 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	r := s.newRT(b.Addr(), "", map[string]string{"s3.toml": s3Def(key, topic, proxy.URL, srv, perFile,
 		fmt.Sprintf("delivery = %q\nmax_attempts = %d\nretry_delay = \"100ms\"\n", delivery, attempts))})
 	s.inject("delivery = %q, %d attempts per upload", delivery, attempts)
-	r.start()
-	if e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool { return e.Status == "Running" }); !ok {
-		mustf("sink not Running: %+v\n%s", e, tail(r.out.String()))
+	must(r.Run())
+	if e, ok := r.WaitEntry("sink", key, 20*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" }); !ok {
+		mustf("sink not Running: %+v\n%s", e, r.Tail())
 	}
 	isPut := func(q *http.Request) bool {
 		return q.Method == http.MethodPut && strings.Contains(q.URL.Path, "/"+key+"/") && !strings.HasSuffix(q.URL.Path, ".lost")
@@ -61,7 +62,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		return s.check(false, "%s: no new object after 30 s\n%s", what, tail(r.out.String()))
+		return s.check(false, "%s: no new object after 30 s\n%s", what, r.Tail())
 	}
 	injectedPuts := func() (faults, ok int) {
 		for _, e := range proxy.Log() {
@@ -101,7 +102,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		_, lost := s3Objects(srv, key)
-		e, _ := r.status("sink", key)
+		e, _ := r.Entry("sink", key)
 		s.check(faults == n && ok >= 1 && len(lost) == 0 && e.Status == "Running",
 			"%s: %d failed attempts then the object uploaded (%d PUT ok), no .lost marker, status %s", name, faults, ok, e.Status)
 	}
@@ -115,13 +116,13 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	proxy.SetLatency(400 * time.Millisecond)
 	feed(perFile)
 	if waitObjects("latency", false, len(data)) {
-		e, _ := r.status("sink", key)
+		e, _ := r.Entry("sink", key)
 		s.check(e.Status == "Running", "latency: object uploaded, status %s", e.Status)
 	}
 	proxy.Clear()
 
 	lostStep := func(name string, f faultproxy.Fault, n, wantAttempts int) {
-		before, _ := r.status("sink", key)
+		before, _ := r.Entry("sink", key)
 		if !failNext(name, f, n, true) {
 			return
 		}
@@ -138,7 +139,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 		// The marker is written before Consume returns the loss: wait for
 		// the redelivery, not only for a Running status, which it still
 		// shows before that (a CI flake: "0 redeliveries").
-		e, ok := r.waitStatus("sink", key, 20*time.Second, func(e entry) bool {
+		e, ok := r.WaitEntry("sink", key, 20*time.Second, func(e fleet.Entry) bool {
 			return e.Status == "Running" && e.Counters.ConsecNacks == 0 && e.Counters.Redelivered > before.Counters.Redelivered
 		})
 		s.check(ok && e.LastError != "" && e.Counters.Redelivered > before.Counters.Redelivered, "%s: batch redelivered (%d redeliveries), last_error kept (%.60q), status back to %s without operator action",
@@ -158,7 +159,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	_, lostBefore := s3Objects(srv, key)
 	s.inject("503 on every PutObject for three rotations")
 	proxy.InjectMatching(isPut, -1, faultproxy.Fault{Status: 503})
-	w := r.watch("sink", key)
+	w := watchEntry(r, "sink", key)
 	for i := 0; i < 3; i++ {
 		feed(perFile)
 		time.Sleep(1500 * time.Millisecond)
@@ -169,13 +170,13 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 		"sustained outage: %d more .lost markers, statuses seen %v, last_error %.60q", len(lostAfter)-len(lostBefore), statuses, during.LastError)
 	proxy.Clear()
 	s.inject("faults cleared")
-	e, ok := r.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Status == "Running" && e.Counters.ConsecNacks == 0 })
+	e, ok := r.WaitEntry("sink", key, 60*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && e.Counters.ConsecNacks == 0 })
 	s.check(ok, "status %s without operator action once uploads succeed", e.Status)
 
 	s.inject("no faults; %d more records, then SIGTERM (flush)", perFile)
 	feed(perFile)
 	s.waitCommitted(r, b.Addr(), "pico-connectors-"+key, topic, next, 30*time.Second)
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 
 	keys, lostKeys := s3Objects(srv, key)
@@ -218,7 +219,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 // faults: every attempt failing, then a 403 that persists until the status
 // says Error; each file is kept and lands once the store answers again, and
 // in the end every offset is in exactly one object.
-func (s *suite) s3FaultsExact(r *rt, proxy *faultproxy.Proxy, srv *s3test.Server, b *broker.Broker, key, topic string,
+func (s *suite) s3FaultsExact(r *fleet.Runtime, proxy *faultproxy.Proxy, srv *s3test.Server, b *broker.Broker, key, topic string,
 	isPut func(*http.Request) bool, feed func(int), next *int64) {
 	const perFile = 200
 	// kept fails every data PutObject until the status says Error. With
@@ -232,9 +233,9 @@ func (s *suite) s3FaultsExact(r *rt, proxy *faultproxy.Proxy, srv *s3test.Server
 		proxy.InjectMatching(isPut, -1, f)
 		feed(perFile)
 		deadline := time.Now().Add(30 * time.Second)
-		var e entry
+		var e fleet.Entry
 		for time.Now().Before(deadline) {
-			if e, _ = r.status("sink", key); e.Status == "Error" {
+			if e, _ = r.Entry("sink", key); e.Status == "Error" {
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
@@ -248,7 +249,7 @@ func (s *suite) s3FaultsExact(r *rt, proxy *faultproxy.Proxy, srv *s3test.Server
 		proxy.Clear()
 		s.inject("faults cleared")
 		var now []string
-		e, ok := r.waitStatus("sink", key, 60*time.Second, func(e entry) bool {
+		e, ok := r.WaitEntry("sink", key, 60*time.Second, func(e fleet.Entry) bool {
 			now, _ = s3Objects(srv, key)
 			return e.Status == "Running" && len(now) > len(data)
 		})
@@ -262,17 +263,17 @@ func (s *suite) s3FaultsExact(r *rt, proxy *faultproxy.Proxy, srv *s3test.Server
 	feed(perFile)
 	group := "pico-connectors-" + key
 	s.waitCommitted(r, b.Addr(), group, topic, *next-perFile+1, 30*time.Second)
-	err := r.term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	// Redelivered batches count again in records_consumed: a fresh process
 	// tells when the sink has seen every record.
 	c0, err := committed(b.Addr(), group, topic)
 	must(err)
-	r.start()
-	if e, ok := r.waitStatus("sink", key, 30*time.Second, func(e entry) bool { return e.Counters.Consumed >= *next-c0 }); !ok {
-		mustf("sink consumed %d of %d records\n%s", e.Counters.Consumed, *next-c0, tail(r.out.String()))
+	must(r.Run())
+	if e, ok := r.WaitEntry("sink", key, 30*time.Second, func(e fleet.Entry) bool { return e.Counters.Consumed >= *next-c0 }); !ok {
+		mustf("sink consumed %d of %d records\n%s", e.Counters.Consumed, *next-c0, r.Tail())
 	}
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	keys, lost := s3Objects(srv, key)
 	seen := offsetsIn(srv, keys)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
 // s3Group runs two runtimes with the same S3 sink key, so one consumer
@@ -46,9 +47,9 @@ func (s *suite) s3Group() {
 		}
 	}
 	s.inject("two runtimes, one sink key %q (one group) on 8 topics; a producer writes ~500 records/s to each; files of %d records", key, perFile)
-	ra.start()
-	rb.start()
-	progress := func(r *rt, what string) {
+	must(ra.Run())
+	must(rb.Run())
+	progress := func(r *fleet.Runtime, what string) {
 		for _, t := range topics {
 			c, _ := committed(b.Addr(), group, t)
 			s.waitCommitted(r, b.Addr(), group, t, c+2*perFile, 60*time.Second)
@@ -57,11 +58,11 @@ func (s *suite) s3Group() {
 	}
 	progress(rb, "both runtimes")
 	time.Sleep(time.Duration(s.rng.IntN(1000)) * time.Millisecond)
-	ra.kill()
+	ra.Kill()
 	s.inject("SIGKILL runtime A mid-stream")
 	progress(rb, "runtime B alone (took over A's partitions after its session timed out)")
 	s.inject("restart runtime A")
-	ra.start()
+	must(ra.Run())
 	progress(ra, "A and B after A rejoined")
 
 	ends := map[string]int64{}
@@ -71,7 +72,7 @@ func (s *suite) s3Group() {
 	for _, t := range topics {
 		s.waitCommitted(rb, b.Addr(), group, t, ends[t]-perFile+1, 60*time.Second)
 	}
-	s.check(ra.term(60*time.Second) == nil && rb.term(60*time.Second) == nil, "SIGTERM of both runtimes: clean exits")
+	s.check(ra.Term(60*time.Second) == nil && rb.Term(60*time.Second) == nil, "SIGTERM of both runtimes: clean exits")
 	// One runtime alone catches up with what the stops handed over; its
 	// records_consumed counts from its start.
 	var want int64
@@ -80,11 +81,11 @@ func (s *suite) s3Group() {
 		must(err)
 		want += ends[t] - c
 	}
-	ra.start()
-	if e, ok := ra.waitStatus("sink", key, 60*time.Second, func(e entry) bool { return e.Counters.Consumed >= want }); !ok {
-		mustf("sink consumed %d of %d records\n%s", e.Counters.Consumed, want, tail(ra.out.String()))
+	must(ra.Run())
+	if e, ok := ra.WaitEntry("sink", key, 60*time.Second, func(e fleet.Entry) bool { return e.Counters.Consumed >= want }); !ok {
+		mustf("sink consumed %d of %d records\n%s", e.Counters.Consumed, want, ra.Tail())
 	}
-	err = ra.term(60 * time.Second)
+	err = ra.Term(60 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 
 	var total, objects, missing, twice, uncommitted, markers int64

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/picomq/pico-connectors/runtime/servertest/standalone"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 )
@@ -28,7 +25,7 @@ func (s *suite) soak() {
 	})
 	dur := time.Duration(s.pick(180, 30)) * time.Second
 	every := time.Duration(s.pick(10, 3)) * time.Second
-	r.start()
+	must(r.Run())
 	s.inject("random source (200 records every 20 ms) -> broker -> S3 sink (1 MiB files) for %s, sampling every %s", dur, every)
 	type sample struct {
 		at        time.Duration
@@ -36,16 +33,16 @@ func (s *suite) soak() {
 		prod, con int64
 	}
 	var samples []sample
-	r.sample(time.Now(), dur, every, func(at time.Duration, rss, g int64) {
-		src, _ := r.status("source", "soaksrc")
-		snk, _ := r.status("sink", "soaks3")
+	sampleRuntime(r, time.Now(), dur, every, func(at time.Duration, rss, g int64) {
+		src, _ := r.Entry("source", "soaksrc")
+		snk, _ := r.Entry("sink", "soaks3")
 		if src.Status != "Running" || snk.Status != "Running" {
 			s.check(false, "statuses at %s: source %s (%s), sink %s (%s)", at, src.Status, src.LastError, snk.Status, snk.LastError)
 		}
 		samples = append(samples, sample{at, rss, g, src.Counters.Produced, snk.Counters.Consumed})
 		s.note("t=%-5s RSS %6.1f MiB  goroutines %4d  produced %8d  consumed %8d", at, float64(rss)/1024, g, src.Counters.Produced, snk.Counters.Consumed)
 	})
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	if len(samples) < 3 {
 		mustf("only %d samples", len(samples))
@@ -80,7 +77,7 @@ func replaceLine(doc, prefix, line string) string {
 		out += l + "\n"
 	}
 	if !done {
-		standalone.Fail(fmt.Sprintf("no line %q in definition", prefix))
+		mustf("no line %q in definition", prefix)
 	}
 	return out
 }

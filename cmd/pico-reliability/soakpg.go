@@ -22,12 +22,12 @@ import (
 // must deliver in every interval, and once the writers stop every row must
 // be on its topic exactly once.
 func (s *suite) soakPG() {
-	srv, err := pgtest.Launch()
+	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		mustf("%v", err)
 	}
 	must(err)
-	s.h.Cleanup(srv.Close)
+	s.cleanup(srv.Close)
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE soak_pg"))
 	dsn := srv.DSNFor("postgres", "soak_pg")
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
@@ -48,24 +48,23 @@ poll_interval = "20ms"
 %s
 `, dsn, table, batch, extra))
 	}
-	r := s.newRT(b.Addr(), "", map[string]string{
-		"cdc.toml":  def("soakcdc", cdcTopic, "public.c", "mode = \"cdc\"\nreplication_slot = \"soak_slot\"\npublication = \"soak_pub\""),
-		"poll.toml": def("soakpoll", pollTopic, "public.p", "mode = \"polling\"\ntracking_column = \"id\""),
-	})
 	// gctrace prints the heap still live after each collection: a spike
 	// bounded in time (issue 12's arena) shows there even in the warm-up,
 	// where the RSS check does not look.
-	r.env = append(r.env, "GODEBUG=gctrace=1")
-	r.start()
+	r := s.newRT(b.Addr(), "", map[string]string{
+		"cdc.toml":  def("soakcdc", cdcTopic, "public.c", "mode = \"cdc\"\nreplication_slot = \"soak_slot\"\npublication = \"soak_pub\""),
+		"poll.toml": def("soakpoll", pollTopic, "public.p", "mode = \"polling\"\ntracking_column = \"id\""),
+	}, "GODEBUG=gctrace=1")
+	must(r.Run())
 	// The CDC source creates its slot at start; rows are written after.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e, err := r.status("source", "soakcdc")
+		e, err := r.Entry("source", "soakcdc")
 		if err == nil && e.Status == "Running" && pgValue(dsn, `SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'soak_slot'`) == "1" {
 			break
 		}
 		if time.Now().After(deadline) {
-			mustf("CDC source not running with its slot after 30 s: %s (%s)\n%s", e.Status, e.LastError, tail(r.out.String()))
+			mustf("CDC source not running with its slot after 30 s: %s (%s)\n%s", e.Status, e.LastError, r.Tail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -92,10 +91,10 @@ poll_interval = "20ms"
 	}
 	var samples []sample
 	t0 := time.Now()
-	r.sample(t0, dur, every, func(at time.Duration, rss, g int64) {
-		heap, _ := metricValue(r.api, "go_memstats_heap_inuse_bytes")
-		ec, _ := r.status("source", "soakcdc")
-		ep, _ := r.status("source", "soakpoll")
+	sampleRuntime(r, t0, dur, every, func(at time.Duration, rss, g int64) {
+		heap, _ := metricValue(r.API, "go_memstats_heap_inuse_bytes")
+		ec, _ := r.Entry("source", "soakcdc")
+		ep, _ := r.Entry("source", "soakpoll")
 		if ec.Status != "Running" || ep.Status != "Running" {
 			s.check(false, "statuses at %s: CDC %s (%s), polling %s (%s)", at, ec.Status, ec.LastError, ep.Status, ep.LastError)
 		}
@@ -144,10 +143,10 @@ poll_interval = "20ms"
 		end := s.waitEnd(r, b.Addr(), x.topic, x.n, 2*time.Minute)
 		s.check(end == x.n, "%s: %d rows committed, %d records on %s (%.0f rows/s over the run)", x.name, x.n, end, x.topic, float64(end)/took.Seconds())
 	}
-	live, at, gcs := liveHeapPeak(r.out.String())
+	live, at, gcs := liveHeapPeak(r.Output())
 	s.check(gcs > 0 && live <= liveLimitMB, "live heap bounded: highest heap live after a collection %d MB (at %.1fs of %d collections; limit %d MB; a batch of 5,000 rows of 1 KiB is about 5.5 MB)",
 		live, at, gcs, liveLimitMB)
-	err = r.term(30 * time.Second)
+	err = r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }
 

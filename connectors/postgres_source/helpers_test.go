@@ -49,7 +49,7 @@ type testDB struct {
 
 func newDB(t testing.TB) *testDB {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = pgtest.Launch() })
+	sharedOnce.Do(func() { shared, sharedErr = pgtest.New() })
 	pgtest.Need(t, sharedErr)
 	return newDBOn(t, shared)
 }

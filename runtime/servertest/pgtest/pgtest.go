@@ -71,40 +71,35 @@ func BinDir() string {
 	return ""
 }
 
-// Start starts a fresh server and stops and removes it when the test ends.
-func Start(t testing.TB) *Server {
-	t.Helper()
-	bin := BinDir()
-	if bin == "" {
-		msg := "PostgreSQL 15 server binaries not found in " + DefaultBinDir + " (or $PICO_PG_BINDIR); install them with: " + InstallHint
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	s, err := start(bin)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
-// ErrNoBinaries is returned by Launch when the server binaries are missing.
+// ErrNoBinaries is returned by New when the server binaries are missing.
 var ErrNoBinaries = errors.New("PostgreSQL 15 server binaries not found in " + DefaultBinDir + " (or $PICO_PG_BINDIR); install them with: " + InstallHint)
 
-// Launch starts a server outside a test, for a TestMain that shares one
-// server between tests; the caller must Close it. Tests then use Need to
-// fail or skip when Launch returned ErrNoBinaries.
-func Launch() (*Server, error) {
+// New starts a fresh server, for a program or a TestMain that shares one
+// server between tests; the caller must Close it. It returns ErrNoBinaries
+// when the server binaries are missing.
+func New() (*Server, error) {
 	bin := BinDir()
 	if bin == "" {
 		return nil, ErrNoBinaries
 	}
-	return start(bin)
+	s, err := start(bin)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	return s, nil
 }
 
-// Need fails the test (CI=true) or skips it when err, from Launch, says
+// Start is New for a test: it stops and removes the server when the test
+// ends, and fails or skips the test as Need does when New fails.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := New()
+	Need(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Need fails the test (CI=true) or skips it when err, from New, says
 // the binaries are missing, and fails it on any other error.
 func Need(t testing.TB, err error) {
 	t.Helper()

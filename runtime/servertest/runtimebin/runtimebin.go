@@ -23,12 +23,11 @@ var built struct {
 	err  error
 }
 
-// Build compiles Package into a temp folder the first time it is called in
-// a process and returns the binary's path; later calls return the same
-// binary. A failed build fails t with the compiler's output. Call Remove
-// from TestMain once the tests are done.
-func Build(t testing.TB) string {
-	t.Helper()
+// Compile compiles Package into a temp folder the first time it is called
+// in a process and returns the binary's path; later calls return the same
+// binary, or the same error with the compiler's output. Call Remove once
+// the binary is no longer needed.
+func Compile() (string, error) {
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "pico-connectors-bin-")
 		if built.err != nil {
@@ -39,10 +38,18 @@ func Build(t testing.TB) string {
 			built.err = fmt.Errorf("go build %s: %v\n%s", Package, err, out)
 		}
 	})
-	if built.err != nil {
-		t.Fatal(built.err)
+	return built.path, built.err
+}
+
+// Build is Compile for a test: a failed build fails t with the compiler's
+// output. Call Remove from TestMain once the tests are done.
+func Build(t testing.TB) string {
+	t.Helper()
+	path, err := Compile()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return built.path
+	return path
 }
 
 // Remove deletes the binary Build compiled, if any.

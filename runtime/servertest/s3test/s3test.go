@@ -2,7 +2,7 @@
 // default, or MinIO when PICO_TEST_S3=minio and a minio binary is on PATH.
 //
 // The server listens on 127.0.0.1 at a free port, stores its objects in a
-// temporary directory, and uses random credentials. Start creates one
+// temporary directory, and uses random credentials. New creates one
 // bucket; the helpers list and read objects through the AWS SDK.
 package s3test
 
@@ -49,7 +49,7 @@ type Server struct {
 	Addr string
 	// AccessKey and SecretKey are the server's root credentials.
 	AccessKey, SecretKey string
-	// Bucket is the bucket Start created.
+	// Bucket is the bucket New created.
 	Bucket string
 	// Dir is the server's storage directory.
 	Dir string
@@ -57,40 +57,65 @@ type Server struct {
 	Client *s3.Client
 
 	cmd     *exec.Cmd
+	tmp     string // the folder New made, removed at Close
 	logs    *lockedBuffer
 	done    chan struct{}
 	closeMu sync.Once
 }
 
-// Start starts a server, waits until it answers, and creates a bucket.
-// When the binary is missing the test fails under CI=true, with the
-// command that installs it, and is skipped otherwise. The server is
-// stopped by t.Cleanup.
-func Start(t testing.TB) *Server {
-	t.Helper()
+// ErrNoBinary is returned, wrapped with the command that installs it, by
+// New when the server binary is missing.
+var ErrNoBinary = errors.New("s3test: no S3 server binary")
+
+// New starts a server keeping its objects under dir (a new temporary
+// folder, removed at Close, when dir is ""), waits until it answers, and
+// creates a bucket. The caller must Close it. A missing binary is an error
+// wrapping ErrNoBinary, naming the command that installs it.
+func New(dir string) (*Server, error) {
 	kind := "versitygw"
 	if os.Getenv("PICO_TEST_S3") == "minio" {
 		kind = "minio"
 	}
 	bin, err := findBinary(kind)
 	if err != nil {
-		msg := fmt.Sprintf("s3test: %v; install it with: %s", err, installCommand(kind))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
+		return nil, fmt.Errorf("%w: %v; install it with: %s", ErrNoBinary, err, installCommand(kind))
+	}
+	tmp := ""
+	if dir == "" {
+		if tmp, err = os.MkdirTemp("", "s3test-"); err != nil {
+			return nil, err
 		}
-		t.Skip(msg)
+		dir = tmp
 	}
-	s, err := start(kind, bin, t.TempDir())
+	s, err := start(kind, bin, dir)
 	if err != nil {
-		t.Fatalf("s3test: %v", err)
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("s3test: %w", err)
 	}
-	t.Cleanup(s.Close)
+	s.tmp = tmp
 	bucket := "pico-" + randomHex(6)
 	if err := s.CreateBucket(context.Background(), bucket); err != nil {
-		t.Fatalf("s3test: create bucket %s: %v\n%s", bucket, err, s.Logs())
+		s.Close()
+		return nil, fmt.Errorf("s3test: create bucket %s: %w\n%s", bucket, err, s.Logs())
 	}
 	s.Bucket = bucket
-	t.Logf("s3test: %s at %s, bucket %s", kind, s.Endpoint, bucket)
+	return s, nil
+}
+
+// Start is New for a test, in a folder of t.TempDir: the server is
+// stopped by t.Cleanup. When the binary is missing the test fails under
+// CI=true, with the command that installs it, and is skipped otherwise.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := New(t.TempDir())
+	if errors.Is(err, ErrNoBinary) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	t.Logf("s3test: %s at %s, bucket %s", s.Kind, s.Endpoint, s.Bucket)
 	return s
 }
 
@@ -312,7 +337,8 @@ func (s *Server) MustGet(t testing.TB, key string) []byte {
 // Logs returns what the server printed so far.
 func (s *Server) Logs() string { return s.logs.String() }
 
-// Close stops the server. It is safe to call more than once.
+// Close stops the server, and removes the folder New made for it. It is
+// safe to call more than once.
 func (s *Server) Close() {
 	s.closeMu.Do(func() {
 		if s.cmd.Process != nil {
@@ -323,6 +349,9 @@ func (s *Server) Close() {
 				_ = s.cmd.Process.Kill()
 				<-s.done
 			}
+		}
+		if s.tmp != "" {
+			_ = os.RemoveAll(s.tmp)
 		}
 	})
 }
