@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
@@ -227,4 +230,33 @@ func openSource(opt postgressourceconfig.Config, st []byte) (*Source, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startRuntime starts the pico-connectors binary bin on dir/runtime.toml,
+// its output captured.
+func startRuntime(t *testing.T, bin, dir string) (*exec.Cmd, *runtimebin.Output) {
+	t.Helper()
+	cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
+	out := &runtimebin.Output{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
+// checkpointLSN is the CDC position of the state file at statePath, 0
+// before the first checkpoint.
+func checkpointLSN(t *testing.T, statePath string) pglogrepl.LSN {
+	t.Helper()
+	blob, err := os.ReadFile(statePath)
+	if err != nil {
+		return 0
+	}
+	var st state
+	if err := json.Unmarshal(blob, &st); err != nil {
+		t.Fatalf("state %q: %v", blob, err)
+	}
+	lsn, _ := pglogrepl.ParseLSN(st.LSN)
+	return lsn
 }

@@ -274,27 +274,8 @@ publication = "parts_%s"
 	os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(runtime), 0o644)
 	os.WriteFile(filepath.Join(dir, "connectors", "parts.toml"), []byte(def), 0o644)
 	statePath := filepath.Join(dir, "state", "parts.state")
-	start := func() (*exec.Cmd, *runtimebin.Output) {
-		cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "runtime.toml"))
-		out := &runtimebin.Output{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, out
-	}
-	checkpoint := func() pglogrepl.LSN {
-		blob, err := os.ReadFile(statePath)
-		if err != nil {
-			return 0
-		}
-		var st state
-		if err := json.Unmarshal(blob, &st); err != nil {
-			t.Fatalf("state %q: %v", blob, err)
-		}
-		lsn, _ := pglogrepl.ParseLSN(st.LSN)
-		return lsn
-	}
+	start := func() (*exec.Cmd, *runtimebin.Output) { return startRuntime(t, bin, dir) }
+	checkpoint := func() pglogrepl.LSN { return checkpointLSN(t, statePath) }
 
 	cmd, out := start()
 	deadline := time.Now().Add(30 * time.Second)
