@@ -16,6 +16,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -386,7 +387,7 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		case colJSON:
 			r.offs[i] = len(r.buf)
 			var ok bool
-			if r.buf, ok = appendCompactJSON(r.buf, raw); !ok {
+			if r.buf, ok = jsonscan.AppendCompact(r.buf, raw); !ok {
 				err = fmt.Errorf("not valid JSON")
 			}
 		}
@@ -470,182 +471,73 @@ func clip(b []byte) string {
 // find walks the payload's JSON object and keeps, for each payload column,
 // the raw JSON value at its path.
 func (l *pqLayout) find(r *pqRow, payload []byte) error {
-	d := jsonWalker{b: payload}
-	d.space()
-	if d.i >= len(d.b) || d.b[d.i] != '{' {
+	i := jsonscan.SkipSpace(payload, 0)
+	if i >= len(payload) || payload[i] != '{' {
 		return fmt.Errorf("the payload is not a JSON object")
 	}
-	if err := d.object(l.paths, r.raw); err != nil {
-		return fmt.Errorf("the payload is not valid JSON: %v", err)
+	if end, ok := findIn(payload, i, l.paths, r.raw); !ok {
+		if end >= len(payload) {
+			return fmt.Errorf("the payload is not valid JSON: unexpected end")
+		}
+		return fmt.Errorf("the payload is not valid JSON: unexpected %q at byte %d", payload[end], end)
 	}
 	return nil
 }
 
-// jsonWalker reads just enough JSON to find values by path.
-type jsonWalker struct {
-	b []byte
-	i int
-}
-
-func (d *jsonWalker) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
-
-// object reads an object at d.i, keeping the values of n's children in raw.
-func (d *jsonWalker) object(n *pathNode, raw [][]byte) error {
-	d.i++ // '{'
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		return nil
+// findIn reads the object at b[i] with the JSON scanner, keeping the
+// values of n's children in raw, and returns the index after it; on false,
+// the index where it is not valid JSON.
+func findIn(b []byte, i int, n *pathNode, raw [][]byte) (int, bool) {
+	i = jsonscan.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
 	}
 	for {
-		d.space()
-		start := d.i
-		if err := d.skipString(); err != nil {
-			return err
+		start := i
+		end, ok := jsonscan.SkipString(b, i)
+		if !ok {
+			return end, false
 		}
-		key := d.b[start+1 : d.i-1]
-		d.space()
-		if d.i >= len(d.b) || d.b[d.i] != ':' {
-			return fmt.Errorf("expected ':' at byte %d", d.i)
+		key := b[start+1 : end-1]
+		i = jsonscan.SkipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return i, false
 		}
-		d.i++
-		d.space()
+		i = jsonscan.SkipSpace(b, i+1)
 		var child *pathNode
-		if n != nil {
-			if bytes.IndexByte(key, '\\') >= 0 {
-				var k string
-				if json.Unmarshal(d.b[start:start+len(key)+2], &k) == nil {
-					child = n.children[k]
-				}
-			} else {
-				child = n.children[string(key)]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(b[start:end], &k) == nil {
+				child = n.children[k]
 			}
+		} else {
+			child = n.children[string(key)]
 		}
-		vstart := d.i
-		if child != nil && child.children != nil && d.i < len(d.b) && d.b[d.i] == '{' {
-			if err := d.object(child, raw); err != nil {
-				return err
-			}
-		} else if err := d.skipValue(0); err != nil {
-			return err
+		vstart := i
+		if child != nil && child.children != nil && i < len(b) && b[i] == '{' {
+			i, ok = findIn(b, i, child, raw)
+		} else {
+			i, ok = jsonscan.SkipValue(b, i)
+		}
+		if !ok {
+			return i, false
 		}
 		if child != nil && child.col >= 0 {
-			raw[child.col] = d.b[vstart:d.i]
+			raw[child.col] = b[vstart:i]
 		}
-		d.space()
-		if d.i >= len(d.b) {
-			return fmt.Errorf("unexpected end")
+		i = jsonscan.SkipSpace(b, i)
+		if i >= len(b) {
+			return i, false
 		}
-		switch d.b[d.i] {
+		switch b[i] {
 		case ',':
-			d.i++
+			i = jsonscan.SkipSpace(b, i+1)
 		case '}':
-			d.i++
-			return nil
+			return i + 1, true
 		default:
-			return fmt.Errorf("expected ',' or '}' at byte %d", d.i)
+			return i, false
 		}
 	}
-}
-
-func (d *jsonWalker) skipString() error {
-	if d.i >= len(d.b) || d.b[d.i] != '"' {
-		return fmt.Errorf("expected a string at byte %d", d.i)
-	}
-	d.i++
-	for {
-		j := bytes.IndexByte(d.b[d.i:], '"')
-		if j < 0 {
-			return fmt.Errorf("unterminated string")
-		}
-		end := d.i + j
-		k := end // an odd run of backslashes escapes the quote
-		for k > d.i && d.b[k-1] == '\\' {
-			k--
-		}
-		d.i = end + 1
-		if (end-k)%2 == 0 {
-			return nil
-		}
-	}
-}
-
-func (d *jsonWalker) skipValue(depth int) error {
-	if depth > 1000 {
-		return fmt.Errorf("nested too deeply")
-	}
-	if d.i >= len(d.b) {
-		return fmt.Errorf("unexpected end")
-	}
-	switch d.b[d.i] {
-	case '"':
-		return d.skipString()
-	case '{', '[':
-		closer := byte('}')
-		if d.b[d.i] == '[' {
-			closer = ']'
-		}
-		d.i++
-		d.space()
-		if d.i < len(d.b) && d.b[d.i] == closer {
-			d.i++
-			return nil
-		}
-		for {
-			d.space()
-			if closer == '}' {
-				if err := d.skipString(); err != nil {
-					return err
-				}
-				d.space()
-				if d.i >= len(d.b) || d.b[d.i] != ':' {
-					return fmt.Errorf("expected ':' at byte %d", d.i)
-				}
-				d.i++
-				d.space()
-			}
-			if err := d.skipValue(depth + 1); err != nil {
-				return err
-			}
-			d.space()
-			if d.i >= len(d.b) {
-				return fmt.Errorf("unexpected end")
-			}
-			if d.b[d.i] == ',' {
-				d.i++
-				continue
-			}
-			if d.b[d.i] == closer {
-				d.i++
-				return nil
-			}
-			return fmt.Errorf("unexpected %q at byte %d", d.b[d.i], d.i)
-		}
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			if d.i == start {
-				return fmt.Errorf("unexpected %q at byte %d", d.b[d.i], d.i)
-			}
-			return nil
-		}
-		d.i++
-	}
-	if d.i == start {
-		return fmt.Errorf("unexpected end")
-	}
-	return nil
 }
 
 // appendJSONString appends the text of a JSON string.
@@ -1040,3 +932,5 @@ func (s *Sink) dropParquet(fb *fileBuffer) {
 	pf.pending = 0
 	fb.pq = nil
 }
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
