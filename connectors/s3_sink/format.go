@@ -1,11 +1,11 @@
 package s3sink
 
 import (
+	"encoding/base64"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
-	"encoding/base64"
 	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )

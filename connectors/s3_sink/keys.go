@@ -223,3 +223,7 @@ func appendPadded(dst []byte, n int64, width int) []byte {
 
 // trimPrefix trims surrounding slashes from prefix.
 func trimPrefix(prefix string) string { return strings.Trim(prefix, "/") }
+
+// LostSuffix ends the key of the marker written, in buffered delivery, for
+// a file that could not be uploaded.
+const LostSuffix = ".lost"
