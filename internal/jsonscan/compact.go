@@ -8,8 +8,8 @@ import "bytes"
 // scanner. On false, dst is returned at its original length.
 func AppendCompact(dst, src []byte) ([]byte, bool) {
 	s := scanner{b: src, utf: true, emit: true, dst: dst}
-	i, ok := s.value(s.space(0), 0)
-	if !ok || s.space(i) != len(src) {
+	i, ok := s.value(s.space(src, 0), 0)
+	if !ok || s.space(src, i) != len(src) {
 		return dst, false
 	}
 	return append(s.dst, src[s.from:]...), true

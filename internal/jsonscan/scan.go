@@ -29,8 +29,8 @@ func ValidUTF8(b []byte) bool { return valid(b, true) }
 
 func valid(b []byte, utf bool) bool {
 	s := scanner{b: b, utf: utf}
-	i, ok := s.value(s.space(0), 0)
-	return ok && s.space(i) == len(b)
+	i, ok := s.value(s.space(b, 0), 0)
+	return ok && s.space(b, i) == len(b)
 }
 
 // scanner reads one JSON text b. With emit, it also appends b to dst
@@ -46,8 +46,8 @@ type scanner struct {
 
 // space skips the whitespace at b[i], if any, and returns the index after.
 // Small enough to inline: compact JSON has no whitespace to skip.
-func (s *scanner) space(i int) int {
-	if i < len(s.b) && s.b[i] > ' ' {
+func (s *scanner) space(b []byte, i int) int {
+	if i < len(b) && b[i] > ' ' {
 		return i
 	}
 	return s.skip(i)
@@ -90,7 +90,7 @@ func SkipString(b []byte, i int) (int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return i, false
 	}
-	return str(b, i+1, false)
+	return str(b, i+1)
 }
 
 // value parses one value starting at b[i] (no leading space) and returns
@@ -102,12 +102,15 @@ func (s *scanner) value(i, depth int) (int, bool) {
 	}
 	switch c := b[i]; {
 	case c == '"':
-		return str(b, i+1, s.utf)
+		if s.utf {
+			return strUTF8(b, i+1)
+		}
+		return str(b, i+1)
 	case c == '{':
 		if depth >= MaxDepth {
 			return i, false
 		}
-		i = s.space(i + 1)
+		i = s.space(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			return i + 1, true
 		}
@@ -116,23 +119,28 @@ func (s *scanner) value(i, depth int) (int, bool) {
 				return i, false
 			}
 			var ok bool
-			if i, ok = str(b, i+1, s.utf); !ok {
+			if s.utf {
+				i, ok = strUTF8(b, i+1)
+			} else {
+				i, ok = str(b, i+1)
+			}
+			if !ok {
 				return i, false
 			}
-			i = s.space(i)
+			i = s.space(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = s.value(s.space(i+1), depth+1); !ok {
+			if i, ok = s.value(s.space(b, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = s.space(i)
+			i = s.space(b, i)
 			if i >= len(b) {
 				return i, false
 			}
 			switch b[i] {
 			case ',':
-				i = s.space(i + 1)
+				i = s.space(b, i+1)
 			case '}':
 				return i + 1, true
 			default:
@@ -143,7 +151,7 @@ func (s *scanner) value(i, depth int) (int, bool) {
 		if depth >= MaxDepth {
 			return i, false
 		}
-		i = s.space(i + 1)
+		i = s.space(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1, true
 		}
@@ -152,13 +160,13 @@ func (s *scanner) value(i, depth int) (int, bool) {
 			if i, ok = s.value(i, depth+1); !ok {
 				return i, false
 			}
-			i = s.space(i)
+			i = s.space(b, i)
 			if i >= len(b) {
 				return i, false
 			}
 			switch b[i] {
 			case ',':
-				i = s.space(i + 1)
+				i = s.space(b, i+1)
 			case ']':
 				return i + 1, true
 			default:
@@ -221,65 +229,92 @@ func plainASCIIWord(w uint64) bool {
 	return ((q-lanes01)|(s-lanes01)|(w-lanes01*0x20)|w)&lanes80 == 0
 }
 
-// str parses a string body from b[i] (after the opening quote).
-func str(b []byte, i int, utf bool) (int, bool) {
+// str parses a string body from b[i] (after the opening quote), by
+// json.Valid's rule: bytes that are not ASCII are not checked. It and
+// strUTF8 are two loops, not one with a flag: the flag's test in the loop
+// cost the sink loop's check 10%.
+func str(b []byte, i int) (int, bool) {
 	for i < len(b) {
-		if utf {
-			for ; i+8 <= len(b); i += 8 {
-				if !plainASCIIWord(binary.LittleEndian.Uint64(b[i : i+8])) {
-					break
-				}
+		for ; i+8 <= len(b); i += 8 {
+			if !plainWord(binary.LittleEndian.Uint64(b[i : i+8])) {
+				break
 			}
-			for i < len(b) && plainASCII[b[i]] {
-				i++
-			}
-		} else {
-			for ; i+8 <= len(b); i += 8 {
-				if !plainWord(binary.LittleEndian.Uint64(b[i : i+8])) {
-					break
-				}
-			}
-			for i < len(b) && plain[b[i]] {
-				i++
-			}
+		}
+		for i < len(b) && plain[b[i]] {
+			i++
 		}
 		if i >= len(b) {
 			break
 		}
-		c := b[i]
-		switch {
+		switch b[i] {
+		case '"':
+			return i + 1, true
+		case '\\':
+			var ok bool
+			if i, ok = escape(b, i+1); !ok {
+				return i, false
+			}
+		default: // a control character
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// strUTF8 is str that also requires valid UTF-8.
+func strUTF8(b []byte, i int) (int, bool) {
+	for i < len(b) {
+		for ; i+8 <= len(b); i += 8 {
+			if !plainASCIIWord(binary.LittleEndian.Uint64(b[i : i+8])) {
+				break
+			}
+		}
+		for i < len(b) && plainASCII[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1, true
 		case c == '\\':
-			i++
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
-			case 'u':
-				if len(b)-i < 5 {
-					return i, false
-				}
-				for _, h := range b[i+1 : i+5] {
-					if !isHex(h) {
-						return i, false
-					}
-				}
-				i += 5
-			default:
+			var ok bool
+			if i, ok = escape(b, i+1); !ok {
 				return i, false
 			}
 		case c < 0x20:
 			return i, false
-		default: // not ASCII, with utf
+		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
 				return i, false
 			}
 			i += size
 		}
+	}
+	return i, false
+}
+
+// escape parses the escape whose backslash is b[i-1] and returns the index
+// after it.
+func escape(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	switch b[i] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 1, true
+	case 'u':
+		if len(b)-i < 5 {
+			return i, false
+		}
+		for _, h := range b[i+1 : i+5] {
+			if !isHex(h) {
+				return i, false
+			}
+		}
+		return i + 5, true
 	}
 	return i, false
 }
