@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -718,7 +719,7 @@ func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 // columns when it has none.
 func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	table := tableName{m.Namespace, m.RelationName}
-	rel := &relation{table: table.String(), tableJSON: appendStringS(nil, table.String())}
+	rel := &relation{table: table.String(), tableJSON: jsonscan.AppendString(nil, table.String())}
 	rel.skip = !s.inSet[rel.table]
 	rel.cols = make([]column, len(m.Columns))
 	var identity []string

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 )
 
 // Reserved payload keys. Columns are written at the top level so routing
@@ -46,7 +48,7 @@ type relation struct {
 }
 
 func newColumn(name string, typ *pgType) column {
-	k := appendStringS(nil, name)
+	k := jsonscan.AppendString(nil, name)
 	return column{name: name, key: append(k, ':'), typ: typ}
 }
 
@@ -128,7 +130,7 @@ func (e *encoder) appendTuple(buf []byte, rel *relation, t *tuple, onlyIdentity 
 			if col.rule != nil {
 				buf = e.appendCol(buf, col, c.data)
 			} else {
-				buf = appendString(buf, c.data)
+				buf = jsonscan.AppendBytesString(buf, c.data)
 			}
 		default:
 			buf = append(buf, "null"...)
@@ -226,7 +228,7 @@ func appendLSN(buf []byte, lsn pglogrepl.LSN) []byte {
 
 // relationFromFields builds a relation from a query result's columns.
 func (s *Source) relationFromFields(table tableName, fds []pgconn.FieldDescription, pk []string) *relation {
-	rel := &relation{table: table.String(), tableJSON: appendStringS(nil, table.String())}
+	rel := &relation{table: table.String(), tableJSON: jsonscan.AppendString(nil, table.String())}
 	rel.cols = make([]column, len(fds))
 	for i, fd := range fds {
 		rel.cols[i] = newColumn(fd.Name, s.typeOf(fd.DataTypeOID))

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -74,7 +75,7 @@ func newTableRules(i int, ts postgressourceconfig.TableSettingsItem) *tableRules
 			r.include[c] = true
 		}
 	}
-	mask := appendStringS(nil, ts.MaskValue)
+	mask := jsonscan.AppendString(nil, ts.MaskValue)
 	for _, c := range ts.MaskColumns {
 		r.cols[c] = &colRule{mask: mask}
 	}

@@ -5,7 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 )
 
 // valueKind says how the text form of a PostgreSQL value becomes JSON.
@@ -119,7 +120,7 @@ func (e *encoder) appendValue(buf []byte, t *pgType, v []byte) []byte {
 			return out
 		}
 	}
-	return appendString(buf, v)
+	return jsonscan.AppendBytesString(buf, v)
 }
 
 // isNumberLiteral reports whether v is a valid JSON number (so NaN,
@@ -309,52 +310,4 @@ func (p *arrayParser) parse(buf []byte, e *encoder, elem *pgType) ([]byte, bool)
 		}
 		p.pos++
 	}
-}
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
-func appendString(buf, s []byte) []byte {
-	const hexDigits = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				buf = append(buf, '\\', c)
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, "\ufffd"...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
-}
-
-// appendStringS is appendString for a Go string.
-func appendStringS(buf []byte, s string) []byte {
-	return appendString(buf, []byte(s))
 }

@@ -16,7 +16,7 @@ func TestAppendValueEdges(t *testing.T) {
 		in   string
 		want string
 	}{
-		{&pgType{kind: kindString}, "a\x01b\xffc\u2028", `"a\u0001b` + "\ufffd" + "c\u2028\""},
+		{&pgType{kind: kindString}, "a\x01b\xffc\u2028", `"a\u0001b\ufffdc\u2028"`}, // the S3 sink's escaping, encoding/json's
 		{&pgType{kind: kindInt}, "12x", `"12x"`},
 		{&pgType{kind: kindFloat}, "-Infinity", `"-Infinity"`},
 		{&pgType{kind: kindFloat}, "1e+30", `1e+30`},

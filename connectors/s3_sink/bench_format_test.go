@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -174,7 +175,7 @@ func BenchmarkFormatRatio(b *testing.B) {
 // BenchmarkCompactValid compacts valid JSON payloads of 100 B and 1 KiB,
 // written compact and with a space after each colon and comma (as
 // Python's json.dumps writes them), with the checking compactor
-// (appendCompactJSON, for raw payloads) and with appendStripped (for json
+// (jsonscan.AppendCompact, for raw payloads) and with jsonscan.AppendStripped (for json
 // payloads, which the runtime has checked).
 func BenchmarkCompactValid(b *testing.B) {
 	for _, size := range []int{100, 1024} {
@@ -195,8 +196,8 @@ func BenchmarkCompactValid(b *testing.B) {
 				name string
 				fn   func(dst, src []byte) []byte
 			}{
-				{"appendCompactJSON", func(dst, src []byte) []byte { out, _ := appendCompactJSON(dst, src); return out }},
-				{"appendStripped", appendStripped},
+				{"appendCompactJSON", func(dst, src []byte) []byte { out, _ := jsonscan.AppendCompact(dst, src); return out }},
+				{"appendStripped", jsonscan.AppendStripped},
 			} {
 				b.Run(name+"/"+f.name, func(b *testing.B) {
 					buf := make([]byte, 0, 4096)

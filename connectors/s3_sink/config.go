@@ -82,9 +82,5 @@ func fromTemplate(t confkit.Template) pathTemplate {
 			return p
 		}
 	}
-	out := pathTemplate{Source: t.Source, Parts: make([]templatePart, len(t.Parts))}
-	for i, p := range t.Parts {
-		out.Parts[i] = templatePart{Text: p.Text, Name: p.Name, Arg: p.Arg, HasArg: p.HasArg}
-	}
-	return out
+	return t
 }

@@ -1,10 +1,12 @@
 package s3sink
 
 import (
+	"encoding/base64"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -35,7 +37,7 @@ func newFormatter(o *options) *formatter {
 // that follows the timestamp: ,"topic":"...","partition":N.
 func metaTail(topic string, partition int32) []byte {
 	b := append([]byte(nil), `,"topic":`...)
-	b = appendString(b, topic)
+	b = jsonscan.AppendString(b, topic)
 	b = append(b, `,"partition":`...)
 	return strconv.AppendInt(b, int64(partition), 10)
 }
@@ -77,7 +79,7 @@ func payloadBound(rec *sdk.Record) int {
 		if len(rec.Payload) > 512 {
 			// A large record is measured, so it does not reserve six
 			// times its size.
-			return stringLen(rec.Payload)
+			return jsonscan.StringLen(rec.Payload)
 		}
 		return 6*len(rec.Payload) + 2
 	}
@@ -141,7 +143,7 @@ func appendHeaders(dst []byte, hs []sdk.Header) []byte {
 		if dst[len(dst)-1] != '{' {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, hs[i].Key)
+		dst = jsonscan.AppendString(dst, hs[i].Key)
 		dst = append(dst, ':')
 		if next[i] < 0 {
 			dst = appendHeaderValue(dst, hs[i].Value)
@@ -195,7 +197,7 @@ func linkHeaders(hs []sdk.Header, next []int32, later []bool) ([]int32, []bool) 
 // appendHeaderValue appends a UTF-8 value as a string, any other as base64.
 func appendHeaderValue(dst, v []byte) []byte {
 	if utf8.Valid(v) {
-		return appendBytesString(dst, v)
+		return jsonscan.AppendBytesString(dst, v)
 	}
 	return appendBase64(dst, v)
 }
@@ -216,7 +218,7 @@ func appendPayload(dst []byte, rec *sdk.Record) []byte {
 	p := rec.Payload
 	switch rec.Schema {
 	case sdk.SchemaText, sdk.SchemaProto:
-		return appendBytesString(dst, p)
+		return jsonscan.AppendBytesString(dst, p)
 	case sdk.SchemaFlatBuffer, sdk.SchemaAvro:
 		return appendBase64(dst, p)
 	case sdk.SchemaJSON:
@@ -224,11 +226,11 @@ func appendPayload(dst []byte, rec *sdk.Record) []byte {
 			return append(dst, "null"...)
 		}
 		if utf8.Valid(p) {
-			return appendStripped(dst, p)
+			return jsonscan.AppendStripped(dst, p)
 		}
 		return appendBase64(dst, p)
 	}
-	if out, ok := appendCompactJSON(dst, p); ok {
+	if out, ok := jsonscan.AppendCompact(dst, p); ok {
 		return out
 	}
 	return appendBase64(dst, p)
@@ -246,4 +248,11 @@ func (f *formatter) appendTimestamp(dst []byte, t time.Time) []byte {
 	dst = append(dst, f.secondText...)
 	ms := t.Nanosecond() / 1e6
 	return append(dst, byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
+
+// appendBase64 appends b as a JSON string holding its standard base64.
+func appendBase64(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -79,7 +80,7 @@ func TestTextMatchesEncodingJSON(t *testing.T) {
 	// decodes from its own encoding (with invalid UTF-8 replaced).
 	inputs := []string{"plain", "quote\" back\\ slash", "ctl\x00\x1f\x7f", "uni ☃ \u2028 \u2029 😀", "bad \xff\xfe utf8", "<html>&"}
 	for _, in := range inputs {
-		out := appendString(nil, in)
+		out := jsonscan.AppendString(nil, in)
 		var got string
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("%q: %s is not valid JSON: %v", in, out, err)
@@ -99,12 +100,12 @@ func TestCompactJSONAgreesWithEncodingJSON(t *testing.T) {
 		`{"a":{"b":[{"c":"d"}]}}`, "\t[1,\n2]\r\n",
 		`01`, `1.`, `.5`, `-`, `+1`, `1e`, `[1,]`, `{"a":1,}`, `{"a"}`, `{a:1}`, `"\x"`, `"\u12g4"`, "\"a\x01\"",
 		`tru`, `nul`, `[`, `{"a":`, `"abc`, "\"\xff\"", `[1 2]`, `{"a":1 "b":2}`, ``, ` `, `1 2`,
-		// escapes around the end of appendStripped's byte loop (16 bytes)
+		// escapes around the end of jsonscan.AppendStripped's byte loop (16 bytes)
 		`[ "a\\" , "b\"" ]`, `{"k": "0123456789abcd\\" , "v" : 1}`, `{"k": "0123456789abcde\"x y\\\" z" , "v" : 1}`,
 		`[ "0123456789abcdefghijklmnop\\\\" , 2 ]`, `"0123456789abcdefghijklmn\" \\"`,
 	}
 	for _, in := range inputs {
-		got, ok := appendCompactJSON([]byte("prefix"), []byte(in))
+		got, ok := jsonscan.AppendCompact([]byte("prefix"), []byte(in))
 		var ref bytes.Buffer
 		err := json.Compact(&ref, []byte(in))
 		if in == "\"\xff\"" {
@@ -122,16 +123,16 @@ func TestCompactJSONAgreesWithEncodingJSON(t *testing.T) {
 		if ok && string(got) != "prefix"+ref.String() {
 			t.Errorf("%q: got %s want %s", in, got, ref.String())
 		}
-		if stripped := appendStripped([]byte("prefix"), []byte(in)); ok && string(stripped) != "prefix"+ref.String() {
-			t.Errorf("%q: appendStripped wrote %s, want %s", in, stripped, ref.String())
+		if stripped := jsonscan.AppendStripped([]byte("prefix"), []byte(in)); ok && string(stripped) != "prefix"+ref.String() {
+			t.Errorf("%q: jsonscan.AppendStripped wrote %s, want %s", in, stripped, ref.String())
 		}
 		if !ok && string(got) != "prefix" {
 			t.Errorf("%q: dst not restored: %q", in, got)
 		}
 	}
-	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
-	if _, ok := appendCompactJSON(nil, []byte(deep)); ok {
-		t.Error("nesting beyond maxDepth accepted")
+	deep := strings.Repeat("[", jsonscan.MaxDepth+1) + strings.Repeat("]", jsonscan.MaxDepth+1)
+	if _, ok := jsonscan.AppendCompact(nil, []byte(deep)); ok {
+		t.Error("nesting beyond jsonscan.MaxDepth accepted")
 	}
 }
 
@@ -289,22 +290,5 @@ func TestNoAllocationsPerRecord(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per record", allocs)
-	}
-}
-
-func TestSpecialInWord(t *testing.T) {
-	for b := 0; b < 256; b++ {
-		for pos := 0; pos < 8; pos++ {
-			w := []byte("abcdefgh")
-			w[pos] = byte(b)
-			var x uint64
-			for i := 7; i >= 0; i-- {
-				x = x<<8 | uint64(w[i])
-			}
-			want := b < 0x20 || b == '"' || b == '\\' || b >= 0x80
-			if got := specialInWord(x); got != want {
-				t.Fatalf("byte %#x at %d: %v", b, pos, got)
-			}
-		}
 	}
 }

@@ -7,24 +7,25 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
 // FuzzCompactJSON checks the compactor against encoding/json: it accepts
 // exactly the valid UTF-8 JSON values and writes what json.Compact writes,
-// and so does appendStripped on those.
+// and so does jsonscan.AppendStripped on those.
 func FuzzCompactJSON(f *testing.F) {
 	for _, s := range []string{`{"a": [1, 2.5e3, "x\u00e9\n", true, null]}`, ` "str" `, `[`, `{"a":1,}`, "\"\xff\"", `-0.0E+1`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, ok := appendCompactJSON(nil, in)
+		out, ok := jsonscan.AppendCompact(nil, in)
 		want := json.Valid(in) && utf8.Valid(in)
 		if ok != want {
 			t.Fatalf("%q: ok=%v, want %v", in, ok, want)
 		}
-		stripped := appendStripped(nil, in) // must not panic on any input
+		stripped := jsonscan.AppendStripped(nil, in) // must not panic on any input
 		if ok {
 			var ref bytes.Buffer
 			_ = json.Compact(&ref, in)
@@ -32,7 +33,7 @@ func FuzzCompactJSON(f *testing.F) {
 				t.Fatalf("%q: got %s want %s", in, out, ref.Bytes())
 			}
 			if !bytes.Equal(stripped, ref.Bytes()) {
-				t.Fatalf("%q: appendStripped wrote %s, want %s", in, stripped, ref.Bytes())
+				t.Fatalf("%q: jsonscan.AppendStripped wrote %s, want %s", in, stripped, ref.Bytes())
 			}
 		}
 	})

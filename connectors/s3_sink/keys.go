@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // defaultPathTemplate is path_template's default.
@@ -14,81 +16,26 @@ const defaultPathTemplate = "{topic}/{date}/{hour}"
 // Placeholders lists the placeholders path_template accepts.
 var Placeholders = []string{"topic", "topic_segment", "partition", "date", "hour", "timestamp"}
 
-// templatePart is one literal run or one placeholder of path_template.
-type templatePart struct {
-	Text   string // literal text when Name is ""
-	Name   string // placeholder name
-	Arg    int    // index of topic_segment[n]
-	HasArg bool
-}
+// pathTemplate is a parsed path_template, in confkit's one template
+// grammar; templatePart is one literal run or placeholder of it.
+type (
+	pathTemplate = confkit.Template
+	templatePart = confkit.TemplatePart
+)
 
-// pathTemplate is a parsed path_template.
-type pathTemplate struct {
-	Source string
-	Parts  []templatePart
-}
+// allowedPlaceholders is Placeholders as confkit.ParseTemplate takes them.
+var allowedPlaceholders = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
 
 // parsePathTemplate parses path_template text. The generated Config
-// carries an already parsed template; this parser serves the tests and
-// configs built in code.
+// carries a template parsed by confkit.ParseTemplate; this serves the
+// tests and configs built in code, with the same grammar and without the
+// path rules the config states (renderDir cleans what they refuse).
 func parsePathTemplate(s string) (pathTemplate, error) {
-	t := pathTemplate{Source: s}
-	rest := s
-	for rest != "" {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			if strings.IndexByte(rest, '}') >= 0 {
-				return t, fmt.Errorf("path_template '%s': '}' without a matching '{'", s)
-			}
-			t.Parts = append(t.Parts, templatePart{Text: rest})
-			break
-		}
-		if open > 0 {
-			if strings.IndexByte(rest[:open], '}') >= 0 {
-				return t, fmt.Errorf("path_template '%s': '}' without a matching '{'", s)
-			}
-			t.Parts = append(t.Parts, templatePart{Text: rest[:open]})
-		}
-		end := strings.IndexByte(rest[open:], '}')
-		if end < 0 {
-			return t, fmt.Errorf("path_template '%s': '{' without a closing '}'", s)
-		}
-		body := rest[open+1 : open+end]
-		p, err := parsePlaceholder(body)
-		if err != nil {
-			return t, fmt.Errorf("path_template '%s': %v", s, err)
-		}
-		t.Parts = append(t.Parts, p)
-		rest = rest[open+end+1:]
+	t, err := confkit.ParsePlaceholders(s, allowedPlaceholders)
+	if err != nil {
+		return pathTemplate{Source: s}, fmt.Errorf("path_template: %w", err)
 	}
 	return t, nil
-}
-
-func parsePlaceholder(body string) (templatePart, error) {
-	name, arg, hasArg := body, 0, false
-	if i := strings.IndexByte(body, '['); i >= 0 {
-		if !strings.HasSuffix(body, "]") {
-			return templatePart{}, fmt.Errorf("placeholder {%s}: missing ']'", body)
-		}
-		n, err := strconv.Atoi(body[i+1 : len(body)-1])
-		if err != nil {
-			return templatePart{}, fmt.Errorf("placeholder {%s}: the index must be a whole number such as 0 or -1", body)
-		}
-		name, arg, hasArg = body[:i], n, true
-	}
-	known := false
-	for _, p := range Placeholders {
-		known = known || p == name
-	}
-	switch {
-	case !known:
-		return templatePart{}, fmt.Errorf("unknown placeholder {%s}; allowed: {topic}, {topic_segment[n]}, {partition}, {date}, {hour}, {timestamp}", body)
-	case name == "topic_segment" && !hasArg:
-		return templatePart{}, fmt.Errorf("placeholder {topic_segment} needs an index, such as {topic_segment[0]} or {topic_segment[-1]}")
-	case name != "topic_segment" && hasArg:
-		return templatePart{}, fmt.Errorf("placeholder {%s} takes no index", body)
-	}
-	return templatePart{Name: name, Arg: arg, HasArg: hasArg}, nil
 }
 
 // keepByte reports whether b is kept as it is in a key.
@@ -276,3 +223,7 @@ func appendPadded(dst []byte, n int64, width int) []byte {
 
 // trimPrefix trims surrounding slashes from prefix.
 func trimPrefix(prefix string) string { return strings.Trim(prefix, "/") }
+
+// LostSuffix ends the key of the marker written, in buffered delivery, for
+// a file that could not be uploaded.
+const LostSuffix = ".lost"

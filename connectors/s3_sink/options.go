@@ -106,18 +106,6 @@ func (c compression) encoding() string {
 	return ""
 }
 
-// validate checks what the schema cannot state: that the parquet columns
-// fit together and with the metadata columns (newPQLayout says how).
-// Every other rule is the schema's, checked by the generated Load, or by
-// Validate for a Config built in code.
-func (o *options) validate() error {
-	if o.Format != formatParquet {
-		return nil
-	}
-	_, err := newPQLayout(o)
-	return err
-}
-
 // formatSize prints a byte count in the largest binary unit that divides
 // it, such as 6GiB or 1500B.
 func formatSize(n int64) string {
@@ -128,4 +116,14 @@ func formatSize(n int64) string {
 		i++
 	}
 	return strconv.FormatInt(n, 10) + units[i]
+}
+
+// columnSpec is one entry of columns, as configured.
+type columnSpec struct {
+	Name      string
+	Type      string
+	Path      string // dotted; empty means the name
+	Optional  bool
+	Precision int
+	Scale     int
 }

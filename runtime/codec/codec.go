@@ -24,6 +24,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -162,7 +163,7 @@ func (c *Codec) Encode(v any) ([]byte, error) {
 func (c *Codec) Wire(payload []byte) ([]byte, error) {
 	switch c.schema {
 	case sdk.SchemaJSON:
-		if !validJSON(payload) {
+		if !jsonscan.Valid(payload) {
 			_, err := decodeJSON(payload)
 			return nil, err
 		}
@@ -227,7 +228,7 @@ func decodeJSON(b []byte) (any, error) {
 func ValidSinkPayload(schema sdk.Schema, payload []byte) bool {
 	switch schema {
 	case sdk.SchemaJSON:
-		return validJSON(payload)
+		return jsonscan.Valid(payload)
 	case sdk.SchemaText:
 		return utf8.Valid(payload)
 	}

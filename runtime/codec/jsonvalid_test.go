@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -19,8 +20,8 @@ var jsonCases = []string{
 
 func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 	for _, c := range jsonCases {
-		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
-			t.Errorf("validJSON(%.40q) = %v, json.Valid says %v", c, got, want)
+		if got, want := jsonscan.Valid([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("jsonscan.Valid(%.40q) = %v, json.Valid says %v", c, got, want)
 		}
 	}
 	// Every byte value at every position of the words str scans 8 at a
@@ -30,8 +31,8 @@ func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 			for _, tail := range []string{`"`, `x"`, `\n"`, `\"`} {
 				in := []byte(`"` + strings.Repeat("a", pos) + string(rune(0)) + strings.Repeat("b", 9) + tail)
 				in[1+pos] = byte(c)
-				if got, want := validJSON(in), json.Valid(in); got != want {
-					t.Fatalf("validJSON(%q) = %v, json.Valid says %v", in, got, want)
+				if got, want := jsonscan.Valid(in), json.Valid(in); got != want {
+					t.Fatalf("jsonscan.Valid(%q) = %v, json.Valid says %v", in, got, want)
 				}
 			}
 		}
@@ -48,8 +49,8 @@ func FuzzValidJSON(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := validJSON(b), json.Valid(b); got != want {
-			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, got, want)
+		if got, want := jsonscan.Valid(b), json.Valid(b); got != want {
+			t.Fatalf("jsonscan.Valid(%q) = %v, json.Valid says %v", b, got, want)
 		}
 	})
 }
@@ -58,7 +59,7 @@ func FuzzValidJSON(f *testing.F) {
 // fields and a padding string, 256 bytes.
 var benchPayload = []byte(`{"id":123456,"ts":"2026-11-29T22:27:23.711Z","tenant":"acme","amount":12.50,"tags":["a","b","c"],"nested":{"ok":true,"n":null},"pad":"` + strings.Repeat("abcdefghij", 11) + `"}`)
 
-// BenchmarkValidSinkPayload compares the sink's JSON check (validJSON)
+// BenchmarkValidSinkPayload compares the sink's JSON check (jsonscan.Valid)
 // with encoding/json.Valid, which it replaced, on the same payload.
 func BenchmarkValidSinkPayload(b *testing.B) {
 	b.Run("encoding-json-Valid", func(b *testing.B) {
@@ -72,7 +73,7 @@ func BenchmarkValidSinkPayload(b *testing.B) {
 	b.Run("validJSON", func(b *testing.B) {
 		b.SetBytes(int64(len(benchPayload)))
 		for b.Loop() {
-			if !validJSON(benchPayload) {
+			if !jsonscan.Valid(benchPayload) {
 				b.Fatal("invalid")
 			}
 		}

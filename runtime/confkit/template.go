@@ -44,6 +44,14 @@ func ParseTemplate(s string, allowed []string) (Template, error) {
 			return Template{}, fmt.Errorf("template %q must not contain '..' path segments", s)
 		}
 	}
+	return ParsePlaceholders(s, allowed)
+}
+
+// ParsePlaceholders is ParseTemplate without its path rules (a leading "/",
+// ".." segments): the one {placeholder} grammar, for templates that are no
+// path (a routing rule's topic template) and for paths whose renderer
+// cleans them itself (the S3 sink's object keys built in code).
+func ParsePlaceholders(s string, allowed []string) (Template, error) {
 	t := Template{Source: s}
 	if s != "" {
 		// Every placeholder may follow a literal, and one literal may end it.

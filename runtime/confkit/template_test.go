@@ -88,3 +88,20 @@ func FuzzParseTemplate(f *testing.F) {
 		}
 	})
 }
+
+// ParsePlaceholders is ParseTemplate's grammar without its path rules.
+func TestParsePlaceholders(t *testing.T) {
+	for _, s := range []string{"/abs/{topic}", "a/../{topic}", "orders.{topic}"} {
+		if _, err := ParsePlaceholders(s, s3Placeholders); err != nil {
+			t.Errorf("ParsePlaceholders(%q): %v", s, err)
+		}
+		if _, err := ParseTemplate(s, s3Placeholders); (err == nil) != (s == "orders.{topic}") {
+			t.Errorf("ParseTemplate(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"/{topic", "{nope}", "{topic_segment}", "{}"} {
+		if _, err := ParsePlaceholders(s, s3Placeholders); err == nil {
+			t.Errorf("ParsePlaceholders(%q) accepted", s)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -219,25 +220,24 @@ func checkTemplate(tpl string) string {
 	if tpl == "" {
 		return "" // {value}: the value is the topic name
 	}
-	rest := tpl
-	for {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			break
-		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return fmt.Sprintf("%q has an unclosed {", tpl)
-		}
-		if name := rest[i+1 : i+j]; name != "value" {
-			return fmt.Sprintf("%q uses {%s}; the only placeholder is {value}", tpl, name)
-		}
-		rest = rest[i+j+1:]
+	t, err := confkit.ParsePlaceholders(tpl, nil)
+	if err != nil {
+		return err.Error() + "; the only placeholder is {value}"
 	}
-	if !strings.Contains(tpl, "{value}") {
+	for _, p := range t.Parts {
+		if p.Name != "" && (p.Name != "value" || p.HasArg) {
+			body := p.Name
+			if p.HasArg {
+				body += "[" + strconv.Itoa(p.Arg) + "]"
+			}
+			return fmt.Sprintf("%q uses {%s}; the only placeholder is {value}", tpl, body)
+		}
+	}
+	if !slices.ContainsFunc(t.Parts, func(p confkit.TemplatePart) bool { return p.Name == "value" }) {
 		return fmt.Sprintf("%q has no {value} placeholder, so every record would go to one topic; use a literal topic instead", tpl)
 	}
-	if msg := validTopicName(strings.ReplaceAll(tpl, "{value}", "x")); msg != "" {
+	sample, _ := t.Render(func(confkit.TemplatePart) (string, error) { return "x", nil })
+	if msg := validTopicName(sample); msg != "" {
 		return fmt.Sprintf("%q %s", tpl, msg)
 	}
 	return ""

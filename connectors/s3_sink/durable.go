@@ -1,0 +1,108 @@
+package s3sink
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// Durable offsets, and the release of partitions on a rebalance.
+
+// Durable returns, for each partition, the first offset not yet in the
+// bucket: the first record of its oldest file not uploaded, or of its open
+// file, or the next offset when everything is uploaded. In buffered
+// delivery every accepted record counts. A released partition is reported
+// once more, then forgotten.
+func (s *Sink) Durable() map[sdk.TopicPartition]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[sdk.TopicPartition]int64, len(s.parts))
+	for k, p := range s.parts {
+		if !p.started || (p.released && len(p.pending) > 0) {
+			continue
+		}
+		out[sdk.TopicPartition{Topic: p.topic, Partition: p.partition}] = s.durable(p)
+		if p.released {
+			delete(s.parts, k)
+			if s.last == p {
+				s.last = nil
+			}
+		}
+	}
+	return out
+}
+
+func (s *Sink) durable(p *partition) int64 {
+	switch {
+	case s.opts.Buffered:
+		return p.next
+	case len(p.pending) > 0:
+		return p.pending[0].info.FirstOffset
+	case p.open.count > 0:
+		return p.open.first
+	}
+	return p.next
+}
+
+// Release gives up partitions. In exactly_once their open and queued files
+// are dropped (they were not committed: the next owner replays them) and an
+// upload in progress finishes its attempt; in buffered delivery their open
+// files are uploaded first. Durable then reports each partition's final
+// offset once.
+func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var mine []*partition
+	for _, tp := range partitions {
+		p := s.parts[bufferKey{tp.Topic, tp.Partition}]
+		if p == nil || p.released {
+			continue
+		}
+		mine = append(mine, p)
+		if s.opts.Buffered {
+			s.closeFile(p)
+			continue
+		}
+		p.next = s.durable(p)
+		if p.open.count > 0 {
+			s.open--
+			s.m.openFiles.Set(float64(s.open))
+		}
+		s.dropParquet(&p.open)
+		s.free(p.open.chunks)
+		p.open = fileBuffer{}
+		for _, f := range p.pending {
+			switch f.state {
+			case uploading:
+				f.cancel() // no further attempt after this one
+			case queued, failed:
+				if f.rounds > 0 {
+					s.failing--
+				}
+				f.state = done
+				f.cancel()
+				s.free(f.chunks)
+				f.chunks = nil
+			}
+		}
+		p.ahead = nil
+		p.released = true
+		s.pop(p)
+	}
+	s.m.failingFiles.Set(float64(s.failing))
+	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	defer stop()
+	for _, p := range mine {
+		for len(p.pending) > 0 {
+			if ctx.Err() != nil {
+				return fmt.Errorf("s3 sink: release of %s/%d: %w", p.topic, p.partition, ctx.Err())
+			}
+			s.cond.Wait()
+		}
+		p.released = true
+		s.log.Info("S3 sink released a partition", "topic", p.topic, "partition", p.partition, "durable", p.next)
+	}
+	s.m.bufferedBytes.Set(float64(s.held))
+	return nil
+}

@@ -1,0 +1,276 @@
+package s3sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// The open file of a partition: a record is appended to it (formatted, or
+// as a Parquet row), within max_buffer_size, and the file is cut at the
+// rotation thresholds and handed to upload.
+
+// maxObjectBytes is the most bytes a file may hold before it is closed:
+// S3's single PutObject limit, less room for compression's overhead.
+func (s *Sink) maxObjectBytes() int64 {
+	if s.opts.Compression != compressNone {
+		return maxPutObjectSize - 64<<20
+	}
+	return maxPutObjectSize
+}
+
+// rotateBefore reports whether rec must start a new file: it reaches the
+// first record's time plus rotate_interval, or it would take the file past
+// what one PutObject takes.
+func (s *Sink) rotateBefore(p *partition, rec *sdk.Record, rowSize int) bool {
+	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.open.firstTime.Add(s.opts.RotateInterval)) {
+		return true
+	}
+	if pf := p.open.pq; pf != nil {
+		return p.open.size+pf.pending+int64(rowSize)+pqFooterBound > s.maxObjectBytes()
+	}
+	// A cheap bound first; the estimate only near the limit.
+	crude := int64(len(rec.Payload)+len(rec.Key)+len(p.topic))*8 + 4096
+	for _, h := range rec.Headers {
+		crude += int64(len(h.Key)+len(h.Value)+8) * 8
+	}
+	if p.open.size+crude <= s.maxObjectBytes() {
+		return false
+	}
+	return p.open.size+int64(s.fmt.estimate(rec, len(p.topic))+1) > s.maxObjectBytes()
+}
+
+// dirOf renders the key directory of a file whose first record is rec.
+func (s *Sink) dirOf(rec *sdk.Record) (string, error) {
+	dir, err := renderDir(s.opts.Prefix, s.opts.PathTemplate, rec.Topic, rec.Partition, rec.Timestamp)
+	if err != nil {
+		return "", fmt.Errorf("s3 sink: record %s/%d@%d cannot be written: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	return dir, nil
+}
+
+// append formats rec into p's open file, starting a new chunk when the
+// record might not fit; a new chunk waits for room under max_buffer_size.
+func (s *Sink) append(p *partition, rec *sdk.Record) error {
+	need := s.fmt.estimate(rec, len(p.topic)) + 1 // + the closing ']'
+	fb := &p.open
+	n := len(fb.chunks)
+	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
+		if err := s.room(p, s.pool.capFor(n, need)); err != nil {
+			return err
+		}
+		n = len(fb.chunks) // room may have closed p's file
+		c := s.pool.get(n, need)
+		s.grow(cap(c))
+		fb.chunks = append(fb.chunks, c)
+		n++
+	}
+	if fb.count == 0 {
+		dir, err := s.dirOf(rec)
+		if err != nil {
+			s.free(fb.chunks)
+			fb.chunks = fb.chunks[:0]
+			return err
+		}
+		fb.dir = dir
+		fb.first = rec.Offset
+		fb.firstTime = rec.Timestamp
+		s.open++
+		s.m.openFiles.Set(float64(s.open))
+	}
+	c := &fb.chunks[n-1]
+	before := len(*c)
+	*c = s.fmt.appendRecord(*c, rec, fb.count == 0, p.tail)
+	fb.size += int64(len(*c) - before)
+	fb.count++
+	fb.last = rec.Offset
+	p.next = rec.Offset + 1
+	return nil
+}
+
+// appendParquet writes the converted row of rec (s.row, size raw bytes)
+// into p's open file, starting the file when it has none. The row waits
+// for room under max_buffer_size.
+func (s *Sink) appendParquet(p *partition, rec *sdk.Record, size int) error {
+	for {
+		opening := p.open.count == 0
+		need := size
+		if opening {
+			need += s.writerBytes()
+		}
+		if err := s.room(p, need); err != nil {
+			return err
+		}
+		if opening || p.open.count > 0 {
+			break
+		}
+		// room closed p's file early: its next file needs a writer too.
+	}
+	fb := &p.open
+	if fb.count == 0 {
+		dir, err := s.dirOf(rec)
+		if err != nil {
+			return err
+		}
+		s.openParquet(fb)
+		fb.dir = dir
+		fb.first = rec.Offset
+		fb.firstTime = rec.Timestamp
+		s.open++
+		s.m.openFiles.Set(float64(s.open))
+	}
+	pf := fb.pq
+	if _, err := pf.w.WriteRows([]parquet.Row{s.row.row}); err != nil {
+		return fmt.Errorf("s3 sink: writing record %s/%d@%d to its parquet file: %w", rec.Topic, rec.Partition, rec.Offset, err)
+	}
+	s.grow(size)
+	pf.pending += int64(size)
+	fb.count++
+	fb.last = rec.Offset
+	p.next = rec.Offset + 1
+	if pf.pending >= pf.target {
+		// The row group's reservation passes to its encoded bytes, which
+		// the flush writes into chunks (and counts); room for one more
+		// chunk first, which they may start. The wait may close the file
+		// (the largest at the bound), the row group with it.
+		if err := s.room(p, s.pool.capFor(len(fb.chunks), 1)); err != nil {
+			return err
+		}
+		if fb.pq != pf {
+			return nil
+		}
+		s.grow(-int(pf.pending))
+		pf.flushed += pf.pending
+		pf.pending = 0
+		if err := pf.w.Flush(); err != nil {
+			return fmt.Errorf("s3 sink: flushing a parquet row group of %s/%d: %w", p.topic, p.partition, err)
+		}
+		pf.target = s.rowGroupTarget(fb.size, pf.flushed)
+	}
+	return nil
+}
+
+// room waits until n more bytes fit under max_buffer_size. It waits for
+// uploads; when every held byte is in open files it closes the largest one
+// early (safe: its successors wait for it, and a replay finds it in the
+// bucket). It fails while uploads fail (exactly_once), or when p is
+// released meanwhile.
+func (s *Sink) room(p *partition, n int) error {
+	for s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize {
+		if err := s.refuse(); err != nil {
+			return fmt.Errorf("s3 sink: max_buffer_size (%s) reached: %w", formatSize(s.opts.MaxBufferSize), err)
+		}
+		if s.pendingFiles() == 0 {
+			if big := s.largestOpen(); big != nil {
+				s.log.Debug("S3 sink at max_buffer_size: uploading the largest open file early",
+					"topic", big.topic, "partition", big.partition, "bytes", big.open.size)
+				s.closeFile(big)
+				continue
+			}
+		}
+		s.m.bufferedBytes.Set(float64(s.held))
+		s.cond.Wait()
+		if s.parts[p.bufferKey] != p || p.released {
+			return errReleased
+		}
+		if s.closing {
+			return errors.New("s3 sink: closed during Consume")
+		}
+	}
+	return nil
+}
+
+func (s *Sink) pendingFiles() int {
+	n := 0
+	for _, p := range s.parts {
+		n += len(p.pending)
+	}
+	return n
+}
+
+// largestOpen returns the partition with the largest open file, one that
+// replays a hole (p.ahead) only when no other has an open file: cutting
+// there early is the one cut a hole's replay may not make (see the package
+// doc), taken only so as not to wait forever.
+func (s *Sink) largestOpen() *partition {
+	var big *partition
+	for _, p := range s.parts {
+		if p.open.count == 0 {
+			continue
+		}
+		free, bigFree := len(p.ahead) == 0, big != nil && len(big.ahead) == 0
+		if big == nil || free && !bigFree || free == bigFree && p.open.size > big.open.size {
+			big = p
+		}
+	}
+	return big
+}
+
+func (s *Sink) full(p *partition) bool {
+	if s.opts.RotateByMessages && p.open.count >= s.opts.MaxMessages {
+		return true
+	}
+	return p.open.size >= s.opts.MaxFileSize
+}
+
+// close closes p's open file. In buffered delivery it waits for the
+// upload, and on a loss it rewinds p to the first record of batch the
+// lost file held, so the redelivered batch writes those again.
+func (s *Sink) close(p *partition, batch []sdk.Record) error {
+	f := s.cutFile(p, true)
+	if f == nil || !s.opts.Buffered {
+		return nil
+	}
+	for f.state != done {
+		s.cond.Wait()
+	}
+	if f.err == nil {
+		return nil
+	}
+	for i := range batch {
+		if r := &batch[i]; r.Topic == p.topic && r.Partition == p.partition {
+			p.next = max(f.info.FirstOffset, r.Offset)
+			break
+		}
+	}
+	return f.err
+}
+
+// closeFile finishes p's open file at a record a replay may not cut at
+// (the wall clock, memory, a stop), queues it for upload and starts what
+// max_in_flight allows.
+func (s *Sink) closeFile(p *partition) *file { return s.cutFile(p, false) }
+
+// cutFile finishes p's open file, queues it for upload and starts what
+// max_in_flight allows. replayable: every replay cuts at the same record.
+func (s *Sink) cutFile(p *partition, replayable bool) *file {
+	fb := &p.open
+	if fb.count == 0 {
+		return nil
+	}
+	if fb.pq != nil {
+		s.finishParquet(fb)
+	} else if last := len(fb.chunks) - 1; last >= 0 {
+		c := &fb.chunks[last]
+		before, capBefore := len(*c), cap(*c)
+		*c = s.fmt.finish(*c)
+		fb.size += int64(len(*c) - before)
+		s.grow(cap(*c) - capBefore)
+	}
+	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
+	f := &file{
+		p: p, info: info, count: fb.count, chunks: fb.chunks, size: fb.size, dir: fb.dir, replayable: replayable,
+		key: fileKey(fb.dir, p.partition, fb.first, fb.last, s.opts.Format.ext()+s.opts.Compression.ext()),
+	}
+	f.ctx, f.cancel = context.WithCancel(s.ctx)
+	p.pending = append(p.pending, f)
+	p.open = fileBuffer{}
+	s.open--
+	s.m.openFiles.Set(float64(s.open))
+	s.kick()
+	return f
+}

@@ -1,0 +1,157 @@
+package s3sink
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// Replay recovery: after an assignment, the files a partition is about to
+// write may already be in the bucket. They are looked up and listed, and
+// their records skipped (see the package doc).
+
+// lookUp lists the bucket for an object of the file that would start at
+// first, and returns its last offset. The lock is released meanwhile.
+func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error) {
+	prefix := filePrefix(dir, p.partition, first)
+	client := s.client
+	s.mu.Unlock()
+	found, last, err := listLast(s.ctx, client, s.opts.Bucket, prefix, s.attemptTimeout(0))
+	s.mu.Lock()
+	if err != nil {
+		return false, 0, fmt.Errorf("s3 sink: listing s3://%s/%s* to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, prefix, err)
+	}
+	if s.parts[p.bufferKey] != p || p.released {
+		return false, 0, errReleased
+	}
+	if found {
+		s.log.Info("S3 sink found a file uploaded before the last commit; its records are skipped",
+			"topic", p.topic, "partition", p.partition, "first_offset", first, "last_offset", last)
+	}
+	return found, last, nil
+}
+
+// listDir lists the files of p in dir that end at from or later, sorted by
+// first offset (the largest last offset of several with one first offset).
+// The lock is released meanwhile.
+func (s *Sink) listDir(p *partition, dir string, from int64) ([]span, error) {
+	client := s.client
+	s.mu.Unlock()
+	spans, err := listSpans(s.ctx, client, s.opts.Bucket, dir, p.partition, from, s.attemptTimeout(0))
+	s.mu.Lock()
+	if err != nil {
+		return nil, fmt.Errorf("s3 sink: listing s3://%s/%s to find files uploaded before the last commit (the sink needs s3:ListBucket): %w", s.opts.Bucket, dir, err)
+	}
+	if s.parts[p.bufferKey] != p || p.released {
+		return nil, errReleased
+	}
+	return spans, nil
+}
+
+// covering returns the file of spans that holds offset off, the one that
+// reaches furthest when several do.
+func covering(spans []span, off int64) (span, bool) {
+	var c span
+	ok := false
+	for _, sp := range spans {
+		if sp.first <= off && off <= sp.last && (!ok || sp.last > c.last) {
+			c, ok = sp, true
+		}
+	}
+	return c, ok
+}
+
+// lookAhead keeps in p.ahead the files of spans that start after first
+// (the first file not found after an assignment).
+func (s *Sink) lookAhead(p *partition, spans []span, first int64) {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].first > first })
+	if len(spans) > i {
+		s.log.Info("S3 sink found files uploaded before the last commit beyond one that was not; the records before each are written again and its own skipped",
+			"topic", p.topic, "partition", p.partition, "from_offset", first, "files", len(spans)-i)
+		p.ahead = spans[i:]
+	}
+}
+
+// skipAhead, when rec reaches the next file of p.ahead, cuts p's open file
+// right before it and moves p.next past it, so that rec and the rest of
+// that file's records are skipped.
+func (s *Sink) skipAhead(p *partition, rec *sdk.Record, batch []sdk.Record) error {
+	for len(p.ahead) > 0 && p.ahead[0].last < rec.Offset {
+		p.ahead = p.ahead[1:]
+	}
+	if len(p.ahead) == 0 || rec.Offset < p.ahead[0].first {
+		return nil
+	}
+	a := p.ahead[0]
+	if p.open.count > 0 {
+		if err := s.close(p, batch); err != nil {
+			return err
+		}
+	}
+	p.ahead = p.ahead[1:]
+	p.next = max(p.next, a.last+1)
+	s.log.Info("S3 sink found a file uploaded before the last commit; its records are skipped",
+		"topic", p.topic, "partition", p.partition, "first_offset", a.first, "last_offset", a.last)
+	return nil
+}
+
+// listSpans returns the data objects of partition in dir whose last offset
+// is from or above, sorted by first offset (the largest last offset of
+// several with one first offset).
+func listSpans(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, from int64, timeout time.Duration) ([]span, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	var out []span
+	for {
+		page, err := client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Contents {
+			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok && l >= from {
+				if n := len(out); n > 0 && out[n-1].first == f {
+					out[n-1].last = max(out[n-1].last, l)
+				} else {
+					out = append(out, span{f, l})
+				}
+			}
+		}
+		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
+			sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
+			return out, nil
+		}
+		in.ContinuationToken = page.NextContinuationToken
+	}
+}
+
+// listLast returns the largest last offset of the data objects whose keys
+// start with prefix.
+func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, timeout time.Duration) (bool, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	found, last := false, int64(0)
+	for {
+		out, err := client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return false, 0, err
+		}
+		for _, o := range out.Contents {
+			if n, ok := lastOffsetOf(aws.ToString(o.Key), prefix); ok && (!found || n > last) {
+				found, last = true, n
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return found, last, nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}

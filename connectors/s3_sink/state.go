@@ -1,0 +1,220 @@
+package s3sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// The sink's state, which every file above this one works on: the Sink,
+// its partitions, each partition's open file and its closed files on their
+// way to the bucket, and the bytes they hold.
+//
+// The files of the package are layers; each uses only the files below it:
+//
+//	keys, chunks, options, retry, format    object keys, buffers, settings, JSON
+//	parquet, parquet_row                    the Parquet schema, a record's row
+//	state                                   this file
+//	parquet_file, compress, upload, health  writers of a file, its upload
+//	file                                    a partition's open file: append, cut
+//	recovery                                replay after an assignment
+//	durable                                 Durable and Release
+//	sink, config                            New, Open, Consume, Close
+//
+// A record flows one way: Consume (sink) skips it or finds its file in the
+// bucket (recovery), formats it into the open file (file, format or
+// parquet_row and parquet_file), a cut hands the file to upload, and
+// Durable reports it once uploaded.
+
+// Sink is the S3 sink. Consume and Close are called from one goroutine;
+// Durable and Release may be called from any.
+type Sink struct {
+	opts   options
+	log    *slog.Logger
+	fmt    *formatter
+	pool   *chunkPool
+	client *s3.Client
+	retry  retrier
+	now    func() time.Time
+	// attemptTimeout bounds one PutObject of a file of the given size.
+	attemptTimeout func(size int64) time.Duration
+	// ctx is the uploads' context: Close cancels it when its own context
+	// ends, and stop ends the flush timer.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	cond     *sync.Cond // broadcast when a file's state changes
+	parts    map[bufferKey]*partition
+	last     *partition // the partition the previous record went to
+	closed   bool
+	closing  bool
+	open     int   // partitions with an open file holding records
+	held     int64 // capacity of every chunk of open and pending files
+	peakHeld int64
+	inFlight int
+	failing  int   // exactly_once: files whose last upload failed
+	lastErr  error // the last upload failure; nil after a success
+	bgErr    error // buffered: a file lost outside Consume, reported by the next
+
+	m sinkMetrics
+
+	// parquet output: the layout, and the scratch row of Consume.
+	pq  *pqLayout
+	row pqRow
+}
+
+type bufferKey struct {
+	topic     string
+	partition int32
+}
+
+// partition is the state of one topic and partition.
+type partition struct {
+	bufferKey
+	tail []byte // metaTail(topic, partition)
+	// next is the offset the next record must reach to be taken; records
+	// below it were accepted already and are skipped.
+	next    int64
+	started bool
+	// recovering: the next file to start may already be in the bucket.
+	recovering bool
+	// released: Release gave the partition up; Durable reports next once.
+	released bool
+	// stuck (released): a file not uploaded came off pending; next stops
+	// there.
+	stuck bool
+	// ahead: files found in the bucket beyond the first one that was not,
+	// by first offset; the records before each are replayed and cut right
+	// before it, its own are skipped.
+	ahead      []span
+	open       fileBuffer
+	lastAppend time.Time // wall clock, for flush_interval
+	pending    []*file   // closed files not yet uploaded, in offset order
+}
+
+// fileBuffer is the open file of one partition.
+type fileBuffer struct {
+	dir       string   // rendered key directory
+	chunks    [][]byte // the file; the last chunk is being filled
+	size      int64    // bytes in chunks
+	count     int
+	first     int64
+	last      int64
+	firstTime time.Time
+	pq        *pqFile // parquet output: the file's writer
+}
+
+type fileState int
+
+const (
+	queued fileState = iota
+	uploading
+	failed // exactly_once: waiting for its next round of attempts
+	done   // uploaded, or (buffered) lost
+)
+
+// file is a closed file on its way to the bucket.
+type file struct {
+	p      *partition
+	info   fileInfo
+	key    string
+	dir    string
+	count  int
+	chunks [][]byte
+	size   int64
+	state  fileState
+	// replayable: cut at a record every replay cuts at too (size,
+	// messages, rotate_interval, or right before a file in the bucket),
+	// not by the wall clock or memory; a later file of the partition may
+	// upload beside it.
+	replayable bool
+	uploaded   bool  // done: in the bucket
+	rounds     int   // failed rounds of max_attempts
+	err        error // buffered: why the file was lost
+	// ctx ends the retry waits of the file (Release, Close).
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// span is the offsets of a file in the bucket.
+type span struct{ first, last int64 }
+
+// errReleased stops a Consume whose partition was released while it waited.
+var errReleased = errors.New("s3 sink: the partition was released during Consume; the batch is redelivered to its next owner")
+
+type sinkMetrics struct {
+	recordsBuffered sdk.Counter
+	recordsUploaded sdk.Counter
+	recordsLost     sdk.Counter
+	filesUploaded   sdk.Counter
+	filesLost       sdk.Counter
+	bytesUploaded   sdk.Counter
+	retries         sdk.Counter
+	uploadFailures  sdk.Counter
+	uploadSeconds   sdk.Histogram
+	openFiles       sdk.Gauge
+	bufferedBytes   sdk.Gauge
+	inFlight        sdk.Gauge
+	failingFiles    sdk.Gauge
+}
+
+func newMetrics(m sdk.Metrics) sinkMetrics {
+	return sinkMetrics{
+		recordsBuffered: m.Counter("s3_sink_records_buffered_total", "Records appended to an open file."),
+		recordsUploaded: m.Counter("s3_sink_records_uploaded_total", "Records in files uploaded to S3."),
+		recordsLost:     m.Counter("s3_sink_records_lost_total", "Records in files dropped after a failed upload (buffered delivery only)."),
+		filesUploaded:   m.Counter("s3_sink_files_uploaded_total", "Files uploaded to S3."),
+		filesLost:       m.Counter("s3_sink_files_lost_total", "Files dropped after a failed upload; each has a .lost marker (buffered delivery only)."),
+		bytesUploaded:   m.Counter("s3_sink_bytes_uploaded_total", "Bytes of files uploaded to S3, after compression."),
+		retries:         m.Counter("s3_sink_upload_retries_total", "PutObject attempts that failed and were retried."),
+		uploadFailures:  m.Counter("s3_sink_upload_failures_total", "Uploads that failed after max_attempts (or at once, on a status that is not retried)."),
+		uploadSeconds: m.Histogram("s3_sink_upload_duration_seconds", "Time to upload one file, retries included.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}),
+		openFiles:     m.Gauge("s3_sink_open_files", "Files open in memory, one per topic and partition with buffered records."),
+		bufferedBytes: m.Gauge("s3_sink_buffered_bytes", "Bytes held by open and uploading files, bounded by max_buffer_size."),
+		inFlight:      m.Gauge("s3_sink_uploads_in_flight", "Uploads running now."),
+		failingFiles:  m.Gauge("s3_sink_failing_files", "Files kept for retry after a failed upload (exactly_once); the sink refuses records while above 0."),
+	}
+}
+
+// pqFile is the parquet writer of one open file.
+type pqFile struct {
+	w   *parquet.Writer
+	out *pqOut
+	// pending is the raw size of the rows in the open row group, counted
+	// in the sink's held bytes; target is the raw size at which the row
+	// group is flushed; flushed is the raw size of the flushed row groups.
+	pending, target, flushed int64
+}
+
+// pqOut writes the encoded file into the open file's chunks. It runs with
+// the sink's lock held.
+type pqOut struct {
+	s  *Sink
+	fb *fileBuffer
+}
+
+// grow counts n more bytes held.
+func (s *Sink) grow(n int) {
+	s.held += int64(n)
+	s.peakHeld = max(s.peakHeld, s.held)
+}
+
+// free gives chunks back to the pool.
+func (s *Sink) free(chunks [][]byte) {
+	for _, c := range chunks {
+		s.held -= int64(cap(c))
+	}
+	s.pool.put(chunks)
+	clear(chunks)
+}
