@@ -563,6 +563,8 @@ type decoder struct {
 	msgs    []sdk.Message
 	skip    bool // transaction already delivered (commit before committedLSN)
 	commit  time.Time
+	xid     uint32        // of the open transaction
+	prevTx  pglogrepl.LSN // commit LSN of the last transaction read (Debezium's sequence)
 	lastEnd pglogrepl.LSN // end of the last whole transaction read
 	change  change        // reused for every tuple message
 
@@ -619,9 +621,11 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 	case *pglogrepl.BeginMessage:
 		d.skip = m.FinalLSN < s.committedLSN
 		d.commit = m.CommitTime
+		d.xid = m.Xid
 		d.inTxn, d.txFinal, d.txSeen = true, m.FinalLSN, 0
 	case *pglogrepl.CommitMessage:
 		d.inTxn = false
+		d.prevTx = m.CommitLSN
 		if m.TransactionEndLSN > d.lastEnd {
 			d.lastEnd = m.TransactionEndLSN
 		}
@@ -660,6 +664,23 @@ func (d *decoder) rel(id uint32, op string) *relation {
 // keyOnly says it holds only the replica identity columns.
 func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tuple, keyOnly bool) {
 	s := d.s
+	if s.dbz != nil {
+		d.emitDbz(rel, op, lsn, row, old, keyOnly)
+	} else {
+		d.emitFlat(rel, op, lsn, row, old, keyOnly)
+	}
+	if s.chunk != nil {
+		// The chunk knows its rows by primary key, whatever the record key.
+		s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, row, rel.keyIdx), false)
+		if old != nil && op == opUpdate {
+			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old, rel.keyIdx), false)
+		}
+	}
+}
+
+// emitFlat writes one change record in the flat format.
+func (d *decoder) emitFlat(rel *relation, op string, lsn pglogrepl.LSN, row, old *tuple, keyOnly bool) {
+	s := d.s
 	a := &s.arena
 	start := a.begin()
 	buf := append(a.buf, '{')
@@ -688,17 +709,15 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 		key = a.end(start)
 	}
 	d.msgs = append(d.msgs, sdk.Message{Key: key, Payload: payload, Timestamp: d.commit})
-	if s.chunk != nil {
-		// The chunk knows its rows by primary key, whatever the record key.
-		s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, row, rel.keyIdx), false)
-		if old != nil && op == opUpdate {
-			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old, rel.keyIdx), false)
-		}
-	}
 }
 
 func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 	s := d.s
+	if s.dbz != nil {
+		d.emitDbzTruncate(rel, lsn)
+		s.chunkSaw(rel, nil, true)
+		return
+	}
 	buf := []byte(`{"` + keyOp + `":"truncate","` + keyTable + `":`)
 	buf = append(buf, rel.tableJSON...)
 	if s.cfg.IncludeMetadata {
@@ -725,6 +744,9 @@ func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	for i, c := range m.Columns {
 		rel.cols[i] = newColumn(c.Name, s.typeOf(c.DataType))
 		rel.cols[i].identity = c.Flags&1 == 1
+		if s.dbz != nil {
+			rel.cols[i].dbz = s.dbzTypeOf(c.DataType, c.TypeModifier)
+		}
 		if rel.cols[i].identity {
 			identity = append(identity, c.Name)
 		}
