@@ -571,6 +571,12 @@ type decoder struct {
 	inTxn   bool          // between a Begin and its Commit
 	txFinal pglogrepl.LSN // commit LSN of the open transaction
 	txSeen  int           // its records so far, skipped ones included
+	// Transaction metadata: the position of the record being written in
+	// its transaction (1 for the first), overall and per table; skipped
+	// records count, so a split transaction numbers on after a restart.
+	txOrder  int
+	txTables map[string]int
+	txBuf    []byte // scratch for the Debezium transaction block
 	// A transaction delivered in part before this decoder started.
 	resumeLSN  pglogrepl.LSN
 	resumeRows int
@@ -623,6 +629,8 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 		d.commit = m.CommitTime
 		d.xid = m.Xid
 		d.inTxn, d.txFinal, d.txSeen = true, m.FinalLSN, 0
+		d.txOrder = 0
+		clear(d.txTables)
 	case *pglogrepl.CommitMessage:
 		d.inTxn = false
 		d.prevTx = m.CommitLSN
@@ -643,6 +651,15 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 	return nil
 }
 
+// count numbers one more record of rel in the open transaction.
+func (d *decoder) count(rel *relation) {
+	d.txOrder++
+	if d.txTables == nil {
+		d.txTables = map[string]int{}
+	}
+	d.txTables[rel.table]++
+}
+
 func (d *decoder) rel(id uint32, op string) *relation {
 	if d.skip || !d.s.ops[op] {
 		return nil
@@ -654,6 +671,7 @@ func (d *decoder) rel(id uint32, op string) *relation {
 	// One more record of this transaction: those a previous run delivered
 	// are skipped.
 	d.txSeen++
+	d.count(rel)
 	if d.resumeRows > 0 && d.txFinal == d.resumeLSN && d.txSeen <= d.resumeRows {
 		return nil
 	}
@@ -697,6 +715,7 @@ func (d *decoder) emitFlat(rel *relation, op string, lsn pglogrepl.LSN, row, old
 	}
 	if s.cfg.IncludeMetadata {
 		buf = appendCDCMeta(buf, rel, lsn, d.commit)
+		buf = d.appendTxMeta(buf)
 	}
 	buf = append(buf, '}')
 	a.buf = buf
@@ -726,10 +745,20 @@ func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 		buf = append(buf, `","`+keyCommitTime+`":"`...)
 		buf = d.commit.UTC().AppendFormat(buf, time.RFC3339Nano)
 		buf = append(buf, '"')
+		buf = d.appendTxMeta(buf)
 	}
 	buf = append(buf, '}')
 	d.msgs = append(d.msgs, sdk.Message{Payload: buf, Timestamp: d.commit})
 	s.chunkSaw(rel, nil, true)
+}
+
+// appendTxMeta appends `,"__xid":X,"__tx_order":N`: the transaction's ID
+// and the record's position in it (1 for its first record).
+func (d *decoder) appendTxMeta(buf []byte) []byte {
+	buf = append(buf, `,"`+keyXID+`":`...)
+	buf = strconv.AppendUint(buf, uint64(d.xid), 10)
+	buf = append(buf, `,"`+keyTxOrder+`":`...)
+	return strconv.AppendInt(buf, int64(d.txOrder), 10)
 }
 
 // relationFromMessage builds a relation from a pgoutput Relation message;

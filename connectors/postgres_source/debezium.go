@@ -985,6 +985,7 @@ func (d *decoder) emitDbz(rel *relation, op string, lsn pglogrepl.LSN, row, old 
 				// A key change: Debezium sends a delete of the old key and
 				// a create of the new one, each naming the other key.
 				d.dbzRecord(rel, 'd', &src, old, nil, nil, old, []sdk.Header{{Key: "__debezium.newkey", Value: newKey}})
+				d.count(rel) // two records of one change
 				d.dbzRecord(rel, 'c', &src, nil, row, fill, row, []sdk.Header{{Key: "__debezium.oldkey", Value: oldKey}})
 				return
 			}
@@ -1024,7 +1025,7 @@ func (d *decoder) dbzRecord(rel *relation, op byte, src *dbzSource, before, afte
 	}
 	buf = append(buf, ',')
 	buf = s.dbz.appendSource(buf, rel, src)
-	buf = appendDbzTail(buf, nil, op, time.Now())
+	buf = appendDbzTail(buf, d.dbzTx(rel, src.lsn), op, time.Now())
 	a.buf = buf
 	payload := a.end(start)
 	var key []byte
@@ -1042,8 +1043,26 @@ func (d *decoder) emitDbzTruncate(rel *relation, lsn pglogrepl.LSN) {
 	src := dbzSource{ts: d.commit, snapshot: "false", cdc: true, xid: d.xid, lsn: lsn, prevLSN: d.prevTx}
 	buf := []byte(`{"before":null,"after":null,`)
 	buf = s.dbz.appendSource(buf, rel, &src)
-	buf = appendDbzTail(buf, nil, 't', time.Now())
+	buf = appendDbzTail(buf, d.dbzTx(rel, lsn), 't', time.Now())
 	d.msgs = append(d.msgs, sdk.Message{Payload: buf, Timestamp: d.commit})
+}
+
+// dbzTx is the transaction block of the record being written, as
+// Debezium's provide.transaction.metadata writes it: the ID is
+// "txId:LSN" with the event's LSN (PostgresTransactionMonitor), the orders
+// count from 1.
+func (d *decoder) dbzTx(rel *relation, lsn pglogrepl.LSN) []byte {
+	b := d.txBuf[:0]
+	b = append(b, `{"id":"`...)
+	b = strconv.AppendUint(b, uint64(d.xid), 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, uint64(lsn), 10)
+	b = append(b, `","total_order":`...)
+	b = strconv.AppendInt(b, int64(d.txOrder), 10)
+	b = append(b, `,"data_collection_order":`...)
+	b = strconv.AppendInt(b, int64(d.txTables[rel.table]), 10)
+	d.txBuf = append(b, '}')
+	return d.txBuf
 }
 
 // rowSource says where a query result row comes from.

@@ -40,6 +40,7 @@ var dbzVolatile = []struct {
 	{regexp.MustCompile(`"txId":\d+`), `"txId":X`},
 	{regexp.MustCompile(`"lsn":\d+`), `"lsn":L`},
 	{regexp.MustCompile(`"sequence":"\[[^\]]*\]"`), `"sequence":"S"`},
+	{regexp.MustCompile(`"id":"\d+:\d+"`), `"id":"X:L"`},
 }
 
 // dbzNorm replaces the fields that change from run to run.
@@ -61,11 +62,18 @@ func dbzSrc(db *testDB, table, snapshot string, cdc bool) string {
 		`","sequence":` + seq + `,"ts_us":0,"ts_ns":0,"schema":"public","table":"` + table + `","txId":` + tx + `,"lsn":` + lsn + `,"xmin":null}`
 }
 
-const dbzTail = `,"transaction":null,"op":"%s","ts_ms":0,"ts_us":0,"ts_ns":0}`
+const dbzTail = `,"transaction":%s,"op":"%s","ts_ms":0,"ts_us":0,"ts_ns":0}`
 
-// dbzWant is the normalized record of a change.
+// dbzWant is the normalized record of a read.
 func dbzWant(db *testDB, table, op, before, after, snapshot string, cdc bool) string {
-	return `{"before":` + before + `,"after":` + after + `,` + dbzSrc(db, table, snapshot, cdc) + fmt.Sprintf(dbzTail, op)
+	return `{"before":` + before + `,"after":` + after + `,` + dbzSrc(db, table, snapshot, cdc) + fmt.Sprintf(dbzTail, "null", op)
+}
+
+// dbzChange is the normalized record of a change, the order-th record of
+// its transaction and the tableOrder-th of its table in it.
+func dbzChange(db *testDB, table, op, before, after string, order, tableOrder int) string {
+	tx := fmt.Sprintf(`{"id":"X:L","total_order":%d,"data_collection_order":%d}`, order, tableOrder)
+	return `{"before":` + before + `,"after":` + after + `,` + dbzSrc(db, table, "false", true) + fmt.Sprintf(dbzTail, tx, op)
 }
 
 // collect polls until n records arrived, acknowledging each batch.
@@ -111,26 +119,24 @@ CREATE TABLE f (id int PRIMARY KEY, name text); ALTER TABLE f REPLICA IDENTITY F
 	xid := db.value(`WITH ins AS (INSERT INTO t VALUES (1, 'a', 10) RETURNING 1) SELECT txid_current()::text FROM ins`)
 	t1 := time.Now()
 	db.exec(`UPDATE t SET name = 'b' WHERE id = 1`)
-	db.exec(`INSERT INTO f VALUES (1, 'x'); UPDATE f SET name = 'y' WHERE id = 1`)
+	db.exec(`INSERT INTO f VALUES (1, 'x'); INSERT INTO t VALUES (5, 'z', 0); UPDATE f SET name = 'y' WHERE id = 1`)
 	db.exec(`UPDATE t SET id = 2 WHERE id = 1`)
 	db.exec(`DELETE FROM t WHERE id = 2`)
 	db.exec(`DELETE FROM f`)
 	db.exec(`TRUNCATE t`)
-	got := collect(t, s, 9)
-	for _, m := range got {
-		t.Logf("%s %s %v", m.Key, m.Payload, m.Headers)
-	}
+	got := collect(t, s, 10)
 
 	want := []struct{ key, value string }{
-		{`{"id":1}`, dbzWant(db, "t", "c", `null`, `{"id":1,"name":"a","n":10}`, "false", true)},
-		{`{"id":1}`, dbzWant(db, "t", "u", `null`, `{"id":1,"name":"b","n":10}`, "false", true)},
-		{`{"id":1}`, dbzWant(db, "f", "c", `null`, `{"id":1,"name":"x"}`, "false", true)},
-		{`{"id":1}`, dbzWant(db, "f", "u", `{"id":1,"name":"x"}`, `{"id":1,"name":"y"}`, "false", true)},
-		{`{"id":1}`, dbzWant(db, "t", "d", `{"id":1,"name":null,"n":null}`, `null`, "false", true)},
-		{`{"id":2}`, dbzWant(db, "t", "c", `null`, `{"id":2,"name":"b","n":10}`, "false", true)},
-		{`{"id":2}`, dbzWant(db, "t", "d", `{"id":2,"name":null,"n":null}`, `null`, "false", true)},
-		{`{"id":1}`, dbzWant(db, "f", "d", `{"id":1,"name":"y"}`, `null`, "false", true)},
-		{``, `{"before":null,"after":null,` + dbzSrc(db, "t", "false", true) + fmt.Sprintf(dbzTail, "t")},
+		{`{"id":1}`, dbzChange(db, "t", "c", `null`, `{"id":1,"name":"a","n":10}`, 1, 1)},
+		{`{"id":1}`, dbzChange(db, "t", "u", `null`, `{"id":1,"name":"b","n":10}`, 1, 1)},
+		{`{"id":1}`, dbzChange(db, "f", "c", `null`, `{"id":1,"name":"x"}`, 1, 1)},
+		{`{"id":5}`, dbzChange(db, "t", "c", `null`, `{"id":5,"name":"z","n":0}`, 2, 1)},
+		{`{"id":1}`, dbzChange(db, "f", "u", `{"id":1,"name":"x"}`, `{"id":1,"name":"y"}`, 3, 2)},
+		{`{"id":1}`, dbzChange(db, "t", "d", `{"id":1,"name":null,"n":null}`, `null`, 1, 1)},
+		{`{"id":2}`, dbzChange(db, "t", "c", `null`, `{"id":2,"name":"b","n":10}`, 2, 2)},
+		{`{"id":2}`, dbzChange(db, "t", "d", `{"id":2,"name":null,"n":null}`, `null`, 1, 1)},
+		{`{"id":1}`, dbzChange(db, "f", "d", `{"id":1,"name":"y"}`, `null`, 1, 1)},
+		{``, `{"before":null,"after":null,` + dbzSrc(db, "t", "false", true) + fmt.Sprintf(dbzTail, `{"id":"X:L","total_order":1,"data_collection_order":1}`, "t")},
 	}
 	for i, w := range want {
 		if g := dbzNorm(got[i].Payload); g != w.value {
@@ -140,10 +146,10 @@ CREATE TABLE f (id int PRIMARY KEY, name text); ALTER TABLE f REPLICA IDENTITY F
 			t.Errorf("record %d: key %s, want %s", i, g, w.key)
 		}
 	}
-	if h := header(got[4], "__debezium.newkey"); h != `{"id":2}` {
+	if h := header(got[5], "__debezium.newkey"); h != `{"id":2}` {
 		t.Errorf("the delete of a key change has __debezium.newkey %q, want {\"id\":2}", h)
 	}
-	if h := header(got[5], "__debezium.oldkey"); h != `{"id":1}` {
+	if h := header(got[6], "__debezium.oldkey"); h != `{"id":1}` {
 		t.Errorf("the create of a key change has __debezium.oldkey %q, want {\"id\":1}", h)
 	}
 	if len(got[0].Headers) != 0 || len(got[1].Headers) != 0 {
@@ -161,9 +167,12 @@ CREATE TABLE f (id int PRIMARY KEY, name text); ALTER TABLE f REPLICA IDENTITY F
 			Connector, Name string
 			Version         string
 		} `json:"source"`
-		TsMs int64 `json:"ts_ms"`
-		TsUs int64 `json:"ts_us"`
-		TsNs int64 `json:"ts_ns"`
+		TsMs        int64 `json:"ts_ms"`
+		TsUs        int64 `json:"ts_us"`
+		TsNs        int64 `json:"ts_ns"`
+		Transaction struct {
+			ID string `json:"id"`
+		} `json:"transaction"`
 	}
 	var lastLSN uint64
 	for i, m := range got {
@@ -185,6 +194,9 @@ CREATE TABLE f (id int PRIMARY KEY, name text); ALTER TABLE f REPLICA IDENTITY F
 			t.Errorf("record %d: lsn %d before the previous record's %d", i, src.LSN, lastLSN)
 		}
 		lastLSN = src.LSN
+		if w := src.TxID.String() + ":" + strconv.FormatUint(src.LSN, 10); first.Transaction.ID != w {
+			t.Errorf("record %d: transaction.id %q, want txId:lsn %q", i, first.Transaction.ID, w)
+		}
 		if src.TsUs/1000 != src.TsMs || src.TsNs/1000 != src.TsUs || first.TsUs/1000 != first.TsMs || first.TsNs/1000 != first.TsUs {
 			t.Errorf("record %d: ts_ms, ts_us and ts_ns disagree: %s", i, m.Payload)
 		}
@@ -490,4 +502,37 @@ func BenchmarkDebeziumEnvelope(b *testing.B) {
 	b.ReportMetric(n/flatT.Seconds(), "flat-rows/s")
 	b.ReportMetric(n/dbzT.Seconds(), "debezium-rows/s")
 	b.ReportMetric(flatT.Seconds()/dbzT.Seconds(), "debezium/flat")
+}
+
+// TestTransactionMetadataFlat: every CDC record of the flat format carries
+// its transaction's ID (__xid, the writer's txid_current()) and its
+// position in it (__tx_order, from 1), across tables, and across a
+// transaction split over batches and a restart inside it: the records the
+// first run delivered are skipped and the numbering goes on.
+func TestTransactionMetadataFlat(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY)`)
+	opt := db.cdcOptions("a", "b")
+	opt.IncludeMetadata = true
+	opt.BatchSize = 2
+	s := open(t, opt, nil)
+	xid := db.value(`WITH x AS (INSERT INTO a SELECT generate_series(1, 3) RETURNING 1), y AS (INSERT INTO b VALUES (1), (2) RETURNING 1)
+SELECT txid_current()::text FROM (SELECT count(*) FROM x UNION ALL SELECT count(*) FROM y) z LIMIT 1`)
+	first := next(t, s)
+	ack(t, s)
+	if len(first.Messages) != 2 {
+		t.Fatalf("first batch has %d records, want 2 (batch_size)", len(first.Messages))
+	}
+	s.Close(context.Background())
+	s = open(t, opt, first.State)
+	rest := collect(t, s, 3)
+	for i, m := range append(first.Messages, rest...) {
+		v := decode(t, m)
+		if v["__xid"] != json.Number(xid) {
+			t.Errorf("record %d: __xid %v, want %s", i, v["__xid"], xid)
+		}
+		if v["__tx_order"] != json.Number(strconv.Itoa(i+1)) {
+			t.Errorf("record %d: __tx_order %v, want %d: %s", i, v["__tx_order"], i+1, m.Payload)
+		}
+	}
 }

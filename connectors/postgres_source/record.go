@@ -19,6 +19,8 @@ const (
 	keyLSN            = "__lsn"
 	keyCommitTime     = "__commit_time"
 	keyTrackingValue  = "__tracking_value"
+	keyXID            = "__xid"
+	keyTxOrder        = "__tx_order"
 	unchangedToastVal = `{"__unchanged_toast":true}`
 )
 
