@@ -41,7 +41,7 @@ func (s *Source) exec(ctx context.Context, sql string) error {
 // loadTypes reads every non built-in type (domains, enums, arrays of
 // them, composite types) so decoding never waits on the catalog.
 func (s *Source) loadTypes(ctx context.Context) error {
-	rows, err := s.query(ctx, `SELECT oid, typtype, typcategory, typelem, typbasetype, typdelim FROM pg_catalog.pg_type WHERE oid >= 10000`)
+	rows, err := s.query(ctx, `SELECT oid, typtype, typcategory, typelem, typbasetype, typdelim, typtypmod FROM pg_catalog.pg_type WHERE oid >= 10000`)
 	if err != nil {
 		return err
 	}
@@ -50,11 +50,14 @@ func (s *Source) loadTypes(ctx context.Context) error {
 		elem, base               uint32
 	}
 	all := make(map[uint32]raw, len(rows))
+	s.catTypes = make(map[uint32]catType, len(rows))
 	for _, r := range rows {
 		oid, _ := strconv.ParseUint(string(r[0]), 10, 32)
 		elem, _ := strconv.ParseUint(string(r[3]), 10, 32)
 		base, _ := strconv.ParseUint(string(r[4]), 10, 32)
 		all[uint32(oid)] = raw{typtype: first(r[1]), category: first(r[2]), delim: first(r[5]), elem: uint32(elem), base: uint32(base)}
+		mod, _ := strconv.ParseInt(string(r[6]), 10, 32)
+		s.catTypes[uint32(oid)] = catType{typtype: first(r[1]), category: first(r[2]), delim: first(r[5]), elem: uint32(elem), base: uint32(base), typmod: int32(mod)}
 	}
 	types := make(map[uint32]*pgType, len(all))
 	var resolve func(oid uint32, depth int) *pgType

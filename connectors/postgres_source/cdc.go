@@ -564,12 +564,20 @@ type decoder struct {
 	msgs    []sdk.Message
 	skip    bool // transaction already delivered (commit before committedLSN)
 	commit  time.Time
+	xid     uint32        // of the open transaction
+	prevTx  pglogrepl.LSN // commit LSN of the last transaction read (Debezium's sequence)
 	lastEnd pglogrepl.LSN // end of the last whole transaction read
 	change  change        // reused for every tuple message
 
 	inTxn   bool          // between a Begin and its Commit
 	txFinal pglogrepl.LSN // commit LSN of the open transaction
 	txSeen  int           // its records so far, skipped ones included
+	// Transaction metadata: the position of the record being written in
+	// its transaction (1 for the first), overall and per table; skipped
+	// records count, so a split transaction numbers on after a restart.
+	txOrder  int
+	txTables map[string]int
+	txBuf    []byte // scratch for the Debezium transaction block
 	// A transaction delivered in part before this decoder started.
 	resumeLSN  pglogrepl.LSN
 	resumeRows int
@@ -620,9 +628,13 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 	case *pglogrepl.BeginMessage:
 		d.skip = m.FinalLSN < s.committedLSN
 		d.commit = m.CommitTime
+		d.xid = m.Xid
 		d.inTxn, d.txFinal, d.txSeen = true, m.FinalLSN, 0
+		d.txOrder = 0
+		clear(d.txTables)
 	case *pglogrepl.CommitMessage:
 		d.inTxn = false
+		d.prevTx = m.CommitLSN
 		if m.TransactionEndLSN > d.lastEnd {
 			d.lastEnd = m.TransactionEndLSN
 		}
@@ -640,6 +652,15 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 	return nil
 }
 
+// count numbers one more record of rel in the open transaction.
+func (d *decoder) count(rel *relation) {
+	d.txOrder++
+	if d.txTables == nil {
+		d.txTables = map[string]int{}
+	}
+	d.txTables[rel.table]++
+}
+
 func (d *decoder) rel(id uint32, op string) *relation {
 	if d.skip || !d.s.ops[op] {
 		return nil
@@ -651,6 +672,7 @@ func (d *decoder) rel(id uint32, op string) *relation {
 	// One more record of this transaction: those a previous run delivered
 	// are skipped.
 	d.txSeen++
+	d.count(rel)
 	if d.resumeRows > 0 && d.txFinal == d.resumeLSN && d.txSeen <= d.resumeRows {
 		return nil
 	}
@@ -660,6 +682,23 @@ func (d *decoder) rel(id uint32, op string) *relation {
 // emit writes one change record. For deletes, tuple is the old tuple;
 // keyOnly says it holds only the replica identity columns.
 func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tuple, keyOnly bool) {
+	s := d.s
+	if s.dbz != nil {
+		d.emitDbz(rel, op, lsn, row, old, keyOnly)
+	} else {
+		d.emitFlat(rel, op, lsn, row, old, keyOnly)
+	}
+	if s.chunk != nil {
+		// The chunk knows its rows by primary key, whatever the record key.
+		s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, row, rel.keyIdx), false)
+		if old != nil && op == opUpdate {
+			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old, rel.keyIdx), false)
+		}
+	}
+}
+
+// emitFlat writes one change record in the flat format.
+func (d *decoder) emitFlat(rel *relation, op string, lsn pglogrepl.LSN, row, old *tuple, keyOnly bool) {
 	s := d.s
 	a := &s.arena
 	start := a.begin()
@@ -677,6 +716,7 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 	}
 	if s.cfg.IncludeMetadata {
 		buf = appendCDCMeta(buf, rel, lsn, d.commit)
+		buf = d.appendTxMeta(buf)
 	}
 	buf = append(buf, '}')
 	a.buf = buf
@@ -689,17 +729,15 @@ func (d *decoder) emit(rel *relation, op string, lsn pglogrepl.LSN, row, old *tu
 		key = a.end(start)
 	}
 	d.msgs = append(d.msgs, sdk.Message{Key: key, Payload: payload, Timestamp: d.commit})
-	if s.chunk != nil {
-		// The chunk knows its rows by primary key, whatever the record key.
-		s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, row, rel.keyIdx), false)
-		if old != nil && op == opUpdate {
-			s.chunkSaw(rel, s.enc.appendTupleKey(nil, rel, old, rel.keyIdx), false)
-		}
-	}
 }
 
 func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 	s := d.s
+	if s.dbz != nil {
+		d.emitDbzTruncate(rel, lsn)
+		s.chunkSaw(rel, nil, true)
+		return
+	}
 	buf := []byte(`{"` + keyOp + `":"truncate","` + keyTable + `":`)
 	buf = append(buf, rel.tableJSON...)
 	if s.cfg.IncludeMetadata {
@@ -708,10 +746,20 @@ func (d *decoder) emitTruncate(rel *relation, lsn pglogrepl.LSN) {
 		buf = append(buf, `","`+keyCommitTime+`":"`...)
 		buf = d.commit.UTC().AppendFormat(buf, time.RFC3339Nano)
 		buf = append(buf, '"')
+		buf = d.appendTxMeta(buf)
 	}
 	buf = append(buf, '}')
 	d.msgs = append(d.msgs, sdk.Message{Payload: buf, Timestamp: d.commit})
 	s.chunkSaw(rel, nil, true)
+}
+
+// appendTxMeta appends `,"__xid":X,"__tx_order":N`: the transaction's ID
+// and the record's position in it (1 for its first record).
+func (d *decoder) appendTxMeta(buf []byte) []byte {
+	buf = append(buf, `,"`+keyXID+`":`...)
+	buf = strconv.AppendUint(buf, uint64(d.xid), 10)
+	buf = append(buf, `,"`+keyTxOrder+`":`...)
+	return strconv.AppendInt(buf, int64(d.txOrder), 10)
 }
 
 // relationFromMessage builds a relation from a pgoutput Relation message;
@@ -726,6 +774,9 @@ func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	for i, c := range m.Columns {
 		rel.cols[i] = newColumn(c.Name, s.typeOf(c.DataType))
 		rel.cols[i].identity = c.Flags&1 == 1
+		if s.dbz != nil {
+			rel.cols[i].dbz = s.dbzTypeOf(c.DataType, c.TypeModifier)
+		}
 		if rel.cols[i].identity {
 			identity = append(identity, c.Name)
 		}

@@ -118,7 +118,7 @@ func (s *Source) startChunk(ctx context.Context, t tableName) error {
 	rel := s.relationFromFields(t, res.FieldDescriptions, info.pk)
 	c := &incrChunk{id: id, table: t, rows: make(map[string]sdk.Message, len(res.Rows)), partial: len(res.Rows) < s.cfg.BatchSize}
 	for _, row := range res.Rows {
-		m := s.rowMessage(rel, row, -1, opRead, -1)
+		m := s.rowMessage(rel, row, -1, opRead, -1, rowIncremental)
 		k := string(s.enc.appendRowKey(nil, rel, row, rel.keyIdx)) // by primary key, whatever the record key
 		c.keys = append(c.keys, k)
 		c.rows[k] = m

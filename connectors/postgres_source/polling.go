@@ -371,7 +371,7 @@ func (s *Source) rowsToMessages(p *pollTable, res *pgconn.Result) ([]sdk.Message
 		op = &applyOp{table: p, keys: make([][]string, len(p.pk))}
 	}
 	for _, row := range res.Rows {
-		msgs = append(msgs, s.rowMessage(rel, row, -1, opRead, ti))
+		msgs = append(msgs, s.rowMessage(rel, row, -1, opRead, ti, rowPolling))
 		if op != nil {
 			for i, ki := range rel.keyIdx {
 				op.keys[i] = append(op.keys[i], string(row[ki]))

@@ -21,6 +21,8 @@ const (
 	keyLSN            = "__lsn"
 	keyCommitTime     = "__commit_time"
 	keyTrackingValue  = "__tracking_value"
+	keyXID            = "__xid"
+	keyTxOrder        = "__tx_order"
 	unchangedToastVal = `{"__unchanged_toast":true}`
 )
 
@@ -34,6 +36,9 @@ type column struct {
 	// rule is what table_settings does to the column (settings.go); nil:
 	// written as it is.
 	rule *colRule
+	// dbz is the column's type for record_format = "debezium"
+	// (debezium.go); nil with the flat format.
+	dbz *dbzType
 }
 
 // relation describes the columns of one table as a message or result
@@ -42,9 +47,10 @@ type relation struct {
 	table     string
 	tableJSON []byte // `"schema.table"`
 	cols      []column
-	keyIdx    []int // columns of the primary key (or replica identity): positions, chunk identity
-	recKey    []int // columns of the record key: keyIdx, or table_settings' key_columns
-	skip      bool  // not one of the configured tables
+	keyIdx    []int  // columns of the primary key (or replica identity): positions, chunk identity
+	recKey    []int  // columns of the record key: keyIdx, or table_settings' key_columns
+	skip      bool   // not one of the configured tables
+	dbzTbl    []byte // debezium.go: `,"schema":...,"table":...`
 }
 
 func newColumn(name string, typ *pgType) column {
@@ -232,6 +238,9 @@ func (s *Source) relationFromFields(table tableName, fds []pgconn.FieldDescripti
 	rel.cols = make([]column, len(fds))
 	for i, fd := range fds {
 		rel.cols[i] = newColumn(fd.Name, s.typeOf(fd.DataTypeOID))
+		if s.dbz != nil {
+			rel.cols[i].dbz = s.dbzTypeOf(fd.DataTypeOID, fd.TypeModifier)
+		}
 	}
 	rel.keyIdx = keyIndexes(rel.cols, pk)
 	s.applyRules(rel)

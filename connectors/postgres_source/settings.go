@@ -96,6 +96,9 @@ func (e *encoder) appendCol(buf []byte, c *column, v []byte) []byte {
 	r := c.rule
 	switch {
 	case r == nil || r.drop:
+		if c.dbz != nil {
+			return e.appendDbz(buf, c.dbz, v)
+		}
 		return e.appendValue(buf, c.typ, v)
 	case r.mask != nil:
 		return append(buf, r.mask...)

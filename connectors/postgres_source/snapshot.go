@@ -116,7 +116,7 @@ func (s *Source) pollSnapshot(ctx context.Context) (sdk.Batch, error) {
 		rel := s.relationFromFields(t, res.FieldDescriptions, info.pk)
 		msgs := make([]sdk.Message, 0, len(res.Rows))
 		for _, row := range res.Rows {
-			msgs = append(msgs, s.rowMessage(rel, row, skip, opRead, -1))
+			msgs = append(msgs, s.rowMessage(rel, row, skip, opRead, -1, rowSnapshot))
 		}
 		if n := len(res.Rows); n > 0 {
 			last := res.Rows[n-1]
@@ -162,7 +162,10 @@ func allDone(snap *snapState, tables []tableName) bool {
 
 // rowMessage encodes a result row as a record. trackIdx names the
 // tracking column for __tracking_value (-1: none).
-func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, trackIdx int) sdk.Message {
+func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, trackIdx int, from rowSource) sdk.Message {
+	if s.dbz != nil {
+		return s.rowMessageDbz(rel, row, skip, from)
+	}
 	a := &s.arena
 	start := a.begin()
 	buf := append(a.buf, '{')

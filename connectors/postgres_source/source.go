@@ -146,6 +146,9 @@ type Source struct {
 	types  map[uint32]*pgType
 	info   map[string]*tableInfo
 	rules  map[string]*tableRules // table_settings by schema.table (settings.go)
+	// record_format = "debezium" (debezium.go); nil: flat.
+	dbz      *dbzFormat
+	catTypes map[uint32]catType // pg_type rows of OIDs 10000 and up
 
 	mu        sync.Mutex
 	committed *state
@@ -212,6 +215,13 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 	s := &Source{cfg: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
 	s.lag = env.Metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
 	s.enc.numericAsString = opt.NumericFormat == postgressourceconfig.NumericFormatString
+	if opt.RecordFormat == postgressourceconfig.RecordFormatDebezium {
+		name := opt.LogicalName
+		if name == "" {
+			name = env.Key
+		}
+		s.dbz = newDbzFormat(name)
+	}
 	for _, t := range opt.Tables {
 		tn, _ := parseTable(t)
 		if !s.inSet[tn.String()] {
@@ -331,6 +341,14 @@ func (s *Source) connect(ctx context.Context) error {
 			err = sdk.Permanent(err)
 		}
 		return err
+	}
+	if s.dbz != nil {
+		rows, err := s.query(ctx, `SELECT current_database()`)
+		if err != nil {
+			s.close()
+			return err
+		}
+		s.dbz.db = appendStringS(nil, string(rows[0][0]))
 	}
 	for _, t := range s.tables {
 		info, err := s.loadTable(ctx, t)

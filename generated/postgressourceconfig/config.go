@@ -2,7 +2,7 @@
 
 // Package postgressourceconfig is the typed plugin_config of the postgres_source source, generated from schemas/postgres_source.json.
 //
-// Reads PostgreSQL tables into topics: change data capture through a logical replication slot (pgoutput), or polling by a tracking column. Each record is the row as a JSON object with the operation in __op; the record key is the primary key.
+// Reads PostgreSQL tables into topics: change data capture through a logical replication slot (pgoutput), or polling by a tracking column. Each record is the row as a JSON object with the operation in __op (record_format = flat, the default), or Debezium's change event {before, after, source, op, ts_ms} (record_format = debezium); the record key is the primary key.
 //
 // What a crash does: delivery is at least once, and the only records ever repeated are those of the batch in flight (produced, its checkpoint not saved). Point by point:
 //
@@ -69,6 +69,8 @@ const (
 	KeyPrimaryKeyColumn  = "primary_key_column"
 	KeyTableSettings     = "table_settings"
 	KeyIncludeMetadata   = "include_metadata"
+	KeyRecordFormat      = "record_format"
+	KeyLogicalName       = "logical_name"
 	KeyNumericFormat     = "numeric_format"
 )
 
@@ -109,6 +111,15 @@ type Snapshot string
 const (
 	SnapshotNever   Snapshot = "never"
 	SnapshotInitial Snapshot = "initial"
+)
+
+// RecordFormat is the type of the record_format key: The shape of each record. flat (the default): the row's columns at the top level with __op and the __ metadata keys, values as described under Values. debezium: Debezium's PostgreSQL change event as its JSON converter writes it with schemas disabled: {before, after, source, transaction, op, ts_ms, ts_us, ts_ns}, op one of c, u, d, r (snapshot and polling rows), t (truncate); source holds version, connector ("postgresql"), name (logical_name), ts_ms (commit time), snapshot, db, sequence, ts_us, ts_ns, schema, table, txId, lsn and xmin; transaction, in CDC records, holds id ("txId:LSN"), total_order and data_collection_order as Debezium's provide.transaction.metadata writes them; the record key is a JSON object of the key columns. before is the old row for updates and deletes with REPLICA IDENTITY FULL, only the key columns (the others null) for deletes with the default identity, and null for updates with it. An update that changes the key is a delete of the old key and a create of the new one, with the headers __debezium.newkey and __debezium.oldkey, as Debezium does. Values follow Debezium's defaults with decimal.handling.mode = string: numeric and money as strings, timestamp as epoch microseconds (milliseconds for precision 0 to 3), timestamptz as an ISO 8601 string in UTC, date as epoch days, time as microseconds past midnight, interval as microseconds, json and jsonb as strings, bytea as base64; the package README lists where this source differs (no tombstones, no schema blocks). numeric_format and include_metadata do not apply to it.
+type RecordFormat string
+
+// The values of RecordFormat.
+const (
+	RecordFormatFlat     RecordFormat = "flat"
+	RecordFormatDebezium RecordFormat = "debezium"
 )
 
 // NumericFormat is the type of the numeric_format key: How numeric (decimal) columns are written: number (an exact JSON number, digits as stored) or string (a JSON string, for consumers that would round). NaN and infinities are always strings.
@@ -218,10 +229,18 @@ type Config struct {
 	// TableSettings is the table_settings key: Per-table settings, one [[plugin_config.table_settings]] block per table, matched by name: which columns go out, which are masked or hashed, and which make the record key. Applied in the source before produce, to snapshot, CDC and polling records alike (the row, __before, a delete's old row, and __tracking_value). A masked or hashed value never reaches the topic, the logs or the API: the record key is built from hashed values too, and a masked column cannot be a key column. The checkpoint is not the topic: it holds the raw values of the columns a read position needs (polling's tracking value and primary key, a snapshot's last primary key).
 	TableSettings []TableSettingsItem
 
-	// IncludeMetadata is the include_metadata key: Add __table and, in CDC, __lsn and __commit_time, in polling __tracking_value, to each record.
+	// IncludeMetadata is the include_metadata key: Add __table and, in CDC, __lsn, __commit_time, __xid (the transaction's ID) and __tx_order (the record's position in its transaction, from 1, counted across tables, batches and restarts), in polling __tracking_value, to each record (record_format = flat).
 	//
 	// Default: true.
 	IncludeMetadata bool
+
+	// RecordFormat is the record_format key: The shape of each record. flat (the default): the row's columns at the top level with __op and the __ metadata keys, values as described under Values. debezium: Debezium's PostgreSQL change event as its JSON converter writes it with schemas disabled: {before, after, source, transaction, op, ts_ms, ts_us, ts_ns}, op one of c, u, d, r (snapshot and polling rows), t (truncate); source holds version, connector ("postgresql"), name (logical_name), ts_ms (commit time), snapshot, db, sequence, ts_us, ts_ns, schema, table, txId, lsn and xmin; transaction, in CDC records, holds id ("txId:LSN"), total_order and data_collection_order as Debezium's provide.transaction.metadata writes them; the record key is a JSON object of the key columns. before is the old row for updates and deletes with REPLICA IDENTITY FULL, only the key columns (the others null) for deletes with the default identity, and null for updates with it. An update that changes the key is a delete of the old key and a create of the new one, with the headers __debezium.newkey and __debezium.oldkey, as Debezium does. Values follow Debezium's defaults with decimal.handling.mode = string: numeric and money as strings, timestamp as epoch microseconds (milliseconds for precision 0 to 3), timestamptz as an ISO 8601 string in UTC, date as epoch days, time as microseconds past midnight, interval as microseconds, json and jsonb as strings, bytea as base64; the package README lists where this source differs (no tombstones, no schema blocks). numeric_format and include_metadata do not apply to it.
+	//
+	// Default: flat.
+	RecordFormat RecordFormat
+
+	// LogicalName is the logical_name key: record_format = debezium: source.name of every record, Debezium's topic.prefix (the logical server name). Empty means the connector key.
+	LogicalName string
 
 	// NumericFormat is the numeric_format key: How numeric (decimal) columns are written: number (an exact JSON number, digits as stored) or string (a JSON string, for consumers that would round). NaN and infinities are always strings.
 	//
@@ -278,6 +297,7 @@ func Default() Config {
 		HeartbeatInterval: 0,
 		DeleteAfterRead:   false,
 		IncludeMetadata:   true,
+		RecordFormat:      RecordFormatFlat,
 		NumericFormat:     NumericFormatNumber,
 	}
 }
@@ -302,7 +322,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":                 {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "numeric_format"},
+			"":                 {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "logical_name", "numeric_format"},
 			"table_settings[]": {"table", "include_columns", "exclude_columns", "mask_columns", "mask_value", "hash_columns", "hash_key", "key_columns"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -349,9 +369,11 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"primary_key_column"}, Suffix: "PRIMARY_KEY_COLUMN"},
 		{Kind: confgen.EnvList, Path: []string{"table_settings"}, Suffix: "TABLE_SETTINGS", Secret: true},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
+		{Kind: confgen.EnvString, Path: []string{"record_format"}, Suffix: "RECORD_FORMAT"},
+		{Kind: confgen.EnvString, Path: []string{"logical_name"}, Suffix: "LOGICAL_NAME"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "numeric_format"},
+	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "logical_name", "numeric_format"},
 }
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
@@ -422,6 +444,8 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		}
 	}
 	confgen.Decode(d, "include_metadata", confgen.Bool, &c.IncludeMetadata)
+	confgen.Decode(d, "record_format", confgen.Enum[RecordFormat], &c.RecordFormat)
+	confgen.Decode(d, "logical_name", confgen.String, &c.LogicalName)
 	confgen.Decode(d, "numeric_format", confgen.Enum[NumericFormat], &c.NumericFormat)
 }
 
@@ -461,6 +485,7 @@ func (c Config) table() map[string]any {
 		"heartbeat_interval":  c.HeartbeatInterval.String(),
 		"delete_after_read":   c.DeleteAfterRead,
 		"include_metadata":    c.IncludeMetadata,
+		"record_format":       string(c.RecordFormat),
 		"numeric_format":      string(c.NumericFormat),
 	}
 	confgen.PutIf(m, c.ConnectionString.IsSet(), "connection_string", c.ConnectionString.Reveal())
@@ -479,6 +504,7 @@ func (c Config) table() map[string]any {
 		}
 		m["table_settings"] = l
 	}
+	confgen.PutIf(m, c.LogicalName != "", "logical_name", c.LogicalName)
 	return m
 }
 
@@ -534,6 +560,8 @@ func (c Config) Redacted() map[string]any {
 			return out
 		}(),
 		"include_metadata": c.IncludeMetadata,
+		"record_format":    string(c.RecordFormat),
+		"logical_name":     c.LogicalName,
 		"numeric_format":   string(c.NumericFormat),
 	}
 }
