@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -141,9 +142,9 @@ type dbzFormat struct {
 func newDbzFormat(name string) *dbzFormat {
 	f := &dbzFormat{}
 	f.head = append(f.head, `"version":`...)
-	f.head = appendStringS(f.head, "pico-connectors "+sdk.Version())
+	f.head = jsonscan.AppendString(f.head, "pico-connectors "+sdk.Version())
 	f.head = append(f.head, `,"connector":"`+dbzConnector+`","name":`...)
-	f.head = appendStringS(f.head, name)
+	f.head = jsonscan.AppendString(f.head, name)
 	f.db = []byte(`""`)
 	return f
 }
@@ -167,7 +168,7 @@ func (e *encoder) appendDbz(buf []byte, t *dbzType, v []byte) []byte {
 	case dzMoney:
 		return appendDbzMoney(buf, v)
 	case dzJSON:
-		return appendString(buf, v)
+		return jsonscan.AppendBytesString(buf, v)
 	case dzBytea:
 		return e.appendValue(buf, byteaType, v)
 	case dzTimestamp:
@@ -217,7 +218,7 @@ func (e *encoder) appendDbz(buf []byte, t *dbzType, v []byte) []byte {
 			return out
 		}
 	}
-	return appendString(buf, v)
+	return jsonscan.AppendBytesString(buf, v)
 }
 
 var byteaType = &pgType{kind: kindBytea}
@@ -261,7 +262,7 @@ func appendDbzDecimal(buf, v []byte) []byte {
 	case "-Infinity":
 		return append(buf, `"NEGATIVE_INFINITY"`...)
 	}
-	return appendString(buf, v)
+	return jsonscan.AppendBytesString(buf, v)
 }
 
 // appendDbzMoney turns money's text form, which follows lc_monetary
@@ -279,7 +280,7 @@ func appendDbzMoney(buf, v []byte) []byte {
 		}
 	}
 	if len(digits) == 0 {
-		return appendString(buf, v)
+		return jsonscan.AppendBytesString(buf, v)
 	}
 	buf = append(buf, '"')
 	if neg {
@@ -429,7 +430,7 @@ func appendDbzTimestamp(buf, v []byte, prec int) ([]byte, bool) {
 func appendDbzTimestampTZ(buf, v []byte, prec int) ([]byte, bool) {
 	switch string(v) {
 	case "infinity", "-infinity":
-		return appendString(buf, v), true
+		return jsonscan.AppendBytesString(buf, v), true
 	}
 	us, n, ok := parseTimestamp(v)
 	if !ok || n >= len(v) {
@@ -924,9 +925,9 @@ func (rel *relation) dbzTable() []byte {
 			schema, name = rel.table[:i], rel.table[i+1:]
 		}
 		b := append([]byte(nil), `,"schema":`...)
-		b = appendStringS(b, schema)
+		b = jsonscan.AppendString(b, schema)
 		b = append(b, `,"table":`...)
-		b = appendStringS(b, name)
+		b = jsonscan.AppendString(b, name)
 		rel.dbzTbl = b
 	}
 	return rel.dbzTbl

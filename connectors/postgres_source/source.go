@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -348,7 +349,7 @@ func (s *Source) connect(ctx context.Context) error {
 			s.close()
 			return err
 		}
-		s.dbz.db = appendStringS(nil, string(rows[0][0]))
+		s.dbz.db = jsonscan.AppendString(nil, string(rows[0][0]))
 	}
 	for _, t := range s.tables {
 		info, err := s.loadTable(ctx, t)
