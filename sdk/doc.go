@@ -66,6 +66,9 @@
 //     background upload, a replication slot near its limit), shown as the
 //     connector's status.
 //   - PermanentError: an error that retrying cannot mend (see Permanent).
+//   - Checker: the preconditions it needs of the other system (a bucket, a
+//     privilege, a server setting), tested by pico-connectors check before
+//     anything runs.
 //
 // and registers operator commands with RegisterAdmin (pico-connectors
 // admin KEY COMMAND).

@@ -64,9 +64,9 @@ const SignatureHeader = "pico-checkpoint-hmac"
 // the record.
 type BrokerStore struct {
 	cfg      BrokerConfig
+	clients  *clientconf.ProducerAdmin
 	producer *kafka.Producer
 	admin    *kafka.AdminClient
-	stopLogs context.CancelFunc
 
 	mu    sync.Mutex
 	ready map[string]bool // topics known to exist
@@ -94,24 +94,11 @@ func NewBrokerStore(cfg BrokerConfig) (*BrokerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker state store: %w", err)
 	}
-	p, err := kafka.NewProducer(&cm)
+	c, err := clientconf.NewProducerAdmin(&cm, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("broker state store: producer: %w", err)
+		return nil, fmt.Errorf("broker state store: %w", err)
 	}
-	logCtx, stopLogs := context.WithCancel(context.Background())
-	clientconf.ForwardLogs(logCtx, p.Logs(), cfg.Logger)
-	go func() {
-		for range p.Events() {
-			// Client-level errors: the loops report failed saves themselves.
-		}
-	}()
-	a, err := kafka.NewAdminClientFromProducer(p)
-	if err != nil {
-		p.Close()
-		stopLogs()
-		return nil, fmt.Errorf("broker state store: admin client: %w", err)
-	}
-	return &BrokerStore{cfg: cfg, producer: p, admin: a, stopLogs: stopLogs, ready: map[string]bool{}}, nil
+	return &BrokerStore{cfg: cfg, clients: c, producer: c.Producer, admin: c.Admin, ready: map[string]bool{}}, nil
 }
 
 // Topic is the topic that holds key's checkpoints.
@@ -315,9 +302,4 @@ func (s *BrokerStore) readLast(ctx context.Context, c *kafka.Consumer, topic, ke
 }
 
 // Close closes the store's clients.
-func (s *BrokerStore) Close() {
-	s.admin.Close()
-	s.producer.Flush(5000)
-	s.producer.Close()
-	s.stopLogs()
-}
+func (s *BrokerStore) Close() { s.clients.Close(5 * time.Second) }
