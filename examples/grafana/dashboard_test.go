@@ -22,6 +22,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/api"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/supervisor"
@@ -170,66 +171,29 @@ embedded_address = "127.0.0.1:0"
 [state]
 path = "state"
 `,
-		"connectors/numbers.toml": `type = "source"
-key = "numbers"
-path = "libpicomq_connector_random_source"
-[[topics]]
-topic = "dash.numbers"
-create_topics = true
-[plugin_config]
-records_per_batch = 20
-interval = "50ms"
-`,
-		"connectors/words.toml": `type = "source"
-key = "words"
-path = "libpicomq_connector_random_source"
-[[topics]]
-topic = "dash.words"
-schema = "text"
-create_topics = true
-[plugin_config]
-records_per_batch = 5
-interval = "200ms"
-payload_shape = "text"
-`,
-		"connectors/orders.toml": fmt.Sprintf(`type = "source"
-key = "orders"
-path = "libpicomq_connector_postgres_source"
-[[topics]]
-topic = "dash.orders"
-create_topics = true
-[plugin_config]
-connection_string = %q
-tables = ["public.orders"]
-slot_check_interval = "1s"
-`, pg.DSN()),
-		"connectors/lake.toml": fmt.Sprintf(`type = "sink"
-key = "lake"
-path = "libpicomq_connector_s3_sink"
-[[topics]]
-pattern = 'dash\..*'
-dead_letter_topic = "dash-dlq"
-poll_interval = "50ms"
-[plugin_config]
-bucket = %q
-region = "us-east-1"
-endpoint = %q
-access_key_id = %q
-secret_access_key = %q
-file_rotation = "messages"
-max_messages_per_file = 50
-`, s3.Bucket, s3.Endpoint, s3.AccessKey, s3.SecretKey),
+		"connectors/numbers.toml": fleet.SourceDef("numbers", "libpicomq_connector_random_source", "dash.numbers",
+			"records_per_batch = 20\ninterval = \"50ms\"\n"),
+		"connectors/words.toml": fleet.SourceDef("words", "libpicomq_connector_random_source", "dash.words",
+			"records_per_batch = 5\ninterval = \"200ms\"\npayload_shape = \"text\"\n"),
+		"connectors/orders.toml": fleet.SourceDef("orders", "libpicomq_connector_postgres_source", "dash.orders",
+			fmt.Sprintf("connection_string = %q\ntables = [\"public.orders\"]\nslot_check_interval = \"1s\"\n", pg.DSN())),
+		"connectors/lake.toml": fleet.S3SinkDef("lake", `dash\..*`, s3, 50, "", ""),
+	}
+	if err := os.Mkdir(filepath.Join(dir, "connectors"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := definition.Load(filepath.Join(dir, "runtime.toml"), nil)
+	// The words are text; the sink reads them as JSON, which they are
+	// not, so they go to the dead-letter topic.
+	env := map[string]string{
+		"PICOMQ_CONNECTORS_SOURCE_WORDS_TOPICS_0_SCHEMA":         "text",
+		"PICOMQ_CONNECTORS_SINK_LAKE_TOPICS_0_DEAD_LETTER_TOPIC": "dash-dlq",
+	}
+	cfg, err := definition.Load(filepath.Join(dir, "runtime.toml"), env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -104,28 +105,19 @@ func wantProblem(t *testing.T, code int, text string, rows []checkRow, connector
 	}
 }
 
-func s3SinkDef(srv *s3test.Server, bucket, access, secret string) string {
-	return fmt.Sprintf(`type = "sink"
-key = "lake"
-path = "libpicomq_connector_s3_sink"
-
-[[topics]]
-pattern = 'numbers.*'
-
-[plugin_config]
-bucket = %q
-region = "us-east-1"
-endpoint = %q
-access_key_id = %q
-secret_access_key = %q
-`, bucket, srv.Endpoint, access, secret)
+// lakeDef is the S3 sink definition of the check tests; the cases change
+// its bucket and keys through environment overrides.
+func lakeDef(srv *s3test.Server) map[string]string {
+	return map[string]string{"s3.toml": fleet.S3SinkDef("lake", `numbers.*`, srv, 10, "", "")}
 }
+
+const lakeEnv = "PICOMQ_CONNECTORS_SINK_LAKE_PLUGIN_CONFIG_"
 
 func TestCheckS3(t *testing.T) {
 	srv := s3test.Start(t)
 	wrongSecret := "wrong-S3CRET-" + srv.SecretKey[:6]
 	t.Run("healthy", func(t *testing.T) {
-		cfg := setup(t, checkRuntimeTOML(t), map[string]string{"s3.toml": s3SinkDef(srv, srv.Bucket, srv.AccessKey, srv.SecretKey)})
+		cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
 		code, text, rows := runCheck(t, cfg, nil)
 		if code != 0 {
 			t.Fatalf("exit %d, want 0", code)
@@ -140,13 +132,13 @@ func TestCheckS3(t *testing.T) {
 		}
 	})
 	t.Run("wrong key", func(t *testing.T) {
-		cfg := setup(t, checkRuntimeTOML(t), map[string]string{"s3.toml": s3SinkDef(srv, srv.Bucket, srv.AccessKey, wrongSecret)})
-		code, text, rows := runCheck(t, cfg, nil)
+		cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
+		code, text, rows := runCheck(t, cfg, []string{lakeEnv + "SECRET_ACCESS_KEY=" + wrongSecret})
 		wantProblem(t, code, text, rows, "sink/lake", "credentials", []string{wrongSecret, srv.SecretKey}, "refuses access_key_id and secret_access_key")
 	})
 	t.Run("missing bucket", func(t *testing.T) {
-		cfg := setup(t, checkRuntimeTOML(t), map[string]string{"s3.toml": s3SinkDef(srv, "no-such-bucket", srv.AccessKey, srv.SecretKey)})
-		code, text, rows := runCheck(t, cfg, nil)
+		cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
+		code, text, rows := runCheck(t, cfg, []string{lakeEnv + "BUCKET=no-such-bucket"})
 		wantProblem(t, code, text, rows, "sink/lake", "bucket exists", []string{srv.SecretKey}, "bucket 'no-such-bucket' does not exist")
 	})
 }
@@ -176,14 +168,15 @@ func TestCheckS3WithoutListBucket(t *testing.T) {
 	if _, err := srv.Client.PutBucketPolicy(context.Background(), &s3.PutBucketPolicyInput{Bucket: aws.String(srv.Bucket), Policy: aws.String(policy)}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := setup(t, checkRuntimeTOML(t), map[string]string{"s3.toml": s3SinkDef(srv, srv.Bucket, access, secret)})
-	code, text, rows := runCheck(t, cfg, nil)
+	cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
+	env := []string{lakeEnv + "ACCESS_KEY_ID=" + access, lakeEnv + "SECRET_ACCESS_KEY=" + secret}
+	code, text, rows := runCheck(t, cfg, env)
 	wantProblem(t, code, text, rows, "sink/lake", "ListBucket", []string{secret, srv.SecretKey}, "listing bucket '"+srv.Bucket+"' failed", "AccessDenied")
 	if !hasRow(rows, "sink/lake", "PutObject (probe object)", true) || !hasRow(rows, "sink/lake", "credentials", true) {
 		t.Errorf("credentials and PutObject should pass for this user: %+v", rows)
 	}
 	// buffered delivery lists nothing: the same user passes.
-	code, _, _ = runCheck(t, cfg, []string{"PICOMQ_CONNECTORS_SINK_LAKE_PLUGIN_CONFIG_DELIVERY=buffered"})
+	code, _, _ = runCheck(t, cfg, append(env, lakeEnv+"DELIVERY=buffered"))
 	if code != 0 {
 		t.Errorf("delivery = buffered without ListBucket: exit %d, want 0", code)
 	}
@@ -281,19 +274,8 @@ topic = "absent"
 }
 
 func pgSourceDef(dsn, mode, table string) string {
-	return fmt.Sprintf(`type = "source"
-key = "orders"
-path = "libpicomq_connector_postgres_source"
-
-[[topics]]
-topic = "orders"
-create_topics = true
-
-[plugin_config]
-connection_string = %q
-mode = %q
-tables = [%q]
-`, dsn, mode, table)
+	return fleet.SourceDef("orders", "libpicomq_connector_postgres_source", "orders",
+		fmt.Sprintf("connection_string = %q\nmode = %q\ntables = [%q]\n", dsn, mode, table))
 }
 
 // TestCheckPostgres runs the Postgres cases on one server: healthy CDC
