@@ -79,13 +79,16 @@ func checkCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		defs = []*definition.Definition{d}
+		// A connector named is checked, enabled or not.
+		named := *d
+		named.Enabled = true
+		defs = []*definition.Definition{&named}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	rows := checkRuntime(ctx, cfg, defs)
 	cancel()
 	for _, d := range defs {
-		rows = append(rows, checkConnector(d, len(pos) == 1)...)
+		rows = append(rows, checkConnector(d)...)
 	}
 	rows = scrubRows(rows, cfg)
 	failed := 0
@@ -162,13 +165,13 @@ func scrubRows(rows []checkRow, cfg *definition.Config) []checkRow {
 }
 
 // checkConnector builds one connector, as run would, and runs its
-// Checker. A disabled connector is checked only when named.
-func checkConnector(d *definition.Definition, named bool) []checkRow {
+// Checker. A disabled connector is not checked.
+func checkConnector(d *definition.Definition) []checkRow {
 	who := d.Type + "/" + d.Key
 	row := func(c sdk.Check) checkRow {
 		return checkRow{Connector: who, Check: c.Name, OK: c.OK(), Problem: c.Problem, Fix: c.Fix, Detail: c.Detail}
 	}
-	if !d.Enabled && !named {
+	if !d.Enabled {
 		return []checkRow{row(sdk.Passed("enabled", "disabled: not checked (name its key to check it)"))}
 	}
 	env := sdk.Env{Key: d.Key, Logger: slog.New(slog.DiscardHandler), Metrics: sdk.DiscardMetrics}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
@@ -136,6 +140,11 @@ func TestCheckS3(t *testing.T) {
 		code, text, rows := runCheck(t, cfg, []string{lakeEnv + "SECRET_ACCESS_KEY=" + wrongSecret})
 		wantProblem(t, code, text, rows, "sink/lake", "credentials", []string{wrongSecret, srv.SecretKey}, "refuses access_key_id and secret_access_key")
 	})
+	t.Run("other region", func(t *testing.T) {
+		cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
+		code, text, rows := runCheck(t, cfg, []string{lakeEnv + "REGION=eu-west-1"})
+		wantProblem(t, code, text, rows, "sink/lake", "region", []string{srv.SecretKey}, "is not in region 'eu-west-1'")
+	})
 	t.Run("missing bucket", func(t *testing.T) {
 		cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
 		code, text, rows := runCheck(t, cfg, []string{lakeEnv + "BUCKET=no-such-bucket"})
@@ -223,6 +232,19 @@ func TestCheckDemo(t *testing.T) {
 		if r.Connector == "sink/demo_s3" {
 			t.Errorf("check demo_random checked the sink: %+v", r)
 		}
+	}
+	// The sink as the demo's file has it, disabled: checked when named.
+	var disabled []string
+	for _, e := range env {
+		if !strings.Contains(e, "_ENABLED=") {
+			disabled = append(disabled, e)
+		}
+	}
+	if _, _, rows := runCheck(t, filepath.Join(dir, "runtime.toml"), disabled); !hasRow(rows, "sink/demo_s3", "enabled", true) {
+		t.Errorf("the disabled sink was not reported as such: %+v", rows)
+	}
+	if code, _, rows := runCheck(t, filepath.Join(dir, "runtime.toml"), disabled, "demo_s3"); code != 0 || !hasRow(rows, "sink/demo_s3", "ListBucket", true) {
+		t.Errorf("check demo_s3 (disabled) exited %d and did not check it: %+v", code, rows)
 	}
 }
 
@@ -315,6 +337,11 @@ GRANT SELECT ON orders TO norepl`)
 			t.Errorf("check left %d slots and publications (%v)", n, err)
 		}
 	})
+	t.Run("server unreachable", func(t *testing.T) {
+		down := fmt.Sprintf("postgres://norepl:%s@%s/postgres?sslmode=disable&connect_timeout=2", secret, freeLoopback(t))
+		code, text, rows := run(t, pgSourceDef(down, "cdc", "public.orders"))
+		wantProblem(t, code, text, rows, "source/orders", "connects", []string{secret}, "connection_string: ")
+	})
 	t.Run("missing table", func(t *testing.T) {
 		code, text, rows := run(t, pgSourceDef(dsn("postgres"), "polling", "public.nope"))
 		wantProblem(t, code, text, rows, "source/orders", "table public.nope", []string{secret}, "tables: public.nope does not exist")
@@ -341,4 +368,29 @@ GRANT SELECT ON orders TO norepl`)
 			t.Errorf("polling on wal_level = replica: exit %d, want 0", code)
 		}
 	})
+}
+
+// TestCheckBinary runs check in the pico-connectors binary on a sink with
+// a wrong secret key: the problem row, exit status 1, no secret.
+func TestCheckBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	bin := runtimebin.Build(t)
+	srv := s3test.Start(t)
+	cfg := setup(t, checkRuntimeTOML(t), lakeDef(srv))
+	wrong := "wrong-S3CRET-binary"
+	cmd := exec.Command(bin, "check", "--config", cfg)
+	cmd.Env = append(os.Environ(), lakeEnv+"SECRET_ACCESS_KEY="+wrong)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("check exited with %v, want status 1:\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^sink/lake +credentials +PROBLEM: the S3 store refuses access_key_id and secret_access_key`).Match(out) {
+		t.Errorf("no credentials problem on sink/lake's row:\n%s", out)
+	}
+	if strings.Contains(string(out), wrong) || strings.Contains(string(out), srv.SecretKey) {
+		t.Errorf("the output shows a secret:\n%s", out)
+	}
 }
