@@ -4,7 +4,7 @@ TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build generate check-generated vet compat apicompat test test-short demo bench reliability fuzz tools clean
+.PHONY: all build generate check-generated vet compat apicompat test test-short demo bench reliability fuzz tools setup image clean
 
 all: build
 
@@ -59,8 +59,15 @@ demo:
 tools:
 	@test -x $(TOOLS)/versitygw || GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
 
+## image: the container image as one tarball, dist/pico-connectors.oci.tar, built by a Go
+## program with no container daemon; the same commit gives the same digest.
+## docker load -i / podman load -i it, or crane push it to a registry.
+IMAGE_TAG ?= picomq/pico-connectors:latest
+image:
+	$(GO) run ./cmd/pico-image --out dist/pico-connectors.oci.tar --tag $(IMAGE_TAG)
+
 clean:
-	rm -rf bin site
+	rm -rf bin site dist
 
 ## bench: one table of measured figures against same-run baselines (≈5 min)
 bench: tools
