@@ -109,7 +109,9 @@ create_topics = true
 	proxy.InjectMatching(nil, -1, faultproxy.Fault{Status: http.StatusServiceUnavailable,
 		Header: http.Header{"Content-Type": {"application/xml"}},
 		Body:   []byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code><Message>down</Message></Error>`)})
-	rd := rt.waitReady(t, http.StatusServiceUnavailable, "not ready", func(rd api.Readiness) bool { return len(rd.NotReady) > 0 })
+	rd := rt.waitReady(t, http.StatusServiceUnavailable, "not ready with a connector in Error", func(rd api.Readiness) bool {
+		return len(rd.NotReady) > 0 && rd.NotReady[0].Status == status.Error
+	})
 	want := api.NotReady{Type: "sink", Key: "archive", Status: status.Error}
 	if rd.Status != "not_ready" || len(rd.NotReady) != 1 || rd.NotReady[0] != want {
 		t.Errorf("/ready with the S3 endpoint down = %+v, want not_ready with only %+v", rd, want)
