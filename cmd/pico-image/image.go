@@ -35,14 +35,11 @@ const (
 	userName = "pico"
 )
 
-// spec says what to build: the binary (built when Binary is empty), the
-// labels and tags, and the one time every file and the image carry.
+// spec says what to build from: the checkout, the labels and the tag,
+// and the one time every file and the image carry.
 type spec struct {
 	// Root is the module's root folder, where go build runs.
-	Root string
-	// Binary is a pico-connectors already built with buildFlags; empty
-	// builds one into a temporary folder.
-	Binary   string
+	Root     string
 	Version  string
 	Revision string
 	Source   string
@@ -146,7 +143,8 @@ func baseFiles(libs []entry) ([]entry, error) {
 	return append(files, libs...), nil
 }
 
-// layerTar writes files as an uncompressed layer: every parent folder
+// layerTar writes files as an uncompressed layer (or any tar of the
+// image's, such as the tarball itself): every parent folder
 // (root-owned, 0755) unless listed, entries sorted by path, each with the
 // time epoch and no user or group names, so the bytes depend on the files
 // alone.
@@ -269,16 +267,14 @@ func image(s spec, bin []byte, libs []entry) (v1.Image, error) {
 // build makes the image s describes and writes it to out, an OCI layout
 // tarball that docker load also reads; it returns the manifest's digest.
 func build(s spec, out string) (v1.Hash, error) {
-	bin := s.Binary
-	if bin == "" {
-		dir, err := os.MkdirTemp("", "pico-image-")
-		if err != nil {
-			return v1.Hash{}, err
-		}
-		defer os.RemoveAll(dir)
-		if bin, err = buildBinary(s.Root, dir); err != nil {
-			return v1.Hash{}, err
-		}
+	dir, err := os.MkdirTemp("", "pico-image-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildBinary(s.Root, dir)
+	if err != nil {
+		return v1.Hash{}, err
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {

@@ -384,3 +384,67 @@ func get(url string, v any) int {
 	}
 	return resp.StatusCode
 }
+
+// TestLayerTar checks what makes a layer's bytes depend on its files
+// alone: the same files in another order give the same bytes; entries are
+// sorted, parents made (root, 0755) unless listed, every time is the epoch
+// and owners are the ids given.
+func TestLayerTar(t *testing.T) {
+	epoch := time.Unix(1700000000, 0).UTC()
+	files := []entry{
+		{name: "/var/lib/pico-connectors", mode: 0o750, dir: true, uid: userID, gid: userID},
+		{name: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0::/:/sbin/nologin\n")},
+		{name: "/tmp", mode: 0o1777, dir: true},
+		{name: "/usr/local/bin/pico-connectors", mode: 0o755, data: []byte("\x7fELF")},
+	}
+	a, err := layerTar(files, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := layerTar([]entry{files[3], files[2], files[1], files[0]}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("the same files in another order give other bytes")
+	}
+	var got []string
+	tr := tar.NewReader(bytes.NewReader(a))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.ModTime.Equal(epoch) || h.Uname != "" || h.Gname != "" {
+			t.Errorf("%s: time %v, names %q %q", h.Name, h.ModTime, h.Uname, h.Gname)
+		}
+		got = append(got, fmt.Sprintf("%s %o %d:%d", h.Name, h.Mode, h.Uid, h.Gid))
+	}
+	want := []string{
+		"etc/ 755 0:0", "etc/passwd 644 0:0", "tmp/ 1777 0:0",
+		"usr/ 755 0:0", "usr/local/ 755 0:0", "usr/local/bin/ 755 0:0", "usr/local/bin/pico-connectors 755 0:0",
+		"var/ 755 0:0", "var/lib/ 755 0:0", "var/lib/pico-connectors/ 750 65532:65532",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestBadSourceDateEpoch: a SOURCE_DATE_EPOCH that is not a count of
+// seconds is refused with the variable, the value and what is allowed.
+func TestBadSourceDateEpoch(t *testing.T) {
+	for _, v := range []string{"abc", "-5", "2026-12-04"} {
+		_, err := specFromGit(".", "v1", "abc123", v)
+		if err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") || !strings.Contains(err.Error(), fmt.Sprintf("%q", v)) ||
+			!strings.Contains(err.Error(), "seconds since 1970") {
+			t.Errorf("SOURCE_DATE_EPOCH=%s: %v", v, err)
+		}
+	}
+	s, err := specFromGit(".", "v1", "abc123", "1700000000")
+	if err != nil || !s.Epoch.Equal(time.Unix(1700000000, 0)) || s.Version != "v1" || s.Revision != "abc123" {
+		t.Errorf("spec %+v, %v", s, err)
+	}
+}

@@ -39,7 +39,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tag := fs.String("tag", "picomq/pico-connectors:latest", "the name docker load and podman load give the image")
 	version := fs.String("version", "", "org.opencontainers.image.version (default: git describe --tags --always --dirty)")
 	revision := fs.String("revision", "", "org.opencontainers.image.revision (default: git rev-parse HEAD)")
-	binary := fs.String("binary", "", "a pico-connectors built with pico-image's flags (default: build one)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -53,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pico-image:", err)
 		return 1
 	}
-	s.Binary, s.Tag = *binary, *tag
+	s.Tag = *tag
 	digest, err := build(s, *out)
 	if err != nil {
 		fmt.Fprintln(stderr, "pico-image:", err)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -29,9 +26,9 @@ type dockerManifest struct {
 // containerd and docker load (25 and later) read, and a docker save
 // archive (manifest.json naming the same blobs), which docker load of any
 // version and crane push read. It is the layout docker save itself writes
-// since Docker 25. Entries are sorted, with the time epoch and root as
-// owner, so the tarball's bytes depend on the image alone. tag names the
-// image when it is loaded.
+// since Docker 25. It is written as a layer is (layerTar: sorted, the time
+// epoch, root as owner), so its bytes depend on the image alone. tag names
+// the image when it is loaded.
 func writeTarball(out string, img v1.Image, tag string, epoch time.Time) error {
 	ref, err := name.NewTag(tag)
 	if err != nil {
@@ -95,39 +92,24 @@ func writeTarball(out string, img v1.Image, tag string, epoch time.Time) error {
 			"org.opencontainers.image.ref.name": ref.TagStr(),
 		},
 	}}}
-	files := map[string][]byte{"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`)}
-	if files["index.json"], err = json.Marshal(index); err != nil {
+	files := []entry{{name: "/oci-layout", data: []byte(`{"imageLayoutVersion":"1.0.0"}`)}}
+	ij, err := json.Marshal(index)
+	if err != nil {
 		return err
 	}
-	if files["manifest.json"], err = json.Marshal([]dockerManifest{dm}); err != nil {
+	mj, err := json.Marshal([]dockerManifest{dm})
+	if err != nil {
 		return err
 	}
+	files = append(files, entry{name: "/index.json", data: ij}, entry{name: "/manifest.json", data: mj})
 	for p, b := range blobs {
-		files[p] = b
+		files = append(files, entry{name: "/" + p, data: b})
 	}
-	names := []string{"blobs/", "blobs/sha256/"}
-	for n := range files {
-		names = append(names, n)
+	for i := range files {
+		files[i].mode = 0o644
 	}
-	sort.Strings(names)
-
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, n := range names {
-		h := &tar.Header{Name: n, Mode: 0o644, ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-		b, ok := files[n]
-		if !ok {
-			h.Typeflag, h.Mode = tar.TypeDir, 0o755
-		}
-		h.Size = int64(len(b))
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := tw.Write(b); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	tarBytes, err := layerTar(files, epoch)
+	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
@@ -135,7 +117,7 @@ func writeTarball(out string, img v1.Image, tag string, epoch time.Time) error {
 	}
 	// Written beside out and renamed, so a failed run leaves no half tarball.
 	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(tmp, tarBytes, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, out)

@@ -13,6 +13,31 @@ import (
 	"github.com/picomq/pico-connectors/runtime/status"
 )
 
+// archiveSink is the definition file of an S3 sink with the key "archive"
+// over the topics pattern matches, writing to the bucket of s3 through
+// endpoint (the server's own, or a proxy in front of it), a file every
+// max_messages_per_file records. topics and plugin are further lines of its
+// [[topics]] block and its plugin_config. Its secret key is not in the file:
+// set PICOMQ_CONNECTORS_SINK_ARCHIVE_PLUGIN_CONFIG_SECRET_ACCESS_KEY.
+func archiveSink(s3 *s3test.Server, endpoint, pattern, topics, plugin string) string {
+	return fmt.Sprintf(`
+type = "sink"
+key = "archive"
+enabled = true
+path = "libpicomq_connector_s3_sink"
+[[topics]]
+pattern = '%s'
+poll_interval = "50ms"
+%s
+[plugin_config]
+bucket = %q
+region = %q
+endpoint = %q
+access_key_id = %q
+file_rotation = "messages"
+%s`, pattern, topics, s3.Bucket, s3test.Region, endpoint, s3.AccessKey, plugin)
+}
+
 // waitReady polls GET /ready until it answers code and cond holds for its
 // body, failing after a minute. /ready needs no API key, so it is asked
 // without one.
@@ -68,32 +93,11 @@ records_per_batch = 10
 interval = "10ms"
 payload_size = "16B"
 `,
-		"connectors/archive.toml": fmt.Sprintf(`
-type = "sink"
-key = "archive"
-path = "libpicomq_connector_s3_sink"
-[[topics]]
-pattern = '^ready\..*'
-poll_interval = "50ms"
-[plugin_config]
-bucket = %q
-region = %q
-endpoint = %q
-access_key_id = %q
-file_rotation = "messages"
+		"connectors/archive.toml": archiveSink(s3, proxy.URL, `^ready\..*`, "", `
 max_messages_per_file = 20
 max_attempts = 2
 retry_delay = "10ms"
-`, s3.Bucket, s3test.Region, proxy.URL, s3.AccessKey),
-		"connectors/idle.toml": `
-type = "source"
-key = "idle"
-enabled = false
-path = "libpicomq_connector_random_source"
-[[topics]]
-topic = "idle"
-create_topics = true
-`,
+`),
 	})
 	rt := startRuntime(t, dir, map[string]string{
 		"PICOMQ_CONNECTORS_SINK_ARCHIVE_PLUGIN_CONFIG_SECRET_ACCESS_KEY": s3.SecretKey,
