@@ -14,9 +14,9 @@
 //	GET  /sinks, /sinks/{key}, /sinks/{key}/config, POST /sinks/{key}/restart
 //	GET  /metrics                 Prometheus exposition
 //
-// With an API key configured, every route but /health and /ready needs it, sent as
-// "Authorization: Bearer KEY" or "api-key: KEY". Errors are JSON objects
-// {"error": "..."} with a matching status code.
+// With an API key configured, every route but /health and /ready needs
+// it, sent as "Authorization: Bearer KEY" or "api-key: KEY". Errors are
+// JSON objects {"error": "..."} with a matching status code.
 package api
 
 import (
@@ -209,8 +209,8 @@ func (s *Server) routes() http.Handler {
 }
 
 // auth requires the API key, when one is configured, on every route but
-// the probes, /health and /ready. Both sides are hashed first so the comparison takes the same
-// time whatever the length of the key sent.
+// the probes, /health and /ready. Both sides are hashed first so the
+// comparison takes the same time whatever the length of the key sent.
 func (s *Server) auth(next http.Handler) http.Handler {
 	if s.opts.APIKey == "" {
 		return next
