@@ -79,7 +79,10 @@ func ForwardLogs(ctx context.Context, ch chan kafka.LogEvent, logger *slog.Logge
 type ProducerAdmin struct {
 	Producer *kafka.Producer
 	Admin    *kafka.AdminClient
-	stopLogs context.CancelFunc
+	// LogContext ends at Close: further clients of the same owner forward
+	// their logs (ForwardLogs) until then.
+	LogContext context.Context
+	stopLogs   context.CancelFunc
 }
 
 // NewProducerAdmin starts a ProducerAdmin from cm; what is wrong names
@@ -102,11 +105,11 @@ func NewProducerAdmin(cm *kafka.ConfigMap, logger *slog.Logger) (*ProducerAdmin,
 		stopLogs()
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
-	return &ProducerAdmin{Producer: p, Admin: a, stopLogs: stopLogs}, nil
+	return &ProducerAdmin{Producer: p, Admin: a, LogContext: logCtx, stopLogs: stopLogs}, nil
 }
 
 // Close closes the admin client, then the producer after up to flush of
-// its outstanding deliveries.
+// its outstanding deliveries, and ends LogContext.
 func (c *ProducerAdmin) Close(flush time.Duration) {
 	c.Admin.Close()
 	if flush > 0 {
