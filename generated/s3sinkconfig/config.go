@@ -59,6 +59,7 @@ const (
 	KeyOutputFormat       = "output_format"
 	KeyCompression        = "compression"
 	KeyParquetCompression = "parquet_compression"
+	KeyCompressionLevel   = "compression_level"
 	KeyColumns            = "columns"
 	KeyIncludeMetadata    = "include_metadata"
 	KeyIncludeHeaders     = "include_headers"
@@ -100,7 +101,7 @@ const (
 	OutputFormatParquet   OutputFormat = "parquet"
 )
 
-// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. Not with output_format = parquet, which compresses its pages with parquet_compression.
+// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. How hard it works is compression_level. Not with output_format = parquet, which compresses its pages with parquet_compression.
 type Compression string
 
 // The values of Compression.
@@ -110,7 +111,7 @@ const (
 	CompressionZstd Compression = "zstd"
 )
 
-// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at level SpeedBetterCompression, which still compresses pages of random identifiers, one goroutine), so the same records give the same bytes on replay.
+// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Its level is compression_level's (gzip 1, 6 or 9; zstd SpeedFastest, SpeedDefault or SpeedBetterCompression, with entropy coding of literals always on, so pages of random identifiers are compressed at every level); fixed settings otherwise (one goroutine, no checksum), so the same records give the same bytes on replay.
 type ParquetCompression string
 
 // The values of ParquetCompression.
@@ -119,6 +120,16 @@ const (
 	ParquetCompressionSnappy ParquetCompression = "snappy"
 	ParquetCompressionGzip   ParquetCompression = "gzip"
 	ParquetCompressionZstd   ParquetCompression = "zstd"
+)
+
+// CompressionLevel is the type of the compression_level key: How hard compression and parquet_compression work: fastest, default or best. Per codec: gzip levels 1, 6 and 9 (for parquet_compression = gzip too); zstd SpeedFastest, SpeedDefault and SpeedBetterCompression (zstd's SpeedBestCompression ran at 7 MB/s for no smaller output, so best stops one level below it); snappy and none have no levels. The default, fastest, was measured on 1 KiB JSON records with random hex filler (the bench's records): gzip level 1 compresses 282 MB/s on one core to 0.463 of the input where level 6 runs at 71 MB/s to 0.489, and zstd SpeedFastest 484 MB/s to 0.451 where SpeedDefault runs at 160 MB/s to 0.459; on text with long repeats best saves a few percent more at a quarter of the speed or less. The level is part of the output: files written at one level and replayed at another hold the same records in other bytes.
+type CompressionLevel string
+
+// The values of CompressionLevel.
+const (
+	CompressionLevelFastest CompressionLevel = "fastest"
+	CompressionLevelDefault CompressionLevel = "default"
+	CompressionLevelBest    CompressionLevel = "best"
 )
 
 // Delivery is the type of the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
@@ -216,15 +227,20 @@ type Config struct {
 	// Default: json_lines.
 	OutputFormat OutputFormat
 
-	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. Not with output_format = parquet, which compresses its pages with parquet_compression.
+	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. How hard it works is compression_level. Not with output_format = parquet, which compresses its pages with parquet_compression.
 	//
 	// Default: none.
 	Compression Compression
 
-	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at level SpeedBetterCompression, which still compresses pages of random identifiers, one goroutine), so the same records give the same bytes on replay.
+	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Its level is compression_level's (gzip 1, 6 or 9; zstd SpeedFastest, SpeedDefault or SpeedBetterCompression, with entropy coding of literals always on, so pages of random identifiers are compressed at every level); fixed settings otherwise (one goroutine, no checksum), so the same records give the same bytes on replay.
 	//
 	// Default: snappy.
 	ParquetCompression ParquetCompression
+
+	// CompressionLevel is the compression_level key: How hard compression and parquet_compression work: fastest, default or best. Per codec: gzip levels 1, 6 and 9 (for parquet_compression = gzip too); zstd SpeedFastest, SpeedDefault and SpeedBetterCompression (zstd's SpeedBestCompression ran at 7 MB/s for no smaller output, so best stops one level below it); snappy and none have no levels. The default, fastest, was measured on 1 KiB JSON records with random hex filler (the bench's records): gzip level 1 compresses 282 MB/s on one core to 0.463 of the input where level 6 runs at 71 MB/s to 0.489, and zstd SpeedFastest 484 MB/s to 0.451 where SpeedDefault runs at 160 MB/s to 0.459; on text with long repeats best saves a few percent more at a quarter of the speed or less. The level is part of the output: files written at one level and replayed at another hold the same records in other bytes.
+	//
+	// Default: fastest.
+	CompressionLevel CompressionLevel
 
 	// Columns is the columns key: The columns of a parquet file, in order, one [[plugin_config.columns]] block each; required with output_format = parquet, ignored otherwise. Each record's JSON payload is read at each column's path; a record that has no value at a path that is not optional, or a value of the wrong type, is rejected: it goes to the topic block's dead_letter_topic, or without one the batch fails with the offset, column and path named. With include_metadata the columns offset, timestamp, topic, partition and key come first, and with include_headers a json column headers follows them.
 	Columns []ColumnsItem
@@ -314,6 +330,7 @@ func Default() Config {
 		OutputFormat:       OutputFormatJSONLines,
 		Compression:        CompressionNone,
 		ParquetCompression: ParquetCompressionSnappy,
+		CompressionLevel:   CompressionLevelFastest,
 		IncludeMetadata:    true,
 		IncludeHeaders:     false,
 		MaxAttempts:        3,
@@ -346,7 +363,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -392,6 +409,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"output_format"}, Suffix: "OUTPUT_FORMAT"},
 		{Kind: confgen.EnvString, Path: []string{"compression"}, Suffix: "COMPRESSION"},
 		{Kind: confgen.EnvString, Path: []string{"parquet_compression"}, Suffix: "PARQUET_COMPRESSION"},
+		{Kind: confgen.EnvString, Path: []string{"compression_level"}, Suffix: "COMPRESSION_LEVEL"},
 		{Kind: confgen.EnvList, Path: []string{"columns"}, Suffix: "COLUMNS"},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvBool, Path: []string{"include_headers"}, Suffix: "INCLUDE_HEADERS"},
@@ -405,7 +423,7 @@ var spec = confgen.Spec{
 	EnumAliases: map[string]map[string]string{
 		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -457,6 +475,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "output_format", confgen.Enum[OutputFormat], &c.OutputFormat)
 	confgen.Decode(d, "compression", confgen.Enum[Compression], &c.Compression)
 	confgen.Decode(d, "parquet_compression", confgen.Enum[ParquetCompression], &c.ParquetCompression)
+	confgen.Decode(d, "compression_level", confgen.Enum[CompressionLevel], &c.CompressionLevel)
 	if v, ok := m["columns"]; ok && !ps.Has("columns") {
 		if l, ok := v.([]any); ok {
 			c.Columns = make([]ColumnsItem, len(l))
@@ -537,6 +556,7 @@ func (c Config) table() map[string]any {
 		"output_format":       string(c.OutputFormat),
 		"compression":         string(c.Compression),
 		"parquet_compression": string(c.ParquetCompression),
+		"compression_level":   string(c.CompressionLevel),
 		"include_metadata":    c.IncludeMetadata,
 		"include_headers":     c.IncludeHeaders,
 		"max_attempts":        c.MaxAttempts,
@@ -596,6 +616,7 @@ func (c Config) Redacted() map[string]any {
 		"output_format":         string(c.OutputFormat),
 		"compression":           string(c.Compression),
 		"parquet_compression":   string(c.ParquetCompression),
+		"compression_level":     string(c.CompressionLevel),
 		"columns": func() []map[string]any {
 			if c.Columns == nil {
 				return nil
