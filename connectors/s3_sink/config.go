@@ -51,6 +51,7 @@ func fromConfig(c s3sinkconfig.Config) options {
 		o.Compression = compressZstd
 	}
 	o.ParquetCodec = string(c.ParquetCompression)
+	o.RowGroupSize = c.ParquetRowGroupSize.Bytes()
 	switch c.CompressionLevel {
 	case s3sinkconfig.CompressionLevelDefault:
 		o.Level = levelDefault

@@ -77,6 +77,9 @@ type options struct {
 	// (parquet_compression) the codec of its pages.
 	Columns      []columnSpec
 	ParquetCodec string
+	// RowGroupSize is parquet_row_group_size: the most raw bytes of a row
+	// group.
+	RowGroupSize int64
 }
 
 // compression is the compression of a file.

@@ -67,9 +67,13 @@ func (o *pqOut) Write(b []byte) (int, error) {
 // rowGroupTarget is the raw size of the next row group of a file that has
 // enc encoded bytes from flushed raw bytes: what should bring the file to
 // max_file_size at the compression seen so far, between a sixteenth of
-// max_file_size and max_file_size (and half of max_buffer_size).
+// max_file_size and max_file_size (and parquet_row_group_size, and half of
+// max_buffer_size).
 func (s *Sink) rowGroupTarget(enc, flushed int64) int64 {
 	limit := min(s.opts.MaxFileSize, max(s.opts.MaxBufferSize/2, 1))
+	if s.opts.RowGroupSize > 0 {
+		limit = min(limit, s.opts.RowGroupSize)
+	}
 	floor := min(max(s.opts.MaxFileSize/16, 4<<10), limit)
 	if enc <= 0 || flushed <= 0 {
 		return limit

@@ -44,31 +44,32 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyBucket             = "bucket"
-	KeyRegion             = "region"
-	KeyPrefix             = "prefix"
-	KeyEndpoint           = "endpoint"
-	KeyAccessKeyID        = "access_key_id"
-	KeySecretAccessKey    = "secret_access_key"
-	KeyPathTemplate       = "path_template"
-	KeyFileRotation       = "file_rotation"
-	KeyMaxFileSize        = "max_file_size"
-	KeyMaxMessagesPerFile = "max_messages_per_file"
-	KeyRotateInterval     = "rotate_interval"
-	KeyFlushInterval      = "flush_interval"
-	KeyOutputFormat       = "output_format"
-	KeyCompression        = "compression"
-	KeyParquetCompression = "parquet_compression"
-	KeyCompressionLevel   = "compression_level"
-	KeyColumns            = "columns"
-	KeyIncludeMetadata    = "include_metadata"
-	KeyIncludeHeaders     = "include_headers"
-	KeyMaxAttempts        = "max_attempts"
-	KeyRetryDelay         = "retry_delay"
-	KeyPathStyle          = "path_style"
-	KeyDelivery           = "delivery"
-	KeyMaxBufferSize      = "max_buffer_size"
-	KeyMaxInFlight        = "max_in_flight"
+	KeyBucket              = "bucket"
+	KeyRegion              = "region"
+	KeyPrefix              = "prefix"
+	KeyEndpoint            = "endpoint"
+	KeyAccessKeyID         = "access_key_id"
+	KeySecretAccessKey     = "secret_access_key"
+	KeyPathTemplate        = "path_template"
+	KeyFileRotation        = "file_rotation"
+	KeyMaxFileSize         = "max_file_size"
+	KeyMaxMessagesPerFile  = "max_messages_per_file"
+	KeyRotateInterval      = "rotate_interval"
+	KeyFlushInterval       = "flush_interval"
+	KeyOutputFormat        = "output_format"
+	KeyCompression         = "compression"
+	KeyParquetCompression  = "parquet_compression"
+	KeyCompressionLevel    = "compression_level"
+	KeyParquetRowGroupSize = "parquet_row_group_size"
+	KeyColumns             = "columns"
+	KeyIncludeMetadata     = "include_metadata"
+	KeyIncludeHeaders      = "include_headers"
+	KeyMaxAttempts         = "max_attempts"
+	KeyRetryDelay          = "retry_delay"
+	KeyPathStyle           = "path_style"
+	KeyDelivery            = "delivery"
+	KeyMaxBufferSize       = "max_buffer_size"
+	KeyMaxInFlight         = "max_in_flight"
 )
 
 // The keys of one element of the columns array, below columns[i] in problems.
@@ -242,6 +243,11 @@ type Config struct {
 	// Default: fastest.
 	CompressionLevel CompressionLevel
 
+	// ParquetRowGroupSize is the parquet_row_group_size key: The most raw bytes (values before encoding and compression) a row group of a parquet file holds. Within it, a row group is flushed when its raw size reaches what should bring the file to max_file_size at the compression seen so far (the first one at max_file_size of raw rows), and it is at most half of max_buffer_size, since its rows are held in memory until then. Query engines read a row group as their unit of work and skip whole row groups by their column statistics (min and max per column, written for every row group and page): Spark and parquet-mr write 128 MiB row groups, Trino and Athena do well from 64 MiB up, DuckDB writes 122,880 rows; many small row groups add overhead to every scan. The default, 128MiB, is Spark's; with the default max_file_size (8MiB) a file holds one to a few row groups, and with max_file_size of 128MiB or more row groups come out near this size. Only with output_format = parquet. Binary and decimal units both parse.
+	//
+	// Default: 128MiB.
+	ParquetRowGroupSize confkit.Size
+
 	// Columns is the columns key: The columns of a parquet file, in order, one [[plugin_config.columns]] block each; required with output_format = parquet, ignored otherwise. Each record's JSON payload is read at each column's path; a record that has no value at a path that is not optional, or a value of the wrong type, is rejected: it goes to the topic block's dead_letter_topic, or without one the batch fails with the offset, column and path named. With include_metadata the columns offset, timestamp, topic, partition and key come first, and with include_headers a json column headers follows them.
 	Columns []ColumnsItem
 
@@ -323,22 +329,23 @@ func Default() Config {
 			Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
 			Source: "{topic}/{date}/{hour}",
 		},
-		FileRotation:       FileRotationSize,
-		MaxFileSize:        8 * confkit.MiB,
-		RotateInterval:     0,
-		FlushInterval:      0,
-		OutputFormat:       OutputFormatJSONLines,
-		Compression:        CompressionNone,
-		ParquetCompression: ParquetCompressionSnappy,
-		CompressionLevel:   CompressionLevelFastest,
-		IncludeMetadata:    true,
-		IncludeHeaders:     false,
-		MaxAttempts:        3,
-		RetryDelay:         time.Second,
-		PathStyle:          false,
-		Delivery:           DeliveryExactlyOnce,
-		MaxBufferSize:      256 * confkit.MiB,
-		MaxInFlight:        4,
+		FileRotation:        FileRotationSize,
+		MaxFileSize:         8 * confkit.MiB,
+		RotateInterval:      0,
+		FlushInterval:       0,
+		OutputFormat:        OutputFormatJSONLines,
+		Compression:         CompressionNone,
+		ParquetCompression:  ParquetCompressionSnappy,
+		CompressionLevel:    CompressionLevelFastest,
+		ParquetRowGroupSize: 128 * confkit.MiB,
+		IncludeMetadata:     true,
+		IncludeHeaders:      false,
+		MaxAttempts:         3,
+		RetryDelay:          time.Second,
+		PathStyle:           false,
+		Delivery:            DeliveryExactlyOnce,
+		MaxBufferSize:       256 * confkit.MiB,
+		MaxInFlight:         4,
 	}
 }
 
@@ -363,7 +370,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -375,19 +382,20 @@ var spec = confgen.Spec{
 				Messages: map[string]string{"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"},
 				Secret:   true,
 			},
-			"secret_access_key":     {Secret: true},
-			"max_file_size":         {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
-			"max_messages_per_file": {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
-			"rotate_interval":       {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
-			"flush_interval":        {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
-			"output_format":         {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
-			"columns":               {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
-			"columns[].type":        {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
-			"columns[].precision":   {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
-			"max_attempts":          {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
-			"retry_delay":           {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
-			"max_buffer_size":       {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
-			"max_in_flight":         {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"secret_access_key":      {Secret: true},
+			"max_file_size":          {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
+			"max_messages_per_file":  {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
+			"rotate_interval":        {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
+			"flush_interval":         {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
+			"output_format":          {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
+			"parquet_row_group_size": {Messages: map[string]string{"x-minimum": "parquet_row_group_size ({value}) must be at least 64KiB"}},
+			"columns":                {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
+			"columns[].type":         {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
+			"columns[].precision":    {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
+			"max_attempts":           {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
+			"retry_delay":            {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
+			"max_buffer_size":        {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
+			"max_in_flight":          {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
 		},
 	}),
 	KeyAliases: map[string]map[string]string{
@@ -410,6 +418,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"compression"}, Suffix: "COMPRESSION"},
 		{Kind: confgen.EnvString, Path: []string{"parquet_compression"}, Suffix: "PARQUET_COMPRESSION"},
 		{Kind: confgen.EnvString, Path: []string{"compression_level"}, Suffix: "COMPRESSION_LEVEL"},
+		{Kind: confgen.EnvString, Path: []string{"parquet_row_group_size"}, Suffix: "PARQUET_ROW_GROUP_SIZE"},
 		{Kind: confgen.EnvList, Path: []string{"columns"}, Suffix: "COLUMNS"},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvBool, Path: []string{"include_headers"}, Suffix: "INCLUDE_HEADERS"},
@@ -423,7 +432,7 @@ var spec = confgen.Spec{
 	EnumAliases: map[string]map[string]string{
 		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -476,6 +485,9 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "compression", confgen.Enum[Compression], &c.Compression)
 	confgen.Decode(d, "parquet_compression", confgen.Enum[ParquetCompression], &c.ParquetCompression)
 	confgen.Decode(d, "compression_level", confgen.Enum[CompressionLevel], &c.CompressionLevel)
+	if confgen.Decode(d, "parquet_row_group_size", confgen.Size, &c.ParquetRowGroupSize) {
+		d.Bound("parquet_row_group_size", c.ParquetRowGroupSize < 64*confkit.KiB, "x-minimum", "parquet_row_group_size ({value}) must be at least 64KiB")
+	}
 	if v, ok := m["columns"]; ok && !ps.Has("columns") {
 		if l, ok := v.([]any); ok {
 			c.Columns = make([]ColumnsItem, len(l))
@@ -548,23 +560,24 @@ func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, w
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
-		"path_template":       c.PathTemplate.Source,
-		"file_rotation":       string(c.FileRotation),
-		"max_file_size":       c.MaxFileSize.String(),
-		"rotate_interval":     c.RotateInterval.String(),
-		"flush_interval":      c.FlushInterval.String(),
-		"output_format":       string(c.OutputFormat),
-		"compression":         string(c.Compression),
-		"parquet_compression": string(c.ParquetCompression),
-		"compression_level":   string(c.CompressionLevel),
-		"include_metadata":    c.IncludeMetadata,
-		"include_headers":     c.IncludeHeaders,
-		"max_attempts":        c.MaxAttempts,
-		"retry_delay":         c.RetryDelay.String(),
-		"path_style":          c.PathStyle,
-		"delivery":            string(c.Delivery),
-		"max_buffer_size":     c.MaxBufferSize.String(),
-		"max_in_flight":       c.MaxInFlight,
+		"path_template":          c.PathTemplate.Source,
+		"file_rotation":          string(c.FileRotation),
+		"max_file_size":          c.MaxFileSize.String(),
+		"rotate_interval":        c.RotateInterval.String(),
+		"flush_interval":         c.FlushInterval.String(),
+		"output_format":          string(c.OutputFormat),
+		"compression":            string(c.Compression),
+		"parquet_compression":    string(c.ParquetCompression),
+		"compression_level":      string(c.CompressionLevel),
+		"parquet_row_group_size": c.ParquetRowGroupSize.String(),
+		"include_metadata":       c.IncludeMetadata,
+		"include_headers":        c.IncludeHeaders,
+		"max_attempts":           c.MaxAttempts,
+		"retry_delay":            c.RetryDelay.String(),
+		"path_style":             c.PathStyle,
+		"delivery":               string(c.Delivery),
+		"max_buffer_size":        c.MaxBufferSize.String(),
+		"max_in_flight":          c.MaxInFlight,
 	}
 	confgen.PutIf(m, c.Bucket != "", "bucket", c.Bucket)
 	confgen.PutIf(m, c.Region != "", "region", c.Region)
@@ -601,22 +614,23 @@ func (c ColumnsItem) table() map[string]any {
 // with every secret masked and sizes, durations and templates as text.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"bucket":                c.Bucket,
-		"region":                c.Region,
-		"prefix":                c.Prefix,
-		"endpoint":              c.Endpoint,
-		"access_key_id":         c.AccessKeyID.String(),
-		"secret_access_key":     c.SecretAccessKey.String(),
-		"path_template":         c.PathTemplate.Source,
-		"file_rotation":         string(c.FileRotation),
-		"max_file_size":         c.MaxFileSize.String(),
-		"max_messages_per_file": confgen.PtrValue(c.MaxMessagesPerFile),
-		"rotate_interval":       c.RotateInterval.String(),
-		"flush_interval":        c.FlushInterval.String(),
-		"output_format":         string(c.OutputFormat),
-		"compression":           string(c.Compression),
-		"parquet_compression":   string(c.ParquetCompression),
-		"compression_level":     string(c.CompressionLevel),
+		"bucket":                 c.Bucket,
+		"region":                 c.Region,
+		"prefix":                 c.Prefix,
+		"endpoint":               c.Endpoint,
+		"access_key_id":          c.AccessKeyID.String(),
+		"secret_access_key":      c.SecretAccessKey.String(),
+		"path_template":          c.PathTemplate.Source,
+		"file_rotation":          string(c.FileRotation),
+		"max_file_size":          c.MaxFileSize.String(),
+		"max_messages_per_file":  confgen.PtrValue(c.MaxMessagesPerFile),
+		"rotate_interval":        c.RotateInterval.String(),
+		"flush_interval":         c.FlushInterval.String(),
+		"output_format":          string(c.OutputFormat),
+		"compression":            string(c.Compression),
+		"parquet_compression":    string(c.ParquetCompression),
+		"compression_level":      string(c.CompressionLevel),
+		"parquet_row_group_size": c.ParquetRowGroupSize.String(),
 		"columns": func() []map[string]any {
 			if c.Columns == nil {
 				return nil
