@@ -123,3 +123,10 @@ func less(a, b string, asInt bool) bool {
 	}
 	return a < b
 }
+
+// ParquetRows reads a parquet object back with arrow-go (readParquet): its
+// rows, each value as text. For the black-box tests, which are package
+// s3sink_test.
+func ParquetRows(t *testing.T, key string, body []byte) [][]string {
+	return readParquet(t, key, body).rows
+}
