@@ -239,6 +239,18 @@ func (b *bench) written(srv *s3test.Server, prefix string) (size int64, objects 
 	return size, len(objs)
 }
 
+// cpuSeconds returns a clock of the CPU seconds of this process and the S3
+// server together.
+func (b *bench) cpuSeconds(srv *s3test.Server) func() float64 {
+	return func() float64 {
+		self, err := procstat.CPUSeconds(0)
+		b.must(err)
+		server, err := procstat.CPUSeconds(srv.PID())
+		b.must(err)
+		return self + server
+	}
+}
+
 // sinkInFlight is the sink's default max_in_flight, the parallelism of the
 // raw PutObject baseline.
 const sinkInFlight = 4
@@ -254,14 +266,7 @@ func (b *bench) s3Rows() []row {
 	b.must(err)
 	defer br.Close()
 	var rows []row
-	// CPU seconds of this process and the S3 server together.
-	cpuSeconds := func() float64 {
-		self, err := procstat.CPUSeconds(0)
-		b.must(err)
-		server, err := procstat.CPUSeconds(srv.PID())
-		b.must(err)
-		return self + server
-	}
+	cpuSeconds := b.cpuSeconds(srv)
 	// Each round writes more than max_buffer_size (256 MiB: 1.3M records
 	// of 100 B, 400k of 1 KiB), so the sink runs as long with its buffer
 	// full, paced by its uploads, as it fills it: a 1 KiB round of 120k

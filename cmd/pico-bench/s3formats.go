@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
 
 // formatRun is one output setting of s3FormatRows.
@@ -54,13 +53,7 @@ func (b *bench) s3FormatRows() []row {
 		{"parquet-snappy", map[string]any{"output_format": "parquet", "columns": columns}},
 		{"parquet-zstd", map[string]any{"output_format": "parquet", "parquet_compression": "zstd", "columns": columns}},
 	}
-	cpuSeconds := func() float64 {
-		self, err := procstat.CPUSeconds(0)
-		b.must(err)
-		server, err := procstat.CPUSeconds(srv.PID())
-		b.must(err)
-		return self + server
-	}
+	cpuSeconds := b.cpuSeconds(srv)
 	took := map[string]time.Duration{}
 	timed := map[string]int{}
 	cpu := map[string]float64{}

@@ -82,24 +82,9 @@ func benchCodecs(b *testing.B, cases []codecCase, recs []sdk.Record) {
 			if err := s.Open(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			batch := make([]sdk.Record, 1000)
-			ctx := context.Background()
 			b.SetBytes(int64(len(recs[0].Payload)))
 			b.ResetTimer()
-			for done := 0; done < b.N; {
-				k := min(len(batch), b.N-done)
-				for j := 0; j < k; j++ {
-					batch[j] = recs[(done+j)%len(recs)]
-					batch[j].Offset = int64(done + j)
-				}
-				if err := s.Consume(ctx, batch[:k]); err != nil {
-					b.Fatal(err)
-				}
-				done += k
-			}
-			if err := s.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
+			consumeN(b, s, recs, 1000)
 			rate := float64(b.N) / b.Elapsed().Seconds()
 			per := m.get("s3_sink_bytes_uploaded_total") / float64(b.N)
 			rates[c.name], sizes[c.name] = rate, per
@@ -110,5 +95,26 @@ func benchCodecs(b *testing.B, cases []codecCase, recs []sdk.Record) {
 				b.ReportMetric(per/sizes[c.base], "size_vs_"+c.base)
 			}
 		})
+	}
+}
+
+// consumeN hands b.N records to s in batches of batchLen, cycling through
+// recs with consecutive offsets, then closes s.
+func consumeN(b *testing.B, s *Sink, recs []sdk.Record, batchLen int) {
+	batch := make([]sdk.Record, batchLen)
+	ctx := context.Background()
+	for done := 0; done < b.N; {
+		k := min(len(batch), b.N-done)
+		for j := 0; j < k; j++ {
+			batch[j] = recs[(done+j)%len(recs)]
+			batch[j].Offset = int64(done + j)
+		}
+		if err := s.Consume(ctx, batch[:k]); err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+	if err := s.Close(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
