@@ -58,7 +58,7 @@ func (s *Sink) dirOf(rec *sdk.Record) (string, error) {
 func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	need := s.fmt.estimate(rec, len(p.topic)) + 1 // + the closing ']'
 	if s.pq != nil {
-		need = rowBytes(s.row.row) + binary.MaxVarintLen64 // + a row group's mark
+		need = s.row.size + binary.MaxVarintLen64 // + a row group's mark
 	}
 	fb := &p.open
 	n := len(fb.chunks)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -24,9 +25,13 @@ import (
 type pqRow struct {
 	raw  [][]byte // per column: the JSON value found at its path, nil when absent
 	row  parquet.Row
+	size int    // rowBytes(row)
 	buf  []byte // converted bytes (unescaped strings, decimals, base64)
-	offs []int  // per column: where its bytes start in buf, -1 when none
+	offs []int  // per column: where its bytes start in buf, -1 when none, inPayload for raw's
 }
+
+// inPayload in pqRow.offs: the column's bytes are raw's, inside the payload.
+const inPayload = -2
 
 // row converts rec into r.row. It returns the row's serialized size (an
 // upper bound, rowBytes), or the reason the record does not fit the
@@ -109,6 +114,11 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		var err error
 		switch c.typ {
 		case colString:
+			if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+				// No escapes: the value is the payload's own bytes.
+				r.raw[i], r.offs[i] = raw[1:len(raw)-1], inPayload
+				break
+			}
 			r.offs[i] = len(r.buf)
 			r.buf, err = appendJSONString(r.buf, raw)
 		case colInt64:
@@ -160,6 +170,8 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		}
 		var pv parquet.Value
 		switch {
+		case r.offs[i] == inPayload:
+			pv = parquet.ByteArrayValue(r.raw[i])
 		case r.offs[i] >= 0:
 			end := len(r.buf)
 			for j := i + 1; j < n; j++ {
@@ -189,7 +201,8 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		}
 		r.row[i] = pv.Level(0, def, i)
 	}
-	return rowBytes(r.row), nil
+	r.size = rowBytes(r.row)
+	return r.size, nil
 }
 
 // clip shortens a value for an error message.
@@ -572,24 +585,26 @@ func appendRow(dst []byte, row parquet.Row) []byte {
 	return dst
 }
 
+// errDamagedRow is a serialized row readRow cannot read: a bug.
+var errDamagedRow = errors.New("s3 sink: a serialized parquet row is damaged")
+
 // readRow reads the serialized row at b[i:] into row, whose byte values
 // point into b, and returns the index after it; zero values mark the start
 // of a row group.
 func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
-	bad := fmt.Errorf("s3 sink: a serialized parquet row is damaged at byte %d", i)
 	n, k := binary.Uvarint(b[i:])
 	if k <= 0 {
-		return row, i, bad
+		return row, i, errDamagedRow
 	}
 	i += k
 	for range n {
 		if i+3 > len(b) {
-			return row, i, bad
+			return row, i, errDamagedRow
 		}
 		kind, rep, def := b[i], int(b[i+1]), int(b[i+2])
 		col, k := binary.Uvarint(b[i+3:])
 		if k <= 0 {
-			return row, i, bad
+			return row, i, errDamagedRow
 		}
 		i += 3 + k
 		var v parquet.Value
@@ -600,13 +615,13 @@ func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
 			v = parquet.BooleanValue(kind == pqKindTrue)
 		case pqKindInt32:
 			if i+4 > len(b) {
-				return row, i, bad
+				return row, i, errDamagedRow
 			}
 			v = parquet.Int32Value(int32(binary.LittleEndian.Uint32(b[i:])))
 			i += 4
 		case pqKindInt64, pqKindDouble:
 			if i+8 > len(b) {
-				return row, i, bad
+				return row, i, errDamagedRow
 			}
 			u := binary.LittleEndian.Uint64(b[i:])
 			v = parquet.Int64Value(int64(u))
@@ -617,7 +632,7 @@ func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
 		case pqKindBytes, pqKindFixed:
 			l, k := binary.Uvarint(b[i:])
 			if k <= 0 || uint64(len(b)-i-k) < l {
-				return row, i, bad
+				return row, i, errDamagedRow
 			}
 			i += k
 			data := b[i : i+int(l) : i+int(l)]
@@ -627,7 +642,7 @@ func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
 			}
 			i += int(l)
 		default:
-			return row, i, bad
+			return row, i, errDamagedRow
 		}
 		row = append(row, v.Level(rep, def, int(col)))
 	}
