@@ -14,7 +14,8 @@ import (
 // rotation thresholds and handed to upload.
 
 // maxObjectBytes is the most bytes a file may hold before it is closed:
-// S3's single PutObject limit, less room for compression's overhead.
+// S3's single PutObject limit, less room for the overhead of compression
+// or of Parquet's encoding (both run after the cut).
 func (s *Sink) maxObjectBytes() int64 {
 	if s.opts.Compression != compressNone || s.pq != nil {
 		return maxPutObjectSize - 64<<20
