@@ -87,20 +87,28 @@ func (s *Sink) encode(f *file) error {
 const pqBatch = 256
 
 // encodeRoom is what room keeps free under max_buffer_size for the parquet
-// encodings that may still start: max_in_flight of encodeReserve, less
-// those running (their reservation is held already).
+// encodings that may still start: encodeBudget, less the reservations of
+// those running (held already).
 func (s *Sink) encodeRoom() int64 {
 	if s.pq == nil {
 		return 0
 	}
-	return int64(s.opts.MaxInFlight)*s.encodeReserve() - s.encoding
+	return max(s.encodeBudget()-s.encoding, 0)
+}
+
+// encodeBudget is what the encodings running at once may reserve:
+// max_in_flight of encodeReserve, at most half of max_buffer_size, so a
+// small buffer still leaves its other half to the open files (an encoding
+// that does not fit waits for the others, see encodeParquet).
+func (s *Sink) encodeBudget() int64 {
+	return min(int64(s.opts.MaxInFlight)*s.encodeReserve(), s.opts.MaxBufferSize/2)
 }
 
 // encodeReserve is what one encoding holds beside its file: the writer,
 // and the encoded pages of the row group it buffers until the row group
-// ends, at most its raw size.
+// ends, at most its raw size; at most half of max_buffer_size.
 func (s *Sink) encodeReserve() int64 {
-	return int64(s.writerBytes()) + min(s.rowGroupTarget(), s.opts.MaxFileSize)
+	return min(int64(s.writerBytes())+min(s.rowGroupTarget(), s.opts.MaxFileSize), s.opts.MaxBufferSize/2)
 }
 
 // encodeParquet replaces f's serialized rows by the Parquet file they make.
@@ -120,6 +128,10 @@ func (s *Sink) encodeParquet(f *file) error {
 		parquet.PageBufferSize(pqPageBuffer))
 	reserve := s.encodeReserve()
 	s.mu.Lock()
+	// One encoding always runs; more only within encodeBudget.
+	for s.encoding > 0 && s.encoding+reserve > s.encodeBudget() {
+		s.cond.Wait()
+	}
 	s.grow(int(reserve))
 	s.encoding += reserve
 	s.mu.Unlock()
@@ -131,6 +143,7 @@ func (s *Sink) encodeParquet(f *file) error {
 	defer s.mu.Unlock()
 	s.grow(-int(reserve))
 	s.encoding -= reserve
+	s.cond.Broadcast()
 	s.free(f.chunks)
 	if err != nil {
 		s.free(out.chunks)

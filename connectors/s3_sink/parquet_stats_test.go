@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	pqfile "github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // TestParquetRowGroupStatistics writes 3000 rows with
@@ -129,4 +131,47 @@ func less(a, b string, asInt bool) bool {
 // s3sink_test.
 func ParquetRows(t *testing.T, key string, body []byte) [][]string {
 	return readParquet(t, key, body).rows
+}
+
+// TestParquetSmallBuffer: max_buffer_size (1 MiB) below max_file_size (the
+// default 8 MiB) and max_in_flight encodings of it: the encodings take at
+// most half the bound and wait for each other beyond it, so the open files
+// keep the other half and are cut early at hundreds of records each, not
+// one; every record lands once, in order, within the bound.
+func TestParquetSmallBuffer(t *testing.T) {
+	srv := s3test.Start(t)
+	const bound = 1 << 20
+	s := openAt(t, srv, srv.Endpoint, "small", func(o *options) {
+		parquetOpts([]columnSpec{{Name: "id", Type: "int64"}, {Name: "note", Type: "string"}}, "zstd")(o)
+		o.MaxBufferSize = bound
+	})
+	if s.opts.MaxFileSize <= bound || s.opts.MaxInFlight < 2 {
+		t.Fatalf("max_file_size %d, max_in_flight %d: the test needs the defaults", s.opts.MaxFileSize, s.opts.MaxInFlight)
+	}
+	base := benchRecords(1, 1000)[0]
+	const parts, per = 2, 1500
+	consumeWithinBound(t, s, bound, parts, per, func(p int32, j int) sdk.Record {
+		r := base
+		r.Topic, r.Partition, r.Offset = "small", p, int64(j)
+		r.Payload = []byte(fmt.Sprintf(`{"id":%d,"note":"%s"}`, j, pad(j*int(p+1), 1000)))
+		return r
+	})
+	tabs := parquetObjects(t, srv, "small/")
+	next := map[string]int{}
+	for _, tb := range tabs {
+		part := tb.key[strings.LastIndexByte(tb.key, '/')+1:][:5]
+		for _, r := range tb.rows {
+			if r[0] != fmt.Sprint(next[part]) {
+				t.Fatalf("%s: offset %s after %d", tb.key, r[0], next[part]-1)
+			}
+			next[part]++
+		}
+	}
+	if len(next) != parts || next["00000"] != per || next["00001"] != per {
+		t.Fatalf("records per partition in the bucket: %v, want %d each", next, per)
+	}
+	if avg := parts * per / len(tabs); avg < 100 {
+		t.Errorf("%d objects, %d records each on average: the encodings' room left the open files too little", len(tabs), avg)
+	}
+	t.Logf("%d objects for %d records, peak held %d of %d", len(tabs), parts*per, s.peakHeld, bound)
 }
