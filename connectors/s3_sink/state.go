@@ -180,7 +180,7 @@ func newMetrics(m sdk.Metrics) sinkMetrics {
 		bytesUploaded:   m.Counter("s3_sink_bytes_uploaded_total", "Bytes of files uploaded to S3, after compression."),
 		retries:         m.Counter("s3_sink_upload_retries_total", "PutObject attempts that failed and were retried."),
 		uploadFailures:  m.Counter("s3_sink_upload_failures_total", "Uploads that failed after max_attempts (or at once, on a status that is not retried)."),
-		uploadSeconds: m.Histogram("s3_sink_upload_duration_seconds", "Time to upload one file, retries included.",
+		uploadSeconds: m.Histogram("s3_sink_upload_duration_seconds", "Time to upload one file, retries included, and to encode it first (compression, Parquet).",
 			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}),
 		openFiles:     m.Gauge("s3_sink_open_files", "Files open in memory, one per topic and partition with buffered records."),
 		bufferedBytes: m.Gauge("s3_sink_buffered_bytes", "Bytes held by open and uploading files, bounded by max_buffer_size."),
