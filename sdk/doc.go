@@ -69,6 +69,8 @@
 //   - Checker: the preconditions it needs of the other system (a bucket, a
 //     privilege, a server setting), tested by pico-connectors check before
 //     anything runs.
+//   - TopicSchemas: a sink that learns its [[topics]] blocks' schemas
+//     (SetTopics, before Open), such as the Avro schema it writes from.
 //
 // and registers operator commands with RegisterAdmin (pico-connectors
 // admin KEY COMMAND).

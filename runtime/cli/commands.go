@@ -67,6 +67,9 @@ func checkLoops(cfg *definition.Config) error {
 			err = sourceloop.CheckTopics(d.Topics, filepath.Dir(d.File))
 		case sdk.KindSink:
 			err = sinkloop.CheckTopics(d.Topics, filepath.Dir(d.File))
+			if err == nil {
+				err = sinkTopics(d)
+			}
 		}
 		if err == nil {
 			continue
@@ -84,6 +87,20 @@ func checkLoops(cfg *definition.Config) error {
 		return ps
 	}
 	return nil
+}
+
+// sinkTopics builds d's sink, without opening it, and hands it its
+// [[topics]] blocks when it takes them (sdk.TopicSchemas), so what its
+// SetTopics refuses is reported before the sink runs.
+func sinkTopics(d *definition.Definition) error {
+	if d.Registration.NewSink == nil || d.Plugin == nil {
+		return nil
+	}
+	sink, err := d.Registration.NewSink(d.Plugin, sdk.Env{Key: d.Key, Logger: slog.New(slog.DiscardHandler), Metrics: sdk.DiscardMetrics})
+	if err != nil {
+		return nil // Load reported the config's problems; check builds it again
+	}
+	return sinkloop.SetTopics(sink, d.Topics, filepath.Dir(d.File))
 }
 
 // printProblems writes every problem, one a line, and a count.

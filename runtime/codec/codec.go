@@ -36,6 +36,8 @@ type Codec struct {
 	// then can a payload nest deeper than the schema, and decodeAvro
 	// checks its depth first.
 	recursive bool
+	// text is the Avro schema's JSON text, as the block gave it.
+	text string
 }
 
 // Options name a block's schema and, for avro, where its Avro schema is.
@@ -97,11 +99,14 @@ func New(o Options) (*Codec, error) {
 		}
 		return nil, fmt.Errorf("%s: not a valid Avro schema: %v", key, err)
 	}
-	return &Codec{schema: s, avro: as, recursive: recursive(as)}, nil
+	return &Codec{schema: s, avro: as, recursive: recursive(as), text: text}, nil
 }
 
 // Schema returns the codec's schema.
 func (c *Codec) Schema() sdk.Schema { return c.schema }
+
+// AvroText returns the Avro schema's JSON text for avro, "" otherwise.
+func (c *Codec) AvroText() string { return c.text }
 
 // Decode turns a source payload into the value transforms and routing see.
 func (c *Codec) Decode(payload []byte) (any, error) {

@@ -54,6 +54,33 @@ func CheckTopics(topics []definition.Topics, baseDir string) error {
 	return err
 }
 
+// SetTopics hands a sink that implements sdk.TopicSchemas its [[topics]]
+// blocks, as Run does before Open, and returns its error; other sinks are
+// left alone. The blocks must have passed CheckTopics.
+func SetTopics(sink sdk.Sink, topics []definition.Topics, baseDir string) error {
+	ts, ok := sink.(sdk.TopicSchemas)
+	if !ok {
+		return nil
+	}
+	p, err := compile(topics, baseDir)
+	if err != nil {
+		return err
+	}
+	return ts.SetTopics(p.schemas())
+}
+
+// schemas lists the plan's blocks as a sink sees them.
+func (p *plan) schemas() []sdk.TopicSchema {
+	out := make([]sdk.TopicSchema, len(p.subs))
+	for i, s := range p.subs {
+		out[i] = sdk.TopicSchema{Block: s.idx, Topic: s.name, Pattern: s.re != nil, Schema: s.schema}
+		if s.codec != nil {
+			out[i].AvroSchema = s.codec.AvroText()
+		}
+	}
+	return out
+}
+
 func compile(topics []definition.Topics, baseDir string) (plan, error) {
 	var p plan
 	if len(topics) == 0 {

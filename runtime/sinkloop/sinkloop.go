@@ -173,6 +173,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		defer l.dlq.close()
 	}
+	if ts, ok := cfg.Sink.(sdk.TopicSchemas); ok {
+		if err := ts.SetTopics(l.plan.schemas()); err != nil {
+			return fail(fmt.Errorf("topics: %w", err))
+		}
+	}
 	if err := cfg.Sink.Open(ctx); err != nil {
 		return fail(fmt.Errorf("open: %w", err))
 	}
