@@ -72,6 +72,18 @@ type pqLayout struct {
 	schema *parquet.Schema
 	codec  compress.Codec
 	paths  *pathNode // the payload columns' paths
+	// avro is an Avro topic's record (parquet_avro), whose leaves take the
+	// columns after cols (the metadata ones) up to width; nil for JSON.
+	avro  *avroNode
+	width int
+}
+
+// columns is the number of the layout's leaf columns.
+func (l *pqLayout) columns() int {
+	if l.avro != nil {
+		return l.width
+	}
+	return len(l.cols)
 }
 
 // pathNode is one level of the payload paths: the column whose value is
@@ -173,9 +185,6 @@ func newPQLayout(o *options) (*pqLayout, error) {
 	}
 	if o.IncludeHeaders {
 		l.cols = append(l.cols, pqColumn{name: "headers", typ: colJSON, optional: true, meta: metaHeaders})
-	}
-	if len(o.Columns) == 0 {
-		return nil, fmt.Errorf("output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type")
 	}
 	seen := map[string]string{}
 	for i, c := range l.cols {

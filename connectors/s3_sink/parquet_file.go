@@ -26,8 +26,30 @@ const (
 	pqWriterBytes = pqPageBuffer/2 + 4<<10
 )
 
-// writerBytes is what one parquet writer holds.
-func (s *Sink) writerBytes() int { return len(s.pq.cols) * pqWriterBytes }
+// writerBytes is what one parquet writer holds, at most: the widest
+// layout's.
+func (s *Sink) writerBytes() int {
+	cols := s.pq.columns()
+	if s.avro != nil {
+		for _, b := range s.avro.blocks {
+			if b.layout != nil {
+				cols = max(cols, b.layout.columns())
+			}
+		}
+	}
+	return cols * pqWriterBytes
+}
+
+// layout returns the parquet layout of topic's records: its Avro schema's
+// (SetTopics), or the configured columns.
+func (s *Sink) layout(topic string) *pqLayout {
+	if s.avro != nil {
+		if l := s.avro.layout(topic); l != nil {
+			return l
+		}
+	}
+	return s.pq
+}
 
 // pqFooterBound is room kept for a file's footer and page headers when
 // checking it against the single PutObject limit.
@@ -121,8 +143,9 @@ func (s *Sink) encodeParquet(f *file) error {
 		return f.encodeErr
 	}
 	out := &chunkWriter{s: s}
-	w := parquet.NewWriter(out, s.pq.schema,
-		parquet.Compression(s.pq.codec),
+	l := s.layout(f.p.topic)
+	w := parquet.NewWriter(out, l.schema,
+		parquet.Compression(l.codec),
 		parquet.CreatedBy("pico-connectors s3_sink", "1", "parquet-go v0.32.0"),
 		parquet.WriteBufferSize(0),
 		parquet.PageBufferSize(pqPageBuffer))
@@ -135,7 +158,7 @@ func (s *Sink) encodeParquet(f *file) error {
 	s.grow(int(reserve))
 	s.encoding += reserve
 	s.mu.Unlock()
-	err := s.writeRows(w, f)
+	err := s.writeRows(w, f, l.columns())
 	if err == nil {
 		err = w.Close()
 	}
@@ -159,9 +182,9 @@ func (s *Sink) encodeParquet(f *file) error {
 // writeRows reads the serialized rows of f's chunks into w, a row group
 // per mark, pqBatch rows per WriteRows, and frees each chunk once its rows
 // are written; f keeps the chunks not freed.
-func (s *Sink) writeRows(w *parquet.Writer, f *file) error {
+func (s *Sink) writeRows(w *parquet.Writer, f *file, cols int) error {
 	rows := make([]parquet.Row, 0, pqBatch)
-	values := make([]parquet.Value, 0, pqBatch*len(s.pq.cols))
+	values := make([]parquet.Value, 0, pqBatch*cols)
 	chunks := f.chunks
 	done := 0 // chunks whose rows are all written
 	defer func() { f.chunks = chunks[done:] }()
@@ -198,7 +221,7 @@ func (s *Sink) writeRows(w *parquet.Writer, f *file) error {
 				continue
 			}
 			rows = append(rows, values[start:len(values):len(values)])
-			if len(rows) == pqBatch || cap(values)-len(values) < len(s.pq.cols) {
+			if len(rows) == pqBatch || cap(values)-len(values) < cols {
 				if err := write(ci); err != nil {
 					return err
 				}

@@ -28,6 +28,7 @@ type pqRow struct {
 	size int    // rowBytes(row)
 	buf  []byte // converted bytes (unescaped strings, decimals, base64)
 	offs []int  // per column: where its bytes start in buf, -1 when none, inPayload for raw's
+	avro avroWalk
 }
 
 // inPayload in pqRow.offs: the column's bytes are raw's, inside the payload.
@@ -37,6 +38,9 @@ const inPayload = -2
 // upper bound, rowBytes), or the reason the record does not fit the
 // columns.
 func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
+	if l.avro != nil {
+		return l.avroRow(r, rec)
+	}
 	n := len(l.cols)
 	if cap(r.raw) < n {
 		r.raw = make([][]byte, n)
@@ -72,30 +76,7 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		r.offs[i] = -1
 		v := &cv[i]
 		if c.meta != metaNone {
-			switch c.meta {
-			case metaOffset:
-				v.i = rec.Offset
-			case metaTimestamp:
-				v.i = rec.Timestamp.UnixMilli()
-			case metaPartition:
-				v.i = int64(rec.Partition)
-			case metaTopic:
-				r.offs[i] = len(r.buf)
-				r.buf = append(r.buf, rec.Topic...)
-			case metaKey:
-				if rec.Key != nil {
-					r.offs[i] = len(r.buf)
-					r.buf = append(r.buf, rec.Key...)
-				}
-			case metaHeaders:
-				if len(rec.Headers) > 0 {
-					// appendHeaders writes "headers":{...}: keep the object.
-					start := len(r.buf)
-					r.offs[i] = start
-					r.buf = appendHeaders(r.buf, rec.Headers)
-					r.buf = append(r.buf[:start], r.buf[start+len(`"headers":`):]...)
-				}
-			}
+			v.i, r.offs[i] = r.appendMeta(c.meta, rec)
 			v.kind = 1
 			continue
 		}
@@ -203,6 +184,36 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 	}
 	r.size = rowBytes(r.row)
 	return r.size, nil
+}
+
+// appendMeta returns the value of a metadata column: the integer of
+// offset, timestamp and partition; for topic, key and headers, where its
+// bytes start in r.buf, appended there, or -1 when it is null.
+func (r *pqRow) appendMeta(m metaCol, rec *sdk.Record) (int64, int) {
+	start := len(r.buf)
+	switch m {
+	case metaOffset:
+		return rec.Offset, -1
+	case metaTimestamp:
+		return rec.Timestamp.UnixMilli(), -1
+	case metaPartition:
+		return int64(rec.Partition), -1
+	case metaTopic:
+		r.buf = append(r.buf, rec.Topic...)
+	case metaKey:
+		if rec.Key == nil {
+			return 0, -1
+		}
+		r.buf = append(r.buf, rec.Key...)
+	case metaHeaders:
+		if len(rec.Headers) == 0 {
+			return 0, -1
+		}
+		// appendHeaders writes "headers":{...}: keep the object.
+		r.buf = appendHeaders(r.buf, rec.Headers)
+		r.buf = append(r.buf[:start], r.buf[start+len(`"headers":`):]...)
+	}
+	return 0, start
 }
 
 // clip shortens a value for an error message.
@@ -516,8 +527,8 @@ func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
 // A serialized row is uvarint(number of values), then per value: its kind
 // (pqKind*), repetition level, definition level, uvarint(column index),
-// and its bytes (none for a null or a boolean, 4 for INT32, 8 for INT64
-// and DOUBLE, uvarint(length) and the bytes for a byte array). A row of
+// and its bytes (none for a null or a boolean, 4 for INT32 and FLOAT, 8
+// for INT64 and DOUBLE, uvarint(length) and the bytes for a byte array). A row of
 // no values marks the start of a new row group.
 
 const (
@@ -529,6 +540,7 @@ const (
 	pqKindDouble
 	pqKindBytes
 	pqKindFixed
+	pqKindFloat
 )
 
 // rowBytes is the serialized size of row, an upper bound.
@@ -561,6 +573,8 @@ func appendRow(dst []byte, row parquet.Row) []byte {
 				kind = pqKindInt64
 			case parquet.Double:
 				kind = pqKindDouble
+			case parquet.Float:
+				kind = pqKindFloat
 			case parquet.FixedLenByteArray:
 				kind = pqKindFixed
 			default:
@@ -572,6 +586,8 @@ func appendRow(dst []byte, row parquet.Row) []byte {
 		switch kind {
 		case pqKindInt32:
 			dst = binary.LittleEndian.AppendUint32(dst, uint32(v.Int32()))
+		case pqKindFloat:
+			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(v.Float()))
 		case pqKindInt64:
 			dst = binary.LittleEndian.AppendUint64(dst, uint64(v.Int64()))
 		case pqKindDouble:
@@ -613,11 +629,15 @@ func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
 			v = parquet.NullValue()
 		case pqKindFalse, pqKindTrue:
 			v = parquet.BooleanValue(kind == pqKindTrue)
-		case pqKindInt32:
+		case pqKindInt32, pqKindFloat:
 			if i+4 > len(b) {
 				return row, i, errDamagedRow
 			}
-			v = parquet.Int32Value(int32(binary.LittleEndian.Uint32(b[i:])))
+			u := binary.LittleEndian.Uint32(b[i:])
+			v = parquet.Int32Value(int32(u))
+			if kind == pqKindFloat {
+				v = parquet.FloatValue(math.Float32frombits(u))
+			}
 			i += 4
 		case pqKindInt64, pqKindDouble:
 			if i+8 > len(b) {

@@ -526,7 +526,6 @@ func TestParquetConfigRules(t *testing.T) {
 		{"decimal without precision", func(m map[string]any) {
 			m["columns"] = cols(map[string]any{"name": "a", "type": "decimal"})
 		}, "columns[0].precision is required for a decimal column"},
-		{"no columns", func(m map[string]any) {}, "output_format is 'parquet' but no columns are listed"},
 		{"file compression", func(m map[string]any) {
 			m["columns"] = cols(map[string]any{"name": "a", "type": "int64"})
 			m["compression"] = "gzip"

@@ -104,6 +104,9 @@ func (s *Sink) Open(ctx context.Context) error {
 	if err := s.opts.validate(); err != nil {
 		return err
 	}
+	if s.pq != nil && len(s.opts.Columns) == 0 && s.avro == nil {
+		return errors.New("output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type, or consume Avro topics (schema = \"avro\"), whose columns come from their Avro schema")
+	}
 	client, err := newClient(ctx, &s.opts)
 	if err != nil {
 		return err
@@ -118,6 +121,26 @@ func (s *Sink) Open(ctx context.Context) error {
 		s.wg.Add(1)
 		go s.flushTimer()
 	}
+	return nil
+}
+
+var _ sdk.TopicSchemas = (*Sink)(nil)
+
+// SetTopics takes the sink's [[topics]] blocks (sdk.TopicSchemas), before
+// Open: with output_format = parquet, an Avro topic's columns come from its
+// Avro schema (or columns pick its top-level fields), and a JSON topic
+// needs columns.
+func (s *Sink) SetTopics(topics []sdk.TopicSchema) error {
+	if s.pq == nil {
+		return nil
+	}
+	at, err := newAvroTopics(s.pq, &s.opts, topics)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.avro = at
+	s.mu.Unlock()
 	return nil
 }
 
@@ -236,7 +259,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			// rejected, and is rejected again (it may not have reached the
 			// dead-letter topic, and nothing else holds it).
 			if s.pq != nil {
-				if _, err := s.pq.row(&s.row, rec); err != nil {
+				if _, err := s.layout(rec.Topic).row(&s.row, rec); err != nil {
 					rejected = append(rejected, sdk.Rejection{Record: *rec, Err: err})
 				}
 			}
@@ -249,7 +272,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 		}
 		rowSize := 0
 		if s.pq != nil {
-			n, err := s.pq.row(&s.row, rec)
+			n, err := s.layout(rec.Topic).row(&s.row, rec)
 			if err != nil {
 				rejected = append(rejected, sdk.Rejection{Record: *rec, Err: err})
 				p.next = rec.Offset + 1

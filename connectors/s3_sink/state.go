@@ -20,6 +20,7 @@ import (
 //
 //	keys, chunks, options, retry, format    object keys, buffers, settings, JSON
 //	parquet, parquet_row                    the Parquet schema, a record's row
+//	parquet_avro, parquet_avro_row          the same from an Avro schema
 //	state                                   this file
 //	compress, parquet_file, upload, health  encoders of a file, its upload
 //	file                                    a partition's open file: append, cut
@@ -71,6 +72,8 @@ type Sink struct {
 	// parquet output: the layout, and the scratch row of Consume.
 	pq  *pqLayout
 	row pqRow
+	// avro: the Avro topics' layouts (SetTopics), nil before.
+	avro *avroTopics
 }
 
 type bufferKey struct {

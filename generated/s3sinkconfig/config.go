@@ -15,7 +15,35 @@
 //
 // In `exactly_once` up to `max_in_flight` files upload at once, several of one partition side by side when the earlier ones were cut by size, messages or `rotate_interval` and share their directory; commits still advance in offset order. When a partition is assigned the sink lists the bucket under the key prefix of the file it is about to start (`<prefix>/<rendered path>/<partition>-<first offset>-`): an object found there was uploaded before the last commit, its records are skipped and its successor is looked up in turn. When none is found it lists that directory once: a file holding the offset resumed from counts as found too (the commit can fall inside a file the previous owner found), and the files beyond are skipped, the records before each written again. This needs `s3:ListBucket` on the prefix. A file cut by `flush_interval` or by the `max_buffer_size` bound is therefore found again after a crash. The one remaining window: a runtime that loses its partitions without a rebalance (a process frozen past the consumer group's session timeout) and then completes an upload can write records the next owner also writes, into a second object; records are then duplicated, never lost. Changing `prefix` or `path_template` while files are uncommitted has the same effect for the files around the restart. So does a commit inside a file found in the bucket whose first record maps to another directory than the record committed (a `{date}` or `{hour}` that changes within the file): the listing does not see it.
 //
-// **Parquet.** With `output_format = "parquet"` each object is one Parquet file (`.parquet`, Content-Type `application/vnd.apache.parquet`) whose columns are listed in `columns`, one `[[plugin_config.columns]]` block each (see `columns[]` and the example below). Values are read from the JSON payload at each column's `path` (dotted for nested fields); with `include_metadata` the columns `offset` (INT64), `timestamp` (TIMESTAMP millis), `topic` (STRING), `partition` (INT32) and `key` (optional BYTE_ARRAY) come first, and `include_headers` adds an optional JSON column `headers`. Pages are compressed by `parquet_compression`; the file-level `compression` must be left out. Consume converts each record into its row and keeps the rows of the open file in memory, serialized (counted in `max_buffer_size`); the file closes once its rows' raw size reaches `max_file_size`, and a row group ends every `parquet_row_group_size` of raw rows. The upload worker encodes the file (pages, `parquet_compression`, column statistics) before its first attempt, off the consume path, as it compresses the other formats; the object is smaller than `max_file_size`, by the codec's ratio. Every choice depends only on the records and the configuration, and the writer has fixed settings and no wall-clock metadata: a replay writes the same bytes. A record that does not fit the columns (a missing or null value in a column that is not optional, a value of the wrong type, a decimal with too many digits, a payload that is not a JSON object) is rejected: with a `dead_letter_topic` on its `[[topics]]` block it goes there, with the error naming the column and the field; without one the batch fails with `record TOPIC/PARTITION@OFFSET rejected: column C (TYPE): payload field F ...` and is redelivered, nothing past the record is committed, and the sink stays on that record until the definition changes. Only JSON payloads are read: records of `avro`, `proto` and `flatbuffer` topics are rejected (columns from an Avro schema are not supported yet).
+// **Parquet.** With `output_format = "parquet"` each object is one Parquet file (`.parquet`, Content-Type `application/vnd.apache.parquet`) whose columns are listed in `columns`, one `[[plugin_config.columns]]` block each (see `columns[]` and the example below). Values are read from the JSON payload at each column's `path` (dotted for nested fields); with `include_metadata` the columns `offset` (INT64), `timestamp` (TIMESTAMP millis), `topic` (STRING), `partition` (INT32) and `key` (optional BYTE_ARRAY) come first, and `include_headers` adds an optional JSON column `headers`. Pages are compressed by `parquet_compression`; the file-level `compression` must be left out. Consume converts each record into its row and keeps the rows of the open file in memory, serialized (counted in `max_buffer_size`); the file closes once its rows' raw size reaches `max_file_size`, and a row group ends every `parquet_row_group_size` of raw rows. The upload worker encodes the file (pages, `parquet_compression`, column statistics) before its first attempt, off the consume path, as it compresses the other formats; the object is smaller than `max_file_size`, by the codec's ratio. Every choice depends only on the records and the configuration, and the writer has fixed settings and no wall-clock metadata: a replay writes the same bytes. A record that does not fit the columns (a missing or null value in a column that is not optional, a value of the wrong type, a decimal with too many digits, a payload that is not a JSON object) is rejected: with a `dead_letter_topic` on its `[[topics]]` block it goes there, with the error naming the column and the field; without one the batch fails with `record TOPIC/PARTITION@OFFSET rejected: column C (TYPE): payload field F ...` and is redelivered, nothing past the record is committed, and the sink stays on that record until the definition changes. Only JSON payloads are read by `columns`'s paths.
+//
+// **Parquet from Avro topics.** Without `columns`, the columns of a topic whose `[[topics]]` block has `schema = "avro"` come from its Avro schema (`avro_schema_json` or `avro_schema_path`), after the metadata columns, and each record's Avro binary is read directly, without JSON. The Avro schema must be a record; one file holds one topic, so several Avro topics may have different schemas. A JSON topic still needs `columns`: `pico-connectors validate` names the block that has none. With `columns`, an Avro topic's columns are its top-level fields that `columns` names by `path` (default: `name`), renamed to `name`, in the columns' order; their Parquet type comes from the Avro schema (a column's `type`, `optional`, `precision` and `scale` apply to JSON topics only), and nested paths are refused. A payload its Avro schema does not decode (cut short, an enum index or union branch out of range, bytes after the record) is rejected like a JSON record that does not fit: with the field named, to the `dead_letter_topic`. Records of `proto` and `flatbuffer` topics are rejected.
+//
+// | Avro | Parquet |
+// |---|---|
+// | `null` | optional column of the NULL logical type, always null |
+// | `boolean` | BOOLEAN |
+// | `int` | INT32 |
+// | `long` | INT64 |
+// | `float` | FLOAT |
+// | `double` | DOUBLE |
+// | `bytes` | BYTE_ARRAY |
+// | `string` | BYTE_ARRAY STRING |
+// | `fixed` | FIXED_LEN_BYTE_ARRAY of its size |
+// | `enum` | BYTE_ARRAY STRING, the symbol |
+// | `record` | group of its fields, in order |
+// | `array` | LIST (3-level: `list`, `element`) |
+// | `map` | MAP (`key_value`: `key` STRING, `value`) |
+// | union of `null` and one type | that type, OPTIONAL (other unions are refused) |
+// | `decimal` on `bytes` / `fixed` | DECIMAL(precision, scale) on BYTE_ARRAY / FIXED_LEN_BYTE_ARRAY, the same two's complement bytes |
+// | `uuid` | BYTE_ARRAY STRING |
+// | `date` | INT32 DATE |
+// | `time-millis` / `time-micros` | INT32 TIME(MILLIS) / INT64 TIME(MICROS) |
+// | `timestamp-millis` / `timestamp-micros` | INT64 TIMESTAMP(MILLIS / MICROS, UTC) |
+// | `local-timestamp-millis` / `local-timestamp-micros` | INT64 TIMESTAMP(MILLIS / MICROS, not UTC-adjusted) |
+// | `duration` | FIXED_LEN_BYTE_ARRAY(12) |
+//
+// Fields that are not unions are REQUIRED. A record that contains itself cannot be a Parquet schema and is refused.
 package s3sinkconfig
 
 import (
@@ -248,7 +276,7 @@ type Config struct {
 	// Default: 128MiB.
 	ParquetRowGroupSize confkit.Size
 
-	// Columns is the columns key: The columns of a parquet file, in order, one [[plugin_config.columns]] block each; required with output_format = parquet, ignored otherwise. Each record's JSON payload is read at each column's path; a record that has no value at a path that is not optional, or a value of the wrong type, is rejected: it goes to the topic block's dead_letter_topic, or without one the batch fails with the offset, column and path named. With include_metadata the columns offset, timestamp, topic, partition and key come first, and with include_headers a json column headers follows them.
+	// Columns is the columns key: The columns of a parquet file, in order, one [[plugin_config.columns]] block each; required with output_format = parquet for JSON topics (an Avro topic's columns come from its Avro schema, see Parquet from Avro topics), ignored otherwise. Each record's JSON payload is read at each column's path; a record that has no value at a path that is not optional, or a value of the wrong type, is rejected: it goes to the topic block's dead_letter_topic, or without one the batch fails with the offset, column and path named. With include_metadata the columns offset, timestamp, topic, partition and key come first, and with include_headers a json column headers follows them.
 	Columns []ColumnsItem
 
 	// IncludeMetadata is the include_metadata key: Add offset, timestamp, topic, partition and key to each JSON object.
@@ -389,7 +417,7 @@ var spec = confgen.Spec{
 			"flush_interval":         {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
 			"output_format":          {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
 			"parquet_row_group_size": {Messages: map[string]string{"x-minimum": "parquet_row_group_size ({value}) must be at least 64KiB"}},
-			"columns":                {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
+			"columns":                {Messages: map[string]string{"x-unique": "{key}: column name {value} is used twice"}},
 			"columns[].type":         {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
 			"columns[].precision":    {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
 			"max_attempts":           {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
@@ -530,9 +558,6 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	}
 	if confgen.Has(m, "compression") && confgen.Has(m, "output_format") && !ps.Has("output_format") && !patternOutputFormat.MatchString(string(c.OutputFormat)) {
 		*ps = append(*ps, confgen.NewProblem("output_format", m["output_format"], false, "x-pattern-unless", "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"))
-	}
-	if c.OutputFormat == OutputFormatParquet && !confgen.Has(m, "columns") && !ps.Has("columns") {
-		*ps = append(*ps, confgen.NewProblem("columns", nil, false, "x-required-if", "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type"))
 	}
 	if !confgen.Has(m, "path_style") && confgen.Has(m, "endpoint") {
 		c.PathStyle = true
