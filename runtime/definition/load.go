@@ -454,7 +454,7 @@ func (r *Runtime) validateEmbedded(d *decoder) {
 
 // Source-only and sink-only keys of a [[topics]] block.
 var (
-	sourceOnlyKeys = []string{"linger_time", "create_topics", "partitions", "replication_factor", "avro_schema_json", "avro_schema_path"}
+	sourceOnlyKeys = []string{"linger_time", "create_topics", "partitions", "replication_factor"}
 	sinkOnlyKeys   = []string{"pattern", "poll_interval"}
 	schemas        = []string{"json", "raw", "text", "proto", "flatbuffer", "avro"}
 )
@@ -591,24 +591,26 @@ func (t *Topics) validate(d *decoder, key, typ string) {
 				d.add(k(f.name), "%s = %d%s is not supported: PicoMQ topics have one partition; set %s = 1 or remove it", f.name, f.v, d.origin(k(f.name)), f.name)
 			}
 		}
-		if t.Schema == "avro" {
-			switch {
-			case t.AvroSchemaJSON == "" && t.AvroSchemaPath == "":
-				d.add(key, "schema = \"avro\" needs avro_schema_json or avro_schema_path")
-			case t.AvroSchemaJSON != "" && t.AvroSchemaPath != "":
-				d.add(key, "set avro_schema_json or avro_schema_path, not both")
-			default:
-				// Parse it now, as the source loop will: a schema that does
-				// not parse, or a file that is not there, fails validate
-				// rather than the first batch.
-				if _, err := codec.New(codec.Options{Schema: t.Schema, AvroSchemaJSON: t.AvroSchemaJSON,
-					AvroSchemaPath: t.AvroSchemaPath, BaseDir: filepath.Dir(d.file)}); err != nil {
-					d.add(key, "%v (paths are relative to the definition file)", err)
-				}
+	}
+	// A source encodes with the Avro schema; a sink hands it to the
+	// plugin (sdk.TopicSchemas), such as the S3 sink's Parquet columns.
+	if t.Schema == "avro" {
+		switch {
+		case t.AvroSchemaJSON == "" && t.AvroSchemaPath == "":
+			d.add(key, "schema = \"avro\" needs avro_schema_json or avro_schema_path")
+		case t.AvroSchemaJSON != "" && t.AvroSchemaPath != "":
+			d.add(key, "set avro_schema_json or avro_schema_path, not both")
+		default:
+			// Parse it now, as the loop will: a schema that does not
+			// parse, or a file that is not there, fails validate rather
+			// than the first batch.
+			if _, err := codec.New(codec.Options{Schema: t.Schema, AvroSchemaJSON: t.AvroSchemaJSON,
+				AvroSchemaPath: t.AvroSchemaPath, BaseDir: filepath.Dir(d.file)}); err != nil {
+				d.add(key, "%v (paths are relative to the definition file)", err)
 			}
-		} else if t.AvroSchemaJSON != "" || t.AvroSchemaPath != "" {
-			d.add(key, "avro_schema_json and avro_schema_path apply only with schema = \"avro\"")
 		}
+	} else if t.AvroSchemaJSON != "" || t.AvroSchemaPath != "" {
+		d.add(key, "avro_schema_json and avro_schema_path apply only with schema = \"avro\"")
 	}
 	if d.defined[k("schema")] {
 		d.oneOf(k("schema"), t.Schema, schemas...)
