@@ -5,16 +5,25 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pqfile "github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/runtime/broker"
+	"github.com/picomq/pico-connectors/runtime/deadletter"
+	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
+	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
 // everyAvroType has a field of every Avro type and logical type.
@@ -401,5 +410,84 @@ func TestParquetAvroTopics(t *testing.T) {
 	}
 	if len(rows) != 1 || rows[0]["labels"] != `["p","q"]` || rows[0]["id"] != "9" {
 		t.Errorf("rows %v", rows)
+	}
+}
+
+// TestParquetAvroDeadLetters runs the sink loop over an Avro topic (its
+// schema in the [[topics]] block, handed to the sink by SetTopics before
+// Open) with a dead_letter_topic: the two payloads the schema does not
+// decode go there with the field named, the others to the bucket.
+func TestParquetAvroDeadLetters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs librdkafka through the sink loop; skipped with -short")
+	}
+	srv := s3test.Start(t)
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{"orders", "orders.dlq"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := int64(0); i < 12; i++ {
+		v := avroEncode(t, smallAvro, map[string]any{"id": i, "kind": "A", "note": fmt.Sprint("n", i), "tags": []any{}})
+		switch i {
+		case 3:
+			v = v[:2] // cut short
+		case 8:
+			v = append(v, 0) // a byte after the record
+		}
+		recs = append(recs, &kgo.Record{Topic: "orders", Value: v})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	o := defaultOptions()
+	o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, srv.Endpoint, true
+	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, srv.SecretKey
+	o.PathTemplate, o.IncludeMetadata = mustTemplate(t, "{topic}"), false
+	o.Format, o.ParquetCodec = formatParquet, "zstd"
+	sink := newSink(o, sdk.Env{Key: "orders_s3", Logger: sdktest.Env(t).Logger, Metrics: sdk.DiscardMetrics})
+	block := definition.Topics{Pattern: `^orders$`, Schema: "avro", AvroSchemaJSON: smallAvro, BatchLength: 50, PollInterval: "20ms", DeadLetterTopic: "orders.dlq"}
+	tr := status.New(string(sdk.KindSink), "orders_s3", nil)
+	stop := runLoop(t, b, []definition.Topics{block}, sink, tr)
+	sdktest.WaitFor(t, time.Minute, "two dead letters", func() bool { return tr.Snapshot().Counters.DeadLetters >= 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	var dead []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(dead) < 2 && ctx.Err() == nil {
+		dlq.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			dead = append(dead, h[deadletter.HeaderOffset]+" "+h[deadletter.HeaderError])
+		})
+	}
+	sort.Strings(dead)
+	want := "3 Avro payload: field note: the Avro binary ends too early\n8 Avro payload: 1 bytes follow the Avro record"
+	if got := strings.Join(dead, "\n"); got != want {
+		t.Fatalf("dead letters:\n%s\nwant\n%s", got, want)
+	}
+	var ids []string
+	for _, tb := range parquetObjects(t, srv, "") {
+		for _, r := range tb.rows {
+			ids = append(ids, r[0])
+		}
+	}
+	if got := strings.Join(ids, ","); got != "0,1,2,4,5,6,7,9,10,11" {
+		t.Fatalf("ids in the bucket: %s", got)
 	}
 }
