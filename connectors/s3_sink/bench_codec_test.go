@@ -3,6 +3,7 @@ package s3sink
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -38,6 +39,8 @@ var hexColumns = []columnSpec{{Name: "id", Type: "int64"}, {Name: "event", Type:
 type codecCase struct {
 	name, base string // base: the case its ratio is against, run before it
 	mod        func(*options)
+	recs       []sdk.Record      // the records, when not the run's
+	topics     []sdk.TopicSchema // handed to SetTopics, when set
 }
 
 // BenchmarkCodecs measures the sink alone against versitygw on 1 KiB
@@ -45,23 +48,23 @@ type codecCase struct {
 // Parquet setting against its baseline in the same run (ratio), and the
 // bytes stored per record. Run with -benchtime 60000x.
 func BenchmarkCodecs(b *testing.B) {
-	cases := []codecCase{{"none", "", nil}}
+	cases := []codecCase{{name: "none"}}
 	for _, l := range []struct {
 		name  string
 		level level
 	}{{"fastest", levelFastest}, {"default", levelDefault}, {"best", levelBest}} {
 		cases = append(cases,
-			codecCase{"gzip-" + l.name, "none", func(o *options) { o.Compression, o.Level = compressGzip, l.level }},
-			codecCase{"zstd-" + l.name, "none", func(o *options) { o.Compression, o.Level = compressZstd, l.level }})
+			codecCase{name: "gzip-" + l.name, base: "none", mod: func(o *options) { o.Compression, o.Level = compressGzip, l.level }},
+			codecCase{name: "zstd-" + l.name, base: "none", mod: func(o *options) { o.Compression, o.Level = compressZstd, l.level }})
 	}
 	parquet := func(codec string, l level) func(*options) {
 		return func(o *options) { o.Format, o.Columns, o.ParquetCodec, o.Level = formatParquet, hexColumns, codec, l }
 	}
 	cases = append(cases,
-		codecCase{"parquet-snappy", "none", parquet("snappy", levelFastest)},
-		codecCase{"parquet-zstd-fastest", "none", parquet("zstd", levelFastest)},
-		codecCase{"parquet-zstd-default", "none", parquet("zstd", levelDefault)},
-		codecCase{"parquet-gzip-fastest", "none", parquet("gzip", levelFastest)})
+		codecCase{name: "parquet-snappy", base: "none", mod: parquet("snappy", levelFastest)},
+		codecCase{name: "parquet-zstd-fastest", base: "none", mod: parquet("zstd", levelFastest)},
+		codecCase{name: "parquet-zstd-default", base: "none", mod: parquet("zstd", levelDefault)},
+		codecCase{name: "parquet-gzip-fastest", base: "none", mod: parquet("gzip", levelFastest)})
 	benchCodecs(b, cases, hexRecords(10_000, 1024))
 }
 
@@ -79,12 +82,21 @@ func benchCodecs(b *testing.B, cases []codecCase, recs []sdk.Record) {
 				c.mod(&o)
 			}
 			s := newSink(o, sinkEnv("bench", m))
+			if c.topics != nil {
+				if err := s.SetTopics(c.topics); err != nil {
+					b.Fatal(err)
+				}
+			}
 			if err := s.Open(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(int64(len(recs[0].Payload)))
+			rs := recs
+			if c.recs != nil {
+				rs = c.recs
+			}
+			b.SetBytes(int64(len(rs[0].Payload)))
 			b.ResetTimer()
-			consumeN(b, s, recs, 1000)
+			consumeN(b, s, rs, 1000)
 			rate := float64(b.N) / b.Elapsed().Seconds()
 			per := m.get("s3_sink_bytes_uploaded_total") / float64(b.N)
 			rates[c.name], sizes[c.name] = rate, per
@@ -117,4 +129,84 @@ func consumeN(b *testing.B, s *Sink, recs []sdk.Record, batchLen int) {
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// hexAvro is the Avro schema of hexRecords: the fields of hexColumns.
+const hexAvro = `{"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"},
+	{"name": "event", "type": "string"}, {"name": "user", "type": "string"}, {"name": "pad", "type": "string"}]}`
+
+// BenchmarkParquetAvro measures Parquet from an Avro topic (no columns:
+// the Avro schema's) against Parquet from the same records as JSON with
+// the same columns (hexColumns), 1 KiB records, snappy pages, metadata
+// columns on: the Avro row is walked from the binary, the JSON one
+// scanned. Run with -benchtime 60000x.
+func BenchmarkParquetAvro(b *testing.B) {
+	js := hexRecords(10_000, 1024)
+	av := avroHexRecords(b, js)
+	benchCodecs(b, []codecCase{
+		{name: "parquet-json", mod: func(o *options) { o.Format, o.Columns, o.ParquetCodec = formatParquet, hexColumns, "snappy" }},
+		{name: "parquet-avro", base: "parquet-json", recs: av,
+			mod:    func(o *options) { o.Format, o.ParquetCodec = formatParquet, "snappy" },
+			topics: []sdk.TopicSchema{{Topic: "events", Schema: sdk.SchemaAvro, AvroSchema: hexAvro}}},
+	}, js)
+}
+
+// BenchmarkParquetAvroRow measures what Consume does per record for
+// Parquet, without S3 or the encoding (the same for both, same columns):
+// converting a 1 KiB record into its serialized row, from the Avro binary
+// against from JSON. Rounds alternate so that load from other processes
+// falls on both alike; the ratio is JSON's time over Avro's.
+func BenchmarkParquetAvroRow(b *testing.B) {
+	js := hexRecords(1000, 1024)
+	av := avroHexRecords(b, js)
+	o := defaultOptions()
+	o.Format, o.ParquetCodec, o.IncludeMetadata = formatParquet, "snappy", true
+	o.Columns = hexColumns
+	jl, err := newPQLayout(&o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Columns = nil
+	base, _ := newPQLayout(&o)
+	al, err := newAvroLayout(base, &o, hexAvro)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r pqRow
+	var dst []byte
+	run := func(l *pqLayout, recs []sdk.Record, n int) time.Duration {
+		start := time.Now()
+		for i := range n {
+			if _, err := l.row(&r, &recs[i%len(recs)]); err != nil {
+				b.Fatal(err)
+			}
+			dst = appendRow(dst[:0], r.row)
+		}
+		return time.Since(start)
+	}
+	var tj, ta time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += 1000 {
+		n := min(1000, b.N-done)
+		tj += run(jl, js, n)
+		ta += run(al, av, n)
+	}
+	b.ReportMetric(float64(tj.Nanoseconds())/float64(b.N), "json_ns/rec")
+	b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N), "avro_ns/rec")
+	b.ReportMetric(float64(tj)/float64(ta), "ratio_avro_vs_json")
+}
+
+// avroHexRecords is js (hexRecords) as Avro records of hexAvro.
+func avroHexRecords(b *testing.B, js []sdk.Record) []sdk.Record {
+	av := make([]sdk.Record, len(js))
+	for i, r := range js {
+		var v map[string]any
+		if err := json.Unmarshal(r.Payload, &v); err != nil {
+			b.Fatal(err)
+		}
+		v["id"] = int64(v["id"].(float64))
+		av[i] = r
+		av[i].Payload, av[i].Schema = avroEncode(b, hexAvro, v), sdk.SchemaAvro
+	}
+	return av
 }
