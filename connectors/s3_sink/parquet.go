@@ -243,19 +243,31 @@ func newPQLayout(o *options) (*pqLayout, error) {
 		l.cols = append(l.cols, col)
 	}
 	fields := make([]parquet.Field, len(l.cols))
-	group := parquet.Group{}
-	for i, c := range l.cols {
-		node := c.node()
-		if c.optional {
-			node = parquet.Optional(node)
-		} else {
-			node = parquet.Required(node)
-		}
-		fields[i] = &pqField{Node: node, name: c.name}
-		group[c.name] = node
+	for i := range l.cols {
+		fields[i] = l.cols[i].field()
 	}
-	l.schema = parquet.NewSchema("record", &orderedGroup{Group: group, fields: fields})
+	l.schema = recordSchema(fields)
 	return l, nil
+}
+
+// field is the column as a field of the record, OPTIONAL or REQUIRED.
+func (c *pqColumn) field() parquet.Field {
+	node := c.node()
+	if c.optional {
+		node = parquet.Optional(node)
+	} else {
+		node = parquet.Required(node)
+	}
+	return &pqField{Node: node, name: c.name}
+}
+
+// recordSchema is the schema of a file whose record has fields, in order.
+func recordSchema(fields []parquet.Field) *parquet.Schema {
+	group := parquet.Group{}
+	for _, f := range fields {
+		group[f.Name()] = f
+	}
+	return parquet.NewSchema("record", &orderedGroup{Group: group, fields: fields})
 }
 
 // decimalBytes is the shortest two's complement that holds precision digits.

@@ -196,31 +196,19 @@ func newAvroLayout(base *pqLayout, o *options, text string) (*pqLayout, error) {
 	}
 	l.width = col
 	fields := make([]parquet.Field, 0, len(l.cols)+len(root.keep))
-	group := parquet.Group{}
-	for _, c := range l.cols {
-		node := c.node()
-		if c.optional {
-			node = parquet.Optional(node)
-		} else {
-			node = parquet.Required(node)
-		}
-		fields = append(fields, &pqField{Node: node, name: c.name})
-		group[c.name] = node
-	}
 	seen := map[string]bool{}
-	for _, c := range l.cols {
-		seen[c.name] = true
+	for i := range l.cols {
+		fields = append(fields, l.cols[i].field())
+		seen[l.cols[i].name] = true
 	}
 	for j, fi := range root.keep {
 		if seen[names[j]] {
 			return nil, fmt.Errorf("the field or column %s is also a metadata column (include_metadata or include_headers); rename it with a column", names[j])
 		}
 		seen[names[j]] = true
-		n := root.fields[fi].pq
-		fields = append(fields, &pqField{Node: n, name: names[j]})
-		group[names[j]] = n
+		fields = append(fields, &pqField{Node: root.fields[fi].pq, name: names[j]})
 	}
-	l.schema = parquet.NewSchema("record", &orderedGroup{Group: group, fields: fields})
+	l.schema = recordSchema(fields)
 	return l, nil
 }
 

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/deadletter"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -126,6 +123,21 @@ func avroRecords(t testing.TB, schema string, values []map[string]any) []sdk.Rec
 	return recs
 }
 
+// writeAvro feeds recs to s, closes it and reads back the one object
+// under prefix (readAvroParquet).
+func writeAvro(t *testing.T, srv *s3test.Server, s *Sink, prefix string, recs []sdk.Record) (fields []string, types []string, rows []map[string]string) {
+	t.Helper()
+	feed(t, s, recs, 10)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := srv.List(context.Background(), prefix)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("objects %v, %v", objs, err)
+	}
+	return readAvroParquet(t, srv.MustGet(t, objs[0].Key))
+}
+
 // readAvroParquet reads one object back with arrow-go: its columns by
 // name and each row's values as JSON (arrow's own marshalling).
 func readAvroParquet(t *testing.T, body []byte) (fields []string, types []string, rows []map[string]string) {
@@ -211,16 +223,7 @@ func TestParquetFromAvro(t *testing.T) {
 		"id":    "00000000-0000-0000-0000-000000000000", "day": int32(-1),
 		"tm": int32(0), "tu": int64(0), "tsm": int64(0), "tsu": int64(-1), "ltm": int64(-1), "ltu": int64(0),
 	}}
-	recs := avroRecords(t, everyAvroType, values)
-	feed(t, s, recs, 10)
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := srv.List(context.Background(), "avro/")
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("objects %v, %v", objs, err)
-	}
-	fields, types, rows := readAvroParquet(t, srv.MustGet(t, objs[0].Key))
+	fields, types, rows := writeAvro(t, srv, s, "avro/", avroRecords(t, everyAvroType, values))
 	wantTypes := []string{
 		"offset int64", "timestamp timestamp[ms, tz=UTC]", "topic utf8", "partition int32", "key binary nullable",
 		"n null nullable", "b bool", "i int32", "l int64", "f float32", "d float64", "by binary", "s utf8",
@@ -320,23 +323,8 @@ func TestParquetAvroRejects(t *testing.T) {
 		4: "Avro payload: 1 bytes follow the Avro record",
 		5: "Avro payload: field tags[]: the Avro binary ends too early",
 	}
-	check := func(err error) {
-		t.Helper()
-		var rej *sdk.Rejected
-		if !errors.As(err, &rej) {
-			t.Fatalf("Consume = %v, want *sdk.Rejected", err)
-		}
-		if len(rej.Records) != len(wantErr) {
-			t.Fatalf("%d rejected, want %d: %v", len(rej.Records), len(wantErr), err)
-		}
-		for _, r := range rej.Records {
-			if w := wantErr[r.Record.Offset]; r.Err == nil || r.Err.Error() != w {
-				t.Errorf("offset %d rejected with %v, want %s", r.Record.Offset, r.Err, w)
-			}
-		}
-	}
-	check(s.Consume(context.Background(), recs))
-	check(s.Consume(context.Background(), recs))
+	checkRejected(t, s.Consume(context.Background(), recs), wantErr)
+	checkRejected(t, s.Consume(context.Background(), recs), wantErr)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -396,15 +384,7 @@ func TestParquetAvroTopics(t *testing.T) {
 		o.IncludeMetadata = false
 		o.Columns = []columnSpec{{Name: "labels", Path: "tags", Type: "json"}, {Name: "id", Type: "int64"}}
 	})
-	feed(t, s, avroRecords(t, smallAvro, []map[string]any{{"id": int64(9), "kind": "A", "note": "n", "tags": []any{"p", "q"}}}), 1)
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := srv.List(context.Background(), "pick/")
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("objects %v, %v", objs, err)
-	}
-	fields, types, rows := readAvroParquet(t, srv.MustGet(t, objs[0].Key))
+	fields, types, rows := writeAvro(t, srv, s, "pick/", avroRecords(t, smallAvro, []map[string]any{{"id": int64(9), "kind": "A", "note": "n", "tags": []any{"p", "q"}}}))
 	if got := strings.Join(fields, ",") + " " + strings.Join(types, ","); got != "labels,id list<element: utf8>,int64" {
 		t.Errorf("schema %s", got)
 	}
@@ -421,17 +401,7 @@ func TestParquetAvroDeadLetters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs librdkafka through the sink loop; skipped with -short")
 	}
-	srv := s3test.Start(t)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{"orders", "orders.dlq"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	srv, b, cl := dlqSetup(t)
 	var recs []*kgo.Record
 	for i := int64(0); i < 12; i++ {
 		v := avroEncode(t, smallAvro, map[string]any{"id": i, "kind": "A", "note": fmt.Sprint("n", i), "tags": []any{}})
@@ -459,24 +429,9 @@ func TestParquetAvroDeadLetters(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	dlq, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close()
-	var dead []string
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for len(dead) < 2 && ctx.Err() == nil {
-		dlq.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			h := map[string]string{}
-			for _, x := range r.Headers {
-				h[x.Key] = string(x.Value)
-			}
-			dead = append(dead, h[deadletter.HeaderOffset]+" "+h[deadletter.HeaderError])
-		})
-	}
-	sort.Strings(dead)
+	dead := deadLetters(t, b.Addr(), "orders.dlq", 2, func(h map[string]string, _ []byte) string {
+		return h[deadletter.HeaderOffset] + " " + h[deadletter.HeaderError]
+	})
 	want := "3 Avro payload: field note: the Avro binary ends too early\n8 Avro payload: 1 bytes follow the Avro record"
 	if got := strings.Join(dead, "\n"); got != want {
 		t.Fatalf("dead letters:\n%s\nwant\n%s", got, want)

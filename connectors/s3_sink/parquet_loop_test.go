@@ -19,6 +19,49 @@ import (
 	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
 
+// dlqSetup starts the S3 server and a broker with the topics orders and
+// orders.dlq, and a client of it.
+func dlqSetup(t *testing.T) (*s3test.Server, *broker.Broker, *kgo.Client) {
+	t.Helper()
+	srv := s3test.Start(t)
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{"orders", "orders.dlq"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return srv, b, cl
+}
+
+// deadLetters reads n records of the dead-letter topic, each as show
+// makes it of its headers and value, sorted.
+func deadLetters(t *testing.T, addr, topic string, n int, show func(h map[string]string, v []byte) string) []string {
+	t.Helper()
+	dlq, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	var dead []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(dead) < n && ctx.Err() == nil {
+		dlq.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			dead = append(dead, show(h, r.Value))
+		})
+	}
+	sort.Strings(dead)
+	return dead
+}
+
 // TestParquetDeadLetters runs the sink loop over records two of which do
 // not fit the columns. Without a dead_letter_topic the batch fails with the
 // offset, column and field named and nothing is committed past the bad
@@ -30,17 +73,7 @@ func TestParquetDeadLetters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs librdkafka through the sink loop; skipped with -short")
 	}
-	srv := s3test.Start(t)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true, SeedTopics: []string{"orders", "orders.dlq"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	srv, b, cl := dlqSetup(t)
 	bad := map[int64]bool{3: true, 11: true}
 	var recs []*kgo.Record
 	for i := int64(0); i < 20; i++ {
@@ -91,24 +124,9 @@ func TestParquetDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dlq, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dlq.Close()
-	var dead []string
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for len(dead) < 2 && ctx.Err() == nil {
-		dlq.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			h := map[string]string{}
-			for _, x := range r.Headers {
-				h[x.Key] = string(x.Value)
-			}
-			dead = append(dead, h[deadletter.HeaderOffset]+" "+h[deadletter.HeaderStage]+" "+h[deadletter.HeaderError]+" "+string(r.Value))
-		})
-	}
-	sort.Strings(dead)
+	dead := deadLetters(t, b.Addr(), "orders.dlq", 2, func(h map[string]string, v []byte) string {
+		return h[deadletter.HeaderOffset] + " " + h[deadletter.HeaderStage] + " " + h[deadletter.HeaderError] + " " + string(v)
+	})
 	want := []string{
 		`11 consume column id (int64): payload field id is missing and the column is not optional {"name": "n11"}`,
 		`3 consume column id (int64): payload field id is missing and the column is not optional {"name": "n3"}`,

@@ -320,25 +320,10 @@ func TestParquetRejects(t *testing.T) {
 		5: "column note (string): payload field note = 7: not a string",
 		6: "the payload is not a JSON object",
 	}
-	check := func(err error) {
-		t.Helper()
-		var rej *sdk.Rejected
-		if !errors.As(err, &rej) {
-			t.Fatalf("Consume = %v, want *sdk.Rejected", err)
-		}
-		if len(rej.Records) != len(wantErr) {
-			t.Fatalf("%d rejected, want %d: %v", len(rej.Records), len(wantErr), err)
-		}
-		for _, r := range rej.Records {
-			if w := wantErr[r.Record.Offset]; r.Err == nil || r.Err.Error() != w {
-				t.Errorf("offset %d rejected with %v, want %s", r.Record.Offset, r.Err, w)
-			}
-		}
-	}
-	check(s.Consume(context.Background(), recs))
+	checkRejected(t, s.Consume(context.Background(), recs), wantErr)
 	// The runtime redelivers the batch when no dead-letter topic takes
 	// them: they are rejected again, the others skipped.
-	check(s.Consume(context.Background(), recs))
+	checkRejected(t, s.Consume(context.Background(), recs), wantErr)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +340,24 @@ func TestParquetRejects(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "0 1.5 <null>,7 9999.99 <null>" {
 		t.Fatalf("rows %q", got)
+	}
+}
+
+// checkRejected checks that err is a *sdk.Rejected of exactly the offsets
+// of want, each with its error.
+func checkRejected(t *testing.T, err error, want map[int64]string) {
+	t.Helper()
+	var rej *sdk.Rejected
+	if !errors.As(err, &rej) {
+		t.Fatalf("Consume = %v, want *sdk.Rejected", err)
+	}
+	if len(rej.Records) != len(want) {
+		t.Fatalf("%d rejected, want %d: %v", len(rej.Records), len(want), err)
+	}
+	for _, r := range rej.Records {
+		if w := want[r.Record.Offset]; r.Err == nil || r.Err.Error() != w {
+			t.Errorf("offset %d rejected with %v, want %s", r.Record.Offset, r.Err, w)
+		}
 	}
 }
 
