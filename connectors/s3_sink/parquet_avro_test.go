@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	pqfile "github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/hamba/avro/v2"
+	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/picomq/pico-connectors/runtime/deadletter"
@@ -179,20 +181,15 @@ func readAvroParquet(t *testing.T, body []byte) (fields []string, types []string
 	return fields, types, rows
 }
 
-// TestParquetFromAvro writes records of every Avro type and logical type
-// through the sink as Parquet, without columns, and reads them back with
-// arrow-go: the schema follows the Avro schema (groups, optional for
-// unions with null, LIST, MAP, DECIMAL, DATE, TIME, TIMESTAMP) and the
-// values and nulls are the records'.
-func TestParquetFromAvro(t *testing.T) {
-	srv := s3test.Start(t)
-	s := openAvro(t, srv, "avro", everyAvroType, func(o *options) { o.IncludeMetadata = true })
+// everyAvroValues are two records of everyAvroType: values of every type,
+// then nulls, empty arrays and maps, zeros and negatives.
+func everyAvroValues() []map[string]any {
 	var dec16 [16]byte
 	for i := range dec16 {
 		dec16[i] = 0xff
 	}
 	dec16[15] = 0x9c // -100: -0.0100 at scale 4
-	values := []map[string]any{{
+	return []map[string]any{{
 		"n": nil, "b": true, "i": int32(-7), "l": int64(1) << 40, "f": float32(1.5), "d": 2.25,
 		"by": []byte{0, 1, 0xfe}, "s": "héllo",
 		"rec":   map[string]any{"a": int32(1), "deep": map[string]any{"t.Deep": map[string]any{"x": "in"}}},
@@ -223,6 +220,17 @@ func TestParquetFromAvro(t *testing.T) {
 		"id":    "00000000-0000-0000-0000-000000000000", "day": int32(-1),
 		"tm": int32(0), "tu": int64(0), "tsm": int64(0), "tsu": int64(-1), "ltm": int64(-1), "ltu": int64(0),
 	}}
+}
+
+// TestParquetFromAvro writes records of every Avro type and logical type
+// through the sink as Parquet, without columns, and reads them back with
+// arrow-go: the schema follows the Avro schema (groups, optional for
+// unions with null, LIST, MAP, DECIMAL, DATE, TIME, TIMESTAMP) and the
+// values and nulls are the records'.
+func TestParquetFromAvro(t *testing.T) {
+	srv := s3test.Start(t)
+	s := openAvro(t, srv, "avro", everyAvroType, func(o *options) { o.IncludeMetadata = true })
+	values := everyAvroValues()
 	fields, types, rows := writeAvro(t, srv, s, "avro/", avroRecords(t, everyAvroType, values))
 	wantTypes := []string{
 		"offset int64", "timestamp timestamp[ms, tz=UTC]", "topic utf8", "partition int32", "key binary nullable",
@@ -445,4 +453,44 @@ func TestParquetAvroDeadLetters(t *testing.T) {
 	if got := strings.Join(ids, ","); got != "0,1,2,4,5,6,7,9,10,11" {
 		t.Fatalf("ids in the bucket: %s", got)
 	}
+}
+
+// FuzzParquetAvroRow walks arbitrary bytes as records of everyAvroType:
+// no panic, and every row it accepts is one the Parquet writer takes
+// (levels and columns consistent with the schema) after its serialized
+// round trip.
+func FuzzParquetAvroRow(f *testing.F) {
+	for _, v := range everyAvroValues() {
+		b := avroEncode(f, everyAvroType, v)
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+	}
+	o := defaultOptions()
+	o.Format, o.ParquetCodec, o.IncludeMetadata = formatParquet, "none", true
+	base, err := newPQLayout(&o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	l, err := newAvroLayout(base, &o, everyAvroType)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		var r pqRow
+		rec := sdk.Record{Topic: "t", Payload: payload, Schema: sdk.SchemaAvro}
+		if _, err := l.row(&r, &rec); err != nil {
+			return
+		}
+		row, _, err := readRow(appendRow(nil, r.row), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := parquet.NewWriter(io.Discard, l.schema)
+		if _, err := w.WriteRows([]parquet.Row{row}); err != nil {
+			t.Fatalf("the writer refuses the row of %x: %v", payload, err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("the writer refuses the row of %x: %v", payload, err)
+		}
+	})
 }
