@@ -66,6 +66,15 @@ func (t *timedSink) Close(ctx context.Context) error {
 	return err
 }
 
+// SetTopics hands the blocks on to the sink when it takes them
+// (sdk.TopicSchemas: the S3 sink's Parquet from Avro topics).
+func (t *timedSink) SetTopics(topics []sdk.TopicSchema) error {
+	if s, ok := t.Sink.(sdk.TopicSchemas); ok {
+		return s.SetTopics(topics)
+	}
+	return nil
+}
+
 // deferredSink is what the S3 sink is to the loop, which commits what its
 // Durable reports and applies its Health.
 type deferredSink interface {
@@ -157,6 +166,13 @@ func (b *bench) sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch
 	return timed, t
 }
 
+// sinkRunBlock is the function sinkRunBlock; an error ends the bench.
+func (b *bench) sinkRunBlock(addr string, sink sdk.Sink, block definition.Topics, n int) (int, time.Duration) {
+	timed, t, err := sinkRunBlock(addr, sink, block, n)
+	b.must(err)
+	return timed, t
+}
+
 // sinkRun runs the sink loop over topics until n records were consumed,
 // then stops it (Close uploads what is buffered) and returns how many
 // records it timed and the time from the first batch to the end of Close:
@@ -167,6 +183,11 @@ func (b *bench) sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch
 // polls, and a bench that cancelled it from outside waited out an idle
 // Poll of up to 100 ms after the last record, a tenth of a 100 B round.
 func sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch int) (int, time.Duration, error) {
+	return sinkRunBlock(addr, sink, definition.Topics{Pattern: pattern, Schema: "json", BatchLength: batch, PollInterval: "100ms"}, n)
+}
+
+// sinkRunBlock is sinkRun over one [[topics]] block.
+func sinkRunBlock(addr string, sink sdk.Sink, block definition.Topics, n int) (int, time.Duration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ts := &timedSink{Sink: sink, n: n, stop: cancel}
@@ -177,7 +198,7 @@ func sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch int) (int,
 	tr := status.New("sink", "bench", nil)
 	done := make(chan error, 1)
 	go func() {
-		done <- sinkloop.Run(ctx, sinkloop.Config{Key: "bench", Topics: []definition.Topics{{Pattern: pattern, Schema: "json", BatchLength: batch, PollInterval: "100ms"}},
+		done <- sinkloop.Run(ctx, sinkloop.Config{Key: "bench", Topics: []definition.Topics{block},
 			Sink: timed, BootstrapServers: addr, Properties: consumerProps, GroupID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Logger: quiet(), Tracker: tr})
 	}()
 	select {
@@ -367,6 +388,12 @@ func (b *bench) s3Rows() []row {
 // fillHex writes n JSON records of size bytes to topic whose filler is
 // random hex (4 bits of entropy per character).
 func fillHex(addr, topic string, n, size int) error {
+	return fillHexAs(addr, topic, n, size, nil)
+}
+
+// fillHexAs is fillHex with each record's JSON turned into the value
+// encode returns (nil: the JSON).
+func fillHexAs(addr, topic string, n, size int, encode func(json []byte) ([]byte, error)) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(4<<20), kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
 		return err
@@ -382,7 +409,13 @@ func fillHex(addr, topic string, n, size int) error {
 			raw[j] = byte(rng.Uint32())
 		}
 		v := fmt.Sprintf(`{"id":%d,"event":"page_view","user":"user-%d","pad":"%s"}`, i, i%977, hex.EncodeToString(raw))
-		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v[:size-2] + `"}`)})
+		value := []byte(v[:size-2] + `"}`)
+		if encode != nil {
+			if value, err = encode(value); err != nil {
+				return err
+			}
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Value: value})
 		if len(recs) == cap(recs) || i == n-1 {
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				return err
