@@ -71,7 +71,8 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 		return append(out, sdk.Passed(checkBucket, bucket), sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is not in region '%s' (%s)", bucket, s.opts.Region, shown(listErr)), "set region to the bucket's region"))
 	}
 	out = append(out, sdk.Passed(checkBucket, bucket), s.checkRegion(ctx, client))
-	if err := s.probe(ctx, client); err != nil {
+	err = s.probe(ctx, client)
+	if err != nil {
 		out = append(out, sdk.Failed(checkPut, fmt.Sprintf("writing and deleting %s in bucket '%s' failed: %s", ProbeKey, bucket, shown(err)),
 			"allow s3:PutObject and s3:DeleteObject on the bucket for this user"))
 	} else {
@@ -86,9 +87,17 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 		out = append(out, sdk.Failed(checkList, fmt.Sprintf("listing bucket '%s' failed: %s; delivery = \"exactly_once\" lists the key prefix to find files already uploaded", bucket, shown(listErr)),
 			"allow s3:ListBucket on the bucket (or the prefix) for this user, or set delivery = \"buffered\""))
 	}
-	// The sink has no encryption settings: objects get the bucket's
-	// default encryption, which needs nothing of the sink.
-	return append(out, sdk.Passed(checkEncryption, "no encryption settings: the bucket's default encryption applies"))
+	// The probe object carries the object settings: its write tested
+	// them (and s3:PutObjectTagging, the KMS key's kms:GenerateDataKey).
+	o := &s.opts.Object
+	if o.SSE != "" || o.SSECKey != "" {
+		if err != nil {
+			return append(out, sdk.Failed(checkEncryption, o.describe()+": the probe object was refused (see "+checkPut+")",
+				"check that kms_key_id names a key of the store, and allow what the settings need: kms:GenerateDataKey on the KMS key for aws:kms, s3:PutObjectTagging for tags, s3:PutObjectAcl for acl"))
+		}
+		return append(out, sdk.Passed(checkEncryption, o.describe()+", the probe object written with it"))
+	}
+	return append(out, sdk.Passed(checkEncryption, o.describe()))
 }
 
 // checkRegion compares region with the bucket's region when the store

@@ -73,6 +73,11 @@ type options struct {
 	// (parquet_compression) the codec of its pages.
 	Columns      []columnSpec
 	ParquetCodec string
+	// Object is what every object written carries (objectsettings.go);
+	// Role and CAFile are the client's access (access.go).
+	Object objectSettings
+	Role   roleSettings
+	CAFile string
 }
 
 // compression is the compression of a file.

@@ -86,11 +86,18 @@ var pqCodecs = map[string]compress.Codec{
 	"zstd": &pqzstd.Codec{Level: pqzstd.SpeedBetterCompression, Concurrency: 1},
 }
 
-// validate checks what the schema cannot state: that the parquet columns
-// fit together and with the metadata columns (newPQLayout says how).
+// validate checks what the schema cannot state: the object settings and
+// the role's keys (objectsettings.go, access.go), and that the parquet
+// columns fit together and with the metadata columns (newPQLayout says how).
 // Every other rule is the schema's, checked by the generated Load, or by
 // Validate for a Config built in code.
 func (o *options) validate() error {
+	if err := o.Object.validate(o.Endpoint); err != nil {
+		return err
+	}
+	if err := o.Role.validate(); err != nil {
+		return err
+	}
 	if o.Format != formatParquet {
 		return nil
 	}
