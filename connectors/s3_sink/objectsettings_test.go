@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/internal/testwait"
+	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -508,5 +510,57 @@ func TestFromConfigObjectSettings(t *testing.T) {
 	}
 	if o := fromConfig(cfg).Object; o.SSE != "aws:kms" || o.KMSKeyID != "alias/lake" || o.KMSContext["team"] != "data" {
 		t.Fatalf("object settings = %+v", o)
+	}
+}
+
+// TestSettingsOnEveryPut: behind a proxy that refuses, as a bucket policy
+// would, every PUT without acl = bucket-owner-full-control and aws:kms:dsse
+// with the key (headers versitygw and MinIO take but do not show back),
+// the probe object, the data files and a .lost marker all get through.
+func TestSettingsOnEveryPut(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	denied := faultproxy.Fault{Status: http.StatusForbidden, Body: []byte(fmt.Sprintf(s3Error, "AccessDenied", "policy"))}
+	proxy.InjectMatching(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Query().Get("x-id") == "PutObject" &&
+			(r.Header.Get("x-amz-acl") != "bucket-owner-full-control" ||
+				r.Header.Get("x-amz-server-side-encryption") != "aws:kms:dsse" ||
+				r.Header.Get("x-amz-server-side-encryption-aws-kms-key-id") != "lake-key")
+	}, -1, denied)
+	mod := func(o *options) {
+		o.Endpoint, o.Prefix, o.Buffered, o.MaxAttempts = proxy.URL, "put", true, 1
+		o.Object.ACL, o.Object.SSE, o.Object.KMSKeyID = "bucket-owner-full-control", "aws:kms:dsse", "lake-key"
+		messages(10)(o)
+	}
+	if _, err := openWith(t, srv, nil, func(o *options) { mod(o); o.Object.ACL = "" }); err == nil {
+		t.Fatal("Open without the acl passed the policy")
+	}
+	s, err := openWith(t, srv, nil, mod)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	ctx := context.Background()
+	if err := s.Consume(ctx, records("t1", 0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	// The next data file fails (a 500 the policy does not make), so
+	// buffered delivery writes its marker.
+	proxy.InjectMatching(func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, ".jsonl") }, 1,
+		faultproxy.Fault{Status: http.StatusInternalServerError, Body: []byte(fmt.Sprintf(s3Error, "InternalError", "boom"))})
+	if err := s.Consume(ctx, records("t1", 20, 10)); err == nil {
+		t.Fatal("Consume after the failed file returned no error")
+	}
+	_ = s.Close(ctx)
+	want := []string{key("put/t1", 0, 9, "jsonl"), key("put/t1", 10, 19, "jsonl"), key("put/t1", 20, 29, "jsonl") + LostSuffix}
+	objs, err := srv.List(ctx, "put/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Key)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("objects = %v; want %v", got, want)
 	}
 }
