@@ -58,6 +58,9 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	code := errorCode(listErr)
 	var out []sdk.Check
 	switch {
+	case s.opts.Role.ARN != "" && isSTSError(listErr):
+		return []sdk.Check{sdk.Failed(checkCredentials, "assuming role_arn '"+s.opts.Role.ARN+"' failed: "+shown(listErr),
+			"allow sts:AssumeRole on the role for the sink's credentials (access_key_id or the default chain), let the role's trust policy accept them (and external_id), or fix role_arn and sts_endpoint")}
 	case listErr != nil && code == "" && statusOf(listErr) == 0:
 		return []sdk.Check{sdk.Failed(checkCredentials, "the S3 store does not answer: "+shown(listErr), "check endpoint (or the network to AWS) and that the store is running")}
 	case credentialCodes[code]:
@@ -119,6 +122,22 @@ func (s *Sink) checkRegion(ctx context.Context, client *s3.Client) sdk.Check {
 		return sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is in region '%s', not '%s'", s.opts.Bucket, r, s.opts.Region), "set region = \""+r+"\"")
 	}
 	return sdk.Passed(checkRegion, s.opts.Region)
+}
+
+// isSTSError reports whether err comes from an STS call (AssumeRole, for
+// the role's credentials) rather than from the S3 request it was made for.
+func isSTSError(err error) bool {
+	for err != nil {
+		var oe *smithy.OperationError
+		if !errors.As(err, &oe) {
+			return false
+		}
+		if oe.Service() == "STS" {
+			return true
+		}
+		err = oe.Unwrap()
+	}
+	return false
 }
 
 // errorCode is the S3 error code of err, or "".

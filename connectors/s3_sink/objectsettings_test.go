@@ -339,6 +339,23 @@ func TestAssumeRoleMinio(t *testing.T) {
 	}
 }
 
+// TestCheckNamesTheRole: when AssumeRole fails (here MinIO refuses the
+// keys it is called with), check's credentials row says so, naming
+// role_arn, and shows no secret.
+func TestCheckNamesTheRole(t *testing.T) {
+	srv := s3test.StartMinio(t, s3test.MinioOptions{})
+	o := defaultOptions()
+	o.Bucket, o.Region, o.Endpoint, o.PathStyle = srv.Bucket, s3test.Region, srv.Endpoint, true
+	o.AccessKeyID, o.SecretAccessKey = srv.AccessKey, "not-the-secret"
+	o.Role.ARN = "arn:minio:iam:::role/pico-sink"
+	checks := newSink(o, sinkEnv("t", sdk.DiscardMetrics)).Check(context.Background())
+	if len(checks) != 1 || checks[0].Name != checkCredentials ||
+		!strings.HasPrefix(checks[0].Problem, "assuming role_arn 'arn:minio:iam:::role/pico-sink' failed: ") ||
+		!strings.Contains(checks[0].Fix, "sts:AssumeRole") || strings.Contains(checks[0].Problem, "not-the-secret") {
+		t.Fatalf("checks = %+v", checks)
+	}
+}
+
 // TestAssumedRoleRenewed: the assumed role's credentials are renewed when
 // they come near their expiry, and the sink goes on writing with the new
 // ones, without a restart.
