@@ -3,13 +3,14 @@ package compat
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/picomq/pico-connectors/gen/cmdline"
 )
 
 // Usage is the help text of picogen compat.
@@ -27,17 +28,11 @@ passes.
 // returns the exit code: 0 when nothing breaks, 1 on a breaking change, 2
 // on a usage or read error.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("compat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	fs := cmdline.Flags("compat", Usage, stderr)
 	base := fs.String("base", "", "compare with the schemas at this git revision")
-	dir := fs.String("C", ".", "repository root, for --base and the default schema list")
-	fs.StringVar(dir, "root", ".", "same as -C")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	dir := cmdline.Root(fs, ".", "repository root, for --base and the default schema list")
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
 	type pair struct {
 		name     string
