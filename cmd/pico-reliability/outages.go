@@ -127,11 +127,11 @@ func (s *suite) pgRestart() {
 	must(pg.srv.Start())
 	s.inject("PostgreSQL started again on the same port")
 	time.Sleep(2 * time.Second)
-	n := wr.halt()
+	n := wr.Halt()
 	s.waitEnd(r, b.Addr(), topic, n, 60*time.Second)
 	e, ok := r.WaitEntry("source", key, 30*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && e.Counters.Produced >= n })
 	seen, _ := w.end()
-	s.note("statuses seen: %v; writer reconnects %d; last_error %.80q", seen, wr.errs.Load(), e.LastError)
+	s.note("statuses seen: %v; writer reconnects %d; last_error %.80q", seen, wr.Errors(), e.LastError)
 	s.check(ok && e.LastError != "" && !slices.Contains(seen, "Error"),
 		"poll errors logged and retried (status never Error, as the spec's table says); recovered without operator action: status %s, the outage recorded as last_error", e.Status)
 	s.idCheck(b.Addr(), topic, n, 2, batch+txnRows)
