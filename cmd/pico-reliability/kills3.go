@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"path"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,43 +24,15 @@ func (s *suite) startS3() *s3test.Server {
 	return srv
 }
 
-// s3Def is an S3 sink definition reading topic, messages rotation.
+// s3Def is fleet.S3SinkDef on the one topic topic, in batches of 100,
+// through endpoint (srv's, or a proxy in front of it), with static
+// membership: a restarted runtime takes over the killed one's place in the
+// group at once instead of waiting for its session to time out.
 func s3Def(key, topic, endpoint string, srv *s3test.Server, perFile int, extra string) string {
-	return strings.ReplaceAll(fmt.Sprintf(`type = "sink"
-key = %q
-path = "libpicomq_connector_s3_sink"
-[[topics]]
-topic = %q
-schema = "json"
-batch_length = 100
-poll_interval = "50ms"
-# Static membership: a restarted runtime takes over the killed one's place
-# in the group at once instead of waiting for its session to time out.
-properties = { "group.instance.id" = "KEY-1", "session.timeout.ms" = "6000" }
-[plugin_config]
-bucket = %q
-region = "us-east-1"
-endpoint = %q
-access_key_id = %q
-secret_access_key = %q
-prefix = %q
-path_template = "{topic}"
-file_rotation = "messages"
-max_messages_per_file = %d
-include_metadata = true
-%s`, key, topic, srv.Bucket, endpoint, srv.AccessKey, srv.SecretKey, key, perFile, extra), "KEY-1", key+"-1")
-}
-
-// objRange parses <partition>-<first>-<last>.<ext> from an object key.
-func objRange(key string) (first, last int64, ok bool) {
-	base := strings.TrimSuffix(path.Base(key), path.Ext(key))
-	parts := strings.Split(base, "-")
-	if len(parts) != 3 {
-		return 0, 0, false
-	}
-	f, err1 := strconv.ParseInt(parts[1], 10, 64)
-	l, err2 := strconv.ParseInt(parts[2], 10, 64)
-	return f, l, err1 == nil && err2 == nil
+	def := fleet.S3SinkDef(key, "", srv, perFile, fmt.Sprintf(`"group.instance.id" = "%s-1", "session.timeout.ms" = "6000"`, key), extra)
+	def = replaceLine(def, "pattern = ", fmt.Sprintf("topic = %q", topic))
+	def = replaceLine(def, "batch_length = ", "batch_length = 100")
+	return replaceLine(def, "endpoint = ", fmt.Sprintf("endpoint = %q", endpoint))
 }
 
 // s3Objects lists data objects and .lost markers under prefix.
@@ -88,7 +55,7 @@ func s3Objects(srv *s3test.Server, prefix string) (data, lost []string) {
 func maxUploaded(keys []string) int64 {
 	m := int64(-1)
 	for _, k := range keys {
-		if _, l, ok := objRange(k); ok && l > m {
+		if _, l, ok := fleet.ObjectRange(k); ok && l > m {
 			m = l
 		}
 	}
@@ -100,21 +67,7 @@ func maxUploaded(keys []string) int64 {
 func offsetsIn(srv *s3test.Server, keys []string) map[int64]int {
 	seen := map[int64]int{}
 	for _, k := range keys {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		body, err := srv.Get(ctx, k)
-		cancel()
-		must(err)
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var line struct {
-				Offset *int64 `json:"offset"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) != nil || line.Offset == nil {
-				mustf("object %s: line without offset: %.100q", k, sc.Bytes())
-			}
-			seen[*line.Offset]++
-		}
+		must(fleet.ReadOffsets(srv, k, func(off int64) { seen[off]++ }))
 	}
 	return seen
 }
@@ -180,7 +133,7 @@ func covered(keys []string) int64 {
 	type span struct{ first, last int64 }
 	var spans []span
 	for _, k := range keys {
-		if f, l, ok := objRange(k); ok {
+		if f, l, ok := fleet.ObjectRange(k); ok {
 			spans = append(spans, span{f, l})
 		}
 	}
