@@ -187,18 +187,12 @@ func committed(addr, group, topic string) (int64, error) {
 	return o.At, o.Err
 }
 
-// produce writes values to topic with franz-go and waits for every ack.
+// produce writes values without keys to topic with franz-go and waits for
+// every ack.
 func produce(addr, topic string, values [][]byte) error {
-	cl, err := newClient(addr, kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	recs := make([]*kgo.Record, len(values))
+	kvs := make([][2][]byte, len(values))
 	for i, v := range values {
-		recs[i] = &kgo.Record{Topic: topic, Value: v}
+		kvs[i][1] = v
 	}
-	return cl.ProduceSync(ctx, recs...).FirstErr()
+	return produceKeyed(addr, topic, kvs)
 }
