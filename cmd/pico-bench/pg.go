@@ -53,7 +53,7 @@ func (b *bench) startPG() string {
 		b.must(fmt.Errorf("%v", err))
 	}
 	b.must(err)
-	b.cleanup(srv.Close)
+	b.cleanups.Add(srv.Close)
 	b.must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE bench"))
 	dsn := srv.DSNFor("postgres", "bench")
 	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);

@@ -103,7 +103,7 @@ func (s *suite) newCounter() *counter {
 			conn.Close()
 		}
 	}()
-	s.cleanup(func() { l.Close() })
+	s.cleanups.Add(func() { l.Close() })
 	return c
 }
 

@@ -25,7 +25,7 @@ func (s *suite) startPG(db string) *pgEnv {
 		mustf("%v", err)
 	}
 	must(err)
-	s.cleanup(srv.Close)
+	s.cleanups.Add(srv.Close)
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE "+db))
 	dsn := srv.DSNFor("postgres", db)
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text, done boolean NOT NULL DEFAULT false); CREATE PUBLICATION rel_pub FOR TABLE t`))

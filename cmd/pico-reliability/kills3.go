@@ -20,7 +20,7 @@ func (s *suite) startS3() *s3test.Server {
 	if err != nil {
 		mustf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw)
 	}
-	s.cleanup(srv.Close)
+	s.cleanups.Add(srv.Close)
 	return srv
 }
 

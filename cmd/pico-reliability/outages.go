@@ -185,7 +185,7 @@ func (s *suite) startStateServer() *stateServer {
 		}
 	})}
 	go srv.Serve(l)
-	s.cleanup(func() { srv.Close() })
+	s.cleanups.Add(func() { srv.Close() })
 	return st
 }
 

@@ -37,7 +37,7 @@ func (s *suite) newRT(bootstrap, extra string, defs map[string]string, env ...st
 // suite ends.
 func (s *suite) runtime(o fleet.Options) *fleet.Runtime {
 	r := mustGet(fleet.NewRuntime(s.tempDir(), s.bin, o))
-	s.cleanup(r.Kill)
+	s.cleanups.Add(r.Kill)
 	return r
 }
 

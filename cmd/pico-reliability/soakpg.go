@@ -27,7 +27,7 @@ func (s *suite) soakPG() {
 		mustf("%v", err)
 	}
 	must(err)
-	s.cleanup(srv.Close)
+	s.cleanups.Add(srv.Close)
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE soak_pg"))
 	dsn := srv.DSNFor("postgres", "soak_pg")
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
