@@ -15,6 +15,7 @@ import (
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 )
 
 // watch polls a connector's entry every 100 ms until stop and collects
@@ -62,7 +63,7 @@ func (w *watch) end() ([]string, fleet.Entry) {
 // data, and checks the source recovers without losing acknowledged
 // records.
 func (s *suite) brokerOutage() {
-	addr, data := freeAddr(), s.tempDir()
+	addr, data := mustGet(freeport.Addr()), s.tempDir()
 	bp := s.startBroker(addr, data)
 	const topic, key, perBatch = "outage.numbers", "numbers", 100
 	// A short delivery timeout, so the outage fails batches (Nack, back

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,14 +15,6 @@ import (
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
-
-// freeAddr returns a 127.0.0.1 address with a free port.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // newRT writes the folder of a runtime with bootstrap as its broker (its
 // own embedded broker when empty), extra appended to runtime.toml, one

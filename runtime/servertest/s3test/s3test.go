@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 )
 
 // InstallVersitygw is the command that installs the default server binary
@@ -217,7 +217,7 @@ func start(kind, bin, tmp string, iam bool) (*Server, error) {
 	secret := randomHex(20)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		addr, err := freeAddr()
+		addr, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
@@ -400,15 +400,6 @@ func (s *Server) Close() {
 			_ = os.RemoveAll(s.tmp)
 		}
 	})
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func randomHex(n int) string {
