@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
@@ -121,8 +120,7 @@ func (s *suite) idCheck(addr, topic string, n int64, runs int, maxRun int64) boo
 // polling) at random points while a writer inserts rows, then drains.
 func (s *suite) killPostgres(mode string) {
 	pg := s.startPG("kill_" + mode)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, batch, txnRows = "pg.rows", 500, 25
 	r := s.newRT(b.Addr(), "", map[string]string{"pg.toml": pgDef("pg", topic, pg.dsn, mode, batch)})
@@ -156,6 +154,6 @@ func (s *suite) killPostgres(mode string) {
 		}
 		s.check(unmarked == 0, "processed_column: every delivered row is marked done after %d kills (%d of %d unmarked)", kills, unmarked, n)
 	}
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }

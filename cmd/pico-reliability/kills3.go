@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -168,8 +167,7 @@ func (s *suite) eachDelivery(mode func(srv *s3test.Server, delivery string)) {
 // than one file per kill), never a committed-and-uploaded one.
 func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	exact := delivery == "exactly_once"
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	key := map[bool]string{true: "s3k_exact", false: "s3k_buffered"}[exact]
 	topic, perFile := key+".orders", 300
@@ -182,7 +180,7 @@ func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	must(r.Run())
 	s.waitCommitted(r, b.Addr(), group, topic, 1000, 30*time.Second)
 	s.inject("SIGTERM mid-stream")
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	c, err := committed(b.Addr(), group, topic)
 	must(err)

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 )
@@ -113,8 +112,7 @@ func (s *suite) brokerOutage() {
 // inserts rows.
 func (s *suite) pgRestart() {
 	pg := s.startPG("restart")
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, key, batch, txnRows = "pg.restart", "pg", 500, 25
 	r := s.newRT(b.Addr(), "", map[string]string{"pg.toml": pgDef(key, topic, pg.dsn, "cdc", batch)})
@@ -136,7 +134,7 @@ func (s *suite) pgRestart() {
 	s.check(ok && e.LastError != "" && !slices.Contains(seen, "Error"),
 		"poll errors logged and retried (status never Error, as the spec's table says); recovered without operator action: status %s, the outage recorded as last_error", e.Status)
 	s.idCheck(b.Addr(), topic, n, 2, batch+txnRows)
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }
 
@@ -204,8 +202,7 @@ func (st *stateServer) nextSeq(key string) int64 {
 // the store away (500s), then makes it flap.
 func (s *suite) httpState() {
 	st := s.startStateServer()
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, key, perBatch = "state.numbers", "numbers", 100
 	extra := fmt.Sprintf("[state]\nstorage = \"http\"\n[state.http]\nurl = \"http://%s\"\nmax_attempts = 2\nretry_delay = \"20ms\"\ntimeout = \"1s\"\n", st.addr)
@@ -235,7 +232,7 @@ func (s *suite) httpState() {
 	cpFlap := st.nextSeq(key)
 	e, ok = r.WaitEntry("source", key, 20*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && st.nextSeq(key) > cpFlap })
 	s.check(ok, "after flapping: status %s, %d failed saves in all, %d 500s served, checkpoint moving (next_seq=%d)", e.Status, e.Counters.StateFails, st.errors.Load(), st.nextSeq(key))
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	s.seqCheck(b.Addr(), topic, st.nextSeq(key), nil, perBatch)
 }

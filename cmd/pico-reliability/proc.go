@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
@@ -186,4 +187,10 @@ func produce(addr, topic string, values [][]byte) error {
 		kvs[i][1] = v
 	}
 	return produceKeyed(addr, topic, kvs)
+}
+
+// startBroker starts a broker in this process on a free port that creates
+// topics on first use. The caller closes it.
+func startBroker() *broker.Broker {
+	return mustGet(broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true}))
 }

@@ -28,8 +28,7 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	proxy, err := faultproxy.New(srv.Endpoint)
 	must(err)
 	s.cleanups.Add(func() { proxy.Close() })
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	key := map[bool]string{true: "s3f_exact", false: "s3f_buffered"}[exact]
 	topic := key + ".orders"

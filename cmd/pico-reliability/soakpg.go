@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
@@ -31,8 +30,7 @@ func (s *suite) soakPG() {
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE soak_pg"))
 	dsn := srv.DSNFor("postgres", "soak_pg")
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 
 	// Each writer commits 100 rows every 12 ms at most (about 8,000 rows
