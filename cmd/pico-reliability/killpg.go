@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
@@ -60,7 +61,7 @@ poll_interval = "20ms"
 // idCheck reads the topic and checks ids 1..n are all there; duplicates
 // must form at most runs contiguous runs, each at most maxRun long.
 func (s *suite) idCheck(addr, topic string, n int64, runs int, maxRun int64) bool {
-	var recs []record
+	var recs []broker.Record
 	var counts map[int64]int
 	missing := int64(0)
 	deadline := time.Now().Add(30 * time.Second)

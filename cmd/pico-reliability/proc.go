@@ -76,16 +76,9 @@ func sampleRuntime(r *fleet.Runtime, t0 time.Time, dur, every time.Duration, tak
 	}
 }
 
-// record is one record read back from a topic.
-type record struct {
-	Offset int64
-	Key    []byte
-	Value  []byte
-}
-
 // readTopic reads partition 0 of topic from the start to its high
 // watermark with franz-go (independent of librdkafka).
-func readTopic(addr, topic string) ([]record, error) {
+func readTopic(addr, topic string) ([]broker.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm, err := newClient(addr)
@@ -101,40 +94,7 @@ func readTopic(addr, topic string) ([]record, error) {
 	if !ok || end.Err != nil {
 		return nil, fmt.Errorf("end offset of %s: %v", topic, end.Err)
 	}
-	if end.Offset == 0 {
-		return nil, nil
-	}
-	cl, err := newClient(addr,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxBytes(64<<20))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	var out []record
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return out, fmt.Errorf("read %s: %d of %d records: %w", topic, len(out), end.Offset, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return out, ferr
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < end.Offset {
-				out = append(out, record{Offset: r.Offset, Key: r.Key, Value: r.Value})
-			}
-			if r.Offset >= end.Offset-1 {
-				done = true
-			}
-		})
-		if done {
-			return out, nil
-		}
-	}
+	return broker.ReadPartition(ctx, topic, end.Offset, fleet.ClientOptions(addr)...)
 }
 
 // endOffset returns the high watermark of partition 0 of topic (0 when the
