@@ -7,7 +7,6 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
 // InstallVersitygw is the command that installs the default server binary
@@ -59,7 +59,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	bin     string // the server binary
 	tmp     string // the folder New made, removed at Close
-	logs    *lockedBuffer
+	logs    *runtimebin.Output
 	done    chan struct{}
 	closeMu sync.Once
 }
@@ -232,7 +232,7 @@ func start(kind, bin, tmp string, iam bool) (*Server, error) {
 			cmd = exec.Command(bin, append(args, "posix", dir)...)
 			cmd.Env = os.Environ()
 		}
-		logs := &lockedBuffer{}
+		logs := &runtimebin.Output{Limit: 1 << 20} // the last megabyte or so
 		cmd.Stdout = logs
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
@@ -406,24 +406,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 { // keep the last megabyte or so
-		b.buf.Reset()
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
