@@ -155,13 +155,21 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt WHERE pt.pub
 	if err != nil {
 		return err
 	}
-	if len(rows) == 0 {
-		return nil
+	for _, r := range rows {
+		t := tableName{string(r[0]), string(r[1])}
+		if string(r[2]) == "t" {
+			return s.notPublished(t)
+		}
+		if !s.dropMatched(t) { // patterns.go: a pattern's table may go
+			return fmt.Errorf("tables: %s was dropped while the source was running, so none of its changes are captured; remove it from tables, or recreate it and restart the source", t)
+		}
 	}
-	t := tableName{string(rows[0][0]), string(rows[0][1])}
-	if string(rows[0][2]) != "t" {
-		return fmt.Errorf("tables: %s was dropped while the source was running, so none of its changes are captured; remove it from tables, or recreate it and restart the source", t)
-	}
+	return nil
+}
+
+// notPublished is checkTables' error for a table taken out of the
+// publication.
+func (s *Source) notPublished(t tableName) error {
 	return fmt.Errorf("tables: %s is no longer in publication %q, so none of its changes are captured; add it back with ALTER PUBLICATION %s ADD TABLE %s (changes made meanwhile are not published; with create_publication = true the source adds it back when it reconnects, after this error)", t, s.cfg.Publication, quoteIdent(s.cfg.Publication), t.quoted())
 }
 
@@ -652,6 +660,16 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 	return nil
 }
 
+// refresh builds again the cached relation of t, which has just joined
+// tables: its changes were skipped, they are captured from now on.
+func (d *decoder) refresh(t tableName) {
+	for id, rel := range d.rels {
+		if rel.table == t.String() && rel.src != nil {
+			d.rels[id] = d.s.relationFromMessage(rel.src)
+		}
+	}
+}
+
 // count numbers one more record of rel in the open transaction.
 func (d *decoder) count(rel *relation) {
 	d.txOrder++
@@ -767,7 +785,7 @@ func (d *decoder) appendTxMeta(buf []byte) []byte {
 // columns when it has none.
 func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	table := tableName{m.Namespace, m.RelationName}
-	rel := &relation{table: table.String(), tableJSON: jsonscan.AppendString(nil, table.String())}
+	rel := &relation{table: table.String(), tableJSON: jsonscan.AppendString(nil, table.String()), src: m}
 	rel.skip = !s.inSet[rel.table]
 	rel.cols = make([]column, len(m.Columns))
 	var identity []string

@@ -47,10 +47,13 @@ type relation struct {
 	table     string
 	tableJSON []byte // `"schema.table"`
 	cols      []column
-	keyIdx    []int  // columns of the primary key (or replica identity): positions, chunk identity
-	recKey    []int  // columns of the record key: keyIdx, or table_settings' key_columns
-	skip      bool   // not one of the configured tables
-	dbzTbl    []byte // debezium.go: `,"schema":...,"table":...`
+	keyIdx    []int // columns of the primary key (or replica identity): positions, chunk identity
+	recKey    []int // columns of the record key: keyIdx, or table_settings' key_columns
+	skip      bool  // not one of the configured tables
+	// src is the Relation message a CDC relation was built from, to
+	// build it again when a table joins tables (patterns.go).
+	src    *pglogrepl.RelationMessage
+	dbzTbl []byte // debezium.go: `,"schema":...,"table":...`
 }
 
 func newColumn(name string, typ *pgType) column {

@@ -140,13 +140,23 @@ type Source struct {
 	log    *slog.Logger
 	tables []tableName
 	inSet  map[string]bool
-	ops    map[string]bool
-	enc    encoder
-	pgcfg  *pgconn.Config
-	conn   *pgconn.PgConn
-	types  map[uint32]*pgType
-	info   map[string]*tableInfo
-	rules  map[string]*tableRules // table_settings by schema.table (settings.go)
+	// Patterns of tables (patterns.go), the tables named exactly, and
+	// the discovery's bookkeeping.
+	patterns    []*tablePattern
+	exactTables []tableName
+	exact       map[string]bool
+	discovered  time.Time
+	warned      map[string]bool
+	fromState   bool // Open had a checkpoint
+	ops         map[string]bool
+	enc         encoder
+	pgcfg       *pgconn.Config
+	conn        *pgconn.PgConn
+	types       map[uint32]*pgType
+	info        map[string]*tableInfo
+	rules       map[string]*tableRules // table_settings by schema.table (settings.go)
+	// table_settings given by pattern, in their order.
+	patternRules []patternRules
 	// record_format = "debezium" (debezium.go); nil: flat.
 	dbz      *dbzFormat
 	catTypes map[uint32]catType // pg_type rows of OIDs 10000 and up
@@ -184,6 +194,7 @@ type Source struct {
 	streamDec  *decoder      // lives as long as the stream
 	streamSent pglogrepl.LSN // last position confirmed to the server
 	streamIdle pglogrepl.LSN // server WAL end seen with nothing pending
+	streamMsgs bool          // the stream was asked for logical decoding messages
 
 	// Polling
 	pendingApply []applyOp // side effects of the candidate batch
@@ -223,20 +234,28 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 		}
 		s.dbz = newDbzFormat(name)
 	}
+	s.exact = map[string]bool{}
 	for _, t := range opt.Tables {
-		tn, _ := parseTable(t)
-		if !s.inSet[tn.String()] {
-			s.tables = append(s.tables, tn)
-			s.inSet[tn.String()] = true
+		tn, p, _ := parseTableEntry(t)
+		if p != nil {
+			s.patterns = append(s.patterns, p)
+		} else if !s.exact[tn.String()] {
+			s.exactTables = append(s.exactTables, tn)
+			s.exact[tn.String()] = true
 		}
 	}
+	s.resetTables()
 	for _, op := range opt.CaptureOperations {
 		s.ops[op] = true
 	}
 	s.rules = map[string]*tableRules{}
 	for i, ts := range opt.TableSettings {
-		tn, _ := parseTable(ts.Table)
-		s.rules[tn.String()] = newTableRules(i, ts)
+		tn, p, _ := parseTableEntry(ts.Table)
+		if p != nil {
+			s.patternRules = append(s.patternRules, patternRules{p, newTableRules(i, ts)})
+		} else {
+			s.rules[tn.String()] = newTableRules(i, ts)
+		}
 	}
 	cfg, err := parseConnString(opt)
 	if err != nil {
@@ -294,7 +313,7 @@ func (s *Source) Open(ctx context.Context, blob []byte) error {
 	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(blob) == 0 {
 		s.committed.Snapshot = &snapState{Tables: map[string]*snapTable{}}
 	}
-	s.setupIncremental(len(blob) > 0)
+	s.fromState = len(blob) > 0
 
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -351,6 +370,7 @@ func (s *Source) connect(ctx context.Context) error {
 		}
 		s.dbz.db = jsonscan.AppendString(nil, string(rows[0][0]))
 	}
+	s.resetTables()
 	for _, t := range s.tables {
 		info, err := s.loadTable(ctx, t)
 		if err != nil {
@@ -366,6 +386,14 @@ func (s *Source) connect(ctx context.Context) error {
 		}
 		s.info[t.String()] = info
 	}
+	if err := s.resolvePatterns(ctx); err != nil { // patterns.go
+		s.close()
+		if isConnError(err) {
+			return err
+		}
+		return sdk.Permanent(err)
+	}
+	s.setupIncremental() // incremental.go
 	if s.cfg.Mode == "cdc" {
 		err = s.setupCDC(ctx)
 	} else {
@@ -418,7 +446,10 @@ func (s *Source) Poll(ctx context.Context) (sdk.Batch, error) {
 		}
 		s.log.Info("connected to postgres")
 	}
-	s.heartbeat(ctx) // heartbeat.go
+	s.heartbeat(ctx)                        // heartbeat.go
+	if err := s.discover(ctx); err != nil { // patterns.go
+		return sdk.Batch{}, s.fail(ctx, err)
+	}
 	var (
 		b   sdk.Batch
 		err error

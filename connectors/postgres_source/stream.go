@@ -97,6 +97,13 @@ func (s *Source) pollStream(ctx context.Context) (sdk.Batch, error) {
 	if s.streamConn != nil && s.streamConn.IsClosed() {
 		s.closeStream()
 	}
+	if s.streamConn != nil && !s.streamMsgs && !s.streamDec.inTxn && len(s.streamDec.msgs) == 0 {
+		if _, due := s.incrNext(); due {
+			// An incremental snapshot became due (a table discovered):
+			// its watermarks need a stream that sends messages.
+			s.closeStream()
+		}
+	}
 	if s.streamConn == nil {
 		if err := s.startStream(ctx); err != nil {
 			return sdk.Batch{}, err

@@ -46,32 +46,33 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyConnectionString  = "connection_string"
-	KeyMode              = "mode"
-	KeyTables            = "tables"
-	KeyBatchSize         = "batch_size"
-	KeyPollInterval      = "poll_interval"
-	KeyReplicationSlot   = "replication_slot"
-	KeyPublication       = "publication"
-	KeyCreateSlot        = "create_slot"
-	KeyCreatePublication = "create_publication"
-	KeyCaptureOperations = "capture_operations"
-	KeyCDCReader         = "cdc_reader"
-	KeySnapshot          = "snapshot"
-	KeySlotCheckInterval = "slot_check_interval"
-	KeyMaxRetainedWal    = "max_retained_wal"
-	KeyHeartbeatInterval = "heartbeat_interval"
-	KeyHeartbeatQuery    = "heartbeat_query"
-	KeyTrackingColumn    = "tracking_column"
-	KeyInitialOffset     = "initial_offset"
-	KeyProcessedColumn   = "processed_column"
-	KeyDeleteAfterRead   = "delete_after_read"
-	KeyPrimaryKeyColumn  = "primary_key_column"
-	KeyTableSettings     = "table_settings"
-	KeyIncludeMetadata   = "include_metadata"
-	KeyRecordFormat      = "record_format"
-	KeyLogicalName       = "logical_name"
-	KeyNumericFormat     = "numeric_format"
+	KeyConnectionString       = "connection_string"
+	KeyMode                   = "mode"
+	KeyTables                 = "tables"
+	KeyTableDiscoveryInterval = "table_discovery_interval"
+	KeyBatchSize              = "batch_size"
+	KeyPollInterval           = "poll_interval"
+	KeyReplicationSlot        = "replication_slot"
+	KeyPublication            = "publication"
+	KeyCreateSlot             = "create_slot"
+	KeyCreatePublication      = "create_publication"
+	KeyCaptureOperations      = "capture_operations"
+	KeyCDCReader              = "cdc_reader"
+	KeySnapshot               = "snapshot"
+	KeySlotCheckInterval      = "slot_check_interval"
+	KeyMaxRetainedWal         = "max_retained_wal"
+	KeyHeartbeatInterval      = "heartbeat_interval"
+	KeyHeartbeatQuery         = "heartbeat_query"
+	KeyTrackingColumn         = "tracking_column"
+	KeyInitialOffset          = "initial_offset"
+	KeyProcessedColumn        = "processed_column"
+	KeyDeleteAfterRead        = "delete_after_read"
+	KeyPrimaryKeyColumn       = "primary_key_column"
+	KeyTableSettings          = "table_settings"
+	KeyIncludeMetadata        = "include_metadata"
+	KeyRecordFormat           = "record_format"
+	KeyLogicalName            = "logical_name"
+	KeyNumericFormat          = "numeric_format"
 )
 
 // The keys of one element of the table_settings array, below table_settings[i] in problems.
@@ -147,8 +148,13 @@ type Config struct {
 	// Default: cdc.
 	Mode Mode
 
-	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"". A partitioned table is captured through its root: records carry the root's name, snapshots and polling read through the root, and in CDC the publication has publish_via_partition_root = true (PostgreSQL 13 or later), so partitions attached later need no change; an existing publication without that option is refused with the ALTER PUBLICATION to run.
+	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"". An entry may be a pattern: a glob such as public.orders_* (* any run of characters but the dot, ? one character, in unquoted lower-case names; a bare pattern means schema public) or a regular expression written re:REGEX (RE2, matched against schema.table, unanchored unless it says so, such as re:^sales\.orders_[0-9]{4}$). A pattern matches plain and partitioned tables, never a partition or a view. The tables it matches at start are captured like named ones; while the source runs the catalog is read every table_discovery_interval, and a matching table created since is captured from then on: in CDC it is added to the publication (with create_publication = true; otherwise it must already be in it) and its existing rows are read by the incremental snapshot (snapshot = "initial", cdc_reader = "stream"), in polling it is polled from initial_offset. A matched table that cannot be captured (no SELECT, no replica identity while updates or deletes are published) is left out with a warning, and looked at again at the next discovery; a matched table that is dropped is no longer captured, while a named table that is dropped is an error. A partitioned table is captured through its root: records carry the root's name, snapshots and polling read through the root, and in CDC the publication has publish_via_partition_root = true (PostgreSQL 13 or later), so partitions attached later need no change; an existing publication without that option is refused with the ALTER PUBLICATION to run.
 	Tables []string
+
+	// TableDiscoveryInterval is the table_discovery_interval key: How often the catalog is read for tables created since the last look that a pattern of tables matches (see tables). Only with patterns in tables.
+	//
+	// Default: 10s.
+	TableDiscoveryInterval time.Duration
 
 	// BatchSize is the batch_size key: Most records in one batch. Polling: rows per batch (a table without a primary key may add the rest of one group of equal tracking values). CDC: records per batch; a transaction larger than this is split into several batches, and the checkpoint then holds the transaction and how many of its records are delivered, so a restart resumes inside it (the batch in flight at a crash is the only one repeated). The peek reader asks PostgreSQL for at least this many changes per peek, and every peek re-decodes the WAL from the slot's restart point, so small batches cost it far more than large ones. The memory a source holds is bounded by a few batches (batch_size x row size), whatever the transaction size.
 	//
@@ -252,7 +258,7 @@ type Config struct {
 
 // TableSettingsItem is one element of the table_settings array.
 type TableSettingsItem struct {
-	// Table is the table_settings[].table key: The table, as tables names it (schema.table; a bare name means public). It must be one of tables.
+	// Table is the table_settings[].table key: The table, as tables names it (schema.table; a bare name means public), or a pattern (public.orders_*, re:REGEX, as in tables) whose settings apply to every table it matches. A name must be one of tables or match one of its patterns; a pattern must be one of tables' entries. A table named here by name takes these settings over a pattern's; of two patterns, the first that matches.
 	Table string
 
 	// IncludeColumns is the table_settings[].include_columns key: Only these columns go out in the record's value (the record key keeps its columns). Not with exclude_columns.
@@ -284,21 +290,22 @@ type TableSettingsItem struct {
 // checked with Validate.
 func Default() Config {
 	return Config{
-		Mode:              ModeCDC,
-		BatchSize:         10000,
-		PollInterval:      time.Second,
-		CreateSlot:        true,
-		CreatePublication: true,
-		CaptureOperations: []string{"insert", "update", "delete", "truncate"},
-		CDCReader:         CDCReaderStream,
-		Snapshot:          SnapshotNever,
-		SlotCheckInterval: 30 * time.Second,
-		MaxRetainedWal:    confkit.GiB,
-		HeartbeatInterval: 0,
-		DeleteAfterRead:   false,
-		IncludeMetadata:   true,
-		RecordFormat:      RecordFormatFlat,
-		NumericFormat:     NumericFormatNumber,
+		Mode:                   ModeCDC,
+		TableDiscoveryInterval: 10 * time.Second,
+		BatchSize:              10000,
+		PollInterval:           time.Second,
+		CreateSlot:             true,
+		CreatePublication:      true,
+		CaptureOperations:      []string{"insert", "update", "delete", "truncate"},
+		CDCReader:              CDCReaderStream,
+		Snapshot:               SnapshotNever,
+		SlotCheckInterval:      30 * time.Second,
+		MaxRetainedWal:         confkit.GiB,
+		HeartbeatInterval:      0,
+		DeleteAfterRead:        false,
+		IncludeMetadata:        true,
+		RecordFormat:           RecordFormatFlat,
+		NumericFormat:          NumericFormatNumber,
 	}
 }
 
@@ -322,7 +329,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":                 {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "logical_name", "numeric_format"},
+			"":                 {"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "logical_name", "numeric_format"},
 			"table_settings[]": {"table", "include_columns", "exclude_columns", "mask_columns", "mask_value", "hash_columns", "hash_key", "key_columns"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -330,15 +337,16 @@ var spec = confgen.Spec{
 				Messages: map[string]string{"minLength": "connection_string must not be empty", "required": "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db"},
 				Secret:   true,
 			},
-			"tables":              {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
-			"batch_size":          {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
-			"poll_interval":       {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
-			"replication_slot":    {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
-			"capture_operations":  {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
-			"slot_check_interval": {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
-			"max_retained_wal":    {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
-			"heartbeat_interval":  {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
-			"table_settings":      {Secret: true},
+			"tables":                   {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
+			"table_discovery_interval": {Messages: map[string]string{"x-exclusive-minimum": "table_discovery_interval ({value}) must be above 0", "x-maximum": "table_discovery_interval ({value}) must be at most 1h"}},
+			"batch_size":               {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
+			"poll_interval":            {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
+			"replication_slot":         {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
+			"capture_operations":       {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
+			"slot_check_interval":      {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
+			"max_retained_wal":         {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
+			"heartbeat_interval":       {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
+			"table_settings":           {Secret: true},
 			"table_settings[].hash_key": {
 				Messages: map[string]string{"x-required-if": "{key} is required with hash_columns: give the secret key of the HMAC"},
 				Secret:   true,
@@ -349,6 +357,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"connection_string"}, Suffix: "CONNECTION_STRING", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"mode"}, Suffix: "MODE"},
 		{Kind: confgen.EnvList, Path: []string{"tables"}, Suffix: "TABLES"},
+		{Kind: confgen.EnvString, Path: []string{"table_discovery_interval"}, Suffix: "TABLE_DISCOVERY_INTERVAL"},
 		{Kind: confgen.EnvInt, Path: []string{"batch_size"}, Suffix: "BATCH_SIZE"},
 		{Kind: confgen.EnvString, Path: []string{"poll_interval"}, Suffix: "POLL_INTERVAL"},
 		{Kind: confgen.EnvString, Path: []string{"replication_slot"}, Suffix: "REPLICATION_SLOT"},
@@ -373,7 +382,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"logical_name"}, Suffix: "LOGICAL_NAME"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "logical_name", "numeric_format"},
+	KeyOrder: []string{"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "logical_name", "numeric_format"},
 }
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
@@ -395,6 +404,10 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "connection_string", confgen.Secret, &c.ConnectionString)
 	confgen.Decode(d, "mode", confgen.Enum[Mode], &c.Mode)
 	confgen.Decode(d, "tables", confgen.Strings, &c.Tables)
+	if confgen.Decode(d, "table_discovery_interval", confgen.Duration, &c.TableDiscoveryInterval) {
+		d.Bound("table_discovery_interval", c.TableDiscoveryInterval <= 0, "x-exclusive-minimum", "table_discovery_interval ({value}) must be above 0")
+		d.Bound("table_discovery_interval", c.TableDiscoveryInterval > time.Hour, "x-maximum", "table_discovery_interval ({value}) must be at most 1h")
+	}
 	confgen.Decode(d, "batch_size", confgen.Int, &c.BatchSize)
 	if confgen.Decode(d, "poll_interval", confgen.Duration, &c.PollInterval) {
 		d.Bound("poll_interval", c.PollInterval <= 0, "x-exclusive-minimum", "poll_interval ({value}) must be above 0")
@@ -472,21 +485,22 @@ func decodeTableSettingsItem(c *TableSettingsItem, m map[string]any, ps *confkit
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
-		"mode":                string(c.Mode),
-		"batch_size":          c.BatchSize,
-		"poll_interval":       c.PollInterval.String(),
-		"create_slot":         c.CreateSlot,
-		"create_publication":  c.CreatePublication,
-		"capture_operations":  c.CaptureOperations,
-		"cdc_reader":          string(c.CDCReader),
-		"snapshot":            string(c.Snapshot),
-		"slot_check_interval": c.SlotCheckInterval.String(),
-		"max_retained_wal":    c.MaxRetainedWal.String(),
-		"heartbeat_interval":  c.HeartbeatInterval.String(),
-		"delete_after_read":   c.DeleteAfterRead,
-		"include_metadata":    c.IncludeMetadata,
-		"record_format":       string(c.RecordFormat),
-		"numeric_format":      string(c.NumericFormat),
+		"mode":                     string(c.Mode),
+		"table_discovery_interval": c.TableDiscoveryInterval.String(),
+		"batch_size":               c.BatchSize,
+		"poll_interval":            c.PollInterval.String(),
+		"create_slot":              c.CreateSlot,
+		"create_publication":       c.CreatePublication,
+		"capture_operations":       c.CaptureOperations,
+		"cdc_reader":               string(c.CDCReader),
+		"snapshot":                 string(c.Snapshot),
+		"slot_check_interval":      c.SlotCheckInterval.String(),
+		"max_retained_wal":         c.MaxRetainedWal.String(),
+		"heartbeat_interval":       c.HeartbeatInterval.String(),
+		"delete_after_read":        c.DeleteAfterRead,
+		"include_metadata":         c.IncludeMetadata,
+		"record_format":            string(c.RecordFormat),
+		"numeric_format":           string(c.NumericFormat),
 	}
 	confgen.PutIf(m, c.ConnectionString.IsSet(), "connection_string", c.ConnectionString.Reveal())
 	confgen.PutIf(m, c.Tables != nil, "tables", c.Tables)
@@ -528,27 +542,28 @@ func (c TableSettingsItem) table() map[string]any {
 // with every secret masked and sizes, durations and templates as text.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"connection_string":   c.ConnectionString.String(),
-		"mode":                string(c.Mode),
-		"tables":              slices.Clone(c.Tables),
-		"batch_size":          c.BatchSize,
-		"poll_interval":       c.PollInterval.String(),
-		"replication_slot":    c.ReplicationSlot,
-		"publication":         c.Publication,
-		"create_slot":         c.CreateSlot,
-		"create_publication":  c.CreatePublication,
-		"capture_operations":  slices.Clone(c.CaptureOperations),
-		"cdc_reader":          string(c.CDCReader),
-		"snapshot":            string(c.Snapshot),
-		"slot_check_interval": c.SlotCheckInterval.String(),
-		"max_retained_wal":    c.MaxRetainedWal.String(),
-		"heartbeat_interval":  c.HeartbeatInterval.String(),
-		"heartbeat_query":     c.HeartbeatQuery,
-		"tracking_column":     c.TrackingColumn,
-		"initial_offset":      c.InitialOffset,
-		"processed_column":    c.ProcessedColumn,
-		"delete_after_read":   c.DeleteAfterRead,
-		"primary_key_column":  c.PrimaryKeyColumn,
+		"connection_string":        c.ConnectionString.String(),
+		"mode":                     string(c.Mode),
+		"tables":                   slices.Clone(c.Tables),
+		"table_discovery_interval": c.TableDiscoveryInterval.String(),
+		"batch_size":               c.BatchSize,
+		"poll_interval":            c.PollInterval.String(),
+		"replication_slot":         c.ReplicationSlot,
+		"publication":              c.Publication,
+		"create_slot":              c.CreateSlot,
+		"create_publication":       c.CreatePublication,
+		"capture_operations":       slices.Clone(c.CaptureOperations),
+		"cdc_reader":               string(c.CDCReader),
+		"snapshot":                 string(c.Snapshot),
+		"slot_check_interval":      c.SlotCheckInterval.String(),
+		"max_retained_wal":         c.MaxRetainedWal.String(),
+		"heartbeat_interval":       c.HeartbeatInterval.String(),
+		"heartbeat_query":          c.HeartbeatQuery,
+		"tracking_column":          c.TrackingColumn,
+		"initial_offset":           c.InitialOffset,
+		"processed_column":         c.ProcessedColumn,
+		"delete_after_read":        c.DeleteAfterRead,
+		"primary_key_column":       c.PrimaryKeyColumn,
 		"table_settings": func() []map[string]any {
 			if c.TableSettings == nil {
 				return nil

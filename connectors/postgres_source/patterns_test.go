@@ -1,0 +1,143 @@
+package postgressource
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+func TestParsePattern(t *testing.T) {
+	for _, c := range []struct {
+		entry string
+		match []string
+		miss  []string
+	}{
+		{"public.orders_*", []string{"public.orders_2027", "public.orders_"}, []string{"public.orders", "sales.orders_1", "public.orders_a.b"}},
+		{"orders_?", []string{"public.orders_1"}, []string{"public.orders_12"}},
+		{"*.audit", []string{"a.audit", "public.audit"}, []string{"public.audit_x"}},
+		{`re:^sales\.orders_[0-9]{4}$`, []string{"sales.orders_2027"}, []string{"sales.orders_27", "public.orders_2027"}},
+	} {
+		if !isPattern(c.entry) {
+			t.Fatalf("%s: not a pattern", c.entry)
+		}
+		p, err := parsePattern(c.entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range c.match {
+			if !p.re.MatchString(m) {
+				t.Errorf("%s does not match %s", c.entry, m)
+			}
+		}
+		for _, m := range c.miss {
+			if p.re.MatchString(m) {
+				t.Errorf("%s matches %s", c.entry, m)
+			}
+		}
+	}
+	for _, s := range []string{"public.orders", `"Odd*Name".t`, `"a?b"`} {
+		if isPattern(s) {
+			t.Errorf("%s taken for a pattern", s)
+		}
+	}
+	for _, s := range []string{"re:(", "a.b.c*", `"x".y*`} {
+		if _, err := parsePattern(s); err == nil {
+			t.Errorf("%s: no error", s)
+		}
+	}
+	cfg := newDB(t).cdcOptions("public.orders_*", "re:(")
+	cfg.TableSettings = append(cfg.TableSettings, customersSettings())
+	err := check(cfg)
+	if err == nil || !strings.Contains(err.Error(), "tables[1]") || !strings.Contains(err.Error(), "not a valid regular expression") ||
+		!strings.Contains(err.Error(), "table_settings[0].table") {
+		t.Fatalf("check: %v", err)
+	}
+}
+
+// TestPatternPicksUpNewTable: tables = ["public.orders_*"]. A table that
+// matches at start is snapshotted; one created while the source runs, with
+// rows already in it, is added to the publication, its rows are read by
+// the incremental snapshot, and rows inserted afterwards stream. A table
+// that does not match is never read, and table_settings given by pattern
+// apply to the new table.
+func TestPatternPicksUpNewTable(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE orders_2026 (id int PRIMARY KEY, v text, secret text);
+INSERT INTO orders_2026 SELECT i, 'old', 's' FROM generate_series(1, 30) i;
+CREATE TABLE other (id int PRIMARY KEY); INSERT INTO other VALUES (1)`)
+	opt := db.cdcOptions("public.orders_*")
+	opt.CDCReader = readerStream
+	opt.Snapshot = "initial"
+	opt.BatchSize = 100
+	opt.IncludeMetadata = true
+	opt.TableDiscoveryInterval = 50 * time.Millisecond
+	ts := customersSettings()
+	ts.Table, ts.IncludeColumns, ts.ExcludeColumns, ts.MaskColumns, ts.HashColumns, ts.KeyColumns = "public.orders_*", nil, []string{"secret"}, nil, nil, nil
+	opt.TableSettings = append(opt.TableSettings, ts)
+	s := open(t, opt, nil)
+	defer s.Close(context.Background())
+
+	seen := map[string]map[string]string{} // table -> id -> op
+	take := func(b sdk.Batch) {
+		for _, m := range b.Messages {
+			r := decode(t, m)
+			if _, ok := r["secret"]; ok {
+				t.Fatalf("exclude_columns by pattern not applied: %s", m.Payload)
+			}
+			tbl, _ := r["__table"].(string)
+			if seen[tbl] == nil {
+				seen[tbl] = map[string]string{}
+			}
+			seen[tbl][fmt.Sprint(r["id"])] = r["__op"].(string)
+		}
+	}
+	until := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !done() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: have %v", what, seen)
+			}
+			b, err := s.Poll(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			take(b)
+			ack(t, s)
+		}
+	}
+	until("initial snapshot of orders_2026", func() bool { return len(seen["public.orders_2026"]) == 30 })
+
+	db.exec(`CREATE TABLE orders_2027 (id int PRIMARY KEY, v text, secret text);
+INSERT INTO orders_2027 SELECT i, 'old', 's' FROM generate_series(1, 250) i;
+CREATE TABLE invoices_2027 (id int PRIMARY KEY); INSERT INTO invoices_2027 VALUES (1)`)
+	until("incremental snapshot of orders_2027", func() bool { return len(seen["public.orders_2027"]) == 250 })
+	for id, op := range seen["public.orders_2027"] {
+		if op != opRead {
+			t.Fatalf("orders_2027 row %s: %s, want read", id, op)
+		}
+	}
+	if db.value(`SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pub_`+db.tag+`' AND tablename = 'orders_2027'`) != "1" {
+		t.Fatal("orders_2027 is not in the publication")
+	}
+	db.exec(`INSERT INTO orders_2027 VALUES (1000, 'new', 's'); INSERT INTO orders_2026 VALUES (1000, 'new', 's'); INSERT INTO invoices_2027 VALUES (2)`)
+	until("the new rows stream", func() bool {
+		return seen["public.orders_2027"]["1000"] == opInsert && seen["public.orders_2026"]["1000"] == opInsert
+	})
+	for tbl := range seen {
+		if tbl != "public.orders_2026" && tbl != "public.orders_2027" {
+			t.Fatalf("read %s, which no pattern matches", tbl)
+		}
+	}
+
+	// A matched table dropped while running is no longer captured, and
+	// the source goes on.
+	db.exec(`DROP TABLE orders_2026`)
+	empty(t, s)
+	db.exec(`INSERT INTO orders_2027 VALUES (1001, 'new', 's')`)
+	until("after the drop", func() bool { return seen["public.orders_2027"]["1001"] == opInsert })
+}
