@@ -641,6 +641,7 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 		d.txOrder = 0
 		clear(d.txTables)
 	case *pglogrepl.CommitMessage:
+		d.txCommit() // txmeta.go
 		d.inTxn = false
 		d.prevTx = m.CommitLSN
 		if m.TransactionEndLSN > d.lastEnd {
@@ -693,6 +694,9 @@ func (d *decoder) rel(id uint32, op string) *relation {
 	d.count(rel)
 	if d.resumeRows > 0 && d.txFinal == d.resumeLSN && d.txSeen <= d.resumeRows {
 		return nil
+	}
+	if d.txOrder == 1 && d.s.cfg.TransactionTopic != "" {
+		d.txEvent(false) // txmeta.go: BEGIN before the first record
 	}
 	return rel
 }

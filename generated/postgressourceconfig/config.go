@@ -71,6 +71,7 @@ const (
 	KeyTableSettings          = "table_settings"
 	KeyIncludeMetadata        = "include_metadata"
 	KeyRecordFormat           = "record_format"
+	KeyTransactionTopic       = "transaction_topic"
 	KeyLogicalName            = "logical_name"
 	KeyNumericFormat          = "numeric_format"
 )
@@ -245,6 +246,9 @@ type Config struct {
 	// Default: flat.
 	RecordFormat RecordFormat
 
+	// TransactionTopic is the transaction_topic key: CDC: a topic that receives a BEGIN and an END record for every transaction with captured changes, as Debezium's provide.transaction.metadata writes them (in both record formats): {"status":"BEGIN","id":"txId:LSN","event_count":null,"data_collections":null,"ts_ms":...} before the transaction's first record and {"status":"END","id":...,"event_count":3,"data_collections":[{"data_collection":"public.orders","event_count":2},...],"ts_ms":...} after its last, with the key {"id":"txId:LSN"}; id is the transaction's ID and its commit LSN, ts_ms its commit time, the counts are the records of the transaction this source captures (its tables and capture_operations). They go to this topic, not through the [[topics]] routes: produced once, as they are, by the first [[topics]] block's producer, in the same batch as the records, so a crash repeats them only with the batch in flight. Empty (the default): none.
+	TransactionTopic string
+
 	// LogicalName is the logical_name key: record_format = debezium: source.name of every record, Debezium's topic.prefix (the logical server name). Empty means the connector key.
 	LogicalName string
 
@@ -305,6 +309,7 @@ func Default() Config {
 		DeleteAfterRead:        false,
 		IncludeMetadata:        true,
 		RecordFormat:           RecordFormatFlat,
+		TransactionTopic:       "",
 		NumericFormat:          NumericFormatNumber,
 	}
 }
@@ -329,7 +334,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":                 {"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "logical_name", "numeric_format"},
+			"":                 {"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
 			"table_settings[]": {"table", "include_columns", "exclude_columns", "mask_columns", "mask_value", "hash_columns", "hash_key", "key_columns"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -379,10 +384,11 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvList, Path: []string{"table_settings"}, Suffix: "TABLE_SETTINGS", Secret: true},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvString, Path: []string{"record_format"}, Suffix: "RECORD_FORMAT"},
+		{Kind: confgen.EnvString, Path: []string{"transaction_topic"}, Suffix: "TRANSACTION_TOPIC"},
 		{Kind: confgen.EnvString, Path: []string{"logical_name"}, Suffix: "LOGICAL_NAME"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	KeyOrder: []string{"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "logical_name", "numeric_format"},
+	KeyOrder: []string{"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
 }
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
@@ -458,6 +464,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	}
 	confgen.Decode(d, "include_metadata", confgen.Bool, &c.IncludeMetadata)
 	confgen.Decode(d, "record_format", confgen.Enum[RecordFormat], &c.RecordFormat)
+	confgen.Decode(d, "transaction_topic", confgen.String, &c.TransactionTopic)
 	confgen.Decode(d, "logical_name", confgen.String, &c.LogicalName)
 	confgen.Decode(d, "numeric_format", confgen.Enum[NumericFormat], &c.NumericFormat)
 }
@@ -500,6 +507,7 @@ func (c Config) table() map[string]any {
 		"delete_after_read":        c.DeleteAfterRead,
 		"include_metadata":         c.IncludeMetadata,
 		"record_format":            string(c.RecordFormat),
+		"transaction_topic":        c.TransactionTopic,
 		"numeric_format":           string(c.NumericFormat),
 	}
 	confgen.PutIf(m, c.ConnectionString.IsSet(), "connection_string", c.ConnectionString.Reveal())
@@ -574,10 +582,11 @@ func (c Config) Redacted() map[string]any {
 			}
 			return out
 		}(),
-		"include_metadata": c.IncludeMetadata,
-		"record_format":    string(c.RecordFormat),
-		"logical_name":     c.LogicalName,
-		"numeric_format":   string(c.NumericFormat),
+		"include_metadata":  c.IncludeMetadata,
+		"record_format":     string(c.RecordFormat),
+		"transaction_topic": c.TransactionTopic,
+		"logical_name":      c.LogicalName,
+		"numeric_format":    string(c.NumericFormat),
 	}
 }
 
