@@ -66,6 +66,12 @@
 //     background upload, a replication slot near its limit), shown as the
 //     connector's status.
 //   - PermanentError: an error that retrying cannot mend (see Permanent).
+//   - Snapshotter: a source that reads its collections again on demand,
+//     online (POST /sources/{key}/snapshot), and reports the progress in
+//     its API entry.
+//
+// A source may also choose a message's topic itself (Message.Topic), for
+// records outside its routed stream, such as transaction metadata.
 //
 // and registers operator commands with RegisterAdmin (pico-connectors
 // admin KEY COMMAND).
