@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,11 +22,12 @@ import (
 func (s *Source) setupCDC(ctx context.Context) error {
 	rows, err := s.query(ctx, `SELECT current_setting('wal_level'), current_user,
   (SELECT rolsuper OR rolreplication FROM pg_catalog.pg_roles WHERE rolname = current_user),
-  current_database()`)
+  current_database(), current_setting('server_version_num')::int >= 140000`)
 	if err != nil {
 		return err
 	}
 	walLevel, user, canRepl, db := string(rows[0][0]), string(rows[0][1]), string(rows[0][2]) == "t", string(rows[0][3])
+	s.pg14 = string(rows[0][4]) == "t"
 	if walLevel != "logical" {
 		return permanent("postgres has wal_level = %s; CDC needs wal_level = logical (set it in postgresql.conf or with ALTER SYSTEM SET wal_level = logical, then restart the server), or use mode = \"polling\"", walLevel)
 	}
@@ -84,7 +86,7 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 		if !s.cfg.CreatePublication {
 			return permanent("publication %q does not exist and create_publication is false; create it with CREATE PUBLICATION %s FOR TABLE %s WITH (%s)", pub, quoteIdent(pub), s.tableList(), with)
 		}
-		if err := s.checkReplicaIdentity(ctx, s.tables, s.ops[opUpdate] || s.ops[opDelete]); err != nil {
+		if err := s.checkReplicaIdentity(ctx, s.pubTables(), s.ops[opUpdate] || s.ops[opDelete]); err != nil {
 			return err
 		}
 		// Publish only what is captured: the server then decodes less, and
@@ -110,7 +112,7 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 		return nil
 	}
 	var missing []tableName
-	for _, t := range s.tables {
+	for _, t := range s.pubTables() {
 		r, err := s.query(ctx, `SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, pub, t.Schema, t.Name)
 		if err != nil {
 			return err
@@ -215,9 +217,17 @@ FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass`, t.quoted())
 	return nil
 }
 
+// pubTables are the tables of the publication: tables, and signal_table.
+func (s *Source) pubTables() []tableName {
+	if s.signalTable == nil || s.inSet[s.signalTable.String()] {
+		return s.tables
+	}
+	return append(slices.Clip(s.tables), *s.signalTable)
+}
+
 func (s *Source) tableList() string {
 	var list []string
-	for _, t := range s.tables {
+	for _, t := range s.pubTables() {
 		list = append(list, t.quoted())
 	}
 	return strings.Join(list, ", ")
@@ -609,6 +619,9 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 		}
 		switch data[0] {
 		case 'I':
+			if rel := d.rels[c.relID]; rel != nil && rel.signal {
+				s.signalRow(d, rel, &c.new) // signal.go
+			}
 			if rel := d.rel(c.relID, opInsert); rel != nil {
 				d.emit(rel, opInsert, lsn, &c.new, nil, false)
 			}
@@ -651,6 +664,7 @@ func (d *decoder) handle(lsn pglogrepl.LSN, data []byte) (err error) {
 		d.rels[m.RelationID] = s.relationFromMessage(m)
 	case *pglogrepl.LogicalDecodingMessage:
 		s.watermark(m)
+		s.signalMessage(d, m) // signal.go
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			if rel := d.rel(id, opTruncate); rel != nil {
@@ -791,6 +805,7 @@ func (s *Source) relationFromMessage(m *pglogrepl.RelationMessage) *relation {
 	table := tableName{m.Namespace, m.RelationName}
 	rel := &relation{table: table.String(), tableJSON: jsonscan.AppendString(nil, table.String()), src: m}
 	rel.skip = !s.inSet[rel.table]
+	rel.signal = s.isSignalTable(table)
 	rel.cols = make([]column, len(m.Columns))
 	var identity []string
 	for i, c := range m.Columns {

@@ -193,6 +193,8 @@ func (s *Source) chunkBatch(d *decoder) (sdk.Batch, error) {
 		tp.After = c.last
 	}
 	tp.Done = c.partial
+	tp.Chunks++
+	tp.Rows += int64(len(msgs))
 	if tp.Done {
 		s.log.Info("incremental snapshot complete", "table", c.table)
 	}
@@ -218,7 +220,8 @@ func (s *Source) chunkBatch(d *decoder) (sdk.Batch, error) {
 // incrPluginArgs asks pgoutput for logical decoding messages (the
 // watermarks) while an incremental snapshot is due.
 func (s *Source) incrPluginArgs(args []string) []string {
-	_, s.streamMsgs = s.incrNext()
+	_, due := s.incrNext()
+	s.streamMsgs = due || s.pg14
 	if s.streamMsgs {
 		return append(args, "messages 'true'")
 	}

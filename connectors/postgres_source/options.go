@@ -137,6 +137,11 @@ func check(cfg postgressourceconfig.Config) error {
 			ps = append(ps, confkit.Problem{Key: fmt.Sprintf("tables[%d]", i), Value: t, Rule: "format", Message: err.Error()})
 		}
 	}
+	if cfg.SignalTable != "" {
+		if _, err := parseTable(cfg.SignalTable); err != nil {
+			ps = append(ps, confkit.Problem{Key: "signal_table", Value: cfg.SignalTable, Rule: "format", Message: err.Error()})
+		}
+	}
 	ps = append(ps, checkSettingsConfig(cfg)...)
 	if cfg.Mode == postgressourceconfig.ModePolling && cfg.DeleteAfterRead && cfg.ProcessedColumn != "" {
 		ps = append(ps, confkit.Problem{Key: "delete_after_read", Rule: "x-excludes", Message: "delete_after_read and processed_column: choose one; a deleted row cannot be marked processed"})

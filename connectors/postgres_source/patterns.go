@@ -133,7 +133,7 @@ ORDER BY 1, 2`)
 	var out []tableName
 	for _, r := range rows {
 		t := tableName{string(r[0]), string(r[1])}
-		if s.inSet[t.String()] || s.matchedBy(t) == nil {
+		if s.inSet[t.String()] || s.isSignalTable(t) || s.matchedBy(t) == nil {
 			continue
 		}
 		out = append(out, t)

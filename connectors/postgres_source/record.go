@@ -50,6 +50,7 @@ type relation struct {
 	keyIdx    []int // columns of the primary key (or replica identity): positions, chunk identity
 	recKey    []int // columns of the record key: keyIdx, or table_settings' key_columns
 	skip      bool  // not one of the configured tables
+	signal    bool  // signal_table (signal.go)
 	// src is the Relation message a CDC relation was built from, to
 	// build it again when a table joins tables (patterns.go).
 	src    *pglogrepl.RelationMessage

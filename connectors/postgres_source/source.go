@@ -71,9 +71,13 @@ type snapState struct {
 }
 
 type snapTable struct {
-	Done  bool     `json:"done,omitempty"`
-	After []string `json:"after,omitempty"` // last primary key read
-	CTID  string   `json:"ctid,omitempty"`  // tables without a key
+	Done bool `json:"done,omitempty"`
+	// Chunks and Rows count an incremental snapshot's delivered chunks
+	// and rows (its progress, signal.go).
+	Chunks int64    `json:"chunks,omitempty"`
+	Rows   int64    `json:"rows,omitempty"`
+	After  []string `json:"after,omitempty"` // last primary key read
+	CTID   string   `json:"ctid,omitempty"`  // tables without a key
 }
 
 type pollState struct {
@@ -148,6 +152,20 @@ type Source struct {
 	discovered  time.Time
 	warned      map[string]bool
 	fromState   bool // Open had a checkpoint
+
+	// Snapshots on demand (signal.go): signal_table, whether a signal
+	// read from the stream is in no saved state yet (no WAL is confirmed
+	// past it until then), and the progress the API shows.
+	signalTable *tableName
+	unsaved     bool
+	candCarries bool // the candidate state holds the unsaved signals
+	pg14        bool // the stream can send logical decoding messages
+	progMu      sync.Mutex
+	asked       map[string]bool // requested, not yet read from the stream
+	progress    []sdk.SnapshotProgress
+	snapChunks  sdk.Counter
+	snapRows    sdk.Counter
+	snapPending sdk.Gauge
 	ops         map[string]bool
 	enc         encoder
 	pgcfg       *pgconn.Config
@@ -225,6 +243,14 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 		return nil, err
 	}
 	s := &Source{cfg: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
+	s.asked = map[string]bool{}
+	s.snapChunks = env.Metrics.Counter("postgres_source_snapshot_chunks_total", "CDC: incremental snapshot chunks delivered (tables added or discovered, snapshots on demand).")
+	s.snapRows = env.Metrics.Counter("postgres_source_snapshot_rows_total", "CDC: rows delivered by incremental snapshots.")
+	s.snapPending = env.Metrics.Gauge("postgres_source_snapshot_tables_pending", "CDC: tables whose incremental snapshot is queued or running.")
+	if opt.SignalTable != "" {
+		t, _ := parseTable(opt.SignalTable)
+		s.signalTable = &t
+	}
 	s.lag = env.Metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
 	s.enc.numericAsString = opt.NumericFormat == postgressourceconfig.NumericFormatString
 	if opt.RecordFormat == postgressourceconfig.RecordFormatDebezium {
@@ -456,6 +482,7 @@ func (s *Source) Poll(ctx context.Context) (sdk.Batch, error) {
 	)
 	if s.cfg.Mode == "cdc" {
 		b, err = s.pollCDC(ctx)
+		s.publishProgress()
 	} else {
 		b, err = s.pollTables(ctx)
 	}
@@ -511,7 +538,11 @@ func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 	switch result {
 	case sdk.Ack:
 		if s.candidate != nil {
+			s.countSnapshot(s.candidate) // signal.go
 			s.committed = s.candidate
+			if s.candCarries {
+				s.unsaved = false
+			}
 		}
 		if s.cfg.Mode == "cdc" {
 			if s.candidateLSN > s.committedLSN {
@@ -552,6 +583,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 	s.candidateLSN = 0
 	s.quietLSN = 0
 	s.pendingApply = nil
+	s.publishProgress()
 	return nil
 }
 
@@ -574,5 +606,6 @@ func (s *Source) batch(msgs []sdk.Message, st *state) (sdk.Batch, error) {
 		return sdk.Batch{}, err
 	}
 	s.candidate = st
+	s.candCarries = s.unsaved
 	return sdk.Batch{Messages: msgs, State: blob}, nil
 }

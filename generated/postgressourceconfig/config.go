@@ -63,6 +63,7 @@ const (
 	KeyMaxRetainedWal         = "max_retained_wal"
 	KeyHeartbeatInterval      = "heartbeat_interval"
 	KeyHeartbeatQuery         = "heartbeat_query"
+	KeySignalTable            = "signal_table"
 	KeyTrackingColumn         = "tracking_column"
 	KeyInitialOffset          = "initial_offset"
 	KeyProcessedColumn        = "processed_column"
@@ -216,6 +217,9 @@ type Config struct {
 	// HeartbeatQuery is the heartbeat_query key: CDC: SQL run on every heartbeat, like Debezium's heartbeat.action.query: for example an UPDATE of a heartbeat table, so the slot moves even when no captured table changes. Empty runs nothing.
 	HeartbeatQuery string
 
+	// SignalTable is the signal_table key: CDC, stream reader: a table whose inserted rows are signals, in the shape of Debezium's signal table (columns id, type and data, text or varchar), so existing runbooks work: INSERT INTO signals (id, type, data) VALUES ('1', 'execute-snapshot', '{"data-collections": ["public.orders"], "type": "incremental"}') reads public.orders again, online, by the incremental snapshot (chunks of batch_size rows between watermarks) while changes keep streaming, as pico-connectors admin KEY snapshot TABLE... and POST /sources/KEY/snapshot do. data-collections names tables of tables (or patterns, matched against them); a table snapshotted again restarts from its first row; the incremental type only (blocking snapshots are not supported); other signal types are logged and ignored. The source adds the table to the publication it creates (it is not captured: its rows produce no records). Empty (the default): no signal table.
+	SignalTable string
+
 	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at (set with clock_timestamp()). Empty means the table's single-column primary key. Rows that commit out of order, below a value already read, are still read through the visibility window; see Polling and concurrent writers above.
 	TrackingColumn string
 
@@ -306,6 +310,7 @@ func Default() Config {
 		SlotCheckInterval:      30 * time.Second,
 		MaxRetainedWal:         confkit.GiB,
 		HeartbeatInterval:      0,
+		SignalTable:            "",
 		DeleteAfterRead:        false,
 		IncludeMetadata:        true,
 		RecordFormat:           RecordFormatFlat,
@@ -334,7 +339,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":                 {"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
+			"":                 {"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "signal_table", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
 			"table_settings[]": {"table", "include_columns", "exclude_columns", "mask_columns", "mask_value", "hash_columns", "hash_key", "key_columns"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -376,6 +381,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"max_retained_wal"}, Suffix: "MAX_RETAINED_WAL"},
 		{Kind: confgen.EnvString, Path: []string{"heartbeat_interval"}, Suffix: "HEARTBEAT_INTERVAL"},
 		{Kind: confgen.EnvString, Path: []string{"heartbeat_query"}, Suffix: "HEARTBEAT_QUERY"},
+		{Kind: confgen.EnvString, Path: []string{"signal_table"}, Suffix: "SIGNAL_TABLE"},
 		{Kind: confgen.EnvString, Path: []string{"tracking_column"}, Suffix: "TRACKING_COLUMN"},
 		{Kind: confgen.EnvString, Path: []string{"initial_offset"}, Suffix: "INITIAL_OFFSET"},
 		{Kind: confgen.EnvString, Path: []string{"processed_column"}, Suffix: "PROCESSED_COLUMN"},
@@ -388,7 +394,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"logical_name"}, Suffix: "LOGICAL_NAME"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	KeyOrder: []string{"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
+	KeyOrder: []string{"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "signal_table", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
 }
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
@@ -438,6 +444,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		d.Bound("heartbeat_interval", c.HeartbeatInterval > time.Hour, "x-maximum", "heartbeat_interval ({value}) must be at most 1h")
 	}
 	confgen.Decode(d, "heartbeat_query", confgen.String, &c.HeartbeatQuery)
+	confgen.Decode(d, "signal_table", confgen.String, &c.SignalTable)
 	confgen.Decode(d, "tracking_column", confgen.String, &c.TrackingColumn)
 	confgen.Decode(d, "initial_offset", confgen.String, &c.InitialOffset)
 	confgen.Decode(d, "processed_column", confgen.String, &c.ProcessedColumn)
@@ -504,6 +511,7 @@ func (c Config) table() map[string]any {
 		"slot_check_interval":      c.SlotCheckInterval.String(),
 		"max_retained_wal":         c.MaxRetainedWal.String(),
 		"heartbeat_interval":       c.HeartbeatInterval.String(),
+		"signal_table":             c.SignalTable,
 		"delete_after_read":        c.DeleteAfterRead,
 		"include_metadata":         c.IncludeMetadata,
 		"record_format":            string(c.RecordFormat),
@@ -567,6 +575,7 @@ func (c Config) Redacted() map[string]any {
 		"max_retained_wal":         c.MaxRetainedWal.String(),
 		"heartbeat_interval":       c.HeartbeatInterval.String(),
 		"heartbeat_query":          c.HeartbeatQuery,
+		"signal_table":             c.SignalTable,
 		"tracking_column":          c.TrackingColumn,
 		"initial_offset":           c.InitialOffset,
 		"processed_column":         c.ProcessedColumn,
