@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,31 +129,8 @@ CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text)`)
 		t.Fatalf("unknown table: %v", err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgconn.Connect(ctx, db.dsn)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		next := 5000
-		for ctx.Err() == nil {
-			id := 1 + rand.IntN(3000)
-			sql := fmt.Sprintf(`UPDATE t SET v = v + 1 WHERE id = %d`, id)
-			switch rand.IntN(10) {
-			case 0:
-				sql = fmt.Sprintf(`DELETE FROM t WHERE id = %d`, id)
-			case 1:
-				next++
-				sql = fmt.Sprintf(`INSERT INTO t VALUES (%d, 0)`, next)
-			}
-			conn.Exec(ctx, sql).ReadAll()
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	stopWriter := db.writer("t", 3000, 5000)
+	defer stopWriter()
 	if err := s.Snapshot(context.Background(), []string{"t"}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +138,7 @@ CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text)`)
 		t.Fatalf("progress right after the request: %+v", p)
 	}
 	p := h.untilDone("api")
-	cancel()
-	wg.Wait()
+	stopWriter()
 	h.check(db, "api")
 	if p.Chunks < 6 || p.Rows < 2500 || int64(h.reads) != p.Rows {
 		t.Fatalf("progress %+v, %d reads", p, h.reads)

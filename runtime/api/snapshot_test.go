@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -60,24 +59,11 @@ func (t snapTable) Snapshot(_ context.Context, key string, tables []string) erro
 
 func post(t *testing.T, url, key, body string) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	hdr := map[string]string{}
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		hdr["Authorization"] = "Bearer " + key
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return answer{resp.StatusCode, resp.Header, b}
+	return doBody(t, nil, http.MethodPost, url, strings.NewReader(body), hdr)
 }
 
 // TestSnapshotRoute: POST /sources/{key}/snapshot needs the API key, hands
