@@ -269,3 +269,23 @@ func keyIndexes(cols []column, pk []string) []int {
 	}
 	return idx
 }
+
+// seal ends the record whose payload was appended to the arena since
+// start (buf holds it) and appends its key in the arena: the columns
+// rel.recKey of the tuple row, or else of the result row vals; no key when
+// the relation has none.
+func (s *Source) seal(buf []byte, start int, rel *relation, row *tuple, vals [][]byte) (payload, key []byte) {
+	a := &s.arena
+	a.buf = buf
+	payload = a.end(start)
+	if len(rel.recKey) == 0 {
+		return payload, nil
+	}
+	start = a.begin()
+	if row != nil {
+		a.buf = s.enc.appendTupleKey(a.buf, rel, row, rel.recKey)
+	} else {
+		a.buf = s.enc.appendRowKey(a.buf, rel, vals, rel.recKey)
+	}
+	return payload, a.end(start)
+}
