@@ -18,6 +18,49 @@
 // Polling and concurrent writers: values become visible out of order when transactions write a table at once (the one holding the lower sequence value commits last). Polling tracks commit visibility as well as values: each poll records its pg_current_snapshot(), and the next poll first reads the rows at or below its cursor whose xmin that snapshot did not show (they committed since), so such a row is still read, then reads on above the cursor. That window is a range of the tracking column's index, bounded by the highest value seen when the transactions still open at the previous poll had not started yet, so a poll does not scan the table. It needs tracking values assigned by the writing transaction from an increasing source at or after its first write (a sequence, clock_timestamp(), a trigger; not ids fetched ahead, nor now() in a transaction that waits before writing), and costs one transaction ID per poll. A row version committed at or below the cursor since the last poll is delivered, so an UPDATE of a recent row can be delivered again. Views, materialized views, foreign tables, tables read from a standby and servers before PostgreSQL 13 keep the value cursor alone (warned at start): there a row whose value is below the cursor and that commits later is never read, so use them only with one writer at a time, or writers that serialize (LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE before the INSERT), or use mode = "cdc".
 //
 // At start, the source refuses to publish the updates and deletes of a table that has no replica identity (no primary key with REPLICA IDENTITY DEFAULT, or REPLICA IDENTITY NOTHING), since PostgreSQL would then reject the application's own UPDATE and DELETE on it; the message says what to run. A table dropped, or taken out of the publication, while the source runs fails every poll, naming the table, rather than looking quiet.
+//
+// Table patterns: an entry of tables may be a glob (public.orders_*) or a regular expression (re:^sales\.orders_[0-9]{4}$). The tables a pattern matches at start are captured like named ones; every table_discovery_interval the catalog is read again and a matching table created since is captured: in CDC it is added to the publication (when create_publication is true) and its existing rows are read by the incremental snapshot while changes stream, in polling it is polled from initial_offset. A partitioned table is captured through its root, never partition by partition.
+//
+// Per-table settings: [[plugin_config.table_settings]] blocks, matched by table name or by one of tables' patterns, choose the columns that go out (include_columns or exclude_columns), mask some (mask_columns, a fixed replacement) or hash them (hash_columns, hex HMAC-SHA256 under the secret hash_key), and key the record by other columns (key_columns). They apply in the source, before produce, to snapshot, incremental snapshot, CDC and polling records, in both record formats:
+//
+// ```toml
+// [[plugin_config.table_settings]]
+// table = "public.customers"
+// exclude_columns = ["internal_notes"]
+// mask_columns = ["card"]
+// hash_columns = ["email"]
+// hash_key = "a long random secret"   # or the whole list from PICOMQ_CONNECTORS_SOURCE_<KEY>_PLUGIN_CONFIG_TABLE_SETTINGS
+// key_columns = ["tenant", "id"]
+// ```
+//
+// Snapshots on demand (CDC, stream reader): pico-connectors admin --config FILE KEY snapshot public.orders, POST /sources/KEY/snapshot with {"tables": ["public.orders"]} (and the API key), or a row in signal_table in the shape of Debezium's execute-snapshot signal (INSERT INTO signals VALUES ('1', 'execute-snapshot', '{"data-collections": ["public.orders"], "type": "incremental"}')) read the table again while changes keep streaming: chunks of batch_size rows in key order, each between two watermarks, so a row changed meanwhile comes from the stream, never older than its change. All three write a signal that the source reads in stream order, so a request survives a crash once written. Progress (queued, running, done, chunks and rows delivered) shows in the source's API entry (snapshots) and in the metrics postgres_source_snapshot_chunks_total, postgres_source_snapshot_rows_total and postgres_source_snapshot_tables_pending.
+//
+// The two record formats, for UPDATE orders SET status = 'paid' WHERE id = 42 on a table with REPLICA IDENTITY FULL (record key {"id":42} in both):
+//
+// ```json
+// flat (include_metadata = true)
+// {"id":42,"status":"paid","amount":12.50,"__op":"update",
+// "__before":{"id":42,"status":"new","amount":12.50},
+// "__table":"public.orders","__lsn":"0/1954A28","__commit_time":"2024-02-29T11:14:15.5Z","__xid":728,"__tx_order":1}
+//
+// debezium
+// {"before":{"id":42,"status":"new","amount":"12.50"},"after":{"id":42,"status":"paid","amount":"12.50"},
+// "source":{"version":"pico-connectors v0.4.0","connector":"postgresql","name":"orders_cdc","ts_ms":1709205255500,
+// "snapshot":"false","db":"app","sequence":"[\"26526912\",\"26526960\"]","schema":"public","table":"orders",
+// "txId":728,"lsn":26526960,"xmin":null},
+// "transaction":{"id":"728:26526960","total_order":1,"data_collection_order":1},"op":"u","ts_ms":1709205255521}
+// ```
+//
+// | | flat | debezium |
+// |---|---|---|
+// | operation | __op: insert, update, delete, truncate, read | op: c, u, d, t, r |
+// | new row | the columns at the top level | after |
+// | old row | __before (updates), the top level (deletes) | before |
+// | table, position, time | __table, __lsn, __commit_time (include_metadata) | source.schema, source.table, source.lsn, source.txId, source.ts_ms |
+// | transaction | __xid, __tx_order (include_metadata) | transaction.id, total_order, data_collection_order |
+// | values | numeric as numbers, timestamps as RFC 3339 | Debezium's defaults: numeric as strings, timestamps as epoch microseconds, dates as epoch days |
+//
+// With transaction_topic, BEGIN and END records for each transaction go to that topic in either format, as Debezium's provide.transaction.metadata writes them.
 package postgressourceconfig
 
 import (
@@ -237,7 +280,7 @@ type Config struct {
 	// PrimaryKeyColumn is the primary_key_column key: Polling: column that identifies a row, for processed_column, delete_after_read, tie-breaking and the record key. Empty means the table's primary key.
 	PrimaryKeyColumn string
 
-	// TableSettings is the table_settings key: Per-table settings, one [[plugin_config.table_settings]] block per table, matched by name: which columns go out, which are masked or hashed, and which make the record key. Applied in the source before produce, to snapshot, CDC and polling records alike (the row, __before, a delete's old row, and __tracking_value). A masked or hashed value never reaches the topic, the logs or the API: the record key is built from hashed values too, and a masked column cannot be a key column. The checkpoint is not the topic: it holds the raw values of the columns a read position needs (polling's tracking value and primary key, a snapshot's last primary key).
+	// TableSettings is the table_settings key: Per-table settings, one [[plugin_config.table_settings]] block per table, matched by name or by one of tables' patterns: which columns go out, which are masked or hashed, and which make the record key. Applied in the source before produce, to snapshot, CDC and polling records alike (the row, __before, a delete's old row, and __tracking_value). A masked or hashed value never reaches the topic, the logs or the API: the record key is built from hashed values too, and a masked column cannot be a key column. The checkpoint is not the topic: it holds the raw values of the columns a read position needs (polling's tracking value and primary key, a snapshot's last primary key).
 	TableSettings []TableSettingsItem
 
 	// IncludeMetadata is the include_metadata key: Add __table and, in CDC, __lsn, __commit_time, __xid (the transaction's ID) and __tx_order (the record's position in its transaction, from 1, counted across tables, batches and restarts), in polling __tracking_value, to each record (record_format = flat).
