@@ -236,7 +236,13 @@ func (s *Source) discover(ctx context.Context) error {
 		return nil
 	}
 	if s.cfg.Mode != "cdc" {
-		return s.setupPolling(ctx)
+		// The plans again, with the new tables; side effects acknowledged
+		// but not applied yet are kept (setupPolling queues only the last
+		// checkpoint's).
+		queued := s.applyQueue
+		err := s.setupPolling(ctx)
+		s.applyQueue = append(queued, s.applyQueue...)
+		return err
 	}
 	for _, t := range added {
 		s.committed.Known = append(s.committed.Known, t.String())

@@ -141,3 +141,24 @@ CREATE TABLE invoices_2027 (id int PRIMARY KEY); INSERT INTO invoices_2027 VALUE
 	db.exec(`INSERT INTO orders_2027 VALUES (1001, 'new', 's')`)
 	until("after the drop", func() bool { return seen["public.orders_2027"]["1001"] == opInsert })
 }
+
+// TestPatternPolling: in polling mode a table created while the source
+// runs that a pattern matches is polled from its first row.
+func TestPatternPolling(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE q_1 (id int PRIMARY KEY); INSERT INTO q_1 VALUES (1), (2)`)
+	opt := db.pollOptions("q_*")
+	opt.TableDiscoveryInterval = 50 * time.Millisecond
+	s := open(t, opt, nil)
+	defer s.Close(context.Background())
+	if got := ids(t, payloads(next(t, s))); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("q_1: %v", got)
+	}
+	ack(t, s)
+	db.exec(`CREATE TABLE q_2 (id int PRIMARY KEY); INSERT INTO q_2 VALUES (10), (11), (12)`)
+	time.Sleep(60 * time.Millisecond)
+	if got := ids(t, payloads(next(t, s))); fmt.Sprint(got) != "[10 11 12]" {
+		t.Fatalf("q_2: %v", got)
+	}
+	ack(t, s)
+}
