@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -291,4 +292,17 @@ func (d *testDB) writer(table string, n, next int) (stop func()) {
 		}
 	}()
 	return func() { cancel(); wg.Wait() }
+}
+
+// runtimeSetup returns a folder for a runtime's files, the runtime binary
+// and a broker (closed at the end of the test) for the runtime tests.
+func runtimeSetup(t *testing.T) (dir, bin string, b *broker.Broker) {
+	t.Helper()
+	bin = runtimebin.Build(t)
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return t.TempDir(), bin, b
 }

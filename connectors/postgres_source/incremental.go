@@ -193,8 +193,10 @@ func (s *Source) chunkBatch(d *decoder) (sdk.Batch, error) {
 		tp.After = c.last
 	}
 	tp.Done = c.partial
-	tp.Chunks++
-	tp.Rows += int64(len(msgs))
+	if len(msgs) > 0 {
+		tp.Chunks++ // chunks delivered: their batch's Ack counts them
+		tp.Rows += int64(len(msgs))
+	}
 	if tp.Done {
 		s.log.Info("incremental snapshot complete", "table", c.table)
 	}

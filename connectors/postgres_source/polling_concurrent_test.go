@@ -47,13 +47,7 @@ func TestPollingConcurrentWritersSIGKILL(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE pc (id bigserial PRIMARY KEY, w int NOT NULL, v text)`)
 
-	dir := t.TempDir()
-	bin := runtimebin.Build(t)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	dir, bin, b := runtimeSetup(t)
 
 	const topic = "pg.pc"
 	os.MkdirAll(filepath.Join(dir, "connectors"), 0o755)

@@ -112,14 +112,13 @@ func (s *Source) Snapshot(ctx context.Context, names []string) error {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
 	defer conn.Close(context.Background())
+	// Queued before the signal is written: the stream may read it (and
+	// clear the request) before emitSnapshotSignal returns.
+	s.setAsked(tables, true)
 	if err := emitSnapshotSignal(ctx, conn, s.cfg.ReplicationSlot, tables); err != nil {
+		s.setAsked(tables, false)
 		return err
 	}
-	s.progMu.Lock()
-	for _, t := range tables {
-		s.asked[t] = true
-	}
-	s.progMu.Unlock()
 	s.publishProgress()
 	return nil
 }
@@ -209,11 +208,21 @@ func (s *Source) signal(typ string, data snapshotData, from string) {
 		s.unsaved = true
 		s.log.Info("snapshot on demand: the table is read again while changes stream", "table", name, "from", from)
 	}
+	s.setAsked(names, false)
+}
+
+// setAsked records tables as asked for through Snapshot and not yet read
+// from the stream (on), or no longer (off).
+func (s *Source) setAsked(tables []string, on bool) {
 	s.progMu.Lock()
-	for _, name := range names {
-		delete(s.asked, name)
+	defer s.progMu.Unlock()
+	for _, t := range tables {
+		if on {
+			s.asked[t] = true
+		} else {
+			delete(s.asked, t)
+		}
 	}
-	s.progMu.Unlock()
 }
 
 // isSignalTable reports whether t is signal_table.

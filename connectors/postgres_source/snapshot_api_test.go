@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
-	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 	"github.com/picomq/pico-connectors/sdk"
 	"github.com/picomq/pico-connectors/sdk/sdktest"
 )
@@ -31,13 +29,7 @@ func TestSnapshotThroughRuntime(t *testing.T) {
 	}
 	db := newDB(t)
 	db.exec(`CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t SELECT i, 0 FROM generate_series(1, 400) i`)
-	dir := t.TempDir()
-	bin := runtimebin.Build(t)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	dir, bin, b := runtimeSetup(t)
 	api := bigTxFreeAddr(t)
 	const key = "k3y-for-the-test"
 	os.MkdirAll(filepath.Join(dir, "connectors"), 0o755)
@@ -111,7 +103,14 @@ publication = "snap_%s"
 			return false
 		}
 	}
-	sdktest.WaitFor(t, 60*time.Second, "the snapshot done, 400 rows", done(400))
+	deadline := time.Now().Add(60 * time.Second)
+	for !done(400)() {
+		if time.Now().After(deadline) {
+			_, body := call("GET", "/sources/snap", key, "")
+			t.Fatalf("the snapshot is not done with 400 rows: %s\nruntime output:\n%s", body, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	sdktest.WaitFor(t, 30*time.Second, "400 records on pg.t", func() bool { return b.HighWatermark("pg.t") >= 400 })
 
 	admin := exec.Command(bin, "admin", "--config", filepath.Join(dir, "runtime.toml"), "snap", "snapshot", "public.t")
