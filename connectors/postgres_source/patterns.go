@@ -160,6 +160,16 @@ func (s *Source) resolvePatterns(ctx context.Context) error {
 		if err := s.checkSettings(t, info); err != nil {
 			return err
 		}
+		if s.cfg.Mode == "cdc" {
+			// setupPublication adds it; what it would refuse is left out.
+			if _, err := s.capturable(ctx, t); err != nil {
+				if isConnError(err) {
+					return err
+				}
+				s.warnOnce(t, "a table matched by a pattern of tables cannot be captured: left out", err)
+				continue
+			}
+		}
 		s.addTable(t, info)
 	}
 	s.discovered = time.Now()
@@ -244,9 +254,12 @@ func (s *Source) discover(ctx context.Context) error {
 		s.applyQueue = append(queued, s.applyQueue...)
 		return err
 	}
+	initial := s.committed.Snapshot != nil && !s.committed.Snapshot.Done
 	for _, t := range added {
 		s.committed.Known = append(s.committed.Known, t.String())
-		s.queueIncremental(t.String())
+		if !initial { // else the initial snapshot, still running, reads it
+			s.queueIncremental(t.String())
+		}
 		if d := s.streamDec; d != nil {
 			d.refresh(t)
 		}
@@ -267,25 +280,33 @@ func (s *Source) warnOnce(t tableName, msg string, err error) {
 	s.log.Warn(msg, "table", t.String(), "error", err)
 }
 
-// publishAdded makes a discovered table part of the publication: checks
-// SELECT and the replica identity, then adds it when create_publication is
-// true, or checks that it is in the publication already.
-func (s *Source) publishAdded(ctx context.Context, t tableName) error {
+// capturable says why a table a pattern matches cannot be captured in
+// CDC, or nil: no SELECT, or, outside the publication, a publication the
+// source may not change or no replica identity while updates or deletes
+// are published. published says it is in the publication already.
+func (s *Source) capturable(ctx context.Context, t tableName) (published bool, err error) {
 	r, err := s.query(ctx, `SELECT has_table_privilege($1, 'SELECT'), current_user`, t.quoted())
 	if err != nil {
-		return err
+		return false, err
 	}
 	if string(r[0][0]) != "t" {
-		return fmt.Errorf("user %q lacks SELECT on table %s; grant it with GRANT SELECT ON %s TO %s", r[0][1], t, t.quoted(), quoteIdent(string(r[0][1])))
+		return false, fmt.Errorf("user %q lacks SELECT on table %s; grant it with GRANT SELECT ON %s TO %s", r[0][1], t, t.quoted(), quoteIdent(string(r[0][1])))
 	}
 	in, err := s.query(ctx, `SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, s.cfg.Publication, t.Schema, t.Name)
 	if err != nil || len(in) > 0 {
-		return err
+		return len(in) > 0, err
 	}
 	if !s.cfg.CreatePublication {
-		return fmt.Errorf("publication %q does not include %s and create_publication is false; add it with ALTER PUBLICATION %s ADD TABLE %s", s.cfg.Publication, t, quoteIdent(s.cfg.Publication), t.quoted())
+		return false, fmt.Errorf("publication %q does not include %s and create_publication is false; add it with ALTER PUBLICATION %s ADD TABLE %s", s.cfg.Publication, t, quoteIdent(s.cfg.Publication), t.quoted())
 	}
-	if err := s.checkReplicaIdentity(ctx, []tableName{t}, s.ops[opUpdate] || s.ops[opDelete]); err != nil {
+	return false, s.checkReplicaIdentity(ctx, []tableName{t}, s.ops[opUpdate] || s.ops[opDelete])
+}
+
+// publishAdded makes a discovered table part of the publication: it must
+// be capturable, and is added when it is not in it yet.
+func (s *Source) publishAdded(ctx context.Context, t tableName) error {
+	published, err := s.capturable(ctx, t)
+	if err != nil || published {
 		return err
 	}
 	if err := s.exec(ctx, "ALTER PUBLICATION "+quoteIdent(s.cfg.Publication)+" ADD TABLE "+t.quoted()); err != nil {
