@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -93,7 +94,15 @@ func (s *Source) Snapshot(ctx context.Context, names []string) error {
 	if err := snapshotsOffered(s.cfg); err != nil {
 		return err
 	}
-	s.mu.Lock()
+	// Poll holds the lock while it reads (or reconnects): wait for it as
+	// long as the caller does.
+	for !s.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the source is busy (connecting or reading); try again: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	tables, err := checkSnapshotNames(names, func(t tableName) bool { return s.inSet[t.String()] })
 	if err == nil {
 		for _, t := range tables {
