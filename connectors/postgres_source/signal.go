@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -96,12 +95,13 @@ func (s *Source) Snapshot(ctx context.Context, names []string) error {
 	}
 	// Poll holds the lock while it reads (or reconnects): wait for it as
 	// long as the caller does.
-	for !s.mu.TryLock() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the source is busy (connecting or reading); try again: %w", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
+	locked := make(chan struct{})
+	go func() { s.mu.Lock(); close(locked) }()
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		go func() { <-locked; s.mu.Unlock() }()
+		return fmt.Errorf("the source is busy (connecting or reading); try again: %w", ctx.Err())
 	}
 	tables, err := checkSnapshotNames(names, func(t tableName) bool { return s.inSet[t.String()] })
 	if err == nil {
