@@ -186,3 +186,34 @@ func TestPatternLeavesOutAtStart(t *testing.T) {
 		t.Fatalf("named: %v", err)
 	}
 }
+
+// TestPatternMatchAfterRestart: a matching table created while the
+// source was down is found at connect and, not being in the checkpoint's
+// known tables, read by the incremental snapshot before its new rows
+// stream.
+func TestPatternMatchAfterRestart(t *testing.T) {
+	db := newDB(t)
+	db.exec(`CREATE TABLE m_1 (id int PRIMARY KEY); INSERT INTO m_1 VALUES (1)`)
+	opt := db.cdcOptions("m_*")
+	opt.CDCReader = readerStream
+	opt.Snapshot = "initial"
+	s := open(t, opt, nil)
+	first := next(t, s)
+	ack(t, s)
+	s.Close(context.Background())
+	db.exec(`CREATE TABLE m_2 (id int PRIMARY KEY); INSERT INTO m_2 SELECT generate_series(10, 14)`)
+	s = open(t, opt, s.committed.mustBlob(t))
+	defer s.Close(context.Background())
+	if got := ids(t, payloads(first)); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("initial snapshot: %v", got)
+	}
+	b := next(t, s)
+	if got := ids(t, payloads(b)); fmt.Sprint(got) != "[10 11 12 13 14]" || !strings.Contains(string(b.Messages[0].Payload), `"__op":"read"`) {
+		t.Fatalf("m_2 after the restart: %s", payloads(b))
+	}
+	ack(t, s)
+	db.exec(`INSERT INTO m_2 VALUES (15)`)
+	if got := ids(t, payloads(next(t, s))); fmt.Sprint(got) != "[15]" {
+		t.Fatalf("m_2's new row: %v", got)
+	}
+}
