@@ -3,6 +3,7 @@ package postgressource
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"strconv"
 
 	"github.com/jackc/pglogrepl"
@@ -194,4 +195,51 @@ func (s *Source) cdcBatch(d *decoder) (sdk.Batch, error) {
 		s.retry, s.retryState, s.retryLSN = &b, s.candidate, cand
 	}
 	return b, err
+}
+
+// peekError turns the errors of the slot functions into clear ones.
+func (s *Source) peekError(err error) error {
+	switch pgErrorCode(err) {
+	case "42704":
+		return permanent("replication slot %q does not exist any more (dropped while this source was running); changes since LSN %s cannot be recovered from it. Delete this source's checkpoint to start over", s.cfg.ReplicationSlot, s.committedLSN)
+	case "55006":
+		return errTransient{fmt.Errorf("replication slot %q is in use by another process: %v", s.cfg.ReplicationSlot, err)}
+	case "42501":
+		return permanent("reading replication slot %q: %v", s.cfg.ReplicationSlot, err)
+	case "42P01":
+		return fmt.Errorf("publication %q is missing or names a dropped table: %w", s.cfg.Publication, err)
+	}
+	return err
+}
+
+// advance moves the slot to pendingAdvance.
+func (s *Source) advance(ctx context.Context) error {
+	if s.pendingAdvance <= s.slotLSN {
+		return nil
+	}
+	rows, err := s.query(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::pg_lsn)`, s.cfg.ReplicationSlot, s.pendingAdvance.String())
+	if err != nil {
+		return s.peekError(err)
+	}
+	if pos, err := pglogrepl.ParseLSN(string(rows[0][0])); err == nil && pos > s.slotLSN {
+		s.slotLSN = pos
+	}
+	if s.slotLSN < s.pendingAdvance {
+		// Clamped to the flushed WAL: remember the rest for later.
+		return nil
+	}
+	return nil
+}
+
+// moveSlot moves the slot to pendingAdvance: pg_replication_slot_advance
+// for the peek reader, a standby status update for the stream reader
+// (whose open stream holds the slot).
+func (s *Source) moveSlot(ctx context.Context) error {
+	if s.cfg.CDCReader == postgressourceconfig.CDCReaderStream {
+		if s.streamConn == nil {
+			return nil // confirmed when the stream starts again
+		}
+		return s.confirm(s.pendingAdvance)
+	}
+	return s.advance(ctx)
 }

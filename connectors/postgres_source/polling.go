@@ -112,7 +112,6 @@ func (s *Source) setupPolling(ctx context.Context) error {
 		for _, c := range p.pk {
 			p.pkTypes = append(p.pkTypes, info.colType[c])
 		}
-		priv := "SELECT"
 		if s.cfg.ProcessedColumn != "" || s.cfg.DeleteAfterRead {
 			what := "processed_column"
 			if s.cfg.DeleteAfterRead {
@@ -136,18 +135,10 @@ func (s *Source) setupPolling(ctx context.Context) error {
 			default:
 				return permanent("processed_column: column %q of table %s is %s; it must be boolean (set to true) or a timestamp (set to now())", pc, t, typ)
 			}
-			priv = "SELECT,UPDATE"
 		}
-		if s.cfg.DeleteAfterRead {
-			priv = "SELECT,DELETE"
-		}
-		for _, pv := range strings.Split(priv, ",") {
-			r, err := s.query(ctx, `SELECT has_table_privilege($1, $2)`, t.quoted(), pv)
-			if err != nil {
+		for _, pv := range s.pollPrivileges() {
+			if err := s.privilegeError(ctx, t, user, pv); err != nil {
 				return err
-			}
-			if string(r[0][0]) != "t" {
-				return permanent("user %q lacks %s on table %s; grant it with GRANT %s ON %s TO %s", user, pv, t, pv, t.quoted(), quoteIdent(user))
 			}
 		}
 		if k := info.kind; !pg13 {
@@ -172,6 +163,18 @@ func (s *Source) setupPolling(ctx context.Context) error {
 		s.applyQueue = append(s.applyQueue, applyOp{table: p, keys: ps.Keys})
 	}
 	return nil
+}
+
+// pollPrivileges are the privileges polling needs on each table: SELECT,
+// and UPDATE for processed_column or DELETE for delete_after_read.
+func (s *Source) pollPrivileges() []string {
+	switch {
+	case s.cfg.DeleteAfterRead:
+		return []string{"SELECT", "DELETE"}
+	case s.cfg.ProcessedColumn != "":
+		return []string{"SELECT", "UPDATE"}
+	}
+	return []string{"SELECT"}
 }
 
 // pollSnap is the snapshot of a poll's REPEATABLE READ transaction.

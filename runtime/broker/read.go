@@ -16,8 +16,10 @@ type Record struct {
 }
 
 // ReadTopic reads every record of partition 0 of topic, from the log start
-// to the high watermark at the time of the call. It is meant for tests and
-// the demo: it uses a franz-go client, independent of librdkafka.
+// to the high watermark at the time of the call, without transaction
+// markers (read_uncommitted: an aborted transaction's records are in). It
+// is meant for tests and the demo: it uses a franz-go client, independent
+// of librdkafka.
 func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) {
 	end := b.HighWatermark(topic)
 	if end < 0 {
@@ -28,6 +30,9 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 	}
 	cl, err := kgo.NewClient(b.clientOpts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		// A transaction's commit marker may be the last offset: kept, so
+		// that the read sees it and ends, and left out of the result.
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return nil, err
@@ -48,6 +53,12 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 				done = true
 				return
 			}
+			if r.Offset == end-1 {
+				done = true
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			rec := Record{Offset: r.Offset, Key: r.Key, Value: r.Value}
 			if len(r.Headers) > 0 {
 				rec.Headers = map[string]string{}
@@ -56,9 +67,6 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 				}
 			}
 			out = append(out, rec)
-			if r.Offset == end-1 {
-				done = true
-			}
 		})
 		if done {
 			return out, nil
