@@ -577,6 +577,20 @@ func (s *Supervisor) Restart(ctx context.Context, kind, key string) error {
 	return nil
 }
 
+// Snapshot hands a snapshot request to the running source key
+// (api.Snapshotter).
+func (s *Supervisor) Snapshot(ctx context.Context, key string, tables []string) error {
+	c, ok := s.lookup(api.KindSource, key)
+	if !ok {
+		return fmt.Errorf("source %q: %w", key, api.ErrNotFound)
+	}
+	sn := c.tracker.Snapshotter()
+	if sn == nil {
+		return fmt.Errorf("source %q: %w", key, api.ErrNotRunning)
+	}
+	return sn.Snapshot(ctx, tables)
+}
+
 func (s *Supervisor) lookup(kind, key string) (*conn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
