@@ -32,14 +32,14 @@ import (
 // it read and never saw a lower id committed later: this test reported
 // thousands of missing rows.
 //
-// PICO_PG_POLL_ROWS sets the number of rows: 20,000 by default, to keep CI
-// short (the writers' open transactions set the pace: 50,000 rows, the
-// issue's figure, took 68 s on two cores, 0 missing).
+// PICO_PG_POLL_ROWS sets the number of rows: 50,000 by default, the
+// issue's figure (the writers' open transactions set the pace: 68 s on two
+// busy cores, 0 missing).
 func TestPollingConcurrentWritersSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the runtime binary and runs it six times; skipped with -short")
 	}
-	rows := 20_000
+	rows := 50_000
 	if v := os.Getenv("PICO_PG_POLL_ROWS"); v != "" {
 		rows, _ = strconv.Atoi(v)
 	}
