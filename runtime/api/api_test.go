@@ -159,7 +159,13 @@ type answer struct {
 
 func do(t *testing.T, c *http.Client, method, url string, hdr map[string]string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	return doBody(t, c, method, url, nil, hdr)
+}
+
+// doBody is do with a request body.
+func doBody(t *testing.T, c *http.Client, method, url string, body io.Reader, hdr map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,14 +10,12 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
 // InstallVersitygw is the command that installs the default server binary
@@ -69,7 +69,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	bin     string // the server binary
 	tmp     string // the folder New made, removed at Close
-	logs    *lockedBuffer
+	logs    *runtimebin.Output
 	done    chan struct{}
 	closeMu sync.Once
 }
@@ -259,7 +259,7 @@ func start(kind, bin, tmp string, cfg startConfig) (*Server, error) {
 	secret := randomHex(20)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		addr, err := freeAddr()
+		addr, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +276,7 @@ func start(kind, bin, tmp string, cfg startConfig) (*Server, error) {
 			cmd = exec.Command(bin, append(args, "posix", dir)...)
 			cmd.Env = os.Environ()
 		}
-		logs := &lockedBuffer{}
+		logs := &runtimebin.Output{Limit: 1 << 20} // the last megabyte or so
 		cmd.Stdout = logs
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
@@ -468,37 +468,8 @@ func (s *Server) Close() {
 	})
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 { // keep the last megabyte or so
-		b.buf.Reset()
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
