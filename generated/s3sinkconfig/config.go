@@ -537,6 +537,7 @@ var spec = confgen.Spec{
 				Secret:   true,
 			},
 			"storage_class":   {Messages: map[string]string{"pattern": "storage_class '{value}' is not a storage class name: use upper case, such as STANDARD_IA or INTELLIGENT_TIERING"}},
+			"tags":            {Messages: map[string]string{"maxProperties": "S3 allows at most 10 tags on an object"}},
 			"max_buffer_size": {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
 			"max_in_flight":   {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
 		},
