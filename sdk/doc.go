@@ -71,9 +71,14 @@
 //     anything runs.
 //   - TopicSchemas: a sink that learns its [[topics]] blocks' schemas
 //     (SetTopics, before Open), such as the Avro schema it writes from.
+//   - Snapshotter: a source that reads its collections again on demand,
+//     online (POST /sources/{key}/snapshot), and reports the progress in
+//     its API entry.
 //
 // and registers operator commands with RegisterAdmin (pico-connectors
-// admin KEY COMMAND).
+// admin KEY COMMAND). A source may also choose a message's topic itself
+// (Message.Topic), for records outside its routed stream, such as
+// transaction metadata.
 //
 // # Registration
 //

@@ -147,7 +147,7 @@ func (b *bench) startS3() *s3test.Server {
 	if err != nil {
 		b.must(fmt.Errorf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw))
 	}
-	b.cleanup(srv.Close)
+	b.cleanups.Add(srv.Close)
 	return srv
 }
 

@@ -3,6 +3,7 @@ package postgressource
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,8 +48,14 @@ func (s *Source) Check(ctx context.Context) []sdk.Check {
 	if !cdc {
 		privs = s.pollPrivileges()
 	}
+	tables := s.tables
+	if len(s.patterns) > 0 { // patterns.go: what they match now is checked too
+		found, err := s.candidates(ctx)
+		add("tables matched by patterns", err, "check the server's log", fmt.Sprintf("%d now: %s", len(found), quotedList(found)))
+		tables = append(slices.Clip(tables), found...)
+	}
 	var present []tableName
-	for _, t := range s.tables {
+	for _, t := range tables {
 		info, err := s.loadTable(ctx, t)
 		add("table "+t.String(), err, "create the table, or fix tables", "exists")
 		if err != nil {

@@ -304,12 +304,8 @@ func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int
 	if pos != nil && pos.Value != nil {
 		conds = append(conds, s.afterCond(p, &args, *pos.Value, pos.PK))
 	}
-	res, err := s.readRows(ctx, p, conds, args, limit)
-	if err != nil || len(res.Rows) == 0 {
-		return nil, err
-	}
-	msgs, np, err := s.rowsToMessages(p, res)
-	if err != nil {
+	msgs, np, err := s.readPage(ctx, p, conds, args, limit)
+	if err != nil || np == nil {
 		return nil, err
 	}
 	st.Tables[p.name.String()] = np
@@ -326,18 +322,22 @@ func (s *Source) afterCond(p *pollTable, args *sqlArgs, v string, pk []string) s
 	return track + " > " + args.add(v)
 }
 
-// readRows runs the page query of p with conds: keyset pages of limit rows
+// readPage runs the page query of p with conds (keyset pages of limit rows
 // in (tracking value, key) order, or, without a key, pages extended to the
-// end of their last tie group.
-func (s *Source) readRows(ctx context.Context, p *pollTable, conds []string, args sqlArgs, limit int) (*pgconn.Result, error) {
+// end of their last tie group) and encodes the rows (rowsToMessages); the
+// position is nil when the page is empty.
+func (s *Source) readPage(ctx context.Context, p *pollTable, conds []string, args sqlArgs, limit int) ([]sdk.Message, *pollState, error) {
 	res := s.conn.ExecParams(ctx, pageSQL(p, conds, limit), args, nil, nil, nil).Read()
 	if res.Err != nil {
 		if pgErrorCode(res.Err) == "22P02" || pgErrorCode(res.Err) == "22007" || pgErrorCode(res.Err) == "22008" {
-			return nil, permanent("initial_offset: %q is not a value of tracking column %q of %s: %v", s.cfg.InitialOffset, p.track, p.name, res.Err)
+			return nil, nil, permanent("initial_offset: %q is not a value of tracking column %q of %s: %v", s.cfg.InitialOffset, p.track, p.name, res.Err)
 		}
-		return nil, res.Err
+		return nil, nil, res.Err
 	}
-	return res, nil
+	if len(res.Rows) == 0 {
+		return nil, nil, nil
+	}
+	return s.rowsToMessages(p, res)
 }
 
 // pageSQL is the page query of p under conds.
@@ -437,15 +437,11 @@ func (s *Source) pollWindow(ctx context.Context, p *pollTable, st *state, limit 
 		if !paged {
 			pageLimit = math.MaxInt32 // without a key, the window is read whole
 		}
-		res, err := s.readRows(ctx, p, conds, args, pageLimit)
+		got, last, err := s.readPage(ctx, p, conds, args, pageLimit)
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Rows) > 0 {
-			got, last, err := s.rowsToMessages(p, res)
-			if err != nil {
-				return nil, err
-			}
+		if last != nil {
 			msgs = got
 			limit -= len(got)
 			if paged && limit <= 0 {
@@ -477,15 +473,11 @@ func (s *Source) pollWindow(ctx context.Context, p *pollTable, st *state, limit 
 		if pos.Value != nil {
 			conds = append(conds, s.afterCond(p, &args, *pos.Value, pos.PK))
 		}
-		res, err := s.readRows(ctx, p, conds, args, limit)
+		got, last, err := s.readPage(ctx, p, conds, args, limit)
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Rows) > 0 {
-			got, last, err := s.rowsToMessages(p, res)
-			if err != nil {
-				return nil, err
-			}
+		if last != nil {
 			msgs = append(msgs, got...)
 			pos.Value, pos.PK = last.Value, last.PK
 		}

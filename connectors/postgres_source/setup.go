@@ -7,6 +7,7 @@ package postgressource
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -18,16 +19,17 @@ import (
 type serverInfo struct {
 	walLevel, user, db string
 	canRepl            bool // a superuser, or the REPLICATION attribute
+	pg14               bool // PostgreSQL 14 or later: pgoutput sends messages on request
 }
 
 func (s *Source) readServer(ctx context.Context) (serverInfo, error) {
 	rows, err := s.query(ctx, `SELECT current_setting('wal_level'), current_user,
   (SELECT rolsuper OR rolreplication FROM pg_catalog.pg_roles WHERE rolname = current_user),
-  current_database()`)
+  current_database(), current_setting('server_version_num')::int >= 140000`)
 	if err != nil {
 		return serverInfo{}, err
 	}
-	return serverInfo{walLevel: string(rows[0][0]), user: string(rows[0][1]), canRepl: string(rows[0][2]) == "t", db: string(rows[0][3])}, nil
+	return serverInfo{walLevel: string(rows[0][0]), user: string(rows[0][1]), canRepl: string(rows[0][2]) == "t", db: string(rows[0][3]), pg14: string(rows[0][4]) == "t"}, nil
 }
 
 // walLevelError is the error of a server CDC cannot read, nil when
@@ -74,6 +76,7 @@ func (s *Source) setupCDC(ctx context.Context) error {
 	if err := srv.replicationError(); err != nil {
 		return err
 	}
+	s.pg14 = srv.pg14
 	for _, t := range s.tables {
 		if err := s.privilegeError(ctx, t, srv.user, "SELECT"); err != nil {
 			return err
@@ -144,7 +147,7 @@ func (s *Source) readPublication(ctx context.Context) (pubState, error) {
 	if st.allTables {
 		return st, nil
 	}
-	for _, t := range s.tables {
+	for _, t := range s.pubTables() {
 		r, err := s.query(ctx, `SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, pub, t.Schema, t.Name)
 		if err != nil {
 			return st, err
@@ -192,7 +195,7 @@ func (s *Source) setupPublication(ctx context.Context, user string) error {
 		if !s.cfg.CreatePublication {
 			return s.absentError(st)
 		}
-		if err := s.checkReplicaIdentity(ctx, s.tables, s.ops[opUpdate] || s.ops[opDelete]); err != nil {
+		if err := s.checkReplicaIdentity(ctx, s.pubTables(), s.ops[opUpdate] || s.ops[opDelete]); err != nil {
 			return err
 		}
 		// Publish only what is captured: the server then decodes less, and
@@ -242,13 +245,21 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables pt WHERE pt.pub
 	if err != nil {
 		return err
 	}
-	if len(rows) == 0 {
-		return nil
+	for _, r := range rows {
+		t := tableName{string(r[0]), string(r[1])}
+		if string(r[2]) == "t" {
+			return s.notPublished(t)
+		}
+		if !s.dropMatched(t) { // patterns.go: a pattern's table may go
+			return fmt.Errorf("tables: %s was dropped while the source was running, so none of its changes are captured; remove it from tables, or recreate it and restart the source", t)
+		}
 	}
-	t := tableName{string(rows[0][0]), string(rows[0][1])}
-	if string(rows[0][2]) != "t" {
-		return fmt.Errorf("tables: %s was dropped while the source was running, so none of its changes are captured; remove it from tables, or recreate it and restart the source", t)
-	}
+	return nil
+}
+
+// notPublished is checkTables' error for a table taken out of the
+// publication.
+func (s *Source) notPublished(t tableName) error {
 	return fmt.Errorf("tables: %s is no longer in publication %q, so none of its changes are captured; add it back with ALTER PUBLICATION %s ADD TABLE %s (changes made meanwhile are not published; with create_publication = true the source adds it back when it reconnects, after this error)", t, s.cfg.Publication, quoteIdent(s.cfg.Publication), t.quoted())
 }
 
@@ -302,7 +313,15 @@ FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass`, t.quoted())
 		t, why, s.cfg.Publication, t.quoted())
 }
 
-func (s *Source) tableList() string { return quotedList(s.tables) }
+// pubTables are the tables of the publication: tables, and signal_table.
+func (s *Source) pubTables() []tableName {
+	if s.signalTable == nil || s.inSet[s.signalTable.String()] {
+		return s.tables
+	}
+	return append(slices.Clip(s.tables), *s.signalTable)
+}
+
+func (s *Source) tableList() string { return quotedList(s.pubTables()) }
 
 // setupSlot finds or creates the slot and reconciles its position with
 // the committed LSN: the committed LSN wins when it is ahead.

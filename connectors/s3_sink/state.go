@@ -19,6 +19,7 @@ import (
 // The files of the package are layers; each uses only the files below it:
 //
 //	keys, chunks, options, retry, format    object keys, buffers, settings, JSON
+//	objectsettings, access                  object headers, role and CA settings
 //	parquet, parquet_row                    the Parquet schema, a record's row
 //	parquet_avro, parquet_avro_row          the same from an Avro schema
 //	state                                   this file
@@ -26,6 +27,7 @@ import (
 //	file                                    a partition's open file: append, cut
 //	recovery                                replay after an assignment
 //	durable                                 Durable and Release
+//	credentials                             assumed role, HTTP client with ca_file
 //	sink, config                            New, Open, Consume, Close
 //
 // A record flows one way: Consume (sink) skips it or finds its file in the

@@ -44,6 +44,26 @@
 // | `duration` | FIXED_LEN_BYTE_ARRAY(12) |
 //
 // Fields that are not unions are REQUIRED. A record that contains itself cannot be a Parquet schema and is refused.
+//
+// **Encryption and object settings.** Every object the sink writes (data files, `.lost` markers, and the probe object it writes and deletes at start) carries the same settings, so a bucket policy that refuses writes without encryption or tags accepts each one, and a replay rewrites an object with the same bytes and the same settings. `server_side_encryption = "AES256"` is SSE-S3; `"aws:kms"` is SSE-KMS with `kms_key_id` (a key ID, key ARN or alias ARN; without it the account's `aws/s3` key) and optionally `kms_encryption_context`, a table a key policy can require (`kms:EncryptionContext:...`); `"aws:kms:dsse"` adds a second layer. `sse_customer_key` is SSE-C: the store encrypts each object with your 32-byte key (base64) and keeps only its MD5, which the sink sends along; whoever reads an object back must send the same key (`aws s3api get-object --sse-customer-algorithm AES256 --sse-customer-key ...`), and an object whose key is lost cannot be read. SSE-C needs an `https` endpoint. The sink itself never reads its objects back: `exactly_once` finds them by listing, which needs no key. `storage_class` (such as `STANDARD_IA`), `acl` (a canned ACL), `tags` (at most 10, sent as `x-amz-tagging`; lifecycle rules can select by tag) and `checksum_algorithm` (the store verifies each object against it and keeps it; `HeadObject` with checksum mode shows it) complete the settings. `validate` refuses what contradicts: `kms_key_id` or `kms_encryption_context` without `aws:kms` or `aws:kms:dsse`, `sse_customer_key` with `server_side_encryption`, over `http`, or not the base64 of 32 bytes, and tags S3 refuses (more than 10, a key starting with `aws:`, characters other than letters, digits, spaces and `_ . : / = + - @`).
+//
+// **Assumed roles.** With `role_arn` the sink calls STS `AssumeRole` with its credentials (the static keys, or the default chain: environment, profile, instance or task role) and signs with the role's temporary credentials, renewed 5 minutes before they expire, so a long run needs no restart. `external_id` is the `sts:ExternalId` the role's trust policy may require, `role_session_name` names the session in CloudTrail, `role_duration` is how long each set lasts (15m to 12h, at most the role's maximum), and `role_session_policy` narrows the session to what both the role and this policy allow (only the prefix, say). STS is called at `sts_endpoint`, else at `endpoint` when that is set (MinIO serves STS `AssumeRole` at its S3 address; any `arn:minio:iam:::role/NAME` does there), else at AWS's STS of `region`. `ca_file` adds a PEM file of CA certificates trusted for both, for a store whose certificate comes from its own CA.
+//
+// **IAM permissions.** What the sink's principal (the assumed role, with `role_arn`) needs, by setting:
+//
+// | Setting | Permission |
+// |---|---|
+// | always | `s3:PutObject` on `<prefix>/*` and on `.picomq-sink-probe`, `s3:DeleteObject` on `.picomq-sink-probe` |
+// | `delivery = "exactly_once"` (the default) | `s3:ListBucket` on the bucket (it may be limited to the prefix with the `s3:prefix` condition) |
+// | `server_side_encryption = "aws:kms"` or `"aws:kms:dsse"` | `kms:GenerateDataKey` on the KMS key (for writing), and `kms:Decrypt` for whoever reads the objects back; the key policy must allow the principal |
+// | `kms_encryption_context` | a key policy condition on `kms:EncryptionContext:KEY`, if you want one |
+// | `sse_customer_key` | nothing more; readers need the key |
+// | `tags` | `s3:PutObjectTagging` |
+// | `acl` | `s3:PutObjectAcl`, and a bucket whose Object Ownership allows ACLs |
+// | `storage_class`, `checksum_algorithm` | nothing more |
+// | `role_arn` | `sts:AssumeRole` on the role for the sink's own credentials, and a trust policy on the role that allows them (with an `sts:ExternalId` condition when `external_id` is set) |
+//
+// `pico-connectors check` writes the probe object with these settings and names them in its `encryption` row.
 package s3sinkconfig
 
 import (
@@ -51,6 +71,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/sdk"
 	"github.com/picomq/pico-connectors/sdk/confgen"
+	"maps"
 	"regexp"
 	"strconv"
 	"time"
@@ -72,32 +93,47 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyBucket              = "bucket"
-	KeyRegion              = "region"
-	KeyPrefix              = "prefix"
-	KeyEndpoint            = "endpoint"
-	KeyAccessKeyID         = "access_key_id"
-	KeySecretAccessKey     = "secret_access_key"
-	KeyPathTemplate        = "path_template"
-	KeyFileRotation        = "file_rotation"
-	KeyMaxFileSize         = "max_file_size"
-	KeyMaxMessagesPerFile  = "max_messages_per_file"
-	KeyRotateInterval      = "rotate_interval"
-	KeyFlushInterval       = "flush_interval"
-	KeyOutputFormat        = "output_format"
-	KeyCompression         = "compression"
-	KeyParquetCompression  = "parquet_compression"
-	KeyCompressionLevel    = "compression_level"
-	KeyParquetRowGroupSize = "parquet_row_group_size"
-	KeyColumns             = "columns"
-	KeyIncludeMetadata     = "include_metadata"
-	KeyIncludeHeaders      = "include_headers"
-	KeyMaxAttempts         = "max_attempts"
-	KeyRetryDelay          = "retry_delay"
-	KeyPathStyle           = "path_style"
-	KeyDelivery            = "delivery"
-	KeyMaxBufferSize       = "max_buffer_size"
-	KeyMaxInFlight         = "max_in_flight"
+	KeyBucket               = "bucket"
+	KeyRegion               = "region"
+	KeyPrefix               = "prefix"
+	KeyEndpoint             = "endpoint"
+	KeyAccessKeyID          = "access_key_id"
+	KeySecretAccessKey      = "secret_access_key"
+	KeyRoleArn              = "role_arn"
+	KeyExternalID           = "external_id"
+	KeyRoleSessionName      = "role_session_name"
+	KeyRoleDuration         = "role_duration"
+	KeyRoleSessionPolicy    = "role_session_policy"
+	KeyStsEndpoint          = "sts_endpoint"
+	KeyCAFile               = "ca_file"
+	KeyPathTemplate         = "path_template"
+	KeyFileRotation         = "file_rotation"
+	KeyMaxFileSize          = "max_file_size"
+	KeyMaxMessagesPerFile   = "max_messages_per_file"
+	KeyRotateInterval       = "rotate_interval"
+	KeyFlushInterval        = "flush_interval"
+	KeyOutputFormat         = "output_format"
+	KeyCompression          = "compression"
+	KeyParquetCompression   = "parquet_compression"
+	KeyCompressionLevel     = "compression_level"
+	KeyParquetRowGroupSize  = "parquet_row_group_size"
+	KeyColumns              = "columns"
+	KeyIncludeMetadata      = "include_metadata"
+	KeyIncludeHeaders       = "include_headers"
+	KeyMaxAttempts          = "max_attempts"
+	KeyRetryDelay           = "retry_delay"
+	KeyPathStyle            = "path_style"
+	KeyServerSideEncryption = "server_side_encryption"
+	KeyKmsKeyID             = "kms_key_id"
+	KeyKmsEncryptionContext = "kms_encryption_context"
+	KeySseCustomerKey       = "sse_customer_key"
+	KeyStorageClass         = "storage_class"
+	KeyAcl                  = "acl"
+	KeyTags                 = "tags"
+	KeyChecksumAlgorithm    = "checksum_algorithm"
+	KeyDelivery             = "delivery"
+	KeyMaxBufferSize        = "max_buffer_size"
+	KeyMaxInFlight          = "max_in_flight"
 )
 
 // The keys of one element of the columns array, below columns[i] in problems.
@@ -161,6 +197,49 @@ const (
 	CompressionLevelBest    CompressionLevel = "best"
 )
 
+// ServerSideEncryption is the type of the server_side_encryption key: How the store encrypts each object the sink writes (data files, .lost markers and the probe object): none (the bucket's default encryption applies), AES256 (SSE-S3), aws:kms (SSE-KMS, with kms_key_id or the account's aws/s3 key) or aws:kms:dsse (dual-layer SSE-KMS). Leave it none with sse_customer_key (SSE-C). See Encryption and object settings.
+type ServerSideEncryption string
+
+// The values of ServerSideEncryption.
+const (
+	ServerSideEncryptionNone       ServerSideEncryption = "none"
+	ServerSideEncryptionAES256     ServerSideEncryption = "AES256"
+	ServerSideEncryptionAWSKms     ServerSideEncryption = "aws:kms"
+	ServerSideEncryptionAWSKmsDsse ServerSideEncryption = "aws:kms:dsse"
+)
+
+// Acl is the type of the acl key: A canned ACL for each object (x-amz-acl); needs s3:PutObjectAcl, and a bucket whose Object Ownership allows ACLs (AWS disables them by default). Unset: no ACL header.
+type Acl string
+
+// The values of Acl.
+const (
+	// AclPrivate: Only the owner.
+	AclPrivate Acl = "private"
+	// AclPublicRead: Everyone may read.
+	AclPublicRead Acl = "public-read"
+	// AclPublicReadWrite: Everyone may read and write.
+	AclPublicReadWrite Acl = "public-read-write"
+	// AclAuthenticatedRead: Every authenticated AWS user may read.
+	AclAuthenticatedRead Acl = "authenticated-read"
+	// AclAWSExecRead: EC2 may read AMI bundles.
+	AclAWSExecRead Acl = "aws-exec-read"
+	// AclBucketOwnerRead: The bucket owner may read.
+	AclBucketOwnerRead Acl = "bucket-owner-read"
+	// AclBucketOwnerFullControl: The bucket owner has full control (objects written into another account's bucket).
+	AclBucketOwnerFullControl Acl = "bucket-owner-full-control"
+)
+
+// ChecksumAlgorithm is the type of the checksum_algorithm key: The checksum the SDK computes of each object and the store verifies and keeps (x-amz-checksum-*): CRC32C, CRC32, SHA1 or SHA256; HeadObject with checksum mode shows it. Unset: the SDK's default, CRC32.
+type ChecksumAlgorithm string
+
+// The values of ChecksumAlgorithm.
+const (
+	ChecksumAlgorithmCRC32C ChecksumAlgorithm = "CRC32C"
+	ChecksumAlgorithmCRC32  ChecksumAlgorithm = "CRC32"
+	ChecksumAlgorithmSHA1   ChecksumAlgorithm = "SHA1"
+	ChecksumAlgorithmSHA256 ChecksumAlgorithm = "SHA256"
+)
+
 // Delivery is the type of the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
 type Delivery string
 
@@ -222,6 +301,31 @@ type Config struct {
 
 	// SecretAccessKey is the secret_access_key key: Static credential. Redacted in the API.
 	SecretAccessKey confkit.Secret
+
+	// RoleArn is the role_arn key: An IAM role to assume (sts:AssumeRole) on top of the static keys, or of the default credential chain when they are not set. The temporary credentials are cached and renewed before they expire, without a restart. The caller needs sts:AssumeRole on the role, and the role's trust policy must allow the caller. See Assumed roles.
+	RoleArn string
+
+	// ExternalID is the external_id key: The external ID the role's trust policy asks for (sts:ExternalId). Only with role_arn.
+	ExternalID string
+
+	// RoleSessionName is the role_session_name key: The session name of the assumed role, shown in CloudTrail. Only with role_arn.
+	//
+	// Default: pico-connectors.
+	RoleSessionName string
+
+	// RoleDuration is the role_duration key: How long each set of assumed-role credentials lasts (DurationSeconds, at most the role's maximum session duration); they are renewed shortly before they expire. Only with role_arn.
+	//
+	// Default: 1h.
+	RoleDuration time.Duration
+
+	// RoleSessionPolicy is the role_session_policy key: An IAM policy (JSON) passed with AssumeRole to narrow the session: it gets only what both the role and this policy allow, for example only the bucket's prefix. Only with role_arn.
+	RoleSessionPolicy string
+
+	// StsEndpoint is the sts_endpoint key: The STS endpoint AssumeRole is called at. Defaults to endpoint when endpoint is set (MinIO serves STS on its S3 address), otherwise to AWS's STS endpoint of region. Only with role_arn.
+	StsEndpoint string
+
+	// CAFile is the ca_file key: A PEM file of CA certificates to trust, besides the system's, for endpoint and sts_endpoint: a store with a certificate of its own CA (MinIO with a self-signed certificate). Read at start.
+	CAFile string
 
 	// PathTemplate is the path_template key: Directory part of the object key, see Object keys.
 	//
@@ -304,6 +408,32 @@ type Config struct {
 	// Default: true when endpoint is set, false otherwise.
 	PathStyle bool
 
+	// ServerSideEncryption is the server_side_encryption key: How the store encrypts each object the sink writes (data files, .lost markers and the probe object): none (the bucket's default encryption applies), AES256 (SSE-S3), aws:kms (SSE-KMS, with kms_key_id or the account's aws/s3 key) or aws:kms:dsse (dual-layer SSE-KMS). Leave it none with sse_customer_key (SSE-C). See Encryption and object settings.
+	//
+	// Default: none.
+	ServerSideEncryption ServerSideEncryption
+
+	// KmsKeyID is the kms_key_id key: The KMS key of aws:kms and aws:kms:dsse: a key ID, key ARN or alias ARN. Without it the store uses its default key (AWS: the aws/s3 managed key). Only with server_side_encryption = aws:kms or aws:kms:dsse.
+	KmsKeyID string
+
+	// KmsEncryptionContext is the kms_encryption_context key: The KMS encryption context of each object (x-amz-server-side-encryption-context, JSON in base64), a table of strings; a key policy can require it. Only with server_side_encryption = aws:kms or aws:kms:dsse.
+	KmsEncryptionContext map[string]string
+
+	// SseCustomerKey is the sse_customer_key key: SSE-C: the AES-256 key the store encrypts each object with and does not keep, base64 (standard alphabet) of 32 bytes, 44 characters ending in =. The sink sends it with its MD5 on every write; reading an object back needs the same key. The store must be reached over https. Not with server_side_encryption.
+	SseCustomerKey confkit.Secret
+
+	// StorageClass is the storage_class key: The storage class of each object (x-amz-storage-class), as the store names it: STANDARD, STANDARD_IA, INTELLIGENT_TIERING, ONEZONE_IA, GLACIER_IR, GLACIER, DEEP_ARCHIVE, REDUCED_REDUNDANCY... Unset: the store's default (STANDARD).
+	StorageClass string
+
+	// Acl is the acl key: A canned ACL for each object (x-amz-acl); needs s3:PutObjectAcl, and a bucket whose Object Ownership allows ACLs (AWS disables them by default). Unset: no ACL header.
+	Acl Acl
+
+	// Tags is the tags key: Object tags of each object (x-amz-tagging on PutObject), a table of at most 10 strings; needs s3:PutObjectTagging besides s3:PutObject. Lifecycle rules and policies can select objects by tag.
+	Tags map[string]string
+
+	// ChecksumAlgorithm is the checksum_algorithm key: The checksum the SDK computes of each object and the store verifies and keeps (x-amz-checksum-*): CRC32C, CRC32, SHA1 or SHA256; HeadObject with checksum mode shows it. Unset: the SDK's default, CRC32.
+	ChecksumAlgorithm ChecksumAlgorithm
+
 	// Delivery is the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
 	//
 	// Default: exactly_once.
@@ -353,27 +483,30 @@ type ColumnsItem struct {
 // path_style (true when endpoint is set, false otherwise).
 func Default() Config {
 	return Config{
+		RoleSessionName: "pico-connectors",
+		RoleDuration:    time.Hour,
 		PathTemplate: confkit.Template{
 			Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
 			Source: "{topic}/{date}/{hour}",
 		},
-		FileRotation:        FileRotationSize,
-		MaxFileSize:         8 * confkit.MiB,
-		RotateInterval:      0,
-		FlushInterval:       0,
-		OutputFormat:        OutputFormatJSONLines,
-		Compression:         CompressionNone,
-		ParquetCompression:  ParquetCompressionSnappy,
-		CompressionLevel:    CompressionLevelFastest,
-		ParquetRowGroupSize: 128 * confkit.MiB,
-		IncludeMetadata:     true,
-		IncludeHeaders:      false,
-		MaxAttempts:         3,
-		RetryDelay:          time.Second,
-		PathStyle:           false,
-		Delivery:            DeliveryExactlyOnce,
-		MaxBufferSize:       256 * confkit.MiB,
-		MaxInFlight:         4,
+		FileRotation:         FileRotationSize,
+		MaxFileSize:          8 * confkit.MiB,
+		RotateInterval:       0,
+		FlushInterval:        0,
+		OutputFormat:         OutputFormatJSONLines,
+		Compression:          CompressionNone,
+		ParquetCompression:   ParquetCompressionSnappy,
+		CompressionLevel:     CompressionLevelFastest,
+		ParquetRowGroupSize:  128 * confkit.MiB,
+		IncludeMetadata:      true,
+		IncludeHeaders:       false,
+		MaxAttempts:          3,
+		RetryDelay:           time.Second,
+		PathStyle:            false,
+		ServerSideEncryption: ServerSideEncryptionNone,
+		Delivery:             DeliveryExactlyOnce,
+		MaxBufferSize:        256 * confkit.MiB,
+		MaxInFlight:          4,
 	}
 }
 
@@ -398,7 +531,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -411,6 +544,10 @@ var spec = confgen.Spec{
 				Secret:   true,
 			},
 			"secret_access_key":      {Secret: true},
+			"role_arn":               {Messages: map[string]string{"pattern": "role_arn '{value}' is not a role ARN: use arn:aws:iam::ACCOUNT:role/NAME"}},
+			"role_session_name":      {Messages: map[string]string{"pattern": "role_session_name '{value}' must be 2 to 64 letters, digits or characters of + = , . @ _ -"}},
+			"role_duration":          {Messages: map[string]string{"x-maximum": "role_duration ({value}) must be at most 12h, STS's maximum", "x-minimum": "role_duration ({value}) must be at least 15m, STS's minimum"}},
+			"sts_endpoint":           {Messages: map[string]string{"pattern": "sts_endpoint '{value}' is not a URL: use http://host:port or https://host"}},
 			"max_file_size":          {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
 			"max_messages_per_file":  {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
 			"rotate_interval":        {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
@@ -422,8 +559,15 @@ var spec = confgen.Spec{
 			"columns[].precision":    {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
 			"max_attempts":           {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
 			"retry_delay":            {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
-			"max_buffer_size":        {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
-			"max_in_flight":          {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"server_side_encryption": {Messages: map[string]string{"x-pattern-unless": "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"}},
+			"sse_customer_key": {
+				Messages: map[string]string{"pattern": "sse_customer_key must be the base64 of a 32-byte key: 44 characters of A-Z a-z 0-9 + / ending in one ="},
+				Secret:   true,
+			},
+			"storage_class":   {Messages: map[string]string{"pattern": "storage_class '{value}' is not a storage class name: use upper case, such as STANDARD_IA or INTELLIGENT_TIERING"}},
+			"tags":            {Messages: map[string]string{"maxProperties": "S3 allows at most 10 tags on an object"}},
+			"max_buffer_size": {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
+			"max_in_flight":   {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
 		},
 	}),
 	KeyAliases: map[string]map[string]string{
@@ -436,6 +580,13 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"endpoint"}, Suffix: "ENDPOINT"},
 		{Kind: confgen.EnvString, Path: []string{"access_key_id"}, Suffix: "ACCESS_KEY_ID", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"secret_access_key"}, Suffix: "SECRET_ACCESS_KEY", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"role_arn"}, Suffix: "ROLE_ARN"},
+		{Kind: confgen.EnvString, Path: []string{"external_id"}, Suffix: "EXTERNAL_ID"},
+		{Kind: confgen.EnvString, Path: []string{"role_session_name"}, Suffix: "ROLE_SESSION_NAME"},
+		{Kind: confgen.EnvString, Path: []string{"role_duration"}, Suffix: "ROLE_DURATION"},
+		{Kind: confgen.EnvString, Path: []string{"role_session_policy"}, Suffix: "ROLE_SESSION_POLICY"},
+		{Kind: confgen.EnvString, Path: []string{"sts_endpoint"}, Suffix: "STS_ENDPOINT"},
+		{Kind: confgen.EnvString, Path: []string{"ca_file"}, Suffix: "CA_FILE"},
 		{Kind: confgen.EnvString, Path: []string{"path_template"}, Suffix: "PATH_TEMPLATE"},
 		{Kind: confgen.EnvString, Path: []string{"file_rotation"}, Suffix: "FILE_ROTATION"},
 		{Kind: confgen.EnvString, Path: []string{"max_file_size"}, Suffix: "MAX_FILE_SIZE"},
@@ -453,14 +604,24 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvInt, Path: []string{"max_attempts"}, Suffix: "MAX_ATTEMPTS"},
 		{Kind: confgen.EnvString, Path: []string{"retry_delay"}, Suffix: "RETRY_DELAY"},
 		{Kind: confgen.EnvBool, Path: []string{"path_style"}, Suffix: "PATH_STYLE"},
+		{Kind: confgen.EnvString, Path: []string{"server_side_encryption"}, Suffix: "SERVER_SIDE_ENCRYPTION"},
+		{Kind: confgen.EnvString, Path: []string{"kms_key_id"}, Suffix: "KMS_KEY_ID"},
+		{Kind: confgen.EnvObject, Path: []string{"kms_encryption_context"}, Suffix: "KMS_ENCRYPTION_CONTEXT"},
+		{Kind: confgen.EnvString, Path: []string{"sse_customer_key"}, Suffix: "SSE_CUSTOMER_KEY", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"storage_class"}, Suffix: "STORAGE_CLASS"},
+		{Kind: confgen.EnvString, Path: []string{"acl"}, Suffix: "ACL"},
+		{Kind: confgen.EnvObject, Path: []string{"tags"}, Suffix: "TAGS"},
+		{Kind: confgen.EnvString, Path: []string{"checksum_algorithm"}, Suffix: "CHECKSUM_ALGORITHM"},
 		{Kind: confgen.EnvString, Path: []string{"delivery"}, Suffix: "DELIVERY"},
 		{Kind: confgen.EnvString, Path: []string{"max_buffer_size"}, Suffix: "MAX_BUFFER_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_in_flight"}, Suffix: "MAX_IN_FLIGHT"},
 	},
 	EnumAliases: map[string]map[string]string{
-		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
+		"output_format":          {"jsonl": "json_lines", "jsonlines": "json_lines"},
+		"server_side_encryption": {"aes256": "AES256", "sse-kms": "aws:kms", "sse-s3": "AES256"},
+		"checksum_algorithm":     {"crc32": "CRC32", "crc32c": "CRC32C", "sha1": "SHA1", "sha256": "SHA256"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -471,6 +632,9 @@ var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition"
 
 // patternOutputFormat is the x-pattern-unless rule of output_format.
 var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
+
+// patternServerSideEncryption is the x-pattern-unless rule of server_side_encryption.
+var patternServerSideEncryption = regexp.MustCompile("^none$")
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
@@ -494,6 +658,16 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "endpoint", confgen.String, &c.Endpoint)
 	confgen.Decode(d, "access_key_id", confgen.Secret, &c.AccessKeyID)
 	confgen.Decode(d, "secret_access_key", confgen.Secret, &c.SecretAccessKey)
+	confgen.Decode(d, "role_arn", confgen.String, &c.RoleArn)
+	confgen.Decode(d, "external_id", confgen.String, &c.ExternalID)
+	confgen.Decode(d, "role_session_name", confgen.String, &c.RoleSessionName)
+	if confgen.Decode(d, "role_duration", confgen.Duration, &c.RoleDuration) {
+		d.Bound("role_duration", c.RoleDuration < 15*time.Minute, "x-minimum", "role_duration ({value}) must be at least 15m, STS's minimum")
+		d.Bound("role_duration", c.RoleDuration > 12*time.Hour, "x-maximum", "role_duration ({value}) must be at most 12h, STS's maximum")
+	}
+	confgen.Decode(d, "role_session_policy", confgen.String, &c.RoleSessionPolicy)
+	confgen.Decode(d, "sts_endpoint", confgen.String, &c.StsEndpoint)
+	confgen.Decode(d, "ca_file", confgen.String, &c.CAFile)
 	confgen.Decode(d, "path_template", confgen.Template(placeholdersPathTemplate), &c.PathTemplate)
 	confgen.Decode(d, "file_rotation", confgen.Enum[FileRotation], &c.FileRotation)
 	if confgen.Decode(d, "max_file_size", confgen.Size, &c.MaxFileSize) {
@@ -542,6 +716,14 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		d.Bound("retry_delay", c.RetryDelay > time.Minute, "x-maximum", "retry_delay ({value}) must be at most 60s, the cap of the back-off")
 	}
 	confgen.Decode(d, "path_style", confgen.Bool, &c.PathStyle)
+	confgen.Decode(d, "server_side_encryption", confgen.Enum[ServerSideEncryption], &c.ServerSideEncryption)
+	confgen.Decode(d, "kms_key_id", confgen.String, &c.KmsKeyID)
+	confgen.Decode(d, "kms_encryption_context", confgen.Map(confgen.AsString), &c.KmsEncryptionContext)
+	confgen.Decode(d, "sse_customer_key", confgen.Secret, &c.SseCustomerKey)
+	confgen.Decode(d, "storage_class", confgen.String, &c.StorageClass)
+	confgen.Decode(d, "acl", confgen.Enum[Acl], &c.Acl)
+	confgen.Decode(d, "tags", confgen.Map(confgen.AsString), &c.Tags)
+	confgen.Decode(d, "checksum_algorithm", confgen.Enum[ChecksumAlgorithm], &c.ChecksumAlgorithm)
 	confgen.Decode(d, "delivery", confgen.Enum[Delivery], &c.Delivery)
 	if confgen.Decode(d, "max_buffer_size", confgen.Size, &c.MaxBufferSize) {
 		d.Bound("max_buffer_size", c.MaxBufferSize < confkit.MiB, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB")
@@ -561,6 +743,9 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	}
 	if !confgen.Has(m, "path_style") && confgen.Has(m, "endpoint") {
 		c.PathStyle = true
+	}
+	if confgen.Has(m, "sse_customer_key") && confgen.Has(m, "server_side_encryption") && !ps.Has("server_side_encryption") && !patternServerSideEncryption.MatchString(string(c.ServerSideEncryption)) {
+		*ps = append(*ps, confgen.NewProblem("server_side_encryption", m["server_side_encryption"], false, "x-pattern-unless", "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"))
 	}
 }
 
@@ -585,6 +770,8 @@ func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, w
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
+		"role_session_name":      c.RoleSessionName,
+		"role_duration":          c.RoleDuration.String(),
 		"path_template":          c.PathTemplate.Source,
 		"file_rotation":          string(c.FileRotation),
 		"max_file_size":          c.MaxFileSize.String(),
@@ -600,6 +787,7 @@ func (c Config) table() map[string]any {
 		"max_attempts":           c.MaxAttempts,
 		"retry_delay":            c.RetryDelay.String(),
 		"path_style":             c.PathStyle,
+		"server_side_encryption": string(c.ServerSideEncryption),
 		"delivery":               string(c.Delivery),
 		"max_buffer_size":        c.MaxBufferSize.String(),
 		"max_in_flight":          c.MaxInFlight,
@@ -610,6 +798,11 @@ func (c Config) table() map[string]any {
 	confgen.PutIf(m, c.Endpoint != "", "endpoint", c.Endpoint)
 	confgen.PutIf(m, c.AccessKeyID.IsSet(), "access_key_id", c.AccessKeyID.Reveal())
 	confgen.PutIf(m, c.SecretAccessKey.IsSet(), "secret_access_key", c.SecretAccessKey.Reveal())
+	confgen.PutIf(m, c.RoleArn != "", "role_arn", c.RoleArn)
+	confgen.PutIf(m, c.ExternalID != "", "external_id", c.ExternalID)
+	confgen.PutIf(m, c.RoleSessionPolicy != "", "role_session_policy", c.RoleSessionPolicy)
+	confgen.PutIf(m, c.StsEndpoint != "", "sts_endpoint", c.StsEndpoint)
+	confgen.PutIf(m, c.CAFile != "", "ca_file", c.CAFile)
 	confgen.PutPtr(m, "max_messages_per_file", c.MaxMessagesPerFile)
 	if c.Columns != nil {
 		l := make([]any, len(c.Columns))
@@ -618,6 +811,13 @@ func (c Config) table() map[string]any {
 		}
 		m["columns"] = l
 	}
+	confgen.PutIf(m, c.KmsKeyID != "", "kms_key_id", c.KmsKeyID)
+	confgen.PutIf(m, c.KmsEncryptionContext != nil, "kms_encryption_context", c.KmsEncryptionContext)
+	confgen.PutIf(m, c.SseCustomerKey.IsSet(), "sse_customer_key", c.SseCustomerKey.Reveal())
+	confgen.PutIf(m, c.StorageClass != "", "storage_class", c.StorageClass)
+	confgen.PutIf(m, c.Acl != "", "acl", string(c.Acl))
+	confgen.PutIf(m, c.Tags != nil, "tags", c.Tags)
+	confgen.PutIf(m, c.ChecksumAlgorithm != "", "checksum_algorithm", string(c.ChecksumAlgorithm))
 	return m
 }
 
@@ -645,6 +845,13 @@ func (c Config) Redacted() map[string]any {
 		"endpoint":               c.Endpoint,
 		"access_key_id":          c.AccessKeyID.String(),
 		"secret_access_key":      c.SecretAccessKey.String(),
+		"role_arn":               c.RoleArn,
+		"external_id":            c.ExternalID,
+		"role_session_name":      c.RoleSessionName,
+		"role_duration":          c.RoleDuration.String(),
+		"role_session_policy":    c.RoleSessionPolicy,
+		"sts_endpoint":           c.StsEndpoint,
+		"ca_file":                c.CAFile,
 		"path_template":          c.PathTemplate.Source,
 		"file_rotation":          string(c.FileRotation),
 		"max_file_size":          c.MaxFileSize.String(),
@@ -666,14 +873,22 @@ func (c Config) Redacted() map[string]any {
 			}
 			return out
 		}(),
-		"include_metadata": c.IncludeMetadata,
-		"include_headers":  c.IncludeHeaders,
-		"max_attempts":     c.MaxAttempts,
-		"retry_delay":      c.RetryDelay.String(),
-		"path_style":       c.PathStyle,
-		"delivery":         string(c.Delivery),
-		"max_buffer_size":  c.MaxBufferSize.String(),
-		"max_in_flight":    c.MaxInFlight,
+		"include_metadata":       c.IncludeMetadata,
+		"include_headers":        c.IncludeHeaders,
+		"max_attempts":           c.MaxAttempts,
+		"retry_delay":            c.RetryDelay.String(),
+		"path_style":             c.PathStyle,
+		"server_side_encryption": string(c.ServerSideEncryption),
+		"kms_key_id":             c.KmsKeyID,
+		"kms_encryption_context": maps.Clone(c.KmsEncryptionContext),
+		"sse_customer_key":       c.SseCustomerKey.String(),
+		"storage_class":          c.StorageClass,
+		"acl":                    string(c.Acl),
+		"tags":                   maps.Clone(c.Tags),
+		"checksum_algorithm":     string(c.ChecksumAlgorithm),
+		"delivery":               string(c.Delivery),
+		"max_buffer_size":        c.MaxBufferSize.String(),
+		"max_in_flight":          c.MaxInFlight,
 	}
 }
 

@@ -11,6 +11,7 @@
 //	GET  /sources/{key}           one source's Entry
 //	GET  /sources/{key}/config    its effective definition, secrets masked
 //	POST /sources/{key}/restart   restart it; answers with the new Entry
+//	POST /sources/{key}/snapshot  {"tables":["public.t"]}: a snapshot on demand of the running source (202, its Entry)
 //	GET  /sinks, /sinks/{key}, /sinks/{key}/config, POST /sinks/{key}/restart
 //	GET  /metrics                 Prometheus exposition
 //
@@ -191,6 +192,7 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("/"+k.plural+"/{key}/config", only(http.MethodGet, s.config(k.kind)))
 		mux.HandleFunc("/"+k.plural+"/{key}/restart", only(http.MethodPost, s.restart(k.kind)))
 	}
+	mux.HandleFunc("/sources/{key}/snapshot", only(http.MethodPost, s.snapshot))
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Metrics == nil {
 			writeError(w, http.StatusNotFound, "metrics are not enabled")
@@ -412,6 +414,49 @@ func (s *Server) restart(kind string) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, e)
 	}
+}
+
+// SnapshotRequest is the body of POST /sources/{key}/snapshot.
+type SnapshotRequest struct {
+	// Tables are the collections to read again, as the source's
+	// configuration names them (for the Postgres source, schema.table).
+	Tables []string `json:"tables"`
+}
+
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	sn, ok := s.conns.(Snapshotter)
+	if _, found := s.conns.Get(KindSource, key); !found {
+		notFound(w, KindSource, key)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "this runtime takes no snapshots on demand")
+		return
+	}
+	var req SnapshotRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || len(req.Tables) == 0 {
+		writeError(w, http.StatusBadRequest, `the body must be {"tables":["schema.table", ...]} with at least one table`)
+		return
+	}
+	err := sn.Snapshot(r.Context(), key, req.Tables)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		notFound(w, KindSource, key)
+		return
+	case errors.Is(err, ErrNotRunning):
+		e, _ := s.conns.Get(KindSource, key)
+		writeError(w, http.StatusConflict, fmt.Sprintf("source %q takes no snapshot now: it is not open on this runtime (status %s) or takes no snapshots on demand", key, e.Status))
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("snapshot of source %q: %v", key, err))
+		return
+	}
+	s.log.Info("snapshot requested through the api", "key", key, "tables", req.Tables)
+	e, _ := s.conns.Get(KindSource, key)
+	writeJSON(w, http.StatusAccepted, e)
 }
 
 func only(method string, h http.HandlerFunc) http.HandlerFunc {
