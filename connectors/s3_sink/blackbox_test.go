@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -685,6 +686,11 @@ func (e *bbEnv) audit(t *testing.T, prefix string, end map[string]int64) audit {
 	}
 	for topic, n := range end {
 		values := e.readTopic(t, topic, n)
+		if topic == avroTopic {
+			for i, v := range values {
+				values[i] = bbAvroJSON(t, v)
+			}
+		}
 		var missing, twice, wrong int
 		var firstMissing, firstTwice int64 = -1, -1
 		for off := int64(0); off < n; off++ {
@@ -787,9 +793,10 @@ delivery = "exactly_once"
 // testKills runs four sinks (size rotation with gzip, messages with zstd,
 // rotate_interval by record time, size rotation with Parquet and zstd
 // pages, encoded by the upload workers) in one runtime on one topic that kcat
-// keeps writing to, and a fourth with flush_interval on a topic written in
+// keeps writing to, a fifth with flush_interval on a topic written in
 // bursts (so idle files are uploaded by the wall clock and a kill can fall
-// between that upload and its commit); SIGKILLs the runtime at random
+// between that upload and its commit), and a sixth writing Parquet from an
+// Avro topic that a franz-go producer writes to; SIGKILLs the runtime at random
 // points at least 20 times, then stops it gracefully and audits the bucket.
 func (e *bbEnv) testKills(t *testing.T) {
 	const topic = "bb.kill"
@@ -826,6 +833,15 @@ columns = [{ name = "n", type = "int64" }, { name = "ptopic", type = "string", p
 max_messages_per_file = 300
 flush_interval = "300ms"
 `)
+	// Parquet from an Avro topic: the columns come from the topic's Avro
+	// schema, the rows from the Avro binary.
+	defs["bbavro.toml"] = strings.Replace(e.sinkDef("bbavro", fmt.Sprintf("topic = %q\navro_schema_json = %q", avroTopic, bbAvroSchema), "bbavro-1", `file_rotation = "size"
+max_file_size = "48KiB"
+output_format = "parquet"
+parquet_compression = "zstd"
+`), `schema = "json"`, `schema = "avro"`, 1)
+	// side sinks: one topic each, apart from the four on topic
+	side := map[string]string{"bbflush": flushTopic, "bbavro": avroTopic}
 	r := e.newRuntime(t, defs)
 	adm := e.admin(t)
 	seed := uint64(time.Now().UnixNano())
@@ -837,6 +853,7 @@ flush_interval = "300ms"
 	t.Logf("seed %d: %d SIGKILLs, kcat writing ~2,500 records/s of 100 B to %s", seed, kills, topic)
 	p := e.startProducer(t, topic, 100, 50, 20*time.Millisecond)
 	pf := e.startProducer(t, flushTopic, 100, 200, 1200*time.Millisecond)
+	pa := e.startAvroProducer(t, avroTopic, 100, 25, 20*time.Millisecond)
 
 	etags := map[string]map[string]string{} // sink -> key -> first ETag seen
 	for i := 0; i < kills; i++ {
@@ -861,38 +878,39 @@ flush_interval = "300ms"
 			if c[topic] > in {
 				t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d: a commit ran ahead of the upload", i+1, key, c[topic], in)
 			}
-			if etags[key] == nil {
-				etags[key] = map[string]string{}
-			}
-			for _, o := range objs {
-				if _, ok := etags[key][o.Key]; !ok {
-					etags[key][o.Key] = o.ETag
-				}
-			}
+			firstETags(etags, key, objs)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := committed(adm, "bbflush")
-		if err != nil {
-			t.Fatal(err)
+		for key, st := range side {
+			c, err := committed(adm, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := e.listObjects(t, key)
+			in := covered(objs)
+			if c[st] > in {
+				t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d", i+1, key, c[st], in)
+			}
+			report = append(report, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[st], in-1, len(objs)))
+			firstETags(etags, key, objs)
 		}
-		objs := e.listObjects(t, "bbflush")
-		in := covered(objs)
-		if c[flushTopic] > in {
-			t.Errorf("kill %d: sink bbflush committed offset %d but the bucket holds only offsets below %d", i+1, c[flushTopic], in)
-		}
-		report = append(report, fmt.Sprintf("bbflush committed %d, bucket holds 0..%d in %d objects", c[flushTopic], in-1, len(objs)))
 		p.check(t)
 		pf.check(t)
+		pa.check(t)
 		sort.Strings(report)
 		t.Logf("SIGKILL %d/%d: %s", i+1, kills, strings.Join(report, "; "))
 	}
 	p.halt(t)
 	pf.halt(t)
+	pa.halt(t)
 	end := ends(t, adm, topic)
-	flushEnd := ends(t, adm, flushTopic)
-	t.Logf("kcat stopped: %d records on %s, %d on %s; restart, catch up, SIGTERM", end[topic], topic, flushEnd[flushTopic], flushTopic)
+	sideEnd := map[string]map[string]int64{}
+	for key, st := range side {
+		sideEnd[key] = ends(t, adm, st)
+	}
+	t.Logf("producers stopped: %d records on %s, %d on %s, %d on %s; restart, catch up, SIGTERM", end[topic], topic, sideEnd["bbflush"][flushTopic], flushTopic, sideEnd["bbavro"][avroTopic], avroTopic)
 	from := map[string]map[string]int64{}
 	for key := range sinks {
 		c, err := committed(adm, key)
@@ -901,36 +919,32 @@ flush_interval = "300ms"
 		}
 		from[key] = c
 	}
-	flushFrom, err := committed(adm, "bbflush")
-	if err != nil {
-		t.Fatal(err)
+	for key := range side {
+		c, err := committed(adm, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from[key] = c
 	}
 	r.start()
 	for key := range sinks {
 		caughtUp(t, r, key, from[key], end)
 	}
-	caughtUp(t, r, "bbflush", flushFrom, flushEnd)
+	for key := range side {
+		caughtUp(t, r, key, from[key], sideEnd[key])
+	}
 	r.stop()
 	for key := range sinks {
 		wantCommitted(t, adm, key, end)
 	}
-	wantCommitted(t, adm, "bbflush", flushEnd)
-	e.audit(t, "bbflush", flushEnd)
+	for key := range side {
+		wantCommitted(t, adm, key, sideEnd[key])
+		sameBytes(t, key, e.audit(t, key, sideEnd[key]), etags[key])
+	}
 
 	for key := range sinks {
 		a := e.audit(t, key, end)
-		// Same key, same bytes: an object rewritten by a replay after a
-		// kill has the ETag it had when first seen.
-		rewritten := 0
-		for _, o := range a.objects {
-			if first, ok := etags[key][o.Key]; ok {
-				rewritten++
-				if first != o.ETag {
-					t.Errorf("%s: ETag %s at the end, %s after an earlier kill: a replay wrote different bytes", o.Key, o.ETag, first)
-				}
-			}
-		}
-		t.Logf("sink %s: %d objects seen after a kill keep their ETag", key, rewritten)
+		sameBytes(t, key, a, etags[key])
 		switch key {
 		case "bbmsg":
 			// Files start at the committed offset and rotate at the same
@@ -964,6 +978,33 @@ flush_interval = "300ms"
 			bad.report(len(a.objects))
 		}
 	}
+}
+
+// firstETags records the ETag of each of objs not seen before, by sink key.
+func firstETags(etags map[string]map[string]string, key string, objs []object) {
+	if etags[key] == nil {
+		etags[key] = map[string]string{}
+	}
+	for _, o := range objs {
+		if _, ok := etags[key][o.Key]; !ok {
+			etags[key][o.Key] = o.ETag
+		}
+	}
+}
+
+// sameBytes checks same key, same bytes: an object rewritten by a replay
+// after a kill has the ETag it had when first seen.
+func sameBytes(t *testing.T, key string, a audit, first map[string]string) {
+	rewritten := 0
+	for _, o := range a.objects {
+		if tag, ok := first[o.Key]; ok {
+			rewritten++
+			if tag != o.ETag {
+				t.Errorf("%s: ETag %s at the end, %s after an earlier kill: a replay wrote different bytes", o.Key, o.ETag, tag)
+			}
+		}
+	}
+	t.Logf("sink %s: %d objects seen after a kill keep their ETag", key, rewritten)
 }
 
 // violations counts failed checks of one kind and reports the first few.
@@ -1190,4 +1231,117 @@ func (e *bbEnv) testGroup(t *testing.T) {
 	a.stop()
 	wantCommitted(t, adm, key, end)
 	e.audit(t, key, end)
+}
+
+// avroTopic is the Avro topic of testKills; bbAvroSchema its records: the
+// JSON records kcat writes, as Avro (topic as ptopic: topic is a metadata
+// column), so that readObject's Parquet read-back rebuilds the same payload
+// from columns 5 to 7.
+const (
+	avroTopic    = "bb.avro"
+	bbAvroSchema = `{"type":"record","name":"bb","fields":[{"name":"n","type":"long"},{"name":"ptopic","type":"string"},{"name":"pad","type":"string"}]}`
+)
+
+// appendBBAvro appends the Avro binary of record {n, topic, pad}: a long is
+// a zig-zag varint, a string its length so encoded and its bytes.
+func appendBBAvro(b []byte, n int64, topic, pad string) []byte {
+	b = binary.AppendVarint(b, n)
+	for _, s := range []string{topic, pad} {
+		b = binary.AppendVarint(b, int64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// bbAvroJSON decodes a bb record from its Avro binary into the JSON payload
+// that kcat would have written.
+func bbAvroJSON(t *testing.T, v []byte) []byte {
+	n, k := binary.Varint(v)
+	if k <= 0 {
+		t.Fatalf("Avro record %x: bad long", v)
+	}
+	v = v[k:]
+	var strs [2]string
+	for i := range strs {
+		l, k := binary.Varint(v)
+		if k <= 0 || l < 0 || int64(len(v)-k) < l {
+			t.Fatalf("Avro record: bad string %d", i)
+		}
+		strs[i], v = string(v[k:k+int(l)]), v[k+int(l):]
+	}
+	topic, _ := json.Marshal(strs[0])
+	pad, _ := json.Marshal(strs[1])
+	return fmt.Appendf(nil, `{"n":%d,"topic":%s,"pad":%s}`, n, topic, pad)
+}
+
+// avroProducer writes bb records in Avro binary to a topic through a
+// franz-go client, chunk records every interval, until halt.
+type avroProducer struct {
+	cl   *kgo.Client
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+func (e *bbEnv) startAvroProducer(t *testing.T, topic string, size, chunk int, every time.Duration) *avroProducer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &avroProducer{cl: cl, stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-p.stop:
+		default:
+			close(p.stop)
+		}
+		<-p.done
+		cl.Close()
+	})
+	pad := strings.Repeat("x", max(size-40, 1))
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := int64(0); ; {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+			for range chunk {
+				cl.Produce(context.Background(), &kgo.Record{Value: appendBBAvro(nil, n, topic, pad)}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						p.mu.Lock()
+						p.err = err
+						p.mu.Unlock()
+					}
+				})
+				n++
+			}
+		}
+	}()
+	return p
+}
+
+// halt stops writing and waits until every record is delivered.
+func (p *avroProducer) halt(t *testing.T) {
+	close(p.stop)
+	<-p.done
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.cl.Flush(ctx); err != nil {
+		t.Fatalf("Avro producer: flush: %v", err)
+	}
+	p.check(t)
+}
+
+// check fails the test if a record could not be produced.
+func (p *avroProducer) check(t *testing.T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		t.Fatalf("Avro producer: %v", p.err)
+	}
 }
