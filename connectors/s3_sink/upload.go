@@ -58,11 +58,22 @@ func (s *Sink) mayStart(p *partition, i int) bool {
 	}
 	f := p.pending[i]
 	for _, g := range p.pending[:i] {
-		if g.state != done && (!g.replayable || g.dir != f.dir) {
+		if g.state == done {
+			continue
+		}
+		if s.layout.perRecord && !sameGroup(g, f) || !s.layout.perRecord && (!g.replayable || g.dir != f.dir) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameGroup reports whether g, queued before f, may upload beside it in
+// a group of files (see group.go): both of one group, and f not its lead,
+// which goes last. So a group's lead in the bucket means the whole group
+// is, and no group uploads before the previous one is in.
+func sameGroup(g, f *file) bool {
+	return !f.lead && g.info.FirstOffset == f.info.FirstOffset
 }
 
 // upload runs one round of max_attempts for f, then records the outcome.
@@ -76,6 +87,9 @@ func (s *Sink) upload(f *file) {
 	attempts, err := s.retry.do(f.ctx, target, func(context.Context) error {
 		ctx, cancel := context.WithTimeout(s.ctx, s.attemptTimeout(f.size))
 		defer cancel()
+		if err := s.markGroup(ctx, f); err != nil {
+			return err
+		}
 		in := &s3.PutObjectInput{
 			Bucket:        aws.String(s.opts.Bucket),
 			Key:           aws.String(f.key),
@@ -89,6 +103,9 @@ func (s *Sink) upload(f *file) {
 		_, err := s.client.PutObject(ctx, in)
 		return err
 	})
+	if err == nil && f.lead {
+		s.unmarkGroup(f)
+	}
 	var markErr error
 	if err != nil && s.opts.Buffered {
 		markErr = s.writeLostMarker(f.ctx, f.key, f.info, f.count, attempts, err)
@@ -184,7 +201,9 @@ func (s *Sink) pop(p *partition) {
 	for ; n < len(p.pending) && p.pending[n].state == done; n++ {
 		if g := p.pending[n]; p.released && !p.stuck {
 			if g.uploaded {
-				p.next = max(p.next, g.info.LastOffset+1)
+				if g.lead {
+					p.next = max(p.next, g.info.LastOffset+1)
+				}
 			} else {
 				p.stuck = true
 			}

@@ -44,30 +44,33 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyBucket             = "bucket"
-	KeyRegion             = "region"
-	KeyPrefix             = "prefix"
-	KeyEndpoint           = "endpoint"
-	KeyAccessKeyID        = "access_key_id"
-	KeySecretAccessKey    = "secret_access_key"
-	KeyPathTemplate       = "path_template"
-	KeyFileRotation       = "file_rotation"
-	KeyMaxFileSize        = "max_file_size"
-	KeyMaxMessagesPerFile = "max_messages_per_file"
-	KeyRotateInterval     = "rotate_interval"
-	KeyFlushInterval      = "flush_interval"
-	KeyOutputFormat       = "output_format"
-	KeyCompression        = "compression"
-	KeyParquetCompression = "parquet_compression"
-	KeyColumns            = "columns"
-	KeyIncludeMetadata    = "include_metadata"
-	KeyIncludeHeaders     = "include_headers"
-	KeyMaxAttempts        = "max_attempts"
-	KeyRetryDelay         = "retry_delay"
-	KeyPathStyle          = "path_style"
-	KeyDelivery           = "delivery"
-	KeyMaxBufferSize      = "max_buffer_size"
-	KeyMaxInFlight        = "max_in_flight"
+	KeyBucket                = "bucket"
+	KeyRegion                = "region"
+	KeyPrefix                = "prefix"
+	KeyEndpoint              = "endpoint"
+	KeyAccessKeyID           = "access_key_id"
+	KeySecretAccessKey       = "secret_access_key"
+	KeyPathTemplate          = "path_template"
+	KeyTimezone              = "timezone"
+	KeyDefaultPartitionValue = "default_partition_value"
+	KeyFileRotation          = "file_rotation"
+	KeyMaxFileSize           = "max_file_size"
+	KeyMaxMessagesPerFile    = "max_messages_per_file"
+	KeyRotateInterval        = "rotate_interval"
+	KeyFlushInterval         = "flush_interval"
+	KeyOutputFormat          = "output_format"
+	KeyCompression           = "compression"
+	KeyParquetCompression    = "parquet_compression"
+	KeyColumns               = "columns"
+	KeyIncludeMetadata       = "include_metadata"
+	KeyIncludeHeaders        = "include_headers"
+	KeyMaxAttempts           = "max_attempts"
+	KeyRetryDelay            = "retry_delay"
+	KeyPathStyle             = "path_style"
+	KeyDelivery              = "delivery"
+	KeyMaxBufferSize         = "max_buffer_size"
+	KeyMaxInFlight           = "max_in_flight"
+	KeyMaxOpenFiles          = "max_open_files"
 )
 
 // The keys of one element of the columns array, below columns[i] in problems.
@@ -183,10 +186,20 @@ type Config struct {
 	// SecretAccessKey is the secret_access_key key: Static credential. Redacted in the API.
 	SecretAccessKey confkit.Secret
 
-	// PathTemplate is the path_template key: Directory part of the object key, see Object keys.
+	// PathTemplate is the path_template key: Directory part of the object key, see Object keys. Placeholders of the topic and partition: {topic}, {topic_segment[n]} (segment n of the topic split on '.', negative from the end), {partition}. Of each record, so that one partition writes to several directories at once (see max_open_files): {field:PATH} (the value at a dotted PATH of the JSON payload, such as {field:customer.region}; a string gives its text, a number or boolean its JSON text; missing, null, an empty string, an object or an array give default_partition_value), {header:NAME} (the first header NAME, as text; missing or empty gives default_partition_value), {key} (the record key as text, default_partition_value without one), and {yyyy}, {MM}, {dd}, {HH}, {mm} (year, month, day, hour and minute of the record timestamp in timezone). Of the first record of the file's group (the files a partition cuts together): {date} (YYYY-MM-DD), {hour} (HH), both in timezone, and {timestamp} (epoch milliseconds). Every value taken from a topic or a record is sanitised: ASCII letters, digits, '.', '_' and '-' are kept, every other character becomes '_'. Hive-style text such as dt={yyyy}-{MM}-{dd}/region={field:region} is written as it stands.
 	//
 	// Default: {topic}/{date}/{hour}.
 	PathTemplate confkit.Template
+
+	// Timezone is the timezone key: The IANA time zone (Asia/Kolkata, America/New_York, UTC) of the time placeholders of path_template: {yyyy}, {MM}, {dd}, {HH}, {mm}, {date} and {hour}. Record timestamps are instants; the placeholders show the local date and time there, daylight saving time included. The zone database is built into the binary.
+	//
+	// Default: UTC.
+	Timezone string
+
+	// DefaultPartitionValue is the default_partition_value key: What {field:PATH}, {header:NAME} and {key} write for a record without the value (missing, null, empty, or an object or array). Letters, digits, '.', '_', '-' and '=' only, and not only dots, so that it stays one path segment.
+	//
+	// Default: __unknown.
+	DefaultPartitionValue string
 
 	// FileRotation is the file_rotation key: size or messages. Either way a file also closes at max_file_size bytes, at rotate_interval, and after flush_interval without records.
 	//
@@ -269,6 +282,11 @@ type Config struct {
 	// Default: 4.
 	MaxInFlight int
 
+	// MaxOpenFiles is the max_open_files key: The most files one partition has open at once, when path_template takes values from each record ({field:...}, {header:...}, {key}, {yyyy} ... {mm}) and so writes to several directories. A partition's files are one group: they start at the same record and are cut together, at the record that takes any of them to max_file_size or max_messages_per_file, at rotate_interval, or at the record that would open file max_open_files + 1, which starts the next group. So the cut points depend only on the records, and a replay from the committed offset writes the same keys with the same bytes.
+	//
+	// Default: 100.
+	MaxOpenFiles int
+
 	warnings []string
 }
 
@@ -307,21 +325,24 @@ func Default() Config {
 			Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
 			Source: "{topic}/{date}/{hour}",
 		},
-		FileRotation:       FileRotationSize,
-		MaxFileSize:        8 * confkit.MiB,
-		RotateInterval:     0,
-		FlushInterval:      0,
-		OutputFormat:       OutputFormatJSONLines,
-		Compression:        CompressionNone,
-		ParquetCompression: ParquetCompressionSnappy,
-		IncludeMetadata:    true,
-		IncludeHeaders:     false,
-		MaxAttempts:        3,
-		RetryDelay:         time.Second,
-		PathStyle:          false,
-		Delivery:           DeliveryExactlyOnce,
-		MaxBufferSize:      256 * confkit.MiB,
-		MaxInFlight:        4,
+		Timezone:              "UTC",
+		DefaultPartitionValue: "__unknown",
+		FileRotation:          FileRotationSize,
+		MaxFileSize:           8 * confkit.MiB,
+		RotateInterval:        0,
+		FlushInterval:         0,
+		OutputFormat:          OutputFormatJSONLines,
+		Compression:           CompressionNone,
+		ParquetCompression:    ParquetCompressionSnappy,
+		IncludeMetadata:       true,
+		IncludeHeaders:        false,
+		MaxAttempts:           3,
+		RetryDelay:            time.Second,
+		PathStyle:             false,
+		Delivery:              DeliveryExactlyOnce,
+		MaxBufferSize:         256 * confkit.MiB,
+		MaxInFlight:           4,
+		MaxOpenFiles:          100,
 	}
 }
 
@@ -346,7 +367,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -358,19 +379,22 @@ var spec = confgen.Spec{
 				Messages: map[string]string{"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"},
 				Secret:   true,
 			},
-			"secret_access_key":     {Secret: true},
-			"max_file_size":         {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
-			"max_messages_per_file": {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
-			"rotate_interval":       {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
-			"flush_interval":        {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
-			"output_format":         {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
-			"columns":               {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
-			"columns[].type":        {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
-			"columns[].precision":   {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
-			"max_attempts":          {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
-			"retry_delay":           {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
-			"max_buffer_size":       {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
-			"max_in_flight":         {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"secret_access_key":       {Secret: true},
+			"timezone":                {Messages: map[string]string{"minLength": "timezone must name an IANA time zone such as UTC or Europe/Berlin"}},
+			"default_partition_value": {Messages: map[string]string{"pattern": "default_partition_value '{value}' must be letters, digits, '.', '_', '-' and '=' only, not only dots, so that it stays one path segment"}},
+			"max_file_size":           {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
+			"max_messages_per_file":   {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
+			"rotate_interval":         {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
+			"flush_interval":          {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
+			"output_format":           {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
+			"columns":                 {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
+			"columns[].type":          {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
+			"columns[].precision":     {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
+			"max_attempts":            {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
+			"retry_delay":             {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
+			"max_buffer_size":         {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
+			"max_in_flight":           {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"max_open_files":          {Messages: map[string]string{"maximum": "max_open_files ({value}) must be at most 10000", "minimum": "max_open_files ({value}) must be at least 1"}},
 		},
 	}),
 	KeyAliases: map[string]map[string]string{
@@ -384,6 +408,8 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"access_key_id"}, Suffix: "ACCESS_KEY_ID", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"secret_access_key"}, Suffix: "SECRET_ACCESS_KEY", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"path_template"}, Suffix: "PATH_TEMPLATE"},
+		{Kind: confgen.EnvString, Path: []string{"timezone"}, Suffix: "TIMEZONE"},
+		{Kind: confgen.EnvString, Path: []string{"default_partition_value"}, Suffix: "DEFAULT_PARTITION_VALUE"},
 		{Kind: confgen.EnvString, Path: []string{"file_rotation"}, Suffix: "FILE_ROTATION"},
 		{Kind: confgen.EnvString, Path: []string{"max_file_size"}, Suffix: "MAX_FILE_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_messages_per_file"}, Suffix: "MAX_MESSAGES_PER_FILE"},
@@ -401,18 +427,19 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"delivery"}, Suffix: "DELIVERY"},
 		{Kind: confgen.EnvString, Path: []string{"max_buffer_size"}, Suffix: "MAX_BUFFER_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_in_flight"}, Suffix: "MAX_IN_FLIGHT"},
+		{Kind: confgen.EnvInt, Path: []string{"max_open_files"}, Suffix: "MAX_OPEN_FILES"},
 	},
 	EnumAliases: map[string]map[string]string{
 		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
 var patternRegion = regexp.MustCompile("^(us|eu|ap|sa|ca|me|af|il|mx|cn|eusc)(-gov|-iso|-isob|-isoe|-isof)?-(north|south|east|west|central|northeast|northwest|southeast|southwest|de-east)-[0-9]+$")
 
 // placeholdersPathTemplate are the placeholders path_template accepts.
-var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
+var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp", "field:path", "header:name", "key", "yyyy", "MM", "dd", "HH", "mm"}
 
 // patternOutputFormat is the x-pattern-unless rule of output_format.
 var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
@@ -440,6 +467,8 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "access_key_id", confgen.Secret, &c.AccessKeyID)
 	confgen.Decode(d, "secret_access_key", confgen.Secret, &c.SecretAccessKey)
 	confgen.Decode(d, "path_template", confgen.Template(placeholdersPathTemplate), &c.PathTemplate)
+	confgen.Decode(d, "timezone", confgen.String, &c.Timezone)
+	confgen.Decode(d, "default_partition_value", confgen.String, &c.DefaultPartitionValue)
 	confgen.Decode(d, "file_rotation", confgen.Enum[FileRotation], &c.FileRotation)
 	if confgen.Decode(d, "max_file_size", confgen.Size, &c.MaxFileSize) {
 		d.Bound("max_file_size", c.MaxFileSize <= 0, "x-exclusive-minimum", "max_file_size ({value}) must be above 0")
@@ -488,6 +517,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		d.Bound("max_buffer_size", c.MaxBufferSize < confkit.MiB, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB")
 	}
 	confgen.Decode(d, "max_in_flight", confgen.Int, &c.MaxInFlight)
+	confgen.Decode(d, "max_open_files", confgen.Int, &c.MaxOpenFiles)
 	if !confgen.Has(m, "endpoint") && confgen.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
 		*ps = append(*ps, confgen.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
 	}
@@ -529,22 +559,25 @@ func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, w
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
-		"path_template":       c.PathTemplate.Source,
-		"file_rotation":       string(c.FileRotation),
-		"max_file_size":       c.MaxFileSize.String(),
-		"rotate_interval":     c.RotateInterval.String(),
-		"flush_interval":      c.FlushInterval.String(),
-		"output_format":       string(c.OutputFormat),
-		"compression":         string(c.Compression),
-		"parquet_compression": string(c.ParquetCompression),
-		"include_metadata":    c.IncludeMetadata,
-		"include_headers":     c.IncludeHeaders,
-		"max_attempts":        c.MaxAttempts,
-		"retry_delay":         c.RetryDelay.String(),
-		"path_style":          c.PathStyle,
-		"delivery":            string(c.Delivery),
-		"max_buffer_size":     c.MaxBufferSize.String(),
-		"max_in_flight":       c.MaxInFlight,
+		"path_template":           c.PathTemplate.Source,
+		"timezone":                c.Timezone,
+		"default_partition_value": c.DefaultPartitionValue,
+		"file_rotation":           string(c.FileRotation),
+		"max_file_size":           c.MaxFileSize.String(),
+		"rotate_interval":         c.RotateInterval.String(),
+		"flush_interval":          c.FlushInterval.String(),
+		"output_format":           string(c.OutputFormat),
+		"compression":             string(c.Compression),
+		"parquet_compression":     string(c.ParquetCompression),
+		"include_metadata":        c.IncludeMetadata,
+		"include_headers":         c.IncludeHeaders,
+		"max_attempts":            c.MaxAttempts,
+		"retry_delay":             c.RetryDelay.String(),
+		"path_style":              c.PathStyle,
+		"delivery":                string(c.Delivery),
+		"max_buffer_size":         c.MaxBufferSize.String(),
+		"max_in_flight":           c.MaxInFlight,
+		"max_open_files":          c.MaxOpenFiles,
 	}
 	confgen.PutIf(m, c.Bucket != "", "bucket", c.Bucket)
 	confgen.PutIf(m, c.Region != "", "region", c.Region)
@@ -581,21 +614,23 @@ func (c ColumnsItem) table() map[string]any {
 // with every secret masked and sizes, durations and templates as text.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"bucket":                c.Bucket,
-		"region":                c.Region,
-		"prefix":                c.Prefix,
-		"endpoint":              c.Endpoint,
-		"access_key_id":         c.AccessKeyID.String(),
-		"secret_access_key":     c.SecretAccessKey.String(),
-		"path_template":         c.PathTemplate.Source,
-		"file_rotation":         string(c.FileRotation),
-		"max_file_size":         c.MaxFileSize.String(),
-		"max_messages_per_file": confgen.PtrValue(c.MaxMessagesPerFile),
-		"rotate_interval":       c.RotateInterval.String(),
-		"flush_interval":        c.FlushInterval.String(),
-		"output_format":         string(c.OutputFormat),
-		"compression":           string(c.Compression),
-		"parquet_compression":   string(c.ParquetCompression),
+		"bucket":                  c.Bucket,
+		"region":                  c.Region,
+		"prefix":                  c.Prefix,
+		"endpoint":                c.Endpoint,
+		"access_key_id":           c.AccessKeyID.String(),
+		"secret_access_key":       c.SecretAccessKey.String(),
+		"path_template":           c.PathTemplate.Source,
+		"timezone":                c.Timezone,
+		"default_partition_value": c.DefaultPartitionValue,
+		"file_rotation":           string(c.FileRotation),
+		"max_file_size":           c.MaxFileSize.String(),
+		"max_messages_per_file":   confgen.PtrValue(c.MaxMessagesPerFile),
+		"rotate_interval":         c.RotateInterval.String(),
+		"flush_interval":          c.FlushInterval.String(),
+		"output_format":           string(c.OutputFormat),
+		"compression":             string(c.Compression),
+		"parquet_compression":     string(c.ParquetCompression),
 		"columns": func() []map[string]any {
 			if c.Columns == nil {
 				return nil
@@ -614,6 +649,7 @@ func (c Config) Redacted() map[string]any {
 		"delivery":         string(c.Delivery),
 		"max_buffer_size":  c.MaxBufferSize.String(),
 		"max_in_flight":    c.MaxInFlight,
+		"max_open_files":   c.MaxOpenFiles,
 	}
 }
 
