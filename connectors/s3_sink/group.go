@@ -24,13 +24,11 @@ func openFiles(p *partition) int {
 	return n
 }
 
-// moveFile moves the open file src to dst, which a parquet writer follows.
-func moveFile(dst, src *fileBuffer) {
-	*dst = *src
-	if dst.pq != nil {
-		dst.pq.out.fb = dst
+// follow points the parquet writer of fb, if any, at fb, where it now is.
+func follow(fb *fileBuffer) {
+	if fb.pq != nil {
+		fb.pq.out.fb = fb
 	}
-	*src = fileBuffer{}
 }
 
 // switchTo makes the file of dir p's open one: the idle file of dir, or a
@@ -40,27 +38,27 @@ func switchTo(p *partition, dir []byte) {
 	if next != nil {
 		delete(p.idle, next.dir)
 	}
-	if p.open.count > 0 {
-		if p.idle == nil {
-			p.idle = map[string]*fileBuffer{}
-		}
-		stash := next
-		if stash == nil {
-			stash = new(fileBuffer)
-		}
-		var tmp fileBuffer
-		if next != nil {
-			moveFile(&tmp, next)
-		}
-		moveFile(stash, &p.open)
-		p.idle[stash.dir] = stash
-		next = &tmp
-	}
-	if next != nil && next.count > 0 {
-		moveFile(&p.open, next)
+	switch {
+	case p.open.count == 0 && next != nil:
+		p.open = *next
+		follow(&p.open)
 		return
+	case p.open.count == 0:
+		p.open = fileBuffer{dir: string(dir)}
+		return
+	case next == nil:
+		next = new(fileBuffer)
+		*next = p.open
+		p.open = fileBuffer{dir: string(dir)}
+	default:
+		*next, p.open = p.open, *next
+		follow(&p.open)
 	}
-	p.open = fileBuffer{dir: string(dir)}
+	follow(next)
+	if p.idle == nil {
+		p.idle = map[string]*fileBuffer{}
+	}
+	p.idle[next.dir] = next
 }
 
 // dropGroup lets go of p's open files without uploading them.

@@ -97,7 +97,7 @@ func keepByte(b byte) bool {
 // appendSanitized appends s with every character other than ASCII
 // letters, digits, '.', '_' and '-' replaced by '_': one '_' per
 // character, and one per byte that is not valid UTF-8.
-func appendSanitized(dst []byte, s string) []byte {
+func appendSanitized[T string | []byte](dst []byte, s T) []byte {
 	for i := 0; i < len(s); {
 		b := s[i]
 		if b < utf8.RuneSelf {
@@ -109,7 +109,7 @@ func appendSanitized(dst []byte, s string) []byte {
 			i++
 			continue
 		}
-		_, size := utf8.DecodeRuneInString(s[i:])
+		_, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		dst = append(dst, '_')
 		i += size
 	}
@@ -149,8 +149,11 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 	mark := len(dst)
 	gt := group.In(l.loc)
 	var rt time.Time
+	var year, day int
+	var month time.Month
 	if l.perRecord {
 		rt = rec.Timestamp.In(l.loc)
+		year, month, day = rt.Date()
 	}
 	for i, p := range l.tmpl.Parts {
 		switch p.Name {
@@ -173,11 +176,11 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		case "timestamp":
 			dst = strconv.AppendInt(dst, group.UnixMilli(), 10)
 		case "yyyy":
-			dst = appendPadded(dst, int64(rt.Year()), 4)
+			dst = appendPadded(dst, int64(year), 4)
 		case "MM":
-			dst = appendPadded(dst, int64(rt.Month()), 2)
+			dst = appendPadded(dst, int64(month), 2)
 		case "dd":
-			dst = appendPadded(dst, int64(rt.Day()), 2)
+			dst = appendPadded(dst, int64(day), 2)
 		case "HH":
 			dst = appendPadded(dst, int64(rt.Hour()), 2)
 		case "mm":
@@ -240,7 +243,7 @@ func (l *keyLayout) appendValue(dst, v []byte) []byte {
 	if len(v) == 0 {
 		return append(dst, l.missing...)
 	}
-	return appendSanitized(dst, string(v))
+	return appendSanitized(dst, v)
 }
 
 // fieldText returns the text of the JSON value at path in payload: a
