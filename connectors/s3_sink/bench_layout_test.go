@@ -17,8 +17,8 @@ func layoutRecords(n int) []sdk.Record {
 	recs := benchRecords(n, 1024)
 	for i := range recs {
 		p := recs[i].Payload
-		recs[i].Payload = append(fmt.Appendf(nil, `{"region":"region-%d",`, (i*7)%10), p[1:len(p)-len(`region-0",`)-len(`"region":`)]...)
-		recs[i].Payload = append(recs[i].Payload, `"}`...)
+		field := fmt.Appendf(nil, `{"region":"region-%d",`, (i*7)%10)
+		recs[i].Payload = append(append(field, p[1:len(p)-2-(len(field)-1)]...), `"}`...)
 	}
 	return recs
 }

@@ -843,7 +843,7 @@ max_messages_per_file = 30
 `,
 		"bbltime": hive + fmt.Sprintf(`rotate_interval = %q
 max_file_size = "64MiB"
-max_open_files = 8
+max_open_files = 16
 `, interval),
 	}
 	for key, extra := range lake {

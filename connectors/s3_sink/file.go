@@ -287,8 +287,7 @@ func (s *Sink) closeFile(p *partition) *file { return s.cutFile(p, false) }
 
 // cutFile finishes p's open files, queues them for upload and starts what
 // max_in_flight allows. replayable: every replay cuts at the same record.
-// It returns the group's lead (the file of its first record), which is
-// queued last: it uploads once the others are in the bucket.
+// It returns the group's lead (the file of its first record), queued last.
 func (s *Sink) cutFile(p *partition, replayable bool) *file {
 	if p.group.count == 0 {
 		return nil
@@ -312,7 +311,7 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 		lead = group[len(group)-1]
 		lead.siblings = group[:len(group)-1]
 		if !s.opts.Buffered {
-			m := &groupMark{key: markerKey(lead.dir, p.partition, lead.info.FirstOffset, lead.info.LastOffset)}
+			m := &groupMark{key: markerKey(lead.dir, p.partition, lead.info.FirstOffset, lead.info.LastOffset), left: len(group)}
 			for _, f := range group {
 				f.mark = m
 			}

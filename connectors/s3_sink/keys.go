@@ -60,8 +60,9 @@ type keyLayout struct {
 	missing string
 	// fields holds the split path of each {field:...} part, by part index.
 	fields [][]string
-	// perRecord: the template reads recordPlaceholders.
-	perRecord bool
+	// perRecord: the template reads recordPlaceholders; readsFields: it
+	// has a {field:...}.
+	perRecord, readsFields bool
 }
 
 // newKeyLayout prepares the rendering of t; loc nil means UTC.
@@ -73,6 +74,7 @@ func newKeyLayout(prefix string, t pathTemplate, loc *time.Location, missing str
 	for i, p := range t.Parts {
 		if p.Name == "field" {
 			l.fields[i] = strings.Split(strings.Trim(p.Param, "."), ".")
+			l.readsFields = true
 		}
 		l.perRecord = l.perRecord || slices.Contains(recordPlaceholders, p.Name)
 	}

@@ -220,43 +220,7 @@ func TestGroupReplayAfterCrash(t *testing.T) {
 			if len(want) < 12 {
 				t.Fatalf("only %d objects: %v", len(want), keysOf(want))
 			}
-			for ci, crashAt := range []int{3, 60, 151, 290} {
-				prefix := fmt.Sprintf("%s-crash%d", c.name, ci)
-				from := 0
-				s := openAt(t, srv, srv.Endpoint, prefix, mod)
-				for _, at := range []int{crashAt, crashAt + 80} {
-					var lagging int64
-					for i := from; i < at; i += 17 {
-						lagging, _ = durableOf(s, "t")
-						feed(t, s, recs[i:min(i+17, at)], 17)
-					}
-					if ci%2 == 0 {
-						s.settle()
-					}
-					latest, _ := durableOf(s, "t")
-					s.crash()
-					commit := latest
-					if ci%2 == 1 {
-						commit = max(lagging, int64(from))
-					}
-					from = int(commit)
-					s = openAt(t, srv, srv.Endpoint, prefix, mod)
-				}
-				feed(t, s, recs[from:], 17)
-				if err := s.Close(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				got := readObjects(t, srv, prefix+"/")
-				wantLaidOut(t, got, n)
-				if strings.Join(keysOf(got), "\n") != strings.Join(keysOf(want), "\n") {
-					t.Fatalf("crash at %d: keys\n%s\nwant\n%s", crashAt, strings.Join(keysOf(got), "\n"), strings.Join(keysOf(want), "\n"))
-				}
-				for i := range got {
-					if !bytes.Equal(got[i].body, want[i].body) {
-						t.Fatalf("crash at %d: %s differs from the run without a crash", crashAt, got[i].key)
-					}
-				}
-			}
+			crashRuns(t, srv, c.name, mod, recs, want, func(got []object) { wantLaidOut(t, got, n) })
 		})
 	}
 }

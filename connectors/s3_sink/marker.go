@@ -10,20 +10,24 @@ import (
 )
 
 // The cut marker of a group of several files (exactly_once): an empty
-// object <lead dir>/_<partition>-<first>-<last>.group, written before the
-// first file of the group uploads and deleted once the lead (the file of
-// the group's first record, uploaded last) is in the bucket. After a crash
-// the lead's directory tells everything about the group: the lead there
-// means every file is; the marker alone means some files may be, and names
-// the offset the replay must cut the group at, wherever the first run cut
-// it (at a record, or by the wall clock); neither means none is. The
-// leading '_' makes Hive, Spark, Trino and Athena skip the marker.
+// object <lead dir>/_<partition>-<first>-<last>.group, written before any
+// file of the group uploads and deleted once every one is in the bucket,
+// before the group counts as durable. The files themselves upload side by
+// side. After a crash the lead's directory (the lead is the file of the
+// group's first record) tells everything about the group: the marker
+// means some of its files may be in the bucket, and names the offset the
+// replay must cut the group at, wherever the first run cut it (at a
+// record, or by the wall clock); the replay writes every file again, the
+// same keys with the same bytes. Without a marker, the lead in the bucket
+// means every file is, and no lead means none is. The leading '_' makes
+// Hive, Spark, Trino and Athena skip the marker.
 
 // groupMark is the marker of one group, shared by its files.
 type groupMark struct {
 	mu      sync.Mutex
 	key     string
 	written bool
+	left    int // files of the group not yet uploaded
 }
 
 // groupMarkerSuffix ends a marker's key.
@@ -53,16 +57,25 @@ func (s *Sink) markGroup(ctx context.Context, f *file) error {
 	return err
 }
 
-// unmarkGroup deletes the marker of the group whose lead f has just been
-// uploaded. A failure leaves an empty object behind, which a replay
-// ignores (the lead is found first).
-func (s *Sink) unmarkGroup(f *file) {
-	if f.mark == nil {
+// uploadedInGroup counts f, just uploaded, and deletes the marker of its
+// group once every file of it is in the bucket. A failure leaves an empty
+// object behind: a replay from before the group then writes the group
+// again, with the same bytes.
+func (s *Sink) uploadedInGroup(f *file) {
+	m := f.mark
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.left--
+	last := m.left == 0
+	m.mu.Unlock()
+	if !last {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.attemptTimeout(0))
 	defer cancel()
-	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(f.mark.key)}); err != nil {
-		s.log.Warn("S3 sink could not delete the cut marker of a group of files; it is an empty object the sink ignores", "key", f.mark.key, "error", err)
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(m.key)}); err != nil {
+		s.log.Warn("S3 sink could not delete the cut marker of a group of files; a replay from before the group writes the group again", "key", m.key, "error", err)
 	}
 }

@@ -45,9 +45,8 @@ func (s *Sink) place(p *partition, rec *sdk.Record, batch []sdk.Record) error {
 }
 
 // lookUpGroup looks for the marker of a group of p starting at first whose
-// lead is in dir (its lead is not in the bucket): when found, the group
-// replays with its cut known (see marker.go). The lock is released
-// meanwhile.
+// lead is in dir: when found, the group is written again whole, cut where
+// the marker says (see marker.go). The lock is released meanwhile.
 func (s *Sink) lookUpGroup(p *partition, dir string, first int64) error {
 	prefix := filePrefix(dir+"_", p.partition, first)
 	client := s.client
@@ -62,7 +61,7 @@ func (s *Sink) lookUpGroup(p *partition, dir string, first int64) error {
 	}
 	p.group.recover, p.group.cut = found, last
 	if found {
-		s.log.Info("S3 sink found a group of files cut before the last commit but not whole in the bucket; it is written again, cut at the same record",
+		s.log.Info("S3 sink found the marker of a group of files cut before the last commit, which may be in the bucket in part; the group is written again, cut at the same record",
 			"topic", p.topic, "partition", p.partition, "first_offset", first, "last_offset", last)
 	}
 	return nil

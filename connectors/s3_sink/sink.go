@@ -251,6 +251,10 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			p.started = true
 			p.next = rec.Offset
 			p.recovering = !s.opts.Buffered
+			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON {
+				s.log.Warn("S3 sink: path_template reads payload fields, but the topic's schema is not json; a payload that is not a JSON object gives default_partition_value",
+					"topic", rec.Topic, "partition", rec.Partition, "schema", rec.Schema, "path_template", s.opts.PathTemplate.Source)
+			}
 		}
 		rowSize := 0
 		if s.pq != nil {
@@ -283,35 +287,37 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			if err != nil {
 				return err
 			}
-			found, last, err := s.lookUp(p, dir, rec.Offset)
-			if err != nil {
-				return err
-			}
-			if found {
-				p.next = max(last+1, rec.Offset+1)
-				continue
-			}
-			// The commit may also lie inside a file in the bucket (the
-			// runtime commits the next offset consumed when it is below
-			// Durable): list the directory once.
-			spans, err := s.listDir(p, dir, rec.Offset)
-			if err != nil {
-				return err
-			}
-			if c, ok := covering(spans, rec.Offset); ok {
-				s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
-					"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
-				p.next = max(c.last+1, rec.Offset+1)
-				continue
-			}
-			p.recovering = false
-			s.lookAhead(p, spans, rec.Offset)
 			if s.layout.perRecord {
-				// Other files of its group may be in the bucket.
+				// A group of files found in part is written again whole.
 				if err := s.lookUpGroup(p, dir, rec.Offset); err != nil {
 					return err
 				}
 			}
+			if !p.group.recover {
+				found, last, err := s.lookUp(p, dir, rec.Offset)
+				if err != nil {
+					return err
+				}
+				if found {
+					p.next = max(last+1, rec.Offset+1)
+					continue
+				}
+				// The commit may also lie inside a file in the bucket (the
+				// runtime commits the next offset consumed when it is below
+				// Durable): list the directory once.
+				spans, err := s.listDir(p, dir, rec.Offset)
+				if err != nil {
+					return err
+				}
+				if c, ok := covering(spans, rec.Offset); ok {
+					s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
+						"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
+					p.next = max(c.last+1, rec.Offset+1)
+					continue
+				}
+				s.lookAhead(p, spans, rec.Offset)
+			}
+			p.recovering = false
 		}
 		if s.pq != nil {
 			if err := s.appendParquet(p, rec, rowSize); err != nil {

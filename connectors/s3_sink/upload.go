@@ -69,11 +69,10 @@ func (s *Sink) mayStart(p *partition, i int) bool {
 }
 
 // sameGroup reports whether g, queued before f, may upload beside it in
-// a group of files (see group.go): both of one group, and f not its lead,
-// which goes last. So a group's lead in the bucket means the whole group
-// is, and no group uploads before the previous one is in.
+// a group of files (see group.go, marker.go): both of one group. No group
+// uploads before the previous one is in.
 func sameGroup(g, f *file) bool {
-	return !f.lead && g.info.FirstOffset == f.info.FirstOffset
+	return g.info.FirstOffset == f.info.FirstOffset
 }
 
 // upload runs one round of max_attempts for f, then records the outcome.
@@ -103,8 +102,8 @@ func (s *Sink) upload(f *file) {
 		_, err := s.client.PutObject(ctx, in)
 		return err
 	})
-	if err == nil && f.lead {
-		s.unmarkGroup(f)
+	if err == nil {
+		s.uploadedInGroup(f)
 	}
 	var markErr error
 	if err != nil && s.opts.Buffered {
