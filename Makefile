@@ -1,10 +1,10 @@
-# pico-connectors. `make test` is what CI runs (.ci/run installs the tools first).
+# pico-connectors. `make test` is what CI runs; it installs what it needs first (make setup).
 GO        ?= go
 TOOLS     := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build generate check-generated vet compat apicompat test test-short demo bench reliability fuzz tools clean
+.PHONY: all build generate check-generated vet compat apicompat test test-short demo bench reliability fuzz tools setup image clean
 
 all: build
 
@@ -43,8 +43,9 @@ compat:
 apicompat:
 	$(GO) run ./cmd/picogen apicompat --base $(COMPAT_BASE)
 
-## test: drift check, vet, schema and API compatibility, then every test against real servers
-test: check-generated vet compat apicompat
+## test: installs what the tests need (setup), then drift check, vet, schema and API
+## compatibility, then every test against real servers
+test: setup check-generated vet compat apicompat
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: the fast subset, without the long crash and soak tests
@@ -55,12 +56,42 @@ test-short:
 demo:
 	bash examples/demo/run.sh
 
+# One progress line per step, with the time, as .ci/run prints them.
+STEP = printf '\n==> %s (%s)\n' "$(1)" "$$(date -u +%H:%M:%S)"
+
 ## tools: install the S3 server the tests and the demo use into .tools/bin
 tools:
-	@test -x $(TOOLS)/versitygw || GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+	@test -x $(TOOLS)/versitygw || { $(call STEP,go install versitygw into .tools/bin (about 70 s)); \
+	  GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
+
+## setup: what `make test` needs on a fresh Debian machine, installing only what is missing:
+## the Debian packages (as root with apt-get; otherwise it prints the one apt-get line to run
+## and stops) and the Go-installed servers (tools). Each need is "what shows it is there:package".
+SETUP_DEBS := gcc:gcc git:git kcat:kcat chromium:chromium \
+  /usr/lib/postgresql/15/bin/initdb:postgresql-15 /etc/ssl/certs/ca-certificates.crt:ca-certificates
+setup:
+	@missing=; for need in $(SETUP_DEBS); do \
+	  what=$${need%:*}; \
+	  case $$what in /*) test -e $$what ;; *) command -v $$what >/dev/null ;; esac || missing="$$missing $${need##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make setup: Debian packages missing; as root run: apt-get install -y --no-install-recommends$$missing" >&2; exit 1; \
+	  fi; \
+	  $(call STEP,apt-get install$$missing); \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	fi
+	@$(MAKE) --no-print-directory tools
+
+## image: the container image as one tarball, dist/pico-connectors.oci.tar, built by a Go
+## program with no container daemon; the same commit gives the same digest.
+## docker load -i / podman load -i it, or crane push it to a registry.
+IMAGE_TAG ?= picomq/pico-connectors:latest
+image:
+	$(GO) run ./cmd/pico-image --out dist/pico-connectors.oci.tar --tag $(IMAGE_TAG)
 
 clean:
-	rm -rf bin site
+	rm -rf bin site dist
 
 ## bench: one table of measured figures against same-run baselines (≈5 min)
 bench: tools

@@ -10,8 +10,10 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -169,12 +171,7 @@ func Write(o Options) ([]string, error) {
 		return nil, err
 	}
 	var changed []string
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		p := filepath.Join(o.Root, filepath.FromSlash(n))
 		old, err := os.ReadFile(p)
 		if err == nil && bytes.Equal(old, files[n]) {

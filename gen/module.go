@@ -24,6 +24,15 @@ func FindRoot(dir string) (string, error) {
 	}
 }
 
+// RootOrFind returns root, or when it is empty the module root FindRoot
+// finds from the working directory.
+func RootOrFind(root string) (string, error) {
+	if root != "" {
+		return root, nil
+	}
+	return FindRoot(".")
+}
+
 // ModulePath reads the module path from root/go.mod.
 func ModulePath(root string) (string, error) {
 	f, err := os.Open(filepath.Join(root, "go.mod"))

@@ -60,6 +60,7 @@ func TestS3QuickStartAndDefaults(t *testing.T) {
 		OutputFormat: s3sinkconfig.OutputFormatJSONLines, IncludeMetadata: true, MaxAttempts: 3, RetryDelay: time.Second,
 		Compression: s3sinkconfig.CompressionNone, Delivery: s3sinkconfig.DeliveryExactlyOnce,
 		MaxBufferSize: 256 * confkit.MiB, MaxInFlight: 4, ParquetCompression: s3sinkconfig.ParquetCompressionSnappy,
+		CompressionLevel: s3sinkconfig.CompressionLevelFastest, ParquetRowGroupSize: 128 * confkit.MiB,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)

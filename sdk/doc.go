@@ -66,9 +66,17 @@
 //     background upload, a replication slot near its limit), shown as the
 //     connector's status.
 //   - PermanentError: an error that retrying cannot mend (see Permanent).
+//   - Checker: the preconditions it needs of the other system (a bucket, a
+//     privilege, a server setting), tested by pico-connectors check before
+//     anything runs.
+//   - Snapshotter: a source that reads its collections again on demand,
+//     online (POST /sources/{key}/snapshot), and reports the progress in
+//     its API entry.
 //
 // and registers operator commands with RegisterAdmin (pico-connectors
-// admin KEY COMMAND).
+// admin KEY COMMAND). A source may also choose a message's topic itself
+// (Message.Topic), for records outside its routed stream, such as
+// transaction metadata.
 //
 // # Registration
 //

@@ -63,6 +63,13 @@ type Message struct {
 	Headers []Header
 	// Timestamp is the record time; the zero value means "now".
 	Timestamp time.Time
+	// Topic, when not empty, is the topic of this message, chosen by the
+	// source (such as a transaction metadata topic its configuration
+	// names) over the [[topics]] blocks' routes: the message is produced
+	// once, as is, through the first block's producer (created like the
+	// block's other topics), with no schema check, transform or route,
+	// and is part of the batch like any other.
+	Topic string
 }
 
 // Batch is what one Poll returns: records, and the state the source would

@@ -95,23 +95,24 @@ func TypedLoad[C Config](load func(raw map[string]any, envPrefix string, env Loo
 
 // TypedSink adapts a connector's typed constructor to Registration.NewSink.
 func TypedSink[C Config](name string, newSink func(cfg C, env Env) (Sink, error)) func(Config, Env) (Sink, error) {
-	return func(cfg Config, env Env) (Sink, error) {
-		c, err := typed[C](name, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return newSink(c, env)
-	}
+	return typedConstructor(name, newSink)
 }
 
 // TypedSource adapts a connector's typed constructor to Registration.NewSource.
 func TypedSource[C Config](name string, newSource func(cfg C, env Env) (Source, error)) func(Config, Env) (Source, error) {
-	return func(cfg Config, env Env) (Source, error) {
+	return typedConstructor(name, newSource)
+}
+
+// typedConstructor adapts newPlugin, which takes the plugin's own config
+// type C, to a Registration constructor, which takes a Config.
+func typedConstructor[C Config, P any](name string, newPlugin func(cfg C, env Env) (P, error)) func(Config, Env) (P, error) {
+	return func(cfg Config, env Env) (P, error) {
 		c, err := typed[C](name, cfg)
 		if err != nil {
-			return nil, err
+			var none P
+			return none, err
 		}
-		return newSource(c, env)
+		return newPlugin(c, env)
 	}
 }
 

@@ -126,7 +126,7 @@ payload_size = "64B"
 func (b *bench) runtime(bin string, o fleet.Options) *fleet.Runtime {
 	r, err := fleet.NewRuntime(b.tempDir(""), bin, o)
 	b.must(err)
-	b.cleanup(r.Kill)
+	b.cleanups.Add(r.Kill)
 	return r
 }
 

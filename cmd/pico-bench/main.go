@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	pico-bench [--markdown FILE] [--png FILE] [--only s3,pg,random,config,rss,sinkloop,fleet]
+//	pico-bench [--markdown FILE] [--png FILE] [--only s3,s3formats,pg,random,config,rss,sinkloop,fleet]
 //	           [--cpuprofile FILE] [--blockprofile FILE] [--mutexprofile FILE] [--trace FILE]
 //
 // The profile flags write pprof profiles (and a runtime/trace execution
@@ -29,9 +29,9 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/cleanup"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 
 	// Links the connectors into the registry the benchmarks build them from.
@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	mdPath := fs.String("markdown", "", "also write the table as Markdown to `FILE`")
 	pngPath := fs.String("png", "", "also write a bar chart of the ratios to `FILE`")
-	only := fs.String("only", "s3,pg,random,config,rss,sinkloop,fleet", "comma-separated groups to run")
+	only := fs.String("only", "s3,pg,random,config,rss,sinkloop,fleet", "comma-separated groups to run (s3 includes s3formats, the compression and Parquet rows)")
 	cpuPath := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
 	blockPath := fs.String("blockprofile", "", "write a goroutine blocking profile of the run to `FILE`")
 	mutexPath := fs.String("mutexprofile", "", "write a mutex contention profile of the run to `FILE`")
@@ -86,10 +86,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, g := range strings.Split(*only, ",") {
 		groups[strings.TrimSpace(g)] = true
 	}
+	groups["s3formats"] = groups["s3formats"] || groups["s3"]
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	b := &bench{start: time.Now(), progress: stderr, load: loadAverage()}
-	defer b.close()
+	defer b.cleanups.Run()
 	// The groups that run the runtime as a process share one build of it.
 	defer runtimebin.Remove()
 	b.logf("load average at start: %s (ratios are honest only on an idle machine: a loaded one slows the baseline too)", b.load)
@@ -111,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	step("config", b.configRows)
 	step("random", b.randomRows)
 	step("s3", b.s3Rows)
-	step("s3", b.s3ParquetRows) // Parquet against json_lines, in the s3 group
+	step("s3formats", b.s3FormatRows) // compression and Parquet; s3 runs it too
 	step("sinkloop", b.sinkLoopRows)
 	step("rss", b.rssRows)
 	step("pg", b.pgRows)
@@ -151,8 +152,7 @@ type bench struct {
 	progress io.Writer
 	load     string // /proc/loadavg's 1, 5 and 15 minute figures when the run began
 
-	mu       sync.Mutex
-	cleanups []func() // run at the end, last first
+	cleanups cleanup.Stack // run at the end, last first
 }
 
 // loadAverage returns the 1, 5 and 15 minute load averages, or "unknown".
@@ -194,31 +194,12 @@ func catch(f func() []row) (rows []row, err error) {
 	return f(), nil
 }
 
-// cleanup registers f to run when the bench ends, before the functions
-// registered earlier.
-func (b *bench) cleanup(f func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.cleanups = append(b.cleanups, f)
-}
-
-// close runs the cleanups, the last registered first.
-func (b *bench) close() {
-	b.mu.Lock()
-	cs := b.cleanups
-	b.cleanups = nil
-	b.mu.Unlock()
-	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
-	}
-}
-
 // tempDir returns a new folder in parent (the system's temporary folder
 // when ""), removed when the bench ends.
 func (b *bench) tempDir(parent string) string {
 	d, err := os.MkdirTemp(parent, "pico-bench-")
 	b.must(err)
-	b.cleanup(func() { os.RemoveAll(d) })
+	b.cleanups.Add(func() { os.RemoveAll(d) })
 	return d
 }
 

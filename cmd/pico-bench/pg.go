@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -53,7 +53,7 @@ func (b *bench) startPG() string {
 		b.must(fmt.Errorf("%v", err))
 	}
 	b.must(err)
-	b.cleanup(srv.Close)
+	b.cleanups.Add(srv.Close)
 	b.must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE bench"))
 	dsn := srv.DSNFor("postgres", "bench")
 	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);
@@ -263,7 +263,8 @@ func (b *bench) pgRSS(dsn string, br *broker.Broker, reader string) row {
 	b.must(err)
 	dir := b.tempDir("")
 	b.must(os.MkdirAll(filepath.Join(dir, "connectors"), 0o755))
-	api := freeAddr()
+	api, err := freeport.Addr()
+	b.must(err)
 	const topic = "pg.rss"
 	b.must(os.WriteFile(filepath.Join(dir, "runtime.toml"), []byte(fmt.Sprintf(
 		"[broker]\nbootstrap_servers = %q\n[http]\naddress = %q\n[state]\npath = \"state\"\n[log]\nlevel = \"warn\"\n", br.Addr(), api)), 0o644))
@@ -361,14 +362,4 @@ func readSome(addr, topic string, n int) ([][]byte, error) {
 		})
 	}
 	return out, nil
-}
-
-// freeAddr returns a 127.0.0.1 address with a free port.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:18089"
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

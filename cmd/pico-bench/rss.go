@@ -26,6 +26,8 @@ type rssParams struct {
 	MaxFileSize string
 	MaxBuffer   string // max_buffer_size
 	NoOp        bool   // a sink that drops every batch, for the base
+	// Extra is more plugin_config: compression, output_format.
+	Extra map[string]any
 }
 
 // rssReport is what the child prints.
@@ -55,7 +57,11 @@ func rssChild(args []string) int {
 	var sink sdk.Sink = noopSink{} // sinkloop.go
 	if !p.NoOp {
 		var err error
-		sink, err = newS3Sink(p.Target, map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize, "max_buffer_size": p.MaxBuffer})
+		cfg := map[string]any{"prefix": fmt.Sprintf("rss-%d", p.Partitions), "max_file_size": p.MaxFileSize, "max_buffer_size": p.MaxBuffer}
+		for k, v := range p.Extra {
+			cfg[k] = v
+		}
+		sink, err = newS3Sink(p.Target, cfg)
 		if err != nil {
 			rep.Err = err.Error()
 			return out()
@@ -77,11 +83,19 @@ func rssChild(args []string) int {
 	return out()
 }
 
+// rssVariant is a sink setting of an RSS row: a label for its name and
+// more plugin_config.
+type rssVariant struct {
+	label string
+	extra map[string]any
+}
+
 // rssRows measures the peak RSS of a process running one S3 sink with 1,
 // 16 and 256 partitions (topics) open, each filled past max_file_size,
 // against the sink's configured max_buffer_size plus the peak of the same
 // process with a no-op sink on the same partitions (the sink loop and
-// librdkafka's fetch buffers).
+// librdkafka's fetch buffers); at 256 partitions also with zstd, gzip and
+// Parquet+zstd, which the upload workers encode.
 func (b *bench) rssRows() []row {
 	srv := b.startS3()
 	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
@@ -100,8 +114,8 @@ func (b *bench) rssRows() []row {
 		}
 		b.logf("rss: %d partitions, %d records of %d B each", n, perPartition, size)
 		b.must(fill(br.Addr(), topics, perPartition, size))
-		child := func(noop bool) rssReport {
-			arg, _ := json.Marshal(rssParams{Target: targetOf(srv), Broker: br.Addr(), Partitions: n, Records: n * perPartition, MaxFileSize: "1MiB", MaxBuffer: "64MiB", NoOp: noop})
+		child := func(noop bool, extra map[string]any) rssReport {
+			arg, _ := json.Marshal(rssParams{Target: targetOf(srv), Broker: br.Addr(), Partitions: n, Records: n * perPartition, MaxFileSize: "1MiB", MaxBuffer: "64MiB", NoOp: noop, Extra: extra})
 			cmd := exec.Command(exe, rssChildFlag, string(arg))
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -115,17 +129,29 @@ func (b *bench) rssRows() []row {
 			}
 			return rep
 		}
-		noop := child(true)
+		noop := child(true, nil)
 		base := float64(noop.PeakKiB) / 1024
 		budget := float64(maxBuffer)/(1<<20) + base
-		rep := child(false)
-		peak := float64(rep.PeakKiB) / 1024
-		b.logf("rss: %d partitions: peak %.1f MiB (%.1f MiB before consuming, Go runtime %.1f MiB), no-op sink %.1f MiB (Go runtime %.1f MiB), budget %.0f MiB",
-			n, peak, float64(rep.StartKiB)/1024, float64(rep.GoKiB)/1024, base, float64(noop.GoKiB)/1024, budget)
-		rows = append(rows, row{Name: fmt.Sprintf("S3 sink peak RSS, %d open partitions", n), Value: peak, Unit: "MiB",
-			BaseName: fmt.Sprintf("max_buffer_size (64 MiB) + no-op sink's peak (%.0f MiB)", base), BaseValue: budget, BaseUnit: "MiB", Ratio: peak / budget,
-			Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record; %d x 1.4 MiB of 1 KiB records, 1 MiB files; the Go runtime held %.0f MiB at most (no-op sink: %.0f MiB), librdkafka and the binary the rest",
-				float64(rep.StartKiB)/1024, n, float64(rep.GoKiB)/1024, float64(noop.GoKiB)/1024)})
+		variants := []rssVariant{{"", nil}}
+		if n == 256 {
+			// The encodings of the upload workers hold more than a file
+			// each: with compression and Parquet on too, within the bound.
+			variants = append(variants,
+				rssVariant{", compression = zstd", map[string]any{"compression": "zstd"}},
+				rssVariant{", compression = gzip", map[string]any{"compression": "gzip"}},
+				rssVariant{", Parquet+zstd", map[string]any{"output_format": "parquet", "parquet_compression": "zstd",
+					"columns": []any{map[string]any{"name": "id", "type": "int64"}, map[string]any{"name": "pad", "type": "string"}}}})
+		}
+		for _, v := range variants {
+			rep := child(false, v.extra)
+			peak := float64(rep.PeakKiB) / 1024
+			b.logf("rss: %d partitions%s: peak %.1f MiB (%.1f MiB before consuming, Go runtime %.1f MiB), no-op sink %.1f MiB (Go runtime %.1f MiB), budget %.0f MiB",
+				n, v.label, peak, float64(rep.StartKiB)/1024, float64(rep.GoKiB)/1024, base, float64(noop.GoKiB)/1024, budget)
+			rows = append(rows, row{Name: fmt.Sprintf("S3 sink peak RSS, %d open partitions%s", n, v.label), Value: peak, Unit: "MiB",
+				BaseName: fmt.Sprintf("max_buffer_size (64 MiB) + no-op sink's peak (%.0f MiB)", base), BaseValue: budget, BaseUnit: "MiB", Ratio: peak / budget,
+				Note: fmt.Sprintf("child process VmHWM; %.0f MiB RSS before the first record; %d x 1.4 MiB of 1 KiB records, 1 MiB files; the Go runtime held %.0f MiB at most (no-op sink: %.0f MiB), librdkafka and the binary the rest",
+					float64(rep.StartKiB)/1024, n, float64(rep.GoKiB)/1024, float64(noop.GoKiB)/1024)})
+		}
 	}
 	return rows
 }

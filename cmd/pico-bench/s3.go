@@ -138,7 +138,7 @@ func (b *bench) startS3() *s3test.Server {
 	if err != nil {
 		b.must(fmt.Errorf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw))
 	}
-	b.cleanup(srv.Close)
+	b.cleanups.Add(srv.Close)
 	return srv
 }
 
@@ -239,6 +239,18 @@ func (b *bench) written(srv *s3test.Server, prefix string) (size int64, objects 
 	return size, len(objs)
 }
 
+// cpuSeconds returns a clock of the CPU seconds of this process and the S3
+// server together.
+func (b *bench) cpuSeconds(srv *s3test.Server) func() float64 {
+	return func() float64 {
+		self, err := procstat.CPUSeconds(0)
+		b.must(err)
+		server, err := procstat.CPUSeconds(srv.PID())
+		b.must(err)
+		return self + server
+	}
+}
+
 // sinkInFlight is the sink's default max_in_flight, the parallelism of the
 // raw PutObject baseline.
 const sinkInFlight = 4
@@ -246,22 +258,15 @@ const sinkInFlight = 4
 // s3Rows measures the S3 sink end to end (delivery = "exactly_once", the
 // default) for 100-byte and 1 KiB records against the binding limit
 // measured in the same run: the lower of a bare consumer's records/s and
-// raw PutObject bandwidth over the bytes the sink writes per record. Then
-// gzip and zstd against none, records/s and bytes written.
+// raw PutObject bandwidth over the bytes the sink writes per record.
+// s3FormatRows measures compression and Parquet.
 func (b *bench) s3Rows() []row {
 	srv := b.startS3()
 	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
 	b.must(err)
 	defer br.Close()
 	var rows []row
-	// CPU seconds of this process and the S3 server together.
-	cpuSeconds := func() float64 {
-		self, err := procstat.CPUSeconds(0)
-		b.must(err)
-		server, err := procstat.CPUSeconds(srv.PID())
-		b.must(err)
-		return self + server
-	}
+	cpuSeconds := b.cpuSeconds(srv)
 	// Each round writes more than max_buffer_size (256 MiB: 1.3M records
 	// of 100 B, 400k of 1 KiB), so the sink runs as long with its buffer
 	// full, paced by its uploads, as it fills it: a 1 KiB round of 120k
@@ -356,47 +361,19 @@ func (b *bench) s3Rows() []row {
 				bare/1000, put, putObjs, rounds, sinkInFlight, perRec, byPut/1000, c.n/1000, rounds, bareUS, putUS, runtime.NumCPU(), ceiling/1000, ceiling/limit, sinkUS)})
 	}
 
-	// none, gzip and zstd on 1 KiB records whose filler is random hex, so
-	// they compress about as well as typical event data and not 60:1.
-	const mixedN = 60_000
-	b.logf("s3: writing %d records of 1 KiB with random hex filler to s3bench.hex", mixedN)
-	b.must(fillHex(br.Addr(), "s3bench.hex", mixedN, 1024))
-	var noneRate, nonePer float64
-	for _, codec := range []string{"none", "gzip", "zstd"} {
-		prefix := "e2e-" + codec
-		sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": prefix, "max_file_size": "8MiB", "compression": codec})
-		b.must(err)
-		timed, st := b.sinkRun(br.Addr(), sink, `s3bench\.hex`, mixedN, 10000)
-		rate := float64(timed) / st.Seconds()
-		total, objects := b.written(srv, prefix)
-		perRec := float64(total) / mixedN
-		b.logf("s3: compression %s: %.0f rec/s, %.0f B per record in %d objects", codec, rate, perRec, objects)
-		if codec == "none" {
-			noneRate, nonePer = rate, perRec
-			continue
-		}
-		rows = append(rows,
-			row{Name: "S3 sink, compression = " + codec + ", 1 KiB records", Value: rate, Unit: "rec/s",
-				BaseName: "compression = none, same records", BaseValue: noneRate, BaseUnit: "rec/s", Ratio: rate / noneRate,
-				Note: fmt.Sprintf("%dk records with random hex filler, one round each", mixedN/1000)},
-			row{Name: "S3 sink, compression = " + codec + ", bytes written", Value: perRec, Unit: "B/rec",
-				BaseName: "compression = none, same records", BaseValue: nonePer, BaseUnit: "B/rec", Ratio: perRec / nonePer,
-				Note: fmt.Sprintf("%.1f:1 against none", nonePer/perRec)})
-	}
-	rows = append(rows, b.layoutRow(srv, br.Addr(), mixedN))
 	return rows
 }
 
-// layoutRow compares, on the same 1 KiB records, a sink that lays them out
-// by {field:region} (10 values) and the date with one that writes {topic}
-// only, one round each.
+// layoutRow compares, on the same 1 KiB records (fillHex's), a sink that
+// lays them out by {field:region} (10 values) and the date with one that
+// writes {topic} only, one round each.
 func (b *bench) layoutRow(srv *s3test.Server, addr string, n int) row {
 	rates := map[string]float64{}
 	for _, tmpl := range []string{"{topic}", "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"} {
 		prefix := fmt.Sprintf("layout-%d", len(rates))
 		sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": prefix, "max_file_size": "8MiB", "path_template": tmpl})
 		b.must(err)
-		timed, st := b.sinkRun(addr, sink, `s3bench\.hex`, n, 10000)
+		timed, st := b.sinkRun(addr, sink, `s3fmt\.hex`, n, 10000)
 		rates[tmpl] = float64(timed) / st.Seconds()
 		_, objects := b.written(srv, prefix)
 		b.logf("s3: path_template %s: %.0f rec/s in %d objects", tmpl, rates[tmpl], objects)

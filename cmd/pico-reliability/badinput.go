@@ -103,7 +103,7 @@ func (s *suite) newCounter() *counter {
 			conn.Close()
 		}
 	}()
-	s.cleanup(func() { l.Close() })
+	s.cleanups.Add(func() { l.Close() })
 	return c
 }
 
@@ -388,7 +388,7 @@ func (s *suite) injectedCheckpoint() string {
 // produceKeyed writes key-value records to topic with franz-go, as any
 // client of the broker can, and waits for every ack.
 func produceKeyed(addr, topic string, kvs [][2][]byte) error {
-	cl, err := newClient(addr, kgo.AllowAutoTopicCreation())
+	cl, err := newClient(addr, kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		return err
 	}

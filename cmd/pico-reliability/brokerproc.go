@@ -64,7 +64,7 @@ func (s *suite) startBroker(addr, data string) *brokerProc {
 		}
 	}()
 	p := &brokerProc{addr: addr, data: data, cmd: cmd}
-	s.cleanup(p.kill)
+	s.cleanups.Add(p.kill)
 	select {
 	case l := <-line:
 		if !strings.HasPrefix(l, "ready ") {

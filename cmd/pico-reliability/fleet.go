@@ -111,7 +111,7 @@ func (s *suite) fleetScenario() {
 	mustGet(fleet.AwaitOwner(all, cdcKey, session+60*time.Second))
 
 	acked := prod.Halt()
-	rows := w.halt()
+	rows := w.Halt()
 	s.inject("producer and writer stopped: %d rows", rows)
 	group := "pico-connectors-" + sinkKey
 	want := map[string]int64{}

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
@@ -30,7 +25,7 @@ func (s *suite) startPG(db string) *pgEnv {
 		mustf("%v", err)
 	}
 	must(err)
-	s.cleanup(srv.Close)
+	s.cleanups.Add(srv.Close)
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE "+db))
 	dsn := srv.DSNFor("postgres", db)
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE t (id bigint PRIMARY KEY, note text, done boolean NOT NULL DEFAULT false); CREATE PUBLICATION rel_pub FOR TABLE t`))
@@ -38,75 +33,9 @@ func (s *suite) startPG(db string) *pgEnv {
 	return &pgEnv{srv: srv, dsn: dsn}
 }
 
-// writer inserts rows with increasing ids in small transactions until
-// stopped, reconnecting after errors (a restarted server).
-type writer struct {
-	dsn     string
-	table   string
-	pad     int // filler characters per row
-	txnRows int
-	pause   time.Duration
-	written atomic.Int64 // highest id committed
-	errs    atomic.Int64
-	stop    chan struct{}
-	wg      sync.WaitGroup
-}
-
 // startWriter writes rows of about 70 characters into table t.
-func startWriter(dsn string, txnRows int, pause time.Duration) *writer {
-	return startTableWriter(dsn, "t", 60, txnRows, pause)
-}
-
-// startTableWriter writes rows (id, note) with pad filler characters in
-// note into table.
-func startTableWriter(dsn, table string, pad, txnRows int, pause time.Duration) *writer {
-	w := &writer{dsn: dsn, table: table, pad: pad, txnRows: txnRows, pause: pause, stop: make(chan struct{})}
-	w.wg.Add(1)
-	go w.loop()
-	return w
-}
-
-func (w *writer) loop() {
-	defer w.wg.Done()
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(w.pause):
-		}
-		if conn == nil {
-			c, err := pgx.Connect(context.Background(), w.dsn)
-			if err != nil {
-				w.errs.Add(1)
-				continue
-			}
-			conn = c
-		}
-		from := w.written.Load() + 1
-		to := from + int64(w.txnRows) - 1
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := conn.Exec(ctx, `INSERT INTO `+w.table+` SELECT g, 'row ' || g || repeat('.', $3) FROM generate_series($1::bigint, $2::bigint) g ON CONFLICT DO NOTHING`, from, to, w.pad)
-		cancel()
-		if err != nil {
-			w.errs.Add(1)
-			conn.Close(context.Background())
-			conn = nil
-			continue
-		}
-		w.written.Store(to)
-	}
-}
-
-func (w *writer) halt() int64 {
-	close(w.stop)
-	w.wg.Wait()
-	return w.written.Load()
+func startWriter(dsn string, txnRows int, pause time.Duration) *fleet.PGWriter {
+	return fleet.StartPaddedPGWriter(dsn, "t", 60, txnRows, pause)
 }
 
 // pgDef is a Postgres source definition in mode cdc or polling.
@@ -132,7 +61,7 @@ poll_interval = "20ms"
 // idCheck reads the topic and checks ids 1..n are all there; duplicates
 // must form at most runs contiguous runs, each at most maxRun long.
 func (s *suite) idCheck(addr, topic string, n int64, runs int, maxRun int64) bool {
-	var recs []record
+	var recs []broker.Record
 	var counts map[int64]int
 	missing := int64(0)
 	deadline := time.Now().Add(30 * time.Second)
@@ -192,8 +121,7 @@ func (s *suite) idCheck(addr, topic string, n int64, runs int, maxRun int64) boo
 // polling) at random points while a writer inserts rows, then drains.
 func (s *suite) killPostgres(mode string) {
 	pg := s.startPG("kill_" + mode)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, batch, txnRows = "pg.rows", 500, 25
 	r := s.newRT(b.Addr(), "", map[string]string{"pg.toml": pgDef("pg", topic, pg.dsn, mode, batch)})
@@ -205,9 +133,9 @@ func (s *suite) killPostgres(mode string) {
 		must(r.Run())
 		s.killPast(r, b.Addr(), topic, last+int64(200+s.rng.IntN(2000)), 60)
 		last = b.HighWatermark(topic)
-		s.inject("SIGKILL %d/%d with %d records on the topic, %d rows committed", i+1, kills, last, w.written.Load())
+		s.inject("SIGKILL %d/%d with %d records on the topic, %d rows committed", i+1, kills, last, w.Written())
 	}
-	n := w.halt()
+	n := w.Halt()
 	s.inject("writer stopped after %d rows", n)
 	must(r.Run())
 	s.waitEnd(r, b.Addr(), topic, n, 60*time.Second)
@@ -227,6 +155,6 @@ func (s *suite) killPostgres(mode string) {
 		}
 		s.check(unmarked == 0, "processed_column: every delivered row is marked done after %d kills (%d of %d unmarked)", kills, unmarked, n)
 	}
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }

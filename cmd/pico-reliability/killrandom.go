@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
@@ -116,8 +115,7 @@ func (s *suite) seqCheck(addr, topic string, upTo int64, checkpoints []int64, pe
 // killRandom kills the runtime running the random source at random
 // points, then restarts it and stops it gracefully.
 func (s *suite) killRandom() {
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, perBatch = "kill.random", 100
 	r := s.newRT(b.Addr(), "", map[string]string{"numbers.toml": randomDef("numbers", topic, perBatch, "1ms")})
@@ -138,7 +136,7 @@ func (s *suite) killRandom() {
 	}
 	must(r.Run())
 	s.waitEnd(r, b.Addr(), topic, last+1000, 30*time.Second)
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	final := readSeq(statePath)
 	s.note("final checkpoint next_seq=%d, %d records on the topic", final, b.HighWatermark(topic))

@@ -1,20 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"path"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -25,47 +19,19 @@ func (s *suite) startS3() *s3test.Server {
 	if err != nil {
 		mustf("%v\n  (versitygw is needed: run `make tools`, or %s)", err, s3test.InstallVersitygw)
 	}
-	s.cleanup(srv.Close)
+	s.cleanups.Add(srv.Close)
 	return srv
 }
 
-// s3Def is an S3 sink definition reading topic, messages rotation.
+// s3Def is fleet.S3SinkDef on the one topic topic, in batches of 100,
+// through endpoint (srv's, or a proxy in front of it), with static
+// membership: a restarted runtime takes over the killed one's place in the
+// group at once instead of waiting for its session to time out.
 func s3Def(key, topic, endpoint string, srv *s3test.Server, perFile int, extra string) string {
-	return strings.ReplaceAll(fmt.Sprintf(`type = "sink"
-key = %q
-path = "libpicomq_connector_s3_sink"
-[[topics]]
-topic = %q
-schema = "json"
-batch_length = 100
-poll_interval = "50ms"
-# Static membership: a restarted runtime takes over the killed one's place
-# in the group at once instead of waiting for its session to time out.
-properties = { "group.instance.id" = "KEY-1", "session.timeout.ms" = "6000" }
-[plugin_config]
-bucket = %q
-region = "us-east-1"
-endpoint = %q
-access_key_id = %q
-secret_access_key = %q
-prefix = %q
-path_template = "{topic}"
-file_rotation = "messages"
-max_messages_per_file = %d
-include_metadata = true
-%s`, key, topic, srv.Bucket, endpoint, srv.AccessKey, srv.SecretKey, key, perFile, extra), "KEY-1", key+"-1")
-}
-
-// objRange parses <partition>-<first>-<last>.<ext> from an object key.
-func objRange(key string) (first, last int64, ok bool) {
-	base := strings.TrimSuffix(path.Base(key), path.Ext(key))
-	parts := strings.Split(base, "-")
-	if len(parts) != 3 {
-		return 0, 0, false
-	}
-	f, err1 := strconv.ParseInt(parts[1], 10, 64)
-	l, err2 := strconv.ParseInt(parts[2], 10, 64)
-	return f, l, err1 == nil && err2 == nil
+	def := fleet.S3SinkDef(key, "", srv, perFile, fmt.Sprintf(`"group.instance.id" = "%s-1", "session.timeout.ms" = "6000"`, key), extra)
+	def = replaceLine(def, "pattern = ", fmt.Sprintf("topic = %q", topic))
+	def = replaceLine(def, "batch_length = ", "batch_length = 100")
+	return replaceLine(def, "endpoint = ", fmt.Sprintf("endpoint = %q", endpoint))
 }
 
 // s3Objects lists data objects and .lost markers under prefix.
@@ -88,7 +54,7 @@ func s3Objects(srv *s3test.Server, prefix string) (data, lost []string) {
 func maxUploaded(keys []string) int64 {
 	m := int64(-1)
 	for _, k := range keys {
-		if _, l, ok := objRange(k); ok && l > m {
+		if _, l, ok := fleet.ObjectRange(k); ok && l > m {
 			m = l
 		}
 	}
@@ -100,21 +66,7 @@ func maxUploaded(keys []string) int64 {
 func offsetsIn(srv *s3test.Server, keys []string) map[int64]int {
 	seen := map[int64]int{}
 	for _, k := range keys {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		body, err := srv.Get(ctx, k)
-		cancel()
-		must(err)
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var line struct {
-				Offset *int64 `json:"offset"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) != nil || line.Offset == nil {
-				mustf("object %s: line without offset: %.100q", k, sc.Bytes())
-			}
-			seen[*line.Offset]++
-		}
+		must(fleet.ReadOffsets(srv, k, func(off int64) { seen[off]++ }))
 	}
 	return seen
 }
@@ -180,7 +132,7 @@ func covered(keys []string) int64 {
 	type span struct{ first, last int64 }
 	var spans []span
 	for _, k := range keys {
-		if f, l, ok := objRange(k); ok {
+		if f, l, ok := fleet.ObjectRange(k); ok {
 			spans = append(spans, span{f, l})
 		}
 	}
@@ -215,8 +167,7 @@ func (s *suite) eachDelivery(mode func(srv *s3test.Server, delivery string)) {
 // than one file per kill), never a committed-and-uploaded one.
 func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	exact := delivery == "exactly_once"
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	key := map[bool]string{true: "s3k_exact", false: "s3k_buffered"}[exact]
 	topic, perFile := key+".orders", 300
@@ -229,7 +180,7 @@ func (s *suite) killS3Mode(srv *s3test.Server, delivery string) {
 	must(r.Run())
 	s.waitCommitted(r, b.Addr(), group, topic, 1000, 30*time.Second)
 	s.inject("SIGTERM mid-stream")
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	c, err := committed(b.Addr(), group, topic)
 	must(err)

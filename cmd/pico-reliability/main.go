@@ -83,9 +83,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/cleanup"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
@@ -98,8 +98,7 @@ type suite struct {
 	fails int
 	cur   string
 
-	mu       sync.Mutex
-	cleanups []func() // run at the end, last first
+	cleanups cleanup.Stack // run at the end, last first
 }
 
 type scenario struct {
@@ -124,7 +123,7 @@ func run(args []string) int {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s := &suite{quick: *quick, rng: rand.New(rand.NewPCG(*seed, 7)), start: time.Now()}
-	defer s.close()
+	defer s.cleanups.Run()
 	defer runtimebin.Remove()
 	mode := "full"
 	if s.quick {
@@ -250,30 +249,11 @@ func catch(f func()) (err error) {
 	return nil
 }
 
-// cleanup registers f to run when the suite ends, before the functions
-// registered earlier.
-func (s *suite) cleanup(f func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cleanups = append(s.cleanups, f)
-}
-
-// close runs the cleanups, the last registered first.
-func (s *suite) close() {
-	s.mu.Lock()
-	cs := s.cleanups
-	s.cleanups = nil
-	s.mu.Unlock()
-	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
-	}
-}
-
 // tempDir returns a new temporary folder, removed when the suite ends.
 func (s *suite) tempDir() string {
 	d, err := os.MkdirTemp("", "pico-reliability-")
 	must(err)
-	s.cleanup(func() { os.RemoveAll(d) })
+	s.cleanups.Add(func() { os.RemoveAll(d) })
 	return d
 }
 

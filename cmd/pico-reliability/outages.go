@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 )
 
 // watch polls a connector's entry every 100 ms until stop and collects
@@ -62,7 +62,7 @@ func (w *watch) end() ([]string, fleet.Entry) {
 // data, and checks the source recovers without losing acknowledged
 // records.
 func (s *suite) brokerOutage() {
-	addr, data := freeAddr(), s.tempDir()
+	addr, data := mustGet(freeport.Addr()), s.tempDir()
 	bp := s.startBroker(addr, data)
 	const topic, key, perBatch = "outage.numbers", "numbers", 100
 	// A short delivery timeout, so the outage fails batches (Nack, back
@@ -112,8 +112,7 @@ func (s *suite) brokerOutage() {
 // inserts rows.
 func (s *suite) pgRestart() {
 	pg := s.startPG("restart")
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, key, batch, txnRows = "pg.restart", "pg", 500, 25
 	r := s.newRT(b.Addr(), "", map[string]string{"pg.toml": pgDef(key, topic, pg.dsn, "cdc", batch)})
@@ -127,15 +126,15 @@ func (s *suite) pgRestart() {
 	must(pg.srv.Start())
 	s.inject("PostgreSQL started again on the same port")
 	time.Sleep(2 * time.Second)
-	n := wr.halt()
+	n := wr.Halt()
 	s.waitEnd(r, b.Addr(), topic, n, 60*time.Second)
 	e, ok := r.WaitEntry("source", key, 30*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && e.Counters.Produced >= n })
 	seen, _ := w.end()
-	s.note("statuses seen: %v; writer reconnects %d; last_error %.80q", seen, wr.errs.Load(), e.LastError)
+	s.note("statuses seen: %v; writer reconnects %d; last_error %.80q", seen, wr.Errors(), e.LastError)
 	s.check(ok && e.LastError != "" && !slices.Contains(seen, "Error"),
 		"poll errors logged and retried (status never Error, as the spec's table says); recovered without operator action: status %s, the outage recorded as last_error", e.Status)
 	s.idCheck(b.Addr(), topic, n, 2, batch+txnRows)
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 }
 
@@ -185,7 +184,7 @@ func (s *suite) startStateServer() *stateServer {
 		}
 	})}
 	go srv.Serve(l)
-	s.cleanup(func() { srv.Close() })
+	s.cleanups.Add(func() { srv.Close() })
 	return st
 }
 
@@ -203,8 +202,7 @@ func (st *stateServer) nextSeq(key string) int64 {
 // the store away (500s), then makes it flap.
 func (s *suite) httpState() {
 	st := s.startStateServer()
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic, key, perBatch = "state.numbers", "numbers", 100
 	extra := fmt.Sprintf("[state]\nstorage = \"http\"\n[state.http]\nurl = \"http://%s\"\nmax_attempts = 2\nretry_delay = \"20ms\"\ntimeout = \"1s\"\n", st.addr)
@@ -234,7 +232,7 @@ func (s *suite) httpState() {
 	cpFlap := st.nextSeq(key)
 	e, ok = r.WaitEntry("source", key, 20*time.Second, func(e fleet.Entry) bool { return e.Status == "Running" && st.nextSeq(key) > cpFlap })
 	s.check(ok, "after flapping: status %s, %d failed saves in all, %d 500s served, checkpoint moving (next_seq=%d)", e.Status, e.Counters.StateFails, st.errors.Load(), st.nextSeq(key))
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	s.seqCheck(b.Addr(), topic, st.nextSeq(key), nil, perBatch)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,17 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 )
-
-// freeAddr returns a 127.0.0.1 address with a free port.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // newRT writes the folder of a runtime with bootstrap as its broker (its
 // own embedded broker when empty), extra appended to runtime.toml, one
@@ -37,7 +29,7 @@ func (s *suite) newRT(bootstrap, extra string, defs map[string]string, env ...st
 // suite ends.
 func (s *suite) runtime(o fleet.Options) *fleet.Runtime {
 	r := mustGet(fleet.NewRuntime(s.tempDir(), s.bin, o))
-	s.cleanup(r.Kill)
+	s.cleanups.Add(r.Kill)
 	return r
 }
 
@@ -84,16 +76,9 @@ func sampleRuntime(r *fleet.Runtime, t0 time.Time, dur, every time.Duration, tak
 	}
 }
 
-// record is one record read back from a topic.
-type record struct {
-	Offset int64
-	Key    []byte
-	Value  []byte
-}
-
 // readTopic reads partition 0 of topic from the start to its high
 // watermark with franz-go (independent of librdkafka).
-func readTopic(addr, topic string) ([]record, error) {
+func readTopic(addr, topic string) ([]broker.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm, err := newClient(addr)
@@ -109,40 +94,7 @@ func readTopic(addr, topic string) ([]record, error) {
 	if !ok || end.Err != nil {
 		return nil, fmt.Errorf("end offset of %s: %v", topic, end.Err)
 	}
-	if end.Offset == 0 {
-		return nil, nil
-	}
-	cl, err := newClient(addr,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxBytes(64<<20))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	var out []record
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return out, fmt.Errorf("read %s: %d of %d records: %w", topic, len(out), end.Offset, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return out, ferr
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < end.Offset {
-				out = append(out, record{Offset: r.Offset, Key: r.Key, Value: r.Value})
-			}
-			if r.Offset >= end.Offset-1 {
-				done = true
-			}
-		})
-		if done {
-			return out, nil
-		}
-	}
+	return broker.ReadPartition(ctx, topic, end.Offset, fleet.ClientOptions(addr)...)
 }
 
 // endOffset returns the high watermark of partition 0 of topic (0 when the
@@ -187,18 +139,18 @@ func committed(addr, group, topic string) (int64, error) {
 	return o.At, o.Err
 }
 
-// produce writes values to topic with franz-go and waits for every ack.
+// produce writes values without keys to topic with franz-go and waits for
+// every ack.
 func produce(addr, topic string, values [][]byte) error {
-	cl, err := newClient(addr, kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	recs := make([]*kgo.Record, len(values))
+	kvs := make([][2][]byte, len(values))
 	for i, v := range values {
-		recs[i] = &kgo.Record{Topic: topic, Value: v}
+		kvs[i][1] = v
 	}
-	return cl.ProduceSync(ctx, recs...).FirstErr()
+	return produceKeyed(addr, topic, kvs)
+}
+
+// startBroker starts a broker in this process on a free port that creates
+// topics on first use. The caller closes it.
+func startBroker() *broker.Broker {
+	return mustGet(broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true}))
 }

@@ -27,9 +27,8 @@ func (s *suite) s3FaultsMode(srv *s3test.Server, delivery string) {
 	exact := delivery == "exactly_once"
 	proxy, err := faultproxy.New(srv.Endpoint)
 	must(err)
-	s.cleanup(func() { proxy.Close() })
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	s.cleanups.Add(func() { proxy.Close() })
+	b := startBroker()
 	defer b.Close()
 	key := map[bool]string{true: "s3f_exact", false: "s3f_buffered"}[exact]
 	topic := key + ".orders"

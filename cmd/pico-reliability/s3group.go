@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 )
 
@@ -14,8 +13,7 @@ import (
 // checks that every offset of every topic is in exactly one object.
 func (s *suite) s3Group() {
 	srv := s.startS3()
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const key, perFile = "s3g", 100
 	group := "pico-connectors-" + key
@@ -85,7 +83,7 @@ func (s *suite) s3Group() {
 	if e, ok := ra.WaitEntry("sink", key, 60*time.Second, func(e fleet.Entry) bool { return e.Counters.Consumed >= want }); !ok {
 		mustf("sink consumed %d of %d records\n%s", e.Counters.Consumed, want, ra.Tail())
 	}
-	err = ra.Term(60 * time.Second)
+	err := ra.Term(60 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 
 	var total, objects, missing, twice, uncommitted, markers int64

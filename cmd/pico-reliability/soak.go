@@ -2,8 +2,6 @@ package main
 
 import (
 	"time"
-
-	"github.com/picomq/pico-connectors/runtime/broker"
 )
 
 // soak runs the random source into the broker and the S3 sink out of it
@@ -11,8 +9,7 @@ import (
 // and goroutine count (go_goroutines on /metrics).
 func (s *suite) soak() {
 	srv := s.startS3()
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 	const topic = "soak.numbers"
 	sink := s3Def("soaks3", topic, srv.Endpoint, srv, 1, "") // rotation overridden below
@@ -42,7 +39,7 @@ func (s *suite) soak() {
 		samples = append(samples, sample{at, rss, g, src.Counters.Produced, snk.Counters.Consumed})
 		s.note("t=%-5s RSS %6.1f MiB  goroutines %4d  produced %8d  consumed %8d", at, float64(rss)/1024, g, src.Counters.Produced, snk.Counters.Consumed)
 	})
-	err = r.Term(30 * time.Second)
+	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	if len(samples) < 3 {
 		mustf("only %d samples", len(samples))

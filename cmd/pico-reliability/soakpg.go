@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 )
@@ -27,12 +26,11 @@ func (s *suite) soakPG() {
 		mustf("%v", err)
 	}
 	must(err)
-	s.cleanup(srv.Close)
+	s.cleanups.Add(srv.Close)
 	must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE soak_pg"))
 	dsn := srv.DSNFor("postgres", "soak_pg")
 	must(pgtest.ExecDSN(dsn, `CREATE TABLE c (id bigint PRIMARY KEY, note text); CREATE TABLE p (id bigint PRIMARY KEY, note text)`))
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	must(err)
+	b := startBroker()
 	defer b.Close()
 
 	// Each writer commits 100 rows every 12 ms at most (about 8,000 rows
@@ -68,13 +66,13 @@ poll_interval = "20ms"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	wc := startTableWriter(dsn, "c", pad, txnRows, pause)
-	wp := startTableWriter(dsn, "p", pad, txnRows, pause)
+	wc := fleet.StartPaddedPGWriter(dsn, "c", pad, txnRows, pause)
+	wp := fleet.StartPaddedPGWriter(dsn, "p", pad, txnRows, pause)
 	stopped := false
 	defer func() {
 		if !stopped {
-			wc.halt()
-			wp.halt()
+			wc.Halt()
+			wp.Halt()
 		}
 	}()
 
@@ -98,11 +96,11 @@ poll_interval = "20ms"
 		if ec.Status != "Running" || ep.Status != "Running" {
 			s.check(false, "statuses at %s: CDC %s (%s), polling %s (%s)", at, ec.Status, ec.LastError, ep.Status, ep.LastError)
 		}
-		x := sample{at, rss, g, b.HighWatermark(cdcTopic), b.HighWatermark(pollTopic), wc.written.Load(), wp.written.Load()}
+		x := sample{at, rss, g, b.HighWatermark(cdcTopic), b.HighWatermark(pollTopic), wc.Written(), wp.Written()}
 		samples = append(samples, x)
 		s.note("t=%-5s RSS %6.1f MiB (Go heap %6.1f MiB)  goroutines %4d  CDC %8d/%8d rows  polling %8d/%8d rows", x.at, float64(rss)/1024, heap/(1<<20), g, x.cdc, x.wc, x.poll, x.wp)
 	})
-	nc, np := wc.halt(), wp.halt()
+	nc, np := wc.Halt(), wp.Halt()
 	stopped = true
 	took := time.Since(t0)
 	s.inject("writers stopped: %d rows in c, %d in p (%.0f and %.0f rows/s)", nc, np, float64(nc)/took.Seconds(), float64(np)/took.Seconds())

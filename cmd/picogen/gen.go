@@ -1,12 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 
 	"github.com/picomq/pico-connectors/gen"
+	"github.com/picomq/pico-connectors/gen/cmdline"
 	"github.com/picomq/pico-connectors/gen/lint"
 )
 
@@ -18,25 +18,21 @@ func init() {
 }
 
 func runGen(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("picogen gen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	root := fs.String("root", "", "repository root (default: the folder holding go.mod, found from the working directory)")
+	fs := cmdline.Flags("picogen gen", "", stderr)
+	rootFlag := cmdline.Root(fs, "", "repository root (default: the folder holding go.mod, found from the working directory)")
 	out := fs.String("out", "generated", "output folder, relative to the root")
 	verbose := fs.Bool("v", false, "list the files written")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
-	if *root == "" {
-		r, err := gen.FindRoot(".")
-		if err != nil {
-			fmt.Fprintln(stderr, "picogen gen:", err)
-			return 1
-		}
-		*root = r
+	root, err := gen.RootOrFind(*rootFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "picogen gen:", err)
+		return 1
 	}
 	// Lint first: a schema that lints dirty would generate code and docs
 	// that mislead (an unmasked secret, an undocumented key).
-	findings, err := lint.Dir(filepath.Join(*root, "schemas"))
+	findings, err := lint.Dir(filepath.Join(root, "schemas"))
 	if err != nil {
 		fmt.Fprintln(stderr, "picogen gen:", err)
 		return 1
@@ -46,7 +42,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "picogen gen: %d lint finding(s); fix the schemas above (see schemas/README.md) and run it again\n", len(findings))
 		return 1
 	}
-	changed, err := gen.Write(gen.Options{Root: *root, Out: *out})
+	changed, err := gen.Write(gen.Options{Root: root, Out: *out})
 	if err != nil {
 		fmt.Fprintln(stderr, "picogen gen:", err)
 		return 1

@@ -208,6 +208,39 @@ func BenchmarkPolling(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
 }
 
+// BenchmarkPollingWindow reads the same 100,000 rows by id in polling
+// mode, interleaved: from the table, with the visibility window, and from a
+// view over it, which keeps the value cursor alone (polling before the
+// window), and reports both rates and their ratio (window/value).
+func BenchmarkPollingWindow(b *testing.B) {
+	db, _ := benchTable(b)
+	db.exec(`CREATE VIEW ev_v AS SELECT * FROM ev`)
+	var window, value time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		order := []string{"ev", "ev_v"}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0] // neither always goes first
+		}
+		for _, table := range order {
+			opt := db.pollOptions(table)
+			opt.BatchSize = 10_000
+			opt.PollInterval = time.Millisecond
+			opt.TrackingColumn, opt.PrimaryKeyColumn = "id", "id"
+			d := sourcePass(b, opt)
+			if table == "ev" {
+				window += d
+			} else {
+				value += d
+			}
+		}
+	}
+	n := float64(b.N * benchRows)
+	b.ReportMetric(n/window.Seconds(), "window-rows/s")
+	b.ReportMetric(n/value.Seconds(), "value-rows/s")
+	b.ReportMetric(value.Seconds()/window.Seconds(), "window/value")
+}
+
 // rawPeek reads the whole benchmark WAL from slot: peek, parse, advance.
 func rawPeek(b testing.TB, conn *pgconn.PgConn, slot string, opt postgressourceconfig.Config) {
 	ctx := context.Background()

@@ -37,13 +37,7 @@ func TestCrashSIGKILL(t *testing.T) {
 	db := newDB(t)
 	db.exec(`CREATE TABLE crash (id int PRIMARY KEY, v text)`)
 
-	dir := t.TempDir()
-	bin := runtimebin.Build(t)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	dir, bin, b := runtimeSetup(t)
 
 	const topic, rows, perTx = "pg.crash", 50_000, 100
 	os.MkdirAll(filepath.Join(dir, "connectors"), 0o755)

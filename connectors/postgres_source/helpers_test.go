@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
@@ -259,4 +261,48 @@ func checkpointLSN(t *testing.T, statePath string) pglogrepl.LSN {
 	}
 	lsn, _ := pglogrepl.ParseLSN(st.LSN)
 	return lsn
+}
+
+// writer starts a writer on table (id int primary key, v int) that keeps
+// updating (v+1), deleting and inserting rows, ids 1 to n and new ones
+// from next+1, one statement a millisecond; stop ends it and waits.
+func (d *testDB) writer(table string, n, next int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgconn.Connect(ctx, d.dsn)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for ctx.Err() == nil {
+			id := 1 + rand.IntN(n)
+			sql := fmt.Sprintf(`UPDATE %s SET v = v + 1 WHERE id = %d`, table, id)
+			switch rand.IntN(10) {
+			case 0:
+				sql = fmt.Sprintf(`DELETE FROM %s WHERE id = %d`, table, id)
+			case 1:
+				next++
+				sql = fmt.Sprintf(`INSERT INTO %s VALUES (%d, 0)`, table, next)
+			}
+			conn.Exec(ctx, sql).ReadAll()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+// runtimeSetup returns a folder for a runtime's files, the runtime binary
+// and a broker (closed at the end of the test) for the runtime tests.
+func runtimeSetup(t *testing.T) (dir, bin string, b *broker.Broker) {
+	t.Helper()
+	bin = runtimebin.Build(t)
+	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return t.TempDir(), bin, b
 }

@@ -47,34 +47,45 @@ type incrChunk struct {
 	partial bool     // fewer rows than batch_size: the table is done
 }
 
-// setupIncremental finds the tables added since the last checkpoint and
-// records what is known. Called once the committed state is loaded.
-func (s *Source) setupIncremental(fromState bool) {
+// setupIncremental finds the tables added since the last checkpoint (to
+// tables, or matched by a pattern of it) and records what is known.
+// connect calls it once the tables are known, on every connect.
+func (s *Source) setupIncremental() {
 	st := s.committed
 	if s.cfg.Mode != "cdc" {
 		return
 	}
-	if fromState && st.Known != nil && s.cfg.Snapshot == "initial" {
+	if s.fromState && st.Known != nil {
 		for _, t := range s.tables {
-			name := t.String()
-			if slices.Contains(st.Known, name) || st.Incr[name] != nil {
-				continue
+			if name := t.String(); !slices.Contains(st.Known, name) {
+				s.queueIncremental(name)
 			}
-			if s.cfg.CDCReader != postgressourceconfig.CDCReaderStream {
-				s.log.Warn("a table added to tables is snapshotted only with cdc_reader = \"stream\"; its changes are captured from now on, its existing rows are not read", "table", name)
-				continue
-			}
-			if st.Incr == nil {
-				st.Incr = map[string]*snapTable{}
-			}
-			st.Incr[name] = &snapTable{}
-			s.log.Info("table added to tables: its existing rows are read by an incremental snapshot while changes stream", "table", name)
 		}
 	}
+	s.fromState = true // a reconnect compares with what is known now
 	st.Known = st.Known[:0:0]
 	for _, t := range s.tables {
 		st.Known = append(st.Known, t.String())
 	}
+}
+
+// queueIncremental asks for the incremental snapshot of a table added to
+// tables, or discovered, since the checkpoint: with snapshot = "initial"
+// and the stream reader.
+func (s *Source) queueIncremental(name string) {
+	st := s.committed
+	if s.cfg.Snapshot != "initial" || st.Incr[name] != nil {
+		return
+	}
+	if s.cfg.CDCReader != postgressourceconfig.CDCReaderStream {
+		s.log.Warn("a table added to tables is snapshotted only with cdc_reader = \"stream\"; its changes are captured from now on, its existing rows are not read", "table", name)
+		return
+	}
+	if st.Incr == nil {
+		st.Incr = map[string]*snapTable{}
+	}
+	st.Incr[name] = &snapTable{}
+	s.log.Info("table added to tables: its existing rows are read by an incremental snapshot while changes stream", "table", name)
 }
 
 // incrNext is the next table whose incremental snapshot is unfinished.
@@ -182,6 +193,10 @@ func (s *Source) chunkBatch(d *decoder) (sdk.Batch, error) {
 		tp.After = c.last
 	}
 	tp.Done = c.partial
+	if len(msgs) > 0 {
+		tp.Chunks++ // chunks delivered: their batch's Ack counts them
+		tp.Rows += int64(len(msgs))
+	}
 	if tp.Done {
 		s.log.Info("incremental snapshot complete", "table", c.table)
 	}
@@ -207,7 +222,9 @@ func (s *Source) chunkBatch(d *decoder) (sdk.Batch, error) {
 // incrPluginArgs asks pgoutput for logical decoding messages (the
 // watermarks) while an incremental snapshot is due.
 func (s *Source) incrPluginArgs(args []string) []string {
-	if _, ok := s.incrNext(); ok {
+	_, due := s.incrNext()
+	s.streamMsgs = due || s.pg14
+	if s.streamMsgs {
 		return append(args, "messages 'true'")
 	}
 	return args

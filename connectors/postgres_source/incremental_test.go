@@ -3,11 +3,8 @@ package postgressource
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,34 +37,7 @@ func TestIncrementalSnapshotOfAddedTable(t *testing.T) {
 	s.Close(context.Background())
 
 	db.exec(`CREATE TABLE b (id int PRIMARY KEY, v int); INSERT INTO b SELECT i, 0 FROM generate_series(1, 2500) i`)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgconn.Connect(ctx, db.dsn)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		next := 3000
-		for ctx.Err() == nil {
-			id := 1 + rand.IntN(2500)
-			var sql string
-			switch rand.IntN(10) {
-			case 0:
-				sql = fmt.Sprintf(`DELETE FROM b WHERE id = %d`, id)
-			case 1:
-				next++
-				sql = fmt.Sprintf(`INSERT INTO b VALUES (%d, 0)`, next)
-			default:
-				sql = fmt.Sprintf(`UPDATE b SET v = v + 1 WHERE id = %d`, id)
-			}
-			conn.Exec(ctx, sql).ReadAll()
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	stopWriter := func() { cancel(); wg.Wait() }
+	stopWriter := db.writer("b", 2500, 3000)
 	defer stopWriter()
 
 	opt.Tables = []string{"a", "b"}

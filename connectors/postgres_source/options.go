@@ -122,7 +122,7 @@ func splitIdent(s string) ([]string, error) {
 
 // check returns the problems of cfg that the schema cannot state, one a
 // line: a connection string that does not parse, table names that do not
-// parse (quoting, schema.table), delete_after_read with processed_column
+// parse (quoting, schema.table, patterns), delete_after_read with processed_column
 // (the dialect has no keyword for two keys that exclude each other), and
 // the rules of table_settings across keys (settings.go). Every other rule
 // is the schema's, checked by Load, or by Validate for a Config built in
@@ -133,8 +133,13 @@ func check(cfg postgressourceconfig.Config) error {
 		ps = append(ps, confkit.Problem{Key: "connection_string", Rule: "format", Message: err.Error()})
 	}
 	for i, t := range cfg.Tables {
-		if _, err := parseTable(t); err != nil {
+		if _, _, err := parseTableEntry(t); err != nil { // patterns.go
 			ps = append(ps, confkit.Problem{Key: fmt.Sprintf("tables[%d]", i), Value: t, Rule: "format", Message: err.Error()})
+		}
+	}
+	if cfg.SignalTable != "" {
+		if _, err := parseTable(cfg.SignalTable); err != nil {
+			ps = append(ps, confkit.Problem{Key: "signal_table", Value: cfg.SignalTable, Rule: "format", Message: err.Error()})
 		}
 	}
 	ps = append(ps, checkSettingsConfig(cfg)...)

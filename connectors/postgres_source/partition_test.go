@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/picomq/pico-connectors/generated/postgressourceconfig"
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
@@ -243,13 +242,7 @@ func TestPartitionedCrashSIGKILL(t *testing.T) {
 	}
 	db := newDB(t)
 	db.exec(partitionedOrders)
-	dir := t.TempDir()
-	bin := runtimebin.Build(t)
-	b, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	dir, bin, b := runtimeSetup(t)
 
 	const topic, txs, perPart = "pg.public.orders", 400, 25
 	rows := txs*perPart*3 + txs/2*perPart

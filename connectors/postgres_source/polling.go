@@ -112,7 +112,6 @@ func (s *Source) setupPolling(ctx context.Context) error {
 		for _, c := range p.pk {
 			p.pkTypes = append(p.pkTypes, info.colType[c])
 		}
-		priv := "SELECT"
 		if s.cfg.ProcessedColumn != "" || s.cfg.DeleteAfterRead {
 			what := "processed_column"
 			if s.cfg.DeleteAfterRead {
@@ -136,18 +135,10 @@ func (s *Source) setupPolling(ctx context.Context) error {
 			default:
 				return permanent("processed_column: column %q of table %s is %s; it must be boolean (set to true) or a timestamp (set to now())", pc, t, typ)
 			}
-			priv = "SELECT,UPDATE"
 		}
-		if s.cfg.DeleteAfterRead {
-			priv = "SELECT,DELETE"
-		}
-		for _, pv := range strings.Split(priv, ",") {
-			r, err := s.query(ctx, `SELECT has_table_privilege($1, $2)`, t.quoted(), pv)
-			if err != nil {
+		for _, pv := range s.pollPrivileges() {
+			if err := s.privilegeError(ctx, t, user, pv); err != nil {
 				return err
-			}
-			if string(r[0][0]) != "t" {
-				return permanent("user %q lacks %s on table %s; grant it with GRANT %s ON %s TO %s", user, pv, t, pv, t.quoted(), quoteIdent(user))
 			}
 		}
 		if k := info.kind; !pg13 {
@@ -172,6 +163,18 @@ func (s *Source) setupPolling(ctx context.Context) error {
 		s.applyQueue = append(s.applyQueue, applyOp{table: p, keys: ps.Keys})
 	}
 	return nil
+}
+
+// pollPrivileges are the privileges polling needs on each table: SELECT,
+// and UPDATE for processed_column or DELETE for delete_after_read.
+func (s *Source) pollPrivileges() []string {
+	switch {
+	case s.cfg.DeleteAfterRead:
+		return []string{"SELECT", "DELETE"}
+	case s.cfg.ProcessedColumn != "":
+		return []string{"SELECT", "UPDATE"}
+	}
+	return []string{"SELECT"}
 }
 
 // pollSnap is the snapshot of a poll's REPEATABLE READ transaction.
@@ -301,12 +304,8 @@ func (s *Source) pollOne(ctx context.Context, p *pollTable, st *state, limit int
 	if pos != nil && pos.Value != nil {
 		conds = append(conds, s.afterCond(p, &args, *pos.Value, pos.PK))
 	}
-	res, err := s.readRows(ctx, p, conds, args, limit)
-	if err != nil || len(res.Rows) == 0 {
-		return nil, err
-	}
-	msgs, np, err := s.rowsToMessages(p, res)
-	if err != nil {
+	msgs, np, err := s.readPage(ctx, p, conds, args, limit)
+	if err != nil || np == nil {
 		return nil, err
 	}
 	st.Tables[p.name.String()] = np
@@ -323,18 +322,22 @@ func (s *Source) afterCond(p *pollTable, args *sqlArgs, v string, pk []string) s
 	return track + " > " + args.add(v)
 }
 
-// readRows runs the page query of p with conds: keyset pages of limit rows
+// readPage runs the page query of p with conds (keyset pages of limit rows
 // in (tracking value, key) order, or, without a key, pages extended to the
-// end of their last tie group.
-func (s *Source) readRows(ctx context.Context, p *pollTable, conds []string, args sqlArgs, limit int) (*pgconn.Result, error) {
+// end of their last tie group) and encodes the rows (rowsToMessages); the
+// position is nil when the page is empty.
+func (s *Source) readPage(ctx context.Context, p *pollTable, conds []string, args sqlArgs, limit int) ([]sdk.Message, *pollState, error) {
 	res := s.conn.ExecParams(ctx, pageSQL(p, conds, limit), args, nil, nil, nil).Read()
 	if res.Err != nil {
 		if pgErrorCode(res.Err) == "22P02" || pgErrorCode(res.Err) == "22007" || pgErrorCode(res.Err) == "22008" {
-			return nil, permanent("initial_offset: %q is not a value of tracking column %q of %s: %v", s.cfg.InitialOffset, p.track, p.name, res.Err)
+			return nil, nil, permanent("initial_offset: %q is not a value of tracking column %q of %s: %v", s.cfg.InitialOffset, p.track, p.name, res.Err)
 		}
-		return nil, res.Err
+		return nil, nil, res.Err
 	}
-	return res, nil
+	if len(res.Rows) == 0 {
+		return nil, nil, nil
+	}
+	return s.rowsToMessages(p, res)
 }
 
 // pageSQL is the page query of p under conds.
@@ -434,15 +437,11 @@ func (s *Source) pollWindow(ctx context.Context, p *pollTable, st *state, limit 
 		if !paged {
 			pageLimit = math.MaxInt32 // without a key, the window is read whole
 		}
-		res, err := s.readRows(ctx, p, conds, args, pageLimit)
+		got, last, err := s.readPage(ctx, p, conds, args, pageLimit)
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Rows) > 0 {
-			got, last, err := s.rowsToMessages(p, res)
-			if err != nil {
-				return nil, err
-			}
+		if last != nil {
 			msgs = got
 			limit -= len(got)
 			if paged && limit <= 0 {
@@ -474,15 +473,11 @@ func (s *Source) pollWindow(ctx context.Context, p *pollTable, st *state, limit 
 		if pos.Value != nil {
 			conds = append(conds, s.afterCond(p, &args, *pos.Value, pos.PK))
 		}
-		res, err := s.readRows(ctx, p, conds, args, limit)
+		got, last, err := s.readPage(ctx, p, conds, args, limit)
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Rows) > 0 {
-			got, last, err := s.rowsToMessages(p, res)
-			if err != nil {
-				return nil, err
-			}
+		if last != nil {
 			msgs = append(msgs, got...)
 			pos.Value, pos.PK = last.Value, last.PK
 		}

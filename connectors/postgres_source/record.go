@@ -47,10 +47,14 @@ type relation struct {
 	table     string
 	tableJSON []byte // `"schema.table"`
 	cols      []column
-	keyIdx    []int  // columns of the primary key (or replica identity): positions, chunk identity
-	recKey    []int  // columns of the record key: keyIdx, or table_settings' key_columns
-	skip      bool   // not one of the configured tables
-	dbzTbl    []byte // debezium.go: `,"schema":...,"table":...`
+	keyIdx    []int // columns of the primary key (or replica identity): positions, chunk identity
+	recKey    []int // columns of the record key: keyIdx, or table_settings' key_columns
+	skip      bool  // not one of the configured tables
+	signal    bool  // signal_table (signal.go)
+	// src is the Relation message a CDC relation was built from, to
+	// build it again when a table joins tables (patterns.go).
+	src    *pglogrepl.RelationMessage
+	dbzTbl []byte // debezium.go: `,"schema":...,"table":...`
 }
 
 func newColumn(name string, typ *pgType) column {
@@ -264,4 +268,24 @@ func keyIndexes(cols []column, pk []string) []int {
 		idx = append(idx, found)
 	}
 	return idx
+}
+
+// seal ends the record whose payload was appended to the arena since
+// start (buf holds it) and appends its key in the arena: the columns
+// rel.recKey of the tuple row, or else of the result row vals; no key when
+// the relation has none.
+func (s *Source) seal(buf []byte, start int, rel *relation, row *tuple, vals [][]byte) (payload, key []byte) {
+	a := &s.arena
+	a.buf = buf
+	payload = a.end(start)
+	if len(rel.recKey) == 0 {
+		return payload, nil
+	}
+	start = a.begin()
+	if row != nil {
+		a.buf = s.enc.appendTupleKey(a.buf, rel, row, rel.recKey)
+	} else {
+		a.buf = s.enc.appendRowKey(a.buf, rel, vals, rel.recKey)
+	}
+	return payload, a.end(start)
 }

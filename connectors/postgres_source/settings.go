@@ -118,7 +118,7 @@ func (c *column) dropped() bool { return c.rule != nil && c.rule.drop }
 // applyRules gives rel's columns their rules and sets its record key.
 func (s *Source) applyRules(rel *relation) {
 	rel.recKey = rel.keyIdx
-	r := s.rules[rel.table]
+	r := s.rulesFor(rel.table)
 	if r == nil {
 		return
 	}
@@ -134,7 +134,7 @@ func (s *Source) applyRules(rel *relation) {
 // it names exists, and the record key is not masked (every row would get
 // the same key).
 func (s *Source) checkSettings(t tableName, info *tableInfo) error {
-	r := s.rules[t.String()]
+	r := s.rulesFor(t.String())
 	if r == nil {
 		return nil
 	}
@@ -172,26 +172,47 @@ func (s *Source) checkSettings(t tableName, info *tableInfo) error {
 func checkSettingsConfig(cfg postgressourceconfig.Config) confkit.Problems {
 	var ps confkit.Problems
 	listed := map[string]bool{}
+	var patterns []*tablePattern
 	for _, t := range cfg.Tables {
-		if tn, err := parseTable(t); err == nil {
+		tn, p, err := parseTableEntry(t)
+		switch {
+		case err != nil:
+		case p != nil:
+			patterns = append(patterns, p)
+			listed[p.text] = true
+		default:
 			listed[tn.String()] = true
 		}
+	}
+	matched := func(tn tableName) bool {
+		for _, p := range patterns {
+			if p.match(tn) {
+				return true
+			}
+		}
+		return false
 	}
 	seen := map[string]int{}
 	for i, ts := range cfg.TableSettings {
 		at := fmt.Sprintf("table_settings[%d]", i)
-		tn, err := parseTable(ts.Table)
+		tn, p, err := parseTableEntry(ts.Table)
+		id := tn.String()
 		switch {
 		case err != nil:
 			ps = append(ps, confkit.Problem{Key: at + ".table", Value: ts.Table, Rule: "format", Message: err.Error()})
 			continue
-		case !listed[tn.String()]:
-			ps = append(ps, confkit.Problem{Key: at + ".table", Value: ts.Table, Rule: "format", Message: fmt.Sprintf("%s is not one of tables; settings apply to the tables read", tn)})
+		case p != nil:
+			id = p.text
+			if !listed[id] {
+				ps = append(ps, confkit.Problem{Key: at + ".table", Value: ts.Table, Rule: "format", Message: fmt.Sprintf("pattern %s is not one of tables; a pattern here must be written as in tables", p.text)})
+			}
+		case !listed[id] && !matched(tn):
+			ps = append(ps, confkit.Problem{Key: at + ".table", Value: ts.Table, Rule: "format", Message: fmt.Sprintf("%s is not one of tables and matches none of its patterns; settings apply to the tables read", tn)})
 		}
-		if j, dup := seen[tn.String()]; dup {
-			ps = append(ps, confkit.Problem{Key: at + ".table", Value: ts.Table, Rule: "x-unique", Message: fmt.Sprintf("%s already has settings in table_settings[%d]", tn, j)})
+		if j, dup := seen[id]; dup {
+			ps = append(ps, confkit.Problem{Key: at + ".table", Value: ts.Table, Rule: "x-unique", Message: fmt.Sprintf("%s already has settings in table_settings[%d]", id, j)})
 		}
-		seen[tn.String()] = i
+		seen[id] = i
 		if ts.IncludeColumns != nil && ts.ExcludeColumns != nil {
 			ps = append(ps, confkit.Problem{Key: at + ".exclude_columns", Rule: "x-excludes", Message: "include_columns and exclude_columns: choose one"})
 		}

@@ -59,19 +59,29 @@ func adminConnect(ctx context.Context, req sdk.AdminRequest) (*pgconn.PgConn, st
 	return conn, cfg.ReplicationSlot, nil
 }
 
+// adminListSlots connects and lists the slots (listSlots).
+func adminListSlots(ctx context.Context, req sdk.AdminRequest) (*pgconn.PgConn, string, []slotRow, error) {
+	conn, slot, err := adminConnect(ctx, req)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	rows, err := listSlots(ctx, conn, slot)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, "", nil, fmt.Errorf("reading pg_replication_slots: %w", err)
+	}
+	return conn, slot, rows, nil
+}
+
 func adminSlots(ctx context.Context, req sdk.AdminRequest) error {
 	if len(req.Args) > 0 {
 		return fmt.Errorf("slots takes no arguments, got %q", req.Args)
 	}
-	conn, slot, err := adminConnect(ctx, req)
+	conn, slot, rows, err := adminListSlots(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	rows, err := listSlots(ctx, conn, slot)
-	if err != nil {
-		return fmt.Errorf("reading pg_replication_slots: %w", err)
-	}
 	tw := tabwriter.NewWriter(req.Out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tACTIVE\tWAL_STATUS\tRETAINED_WAL\tCONFIRMED_FLUSH_LSN\tOWNER")
 	mine := false
@@ -103,7 +113,7 @@ func adminDropSlot(ctx context.Context, req sdk.AdminRequest) error {
 	if len(req.Args) > 1 {
 		return fmt.Errorf("drop-slot takes at most one slot name, got %q", req.Args)
 	}
-	conn, slot, err := adminConnect(ctx, req)
+	conn, slot, rows, err := adminListSlots(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -111,10 +121,6 @@ func adminDropSlot(ctx context.Context, req sdk.AdminRequest) error {
 	name := slot
 	if len(req.Args) == 1 {
 		name = req.Args[0]
-	}
-	rows, err := listSlots(ctx, conn, slot)
-	if err != nil {
-		return fmt.Errorf("reading pg_replication_slots: %w", err)
 	}
 	var row *slotRow
 	var names []string

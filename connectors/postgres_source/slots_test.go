@@ -51,8 +51,20 @@ func (g *gauges) get(name string) float64 {
 	return g.vals[name]
 }
 
-func (g *gauges) Counter(string, string) sdk.Counter { return sdk.DiscardMetrics.Counter("", "") }
-func (g *gauges) Gauge(name, _ string) sdk.Gauge     { return gauge{g, name} }
+func (g *gauges) Counter(name, _ string) sdk.Counter { return counter{g, name} }
+
+// counter adds to its gauges' value.
+type counter struct {
+	g    *gauges
+	name string
+}
+
+func (c counter) Add(v float64) {
+	c.g.mu.Lock()
+	c.g.vals[c.name] += v
+	c.g.mu.Unlock()
+}
+func (g *gauges) Gauge(name, _ string) sdk.Gauge { return gauge{g, name} }
 func (g *gauges) Histogram(string, string, []float64) sdk.Histogram {
 	return sdk.DiscardMetrics.Histogram("", "", nil)
 }

@@ -185,14 +185,7 @@ func (s *Source) rowMessage(rel *relation, row [][]byte, skip int, op string, tr
 		}
 	}
 	buf = append(buf, '}')
-	a.buf = buf
-	payload := a.end(start)
-	var key []byte
-	if len(rel.recKey) > 0 {
-		start = a.begin()
-		a.buf = s.enc.appendRowKey(a.buf, rel, row, rel.recKey)
-		key = a.end(start)
-	}
+	payload, key := s.seal(buf, start, rel, nil, row)
 	return sdk.Message{Key: key, Payload: payload}
 }
 

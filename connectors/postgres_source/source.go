@@ -71,9 +71,13 @@ type snapState struct {
 }
 
 type snapTable struct {
-	Done  bool     `json:"done,omitempty"`
-	After []string `json:"after,omitempty"` // last primary key read
-	CTID  string   `json:"ctid,omitempty"`  // tables without a key
+	Done bool `json:"done,omitempty"`
+	// Chunks and Rows count an incremental snapshot's delivered chunks
+	// and rows (its progress, signal.go).
+	Chunks int64    `json:"chunks,omitempty"`
+	Rows   int64    `json:"rows,omitempty"`
+	After  []string `json:"after,omitempty"` // last primary key read
+	CTID   string   `json:"ctid,omitempty"`  // tables without a key
 }
 
 type pollState struct {
@@ -140,13 +144,37 @@ type Source struct {
 	log    *slog.Logger
 	tables []tableName
 	inSet  map[string]bool
-	ops    map[string]bool
-	enc    encoder
-	pgcfg  *pgconn.Config
-	conn   *pgconn.PgConn
-	types  map[uint32]*pgType
-	info   map[string]*tableInfo
-	rules  map[string]*tableRules // table_settings by schema.table (settings.go)
+	// Patterns of tables (patterns.go), the tables named exactly, and
+	// the discovery's bookkeeping.
+	patterns    []*tablePattern
+	exactTables []tableName
+	exact       map[string]bool
+	discovered  time.Time
+	warned      map[string]bool
+	fromState   bool // Open had a checkpoint
+
+	// Snapshots on demand (signal.go): signal_table, whether a signal
+	// read from the stream is in no saved state yet (no WAL is confirmed
+	// past it until then), and the progress the API shows.
+	signalTable *tableName
+	unsaved     bool
+	candCarries bool // the candidate state holds the unsaved signals
+	pg14        bool // the stream can send logical decoding messages
+	progMu      sync.Mutex
+	asked       map[string]bool // requested, not yet read from the stream
+	progress    []sdk.SnapshotProgress
+	snapChunks  sdk.Counter
+	snapRows    sdk.Counter
+	snapPending sdk.Gauge
+	ops         map[string]bool
+	enc         encoder
+	pgcfg       *pgconn.Config
+	conn        *pgconn.PgConn
+	types       map[uint32]*pgType
+	info        map[string]*tableInfo
+	rules       map[string]*tableRules // table_settings by schema.table (settings.go)
+	// table_settings given by pattern, in their order.
+	patternRules []patternRules
 	// record_format = "debezium" (debezium.go); nil: flat.
 	dbz      *dbzFormat
 	catTypes map[uint32]catType // pg_type rows of OIDs 10000 and up
@@ -184,6 +212,7 @@ type Source struct {
 	streamDec  *decoder      // lives as long as the stream
 	streamSent pglogrepl.LSN // last position confirmed to the server
 	streamIdle pglogrepl.LSN // server WAL end seen with nothing pending
+	streamMsgs bool          // the stream was asked for logical decoding messages
 
 	// Polling
 	pendingApply []applyOp // side effects of the candidate batch
@@ -214,6 +243,14 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 		return nil, err
 	}
 	s := &Source{cfg: opt, log: env.Logger, metrics: env.Metrics, inSet: map[string]bool{}, ops: map[string]bool{}, info: map[string]*tableInfo{}}
+	s.asked = map[string]bool{}
+	s.snapChunks = env.Metrics.Counter("postgres_source_snapshot_chunks_total", "CDC: incremental snapshot chunks delivered (tables added or discovered, snapshots on demand).")
+	s.snapRows = env.Metrics.Counter("postgres_source_snapshot_rows_total", "CDC: rows delivered by incremental snapshots.")
+	s.snapPending = env.Metrics.Gauge("postgres_source_snapshot_tables_pending", "CDC: tables whose incremental snapshot is queued or running.")
+	if opt.SignalTable != "" {
+		t, _ := parseTable(opt.SignalTable)
+		s.signalTable = &t
+	}
 	s.lag = env.Metrics.Gauge("postgres_source_lag_bytes", "CDC: bytes of WAL between the server's current position and the last delivered change.")
 	s.enc.numericAsString = opt.NumericFormat == postgressourceconfig.NumericFormatString
 	if opt.RecordFormat == postgressourceconfig.RecordFormatDebezium {
@@ -223,20 +260,28 @@ func newSource(opt postgressourceconfig.Config, env sdk.Env) (*Source, error) {
 		}
 		s.dbz = newDbzFormat(name)
 	}
+	s.exact = map[string]bool{}
 	for _, t := range opt.Tables {
-		tn, _ := parseTable(t)
-		if !s.inSet[tn.String()] {
-			s.tables = append(s.tables, tn)
-			s.inSet[tn.String()] = true
+		tn, p, _ := parseTableEntry(t)
+		if p != nil {
+			s.patterns = append(s.patterns, p)
+		} else if !s.exact[tn.String()] {
+			s.exactTables = append(s.exactTables, tn)
+			s.exact[tn.String()] = true
 		}
 	}
+	s.resetTables()
 	for _, op := range opt.CaptureOperations {
 		s.ops[op] = true
 	}
 	s.rules = map[string]*tableRules{}
 	for i, ts := range opt.TableSettings {
-		tn, _ := parseTable(ts.Table)
-		s.rules[tn.String()] = newTableRules(i, ts)
+		tn, p, _ := parseTableEntry(ts.Table)
+		if p != nil {
+			s.patternRules = append(s.patternRules, patternRules{p, newTableRules(i, ts)})
+		} else {
+			s.rules[tn.String()] = newTableRules(i, ts)
+		}
 	}
 	cfg, err := parseConnString(opt)
 	if err != nil {
@@ -294,7 +339,7 @@ func (s *Source) Open(ctx context.Context, blob []byte) error {
 	if opt.Mode == "cdc" && opt.Snapshot == "initial" && len(blob) == 0 {
 		s.committed.Snapshot = &snapState{Tables: map[string]*snapTable{}}
 	}
-	s.setupIncremental(len(blob) > 0)
+	s.fromState = len(blob) > 0
 
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -351,6 +396,7 @@ func (s *Source) connect(ctx context.Context) error {
 		}
 		s.dbz.db = jsonscan.AppendString(nil, string(rows[0][0]))
 	}
+	s.resetTables()
 	for _, t := range s.tables {
 		info, err := s.loadTable(ctx, t)
 		if err != nil {
@@ -366,6 +412,14 @@ func (s *Source) connect(ctx context.Context) error {
 		}
 		s.info[t.String()] = info
 	}
+	if err := s.resolvePatterns(ctx); err != nil { // patterns.go
+		s.close()
+		if isConnError(err) {
+			return err
+		}
+		return sdk.Permanent(err)
+	}
+	s.setupIncremental() // incremental.go
 	if s.cfg.Mode == "cdc" {
 		err = s.setupCDC(ctx)
 	} else {
@@ -418,13 +472,17 @@ func (s *Source) Poll(ctx context.Context) (sdk.Batch, error) {
 		}
 		s.log.Info("connected to postgres")
 	}
-	s.heartbeat(ctx) // heartbeat.go
+	s.heartbeat(ctx)                        // heartbeat.go
+	if err := s.discover(ctx); err != nil { // patterns.go
+		return sdk.Batch{}, s.fail(ctx, err)
+	}
 	var (
 		b   sdk.Batch
 		err error
 	)
 	if s.cfg.Mode == "cdc" {
 		b, err = s.pollCDC(ctx)
+		s.publishProgress()
 	} else {
 		b, err = s.pollTables(ctx)
 	}
@@ -480,7 +538,11 @@ func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 	switch result {
 	case sdk.Ack:
 		if s.candidate != nil {
+			s.countSnapshot(s.candidate) // signal.go
 			s.committed = s.candidate
+			if s.candCarries {
+				s.unsaved = false
+			}
 		}
 		if s.cfg.Mode == "cdc" {
 			if s.candidateLSN > s.committedLSN {
@@ -521,6 +583,7 @@ func (s *Source) OnBatchResult(ctx context.Context, result sdk.Result) error {
 	s.candidateLSN = 0
 	s.quietLSN = 0
 	s.pendingApply = nil
+	s.publishProgress()
 	return nil
 }
 
@@ -543,5 +606,6 @@ func (s *Source) batch(msgs []sdk.Message, st *state) (sdk.Batch, error) {
 		return sdk.Batch{}, err
 	}
 	s.candidate = st
+	s.candCarries = s.unsaved
 	return sdk.Batch{Messages: msgs, State: blob}, nil
 }

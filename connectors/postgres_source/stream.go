@@ -97,6 +97,13 @@ func (s *Source) pollStream(ctx context.Context) (sdk.Batch, error) {
 	if s.streamConn != nil && s.streamConn.IsClosed() {
 		s.closeStream()
 	}
+	if s.streamConn != nil && !s.streamMsgs && !s.streamDec.inTxn && len(s.streamDec.msgs) == 0 {
+		if _, due := s.incrNext(); due {
+			// An incremental snapshot became due (a table discovered):
+			// its watermarks need a stream that sends messages.
+			s.closeStream()
+		}
+	}
 	if s.streamConn == nil {
 		if err := s.startStream(ctx); err != nil {
 			return sdk.Batch{}, err
@@ -160,7 +167,8 @@ func (s *Source) pollStream(ctx context.Context) (sdk.Batch, error) {
 				if err != nil {
 					return sdk.Batch{}, err
 				}
-				idle := !d.inTxn && len(d.msgs) == 0
+				// An unsaved signal (signal.go) keeps its WAL unconfirmed.
+				idle := !d.inTxn && len(d.msgs) == 0 && !s.unsaved
 				if idle && ka.ServerWALEnd > s.streamIdle {
 					s.streamIdle = ka.ServerWALEnd
 				}
@@ -208,6 +216,13 @@ func (s *Source) pollStream(ctx context.Context) (sdk.Batch, error) {
 	if len(d.msgs) == 0 {
 		if !d.inTxn {
 			s.lag.Set(0) // caught up
+		}
+		if s.unsaved {
+			if _, due := s.incrNext(); due {
+				// A signal in no saved state yet: confirm nothing past it.
+				return sdk.Batch{}, nil
+			}
+			s.unsaved = false // done, and nothing to deliver
 		}
 		// Nothing pending: what the server has sent so far can be
 		// confirmed once this empty batch is resolved.

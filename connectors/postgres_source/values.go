@@ -215,12 +215,18 @@ func appendTimestamp(buf, v []byte, withZone bool) ([]byte, bool) {
 // appendArray turns the text form of an array ("{1,2,NULL}",
 // "{{a,b},{c,d}}", `{"x y","q\"r"}`, "[0:1]={1,2}") into nested JSON arrays.
 func (e *encoder) appendArray(buf []byte, t *pgType, v []byte) ([]byte, bool) {
+	return parseArray(buf, v, t.delim, func(buf, item []byte) []byte { return e.appendValue(buf, t.elem, item) })
+}
+
+// parseArray turns the text form of an array into nested JSON arrays,
+// each element's value appended by item (the flat or the Debezium form).
+func parseArray(buf, v []byte, delim byte, item func(buf, v []byte) []byte) ([]byte, bool) {
 	if i := indexByte(v, '='); len(v) > 0 && v[0] == '[' && i > 0 {
 		v = v[i+1:] // explicit bounds: the values are all we keep
 	}
 	start := len(buf)
-	p := arrayParser{src: v, delim: t.delim}
-	out, ok := p.parse(buf, e, t.elem)
+	p := arrayParser{src: v, delim: delim, item: item}
+	out, ok := p.parse(buf)
 	if !ok || p.pos != len(v) {
 		return buf[:start], false
 	}
@@ -241,9 +247,10 @@ type arrayParser struct {
 	pos   int
 	delim byte
 	tmp   []byte
+	item  func(buf, v []byte) []byte
 }
 
-func (p *arrayParser) parse(buf []byte, e *encoder, elem *pgType) ([]byte, bool) {
+func (p *arrayParser) parse(buf []byte) ([]byte, bool) {
 	if p.pos >= len(p.src) || p.src[p.pos] != '{' {
 		return buf, false
 	}
@@ -263,7 +270,7 @@ func (p *arrayParser) parse(buf []byte, e *encoder, elem *pgType) ([]byte, bool)
 		switch c := p.src[p.pos]; {
 		case c == '{':
 			var ok bool
-			if buf, ok = p.parse(buf, e, elem); !ok {
+			if buf, ok = p.parse(buf); !ok {
 				return buf, false
 			}
 		case c == '"':
@@ -285,7 +292,7 @@ func (p *arrayParser) parse(buf []byte, e *encoder, elem *pgType) ([]byte, bool)
 				}
 				p.tmp = append(p.tmp, c)
 			}
-			buf = e.appendValue(buf, elem, p.tmp)
+			buf = p.item(buf, p.tmp)
 		default:
 			s := p.pos
 			for p.pos < len(p.src) && p.src[p.pos] != p.delim && p.src[p.pos] != '}' {
@@ -295,7 +302,7 @@ func (p *arrayParser) parse(buf []byte, e *encoder, elem *pgType) ([]byte, bool)
 			if len(item) == 4 && strings.EqualFold(string(item), "NULL") {
 				buf = append(buf, "null"...)
 			} else {
-				buf = e.appendValue(buf, elem, item)
+				buf = p.item(buf, item)
 			}
 		}
 		if p.pos >= len(p.src) {

@@ -147,20 +147,7 @@ func BenchmarkSinkUpload(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				b.ResetTimer()
-				ctx := context.Background()
-				for done := 0; done < b.N; {
-					k := min(len(recs), b.N-done)
-					for j := 0; j < k; j++ {
-						recs[j].Offset = int64(done + j)
-					}
-					if err := s.Consume(ctx, recs[:k]); err != nil {
-						b.Fatal(err)
-					}
-					done += k
-				}
-				if err := s.Close(ctx); err != nil {
-					b.Fatal(err)
-				}
+				consumeN(b, s, recs, len(recs))
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rec/s")
 				perRec := m.get("s3_sink_bytes_uploaded_total") / float64(b.N)
 				b.ReportMetric(perRec, "uploaded_B/rec")

@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	s3sink "github.com/picomq/pico-connectors/connectors/s3_sink"
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
@@ -628,6 +629,26 @@ func (e *bbEnv) readObject(t *testing.T, key string) []line {
 		if err != nil {
 			t.Fatalf("%s: zstd: %v", key, err)
 		}
+	case strings.HasSuffix(key, ".parquet"):
+		// Read back with arrow-go; the payload is rebuilt from the columns
+		// n, ptopic and pad of bbpq, after the metadata columns.
+		var lines []line
+		for _, r := range s3sink.ParquetRows(t, key, body) {
+			off, err := strconv.ParseInt(r[0], 10, 64)
+			if err != nil {
+				t.Fatalf("%s: offset %q", key, r[0])
+			}
+			topic, _ := json.Marshal(r[6])
+			pad, _ := json.Marshal(r[7])
+			// region is no column of bbpq: the producer's text for n.
+			n, err := strconv.Atoi(r[5])
+			if err != nil {
+				t.Fatalf("%s: n %q", key, r[5])
+			}
+			payload := []byte(fmt.Sprintf(`{"n":%s,"topic":%s,%s"pad":%s}`, r[5], topic, regionField(n), pad))
+			lines = append(lines, line{Offset: &off, Timestamp: r[1], Topic: r[2], Payload: payload})
+		}
+		return lines
 	default:
 		if body[0] == 0x1f || body[0] == 0x28 {
 			t.Errorf("%s: compressed body without a compressed extension", key)
@@ -799,9 +820,10 @@ delivery = "exactly_once"
 %s`, key, topicLine, props, e.srv.Bucket, e.srv.Endpoint, e.srv.AccessKey, e.srv.SecretKey, key, extra)
 }
 
-// testKills runs three sinks (size rotation with gzip, messages with zstd,
-// rotate_interval by record time), and three more that lay records out by
-// {field:region} and the date in Asia/Kolkata (several files per
+// testKills runs four sinks (size rotation with gzip, messages with zstd,
+// rotate_interval by record time, size rotation with Parquet and zstd
+// pages, encoded by the upload workers), and three more that lay records
+// out by {field:region} and the date in Asia/Kolkata (several files per
 // partition), in one runtime on one topic that kcat
 // keeps writing to, and a fourth with flush_interval on a topic written in
 // bursts (so idle files are uploaded by the wall clock and a kill can fall
@@ -825,6 +847,13 @@ max_file_size = "64MiB"
 rotate_interval = %q
 compression = "none"
 `, interval),
+		"bbpq": `file_rotation = "size"
+max_file_size = "48KiB"
+output_format = "parquet"
+parquet_compression = "zstd"
+parquet_row_group_size = "64KiB"
+columns = [{ name = "n", type = "int64" }, { name = "ptopic", type = "string", path = "topic" }, { name = "pad", type = "string" }]
+`,
 	}
 	// Data-lake layouts: several files per partition at once, by a
 	// payload field and the local date of the record in Kolkata.

@@ -10,20 +10,28 @@ import (
 
 // Compression runs in the upload goroutine, once per file, before the
 // first attempt: the file's chunks are replaced by compressed ones. The
-// encoders are fixed (level, one goroutine, no timestamps), so the same
-// records give the same bytes on every replay.
+// encoders are fixed (compression_level, one goroutine, no timestamps), so
+// the same records give the same bytes on every replay.
 
+// gzipWriters and zstdWriters keep encoders per compression_level.
 var (
-	gzipWriters = sync.Pool{New: func() any {
-		w, _ := gzip.NewWriterLevel(io.Discard, gzip.DefaultCompression)
-		return w
-	}}
-	zstdWriters = sync.Pool{New: func() any {
-		w, _ := zstd.NewWriter(io.Discard, zstd.WithEncoderConcurrency(1),
-			zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(4<<20))
-		return w
-	}}
+	gzipWriters [levelBest + 1]sync.Pool
+	zstdWriters [levelBest + 1]sync.Pool
 )
+
+func init() {
+	for l := levelFastest; l <= levelBest; l++ {
+		gzipWriters[l].New = func() any {
+			w, _ := gzip.NewWriterLevel(io.Discard, l.gzip())
+			return w
+		}
+		zstdWriters[l].New = func() any {
+			w, _ := zstd.NewWriter(io.Discard, zstd.WithEncoderConcurrency(1),
+				zstd.WithEncoderLevel(l.zstd()), zstd.WithWindowSize(4<<20))
+			return w
+		}
+	}
+}
 
 // chunkWriter collects written bytes into chunks taken from the sink's
 // pool, counted in the sink's held bytes.
@@ -60,13 +68,15 @@ func (s *Sink) compress(f *file) {
 	var enc io.WriteCloser
 	switch s.opts.Compression {
 	case compressGzip:
-		g := gzipWriters.Get().(*gzip.Writer)
-		defer func() { g.Reset(io.Discard); gzipWriters.Put(g) }()
+		pool := &gzipWriters[s.opts.Level]
+		g := pool.Get().(*gzip.Writer)
+		defer func() { g.Reset(io.Discard); pool.Put(g) }()
 		g.Reset(w)
 		enc = g
 	case compressZstd:
-		z := zstdWriters.Get().(*zstd.Encoder)
-		defer func() { z.Reset(io.Discard); zstdWriters.Put(z) }()
+		pool := &zstdWriters[s.opts.Level]
+		z := pool.Get().(*zstd.Encoder)
+		defer func() { z.Reset(io.Discard); pool.Put(z) }()
 		z.Reset(w)
 		enc = z
 	default:

@@ -57,6 +57,13 @@ func fromConfig(c s3sinkconfig.Config) options {
 		o.Compression = compressZstd
 	}
 	o.ParquetCodec = string(c.ParquetCompression)
+	o.RowGroupSize = c.ParquetRowGroupSize.Bytes()
+	switch c.CompressionLevel {
+	case s3sinkconfig.CompressionLevelDefault:
+		o.Level = levelDefault
+	case s3sinkconfig.CompressionLevelBest:
+		o.Level = levelBest
+	}
 	for _, col := range c.Columns {
 		spec := columnSpec{Name: col.Name, Type: string(col.Type), Path: col.Path, Optional: col.Optional, Scale: col.Scale}
 		if col.Precision != nil {

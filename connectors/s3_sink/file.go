@@ -3,11 +3,10 @@ package s3sink
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -17,9 +16,10 @@ import (
 // rotation thresholds and handed to upload.
 
 // maxObjectBytes is the most bytes a file may hold before it is closed:
-// S3's single PutObject limit, less room for compression's overhead.
+// S3's single PutObject limit, less room for the overhead of compression
+// or of Parquet's encoding (both run after the cut).
 func (s *Sink) maxObjectBytes() int64 {
-	if s.opts.Compression != compressNone {
+	if s.opts.Compression != compressNone || s.pq != nil {
 		return maxPutObjectSize - 64<<20
 	}
 	return maxPutObjectSize
@@ -36,8 +36,8 @@ func (s *Sink) rotateBefore(p *partition, rec *sdk.Record, rowSize int) bool {
 	if p.group.recover && p.group.cut >= 0 && rec.Offset > p.group.cut {
 		return true // the group's files in the bucket end there
 	}
-	if pf := p.open.pq; pf != nil {
-		return p.open.size+pf.pending+int64(rowSize)+pqFooterBound > s.maxObjectBytes()
+	if s.pq != nil {
+		return p.open.size+int64(rowSize)+pqFooterBound > s.maxObjectBytes()
 	}
 	// A cheap bound first; the estimate only near the limit.
 	crude := int64(len(rec.Payload)+len(rec.Key)+len(p.topic))*8 + 4096
@@ -93,10 +93,14 @@ func appended(p *partition, rec *sdk.Record) {
 	p.next = rec.Offset + 1
 }
 
-// append formats rec into p's open file, starting a new chunk when the
-// record might not fit; a new chunk waits for room under max_buffer_size.
+// append formats rec into p's open file (parquet: its row, s.row),
+// starting a new chunk when the record might not fit; a new chunk waits
+// for room under max_buffer_size.
 func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	need := s.fmt.estimate(rec, len(p.topic)) + 1 // + the closing ']'
+	if s.pq != nil {
+		need = s.row.size + binary.MaxVarintLen64 // + a row group's mark
+	}
 	fb := &p.open
 	n := len(fb.chunks)
 	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
@@ -118,73 +122,24 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	}
 	c := &fb.chunks[n-1]
 	before := len(*c)
-	*c = s.fmt.appendRecord(*c, rec, fb.count == 0, p.tail)
+	if s.pq != nil {
+		*c = s.appendParquetRow(*c, fb)
+	} else {
+		*c = s.fmt.appendRecord(*c, rec, fb.count == 0, p.tail)
+	}
 	fb.size += int64(len(*c) - before)
 	appended(p, rec)
 	return nil
 }
 
-// appendParquet writes the converted row of rec (s.row, size raw bytes)
-// into p's open file, starting the file when it has none. The row waits
-// for room under max_buffer_size.
-func (s *Sink) appendParquet(p *partition, rec *sdk.Record, size int) error {
-	for {
-		opening := p.open.count == 0
-		need := size
-		if opening {
-			need += s.writerBytes()
-		}
-		if err := s.room(p, need); err != nil {
-			return err
-		}
-		if opening || p.open.count > 0 {
-			break
-		}
-		// room closed p's file early: its next file needs a writer too.
-	}
-	fb := &p.open
-	if fb.count == 0 {
-		if err := s.startFile(p, rec); err != nil {
-			return err
-		}
-		s.openParquet(fb)
-	}
-	pf := fb.pq
-	if _, err := pf.w.WriteRows([]parquet.Row{s.row.row}); err != nil {
-		return fmt.Errorf("s3 sink: writing record %s/%d@%d to its parquet file: %w", rec.Topic, rec.Partition, rec.Offset, err)
-	}
-	s.grow(size)
-	pf.pending += int64(size)
-	appended(p, rec)
-	if pf.pending >= pf.target {
-		// The row group's reservation passes to its encoded bytes, which
-		// the flush writes into chunks (and counts); room for one more
-		// chunk first, which they may start. The wait may close the file
-		// (the largest at the bound), the row group with it.
-		if err := s.room(p, s.pool.capFor(len(fb.chunks), 1)); err != nil {
-			return err
-		}
-		if fb.pq != pf {
-			return nil
-		}
-		s.grow(-int(pf.pending))
-		pf.flushed += pf.pending
-		pf.pending = 0
-		if err := pf.w.Flush(); err != nil {
-			return fmt.Errorf("s3 sink: flushing a parquet row group of %s/%d: %w", p.topic, p.partition, err)
-		}
-		pf.target = s.rowGroupTarget(fb.size, pf.flushed)
-	}
-	return nil
-}
-
-// room waits until n more bytes fit under max_buffer_size. It waits for
+// room waits until n more bytes fit under max_buffer_size, less what
+// parquet encodings that may start need (encodeRoom). It waits for
 // uploads; when every held byte is in open files it closes the largest one
 // early (safe: its successors wait for it, and a replay finds it in the
 // bucket). It fails while uploads fail (exactly_once), or when p is
 // released meanwhile.
 func (s *Sink) room(p *partition, n int) error {
-	for s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize {
+	for s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize-s.encodeRoom() {
 		if err := s.refuse(); err != nil {
 			return fmt.Errorf("s3 sink: max_buffer_size (%s) reached: %w", formatSize(s.opts.MaxBufferSize), err)
 		}
@@ -331,9 +286,7 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 // the group's offsets: one file per directory per group, so no two share
 // a key, and every file of the group names where the group ends.
 func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
-	if fb.pq != nil {
-		s.finishParquet(fb)
-	} else if last := len(fb.chunks) - 1; last >= 0 {
+	if last := len(fb.chunks) - 1; last >= 0 {
 		c := &fb.chunks[last]
 		before, capBefore := len(*c), cap(*c)
 		*c = s.fmt.finish(*c)

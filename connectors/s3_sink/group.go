@@ -24,13 +24,6 @@ func openFiles(p *partition) int {
 	return n
 }
 
-// follow points the parquet writer of fb, if any, at fb, where it now is.
-func follow(fb *fileBuffer) {
-	if fb.pq != nil {
-		fb.pq.out.fb = fb
-	}
-}
-
 // switchTo makes the file of dir p's open one: the idle file of dir, or a
 // new one. The file open until now waits in p.idle.
 func switchTo(p *partition, dir []byte) {
@@ -41,7 +34,6 @@ func switchTo(p *partition, dir []byte) {
 	switch {
 	case p.open.count == 0 && next != nil:
 		p.open = *next
-		follow(&p.open)
 		return
 	case p.open.count == 0:
 		p.open = fileBuffer{dir: string(dir)}
@@ -52,9 +44,7 @@ func switchTo(p *partition, dir []byte) {
 		p.open = fileBuffer{dir: string(dir)}
 	default:
 		*next, p.open = p.open, *next
-		follow(&p.open)
 	}
-	follow(next)
 	if p.idle == nil {
 		p.idle = map[string]*fileBuffer{}
 	}

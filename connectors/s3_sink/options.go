@@ -7,6 +7,8 @@ import (
 	"time"
 	_ "time/tzdata" // timezone works where the system has no zone database
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
@@ -82,10 +84,15 @@ type options struct {
 	// FlushInterval uploads an idle partition's open file; 0 is off.
 	FlushInterval time.Duration
 	Compression   compression
+	// Level is compression_level, for compression and parquet_compression.
+	Level level
 	// Columns are the columns of a parquet file, and ParquetCodec
 	// (parquet_compression) the codec of its pages.
 	Columns      []columnSpec
 	ParquetCodec string
+	// RowGroupSize is parquet_row_group_size: the most raw bytes of a row
+	// group.
+	RowGroupSize int64
 }
 
 // checkLayout resolves timezone into Location, and reports a zone the
@@ -141,6 +148,26 @@ func (c compression) encoding() string {
 		return "zstd"
 	}
 	return ""
+}
+
+// level is compression_level: how hard a codec works.
+type level int
+
+const (
+	levelFastest level = iota
+	levelDefault
+	levelBest
+)
+
+// gzip returns the gzip level (compression, and parquet_compression =
+// gzip): 1, 6 or 9.
+func (l level) gzip() int { return [...]int{1, 6, 9}[l] }
+
+// zstd returns klauspost's zstd encoder level: SpeedFastest,
+// SpeedDefault or SpeedBetterCompression (SpeedBestCompression ran ten
+// times slower for no smaller output on the bench's records).
+func (l level) zstd() zstd.EncoderLevel {
+	return [...]zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBetterCompression}[l]
 }
 
 // formatSize prints a byte count in the largest binary unit that divides

@@ -5,9 +5,15 @@ import (
 	"math/big"
 	"reflect"
 	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
+	pqgzip "github.com/parquet-go/parquet-go/compress/gzip"
+	pqsnappy "github.com/parquet-go/parquet-go/compress/snappy"
 	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
 )
 
@@ -75,15 +81,66 @@ type pathNode struct {
 	children map[string]*pathNode
 }
 
-// pqCodecs are the codecs of parquet_compression.
-var pqCodecs = map[string]compress.Codec{
-	"none":   &parquet.Uncompressed,
-	"snappy": &parquet.Snappy,
-	"gzip":   &parquet.Gzip,
-	// SpeedBetterCompression: at SpeedDefault, klauspost's encoder stores
-	// a page without matches (random identifiers, hashes) uncompressed,
-	// where this level still entropy-codes it, about 2:1 for hex.
-	"zstd": &pqzstd.Codec{Level: pqzstd.SpeedBetterCompression, Concurrency: 1},
+// pqCodec returns the page codec of parquet_compression at
+// compression_level.
+func pqCodec(name string, l level) (compress.Codec, bool) {
+	switch name {
+	case "none":
+		return &parquet.Uncompressed, true
+	case "snappy":
+		return pqSnappyCodecs[l], true
+	case "gzip":
+		return &pqgzip.Codec{Level: l.gzip()}, true
+	case "zstd":
+		return pqZstdCodecs[l], true
+	}
+	return nil, false
+}
+
+// pqSnappyCodecs are the snappy page codecs per compression_level.
+// fastest is klauspost's EncodeSnappy, default EncodeSnappyBetter
+// (parquet-go's own codec), best EncodeSnappyBest.
+var pqSnappyCodecs = [...]*pqSnappy{{encode: s2.EncodeSnappy}, {encode: s2.EncodeSnappyBetter}, {encode: s2.EncodeSnappyBest}}
+
+// pqSnappy is parquet-go's snappy codec with the encoder of the level:
+// EncodeSnappyBetter took 40% of the sink's CPU on pages of random hex
+// (which it cannot shrink), EncodeSnappy a fraction of that. All write
+// standard snappy blocks, the same bytes for the same page.
+type pqSnappy struct {
+	pqsnappy.Codec // Decode, String, CompressionCodec
+	encode         func(dst, src []byte) []byte
+}
+
+func (c *pqSnappy) Encode(dst, src []byte) ([]byte, error) {
+	return c.encode(dst, src), nil
+}
+
+// pqZstdCodecs are the zstd page codecs per compression_level.
+var pqZstdCodecs = [...]*pqZstd{{level: levelFastest}, {level: levelDefault}, {level: levelBest}}
+
+// pqZstd is parquet-go's zstd codec with entropy coding of literals always
+// on: at SpeedFastest and SpeedDefault klauspost's encoder otherwise stores
+// a page without matches (random identifiers, hashes) uncompressed, where
+// Huffman coding alone halves hex. One goroutine, no checksum, so a page
+// gives the same bytes on every replay.
+type pqZstd struct {
+	pqzstd.Codec // Decode, String, CompressionCodec
+	level        level
+	encoders     sync.Pool
+}
+
+func (c *pqZstd) Encode(dst, src []byte) ([]byte, error) {
+	e, _ := c.encoders.Get().(*zstd.Encoder)
+	if e == nil {
+		var err error
+		e, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(c.level.zstd()),
+			zstd.WithAllLitEntropyCompression(true), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false))
+		if err != nil {
+			return dst, err
+		}
+	}
+	defer c.encoders.Put(e)
+	return e.EncodeAll(src, dst[:0]), nil
 }
 
 // validate checks what the schema cannot state: that the parquet columns
@@ -101,7 +158,7 @@ func (o *options) validate() error {
 // newPQLayout builds the layout from the options; its errors name the
 // column by index.
 func newPQLayout(o *options) (*pqLayout, error) {
-	codec, ok := pqCodecs[o.ParquetCodec]
+	codec, ok := pqCodec(o.ParquetCodec, o.Level)
 	if !ok {
 		return nil, fmt.Errorf("parquet_compression '%s' is not supported: use none, snappy, gzip or zstd", o.ParquetCodec)
 	}

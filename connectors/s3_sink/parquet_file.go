@@ -1,22 +1,25 @@
 package s3sink
 
 import (
+	"encoding/binary"
+	"fmt"
+
 	"github.com/parquet-go/parquet-go"
 )
 
-// Parquet output: each open file has a parquet.Writer that writes straight
-// into the file's chunks. Rows are buffered by the writer until the row
-// group is flushed; the raw size of the buffered rows is counted in the
-// sink's held bytes, so max_buffer_size bounds them as well. A row group is
-// flushed when its raw size reaches a target worked out from the file's
-// encoded size so far, and the file closes once its encoded size reaches
-// max_file_size. Every decision depends only on the records and the
-// configuration, and the writer is set up with fixed settings (no wall
-// clock, a fixed created_by), so a replay writes the same bytes.
+// Parquet output: Consume converts a record into its row and appends the
+// row, serialized, to the open file's chunks, like a formatted record; the
+// file's size and its row groups are counted in those raw bytes. The
+// upload worker encodes the rows into the Parquet file (encodeParquet),
+// off the consume path, before the first attempt, as it compresses the
+// other formats. Every decision (where a row group ends, where a file is
+// cut) depends only on the records and the configuration, and the writer
+// is set up with fixed settings (no wall clock, a fixed created_by), so a
+// replay writes the same bytes.
 
 // pqPageBuffer is the raw size of a column's page buffer. A writer holds
 // about pqWriterBytes per column whatever it holds, counted in the sink's
-// held bytes while its file is open (measured: 12 KiB per column at 16 KiB
+// held bytes while it encodes (measured: 12 KiB per column at 16 KiB
 // pages, 36 KiB at 64 KiB).
 const (
 	pqPageBuffer  = 32 << 10
@@ -26,77 +29,181 @@ const (
 // writerBytes is what one parquet writer holds.
 func (s *Sink) writerBytes() int { return len(s.pq.cols) * pqWriterBytes }
 
-// pqFooterBound is room kept for a file's footer when checking it against
-// the single PutObject limit.
+// pqFooterBound is room kept for a file's footer and page headers when
+// checking it against the single PutObject limit.
 const pqFooterBound = 1 << 20
 
-// openParquet starts the parquet writer of fb. Always a new one: a
-// writer reused through Reset does not write the same bytes as a new one
-// (parquet-go v0.32.0), and a replay must.
-func (s *Sink) openParquet(fb *fileBuffer) {
-	out := &pqOut{s: s, fb: fb}
+// appendParquetRow appends the converted row of the record (s.row) to fb's
+// last chunk, which has room for rowBytes of it plus one byte, starting a
+// new row group first when the open one has reached its target.
+func (s *Sink) appendParquetRow(dst []byte, fb *fileBuffer) []byte {
+	if fb.pq == nil {
+		fb.pq = &pqFile{}
+	}
+	pf := fb.pq
+	if pf.group >= s.rowGroupTarget() {
+		dst = binary.AppendUvarint(dst, 0)
+		pf.group = 0
+	}
+	before := len(dst)
+	dst = appendRow(dst, s.row.row)
+	pf.group += int64(len(dst) - before)
+	return dst
+}
+
+// rowGroupTarget is the raw size (serialized rows) at which a row group
+// ends: parquet_row_group_size, at most max_file_size and half of
+// max_buffer_size.
+func (s *Sink) rowGroupTarget() int64 {
+	limit := min(s.opts.MaxFileSize, max(s.opts.MaxBufferSize/2, 1))
+	if s.opts.RowGroupSize > 0 {
+		limit = min(limit, s.opts.RowGroupSize)
+	}
+	return limit
+}
+
+// dropParquet lets go of fb's row group count.
+func (s *Sink) dropParquet(fb *fileBuffer) { fb.pq = nil }
+
+// encode turns f's chunks into the object's bytes, once: the Parquet file
+// its rows make, or the compressed file.
+func (s *Sink) encode(f *file) error {
+	if f.encoded {
+		return nil
+	}
+	switch {
+	case s.pq != nil:
+		if err := s.encodeParquet(f); err != nil {
+			return err
+		}
+	case s.opts.Compression != compressNone:
+		s.compress(f)
+	}
+	f.encoded = true
+	return nil
+}
+
+// pqBatch is how many rows encodeParquet hands the writer at once.
+const pqBatch = 256
+
+// encodeRoom is what room keeps free under max_buffer_size for the parquet
+// encodings that may still start: encodeBudget, less the reservations of
+// those running (held already).
+func (s *Sink) encodeRoom() int64 {
+	if s.pq == nil {
+		return 0
+	}
+	return max(s.encodeBudget()-s.encoding, 0)
+}
+
+// encodeBudget is what the encodings running at once may reserve:
+// max_in_flight of encodeReserve, at most half of max_buffer_size, so a
+// small buffer still leaves its other half to the open files (an encoding
+// that does not fit waits for the others, see encodeParquet).
+func (s *Sink) encodeBudget() int64 {
+	return min(int64(s.opts.MaxInFlight)*s.encodeReserve(), s.opts.MaxBufferSize/2)
+}
+
+// encodeReserve is what one encoding holds beside its file: the writer,
+// and the encoded pages of the row group it buffers until the row group
+// ends, at most its raw size; at most half of max_buffer_size.
+func (s *Sink) encodeReserve() int64 {
+	return min(int64(s.writerBytes())+min(s.rowGroupTarget(), s.opts.MaxFileSize), s.opts.MaxBufferSize/2)
+}
+
+// encodeParquet replaces f's serialized rows by the Parquet file they make.
+// It runs in the upload goroutine. The rows' chunks go back to the pool as
+// they are written, so the file's rows and its encoded bytes together stay
+// about its size, plus encodeReserve. It fails only on a bug (rows the
+// writer refuses); the rows are gone by then, so it fails for good.
+func (s *Sink) encodeParquet(f *file) error {
+	if f.encodeErr != nil {
+		return f.encodeErr
+	}
+	out := &chunkWriter{s: s}
 	w := parquet.NewWriter(out, s.pq.schema,
 		parquet.Compression(s.pq.codec),
 		parquet.CreatedBy("pico-connectors s3_sink", "1", "parquet-go v0.32.0"),
 		parquet.WriteBufferSize(0),
 		parquet.PageBufferSize(pqPageBuffer))
-	s.grow(s.writerBytes())
-	fb.pq = &pqFile{w: w, out: out, target: s.rowGroupTarget(0, 0)}
+	reserve := s.encodeReserve()
+	s.mu.Lock()
+	// One encoding always runs; more only within encodeBudget.
+	for s.encoding > 0 && s.encoding+reserve > s.encodeBudget() {
+		s.cond.Wait()
+	}
+	s.grow(int(reserve))
+	s.encoding += reserve
+	s.mu.Unlock()
+	err := s.writeRows(w, f)
+	if err == nil {
+		err = w.Close()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.grow(-int(reserve))
+	s.encoding -= reserve
+	s.cond.Broadcast()
+	s.free(f.chunks)
+	if err != nil {
+		s.free(out.chunks)
+		f.chunks, f.size = nil, 0
+		f.encodeErr = fmt.Errorf("s3 sink: encoding the parquet file %s failed, its records are not uploaded: %w", f.key, err)
+		s.log.Error("S3 sink could not encode a parquet file", "key", f.key, "error", err)
+		return f.encodeErr
+	}
+	f.chunks, f.size = out.chunks, out.size
+	return nil
 }
 
-func (o *pqOut) Write(b []byte) (int, error) {
-	fb, s := o.fb, o.s
-	n := len(b)
-	for len(b) > 0 {
-		last := len(fb.chunks) - 1
-		if last < 0 || len(fb.chunks[last]) == cap(fb.chunks[last]) {
-			c := s.pool.get(len(fb.chunks), 1)
-			s.grow(cap(c))
-			fb.chunks = append(fb.chunks, c)
-			last++
+// writeRows reads the serialized rows of f's chunks into w, a row group
+// per mark, pqBatch rows per WriteRows, and frees each chunk once its rows
+// are written; f keeps the chunks not freed.
+func (s *Sink) writeRows(w *parquet.Writer, f *file) error {
+	rows := make([]parquet.Row, 0, pqBatch)
+	values := make([]parquet.Value, 0, pqBatch*len(s.pq.cols))
+	chunks := f.chunks
+	done := 0 // chunks whose rows are all written
+	defer func() { f.chunks = chunks[done:] }()
+	write := func(upTo int) error {
+		if len(rows) > 0 {
+			if _, err := w.WriteRows(rows); err != nil {
+				return err
+			}
 		}
-		c := &fb.chunks[last]
-		k := min(len(b), cap(*c)-len(*c))
-		*c = append(*c, b[:k]...)
-		b = b[k:]
+		rows, values = rows[:0], values[:0]
+		if upTo > done {
+			s.mu.Lock()
+			s.free(chunks[done:upTo])
+			s.mu.Unlock()
+			done = upTo
+		}
+		return nil
 	}
-	fb.size += int64(n)
-	return n, nil
-}
-
-// rowGroupTarget is the raw size of the next row group of a file that has
-// enc encoded bytes from flushed raw bytes: what should bring the file to
-// max_file_size at the compression seen so far, between a sixteenth of
-// max_file_size and max_file_size (and half of max_buffer_size).
-func (s *Sink) rowGroupTarget(enc, flushed int64) int64 {
-	limit := min(s.opts.MaxFileSize, max(s.opts.MaxBufferSize/2, 1))
-	floor := min(max(s.opts.MaxFileSize/16, 4<<10), limit)
-	if enc <= 0 || flushed <= 0 {
-		return limit
+	for ci, c := range chunks {
+		for i := 0; i < len(c); {
+			start := len(values)
+			var err error
+			values, i, err = readRow(c, i, values)
+			if err != nil {
+				return err
+			}
+			if len(values) == start {
+				if err := write(ci); err != nil {
+					return err
+				}
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				continue
+			}
+			rows = append(rows, values[start:len(values):len(values)])
+			if len(rows) == pqBatch || cap(values)-len(values) < len(s.pq.cols) {
+				if err := write(ci); err != nil {
+					return err
+				}
+			}
+		}
 	}
-	want := float64(s.opts.MaxFileSize-enc) * float64(flushed) / float64(enc)
-	return min(max(int64(want), floor), limit)
-}
-
-// finishParquet writes the last row group and the footer of fb. The
-// reservations of its rows and its writer pass to the encoded bytes first.
-func (s *Sink) finishParquet(fb *fileBuffer) {
-	pf := fb.pq
-	s.dropParquet(fb)
-	if err := pf.w.Close(); err != nil {
-		// Writes into chunks never fail; the writer itself has no other
-		// reason to.
-		s.log.Error("S3 sink could not finish a parquet file", "error", err)
-	}
-}
-
-// dropParquet lets go of fb's writer and its held row group.
-func (s *Sink) dropParquet(fb *fileBuffer) {
-	pf := fb.pq
-	if pf == nil {
-		return
-	}
-	s.grow(-int(pf.pending) - s.writerBytes())
-	pf.pending = 0
-	fb.pq = nil
+	return write(len(chunks))
 }

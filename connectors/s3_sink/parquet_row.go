@@ -3,7 +3,9 @@ package s3sink
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -23,12 +25,17 @@ import (
 type pqRow struct {
 	raw  [][]byte // per column: the JSON value found at its path, nil when absent
 	row  parquet.Row
+	size int    // rowBytes(row)
 	buf  []byte // converted bytes (unescaped strings, decimals, base64)
-	offs []int  // per column: where its bytes start in buf, -1 when none
+	offs []int  // per column: where its bytes start in buf, -1 when none, inPayload for raw's
 }
 
-// row converts rec into r.row. It returns the raw size the row adds to the
-// open row group, or the reason the record does not fit the columns.
+// inPayload in pqRow.offs: the column's bytes are raw's, inside the payload.
+const inPayload = -2
+
+// row converts rec into r.row. It returns the row's serialized size (an
+// upper bound, rowBytes), or the reason the record does not fit the
+// columns.
 func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 	n := len(l.cols)
 	if cap(r.raw) < n {
@@ -60,7 +67,6 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 	} else {
 		cv = make([]conv, n)
 	}
-	size := 0
 	for i := range l.cols {
 		c := &l.cols[i]
 		r.offs[i] = -1
@@ -108,6 +114,11 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		var err error
 		switch c.typ {
 		case colString:
+			if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+				// No escapes: the value is the payload's own bytes.
+				r.raw[i], r.offs[i] = raw[1:len(raw)-1], inPayload
+				break
+			}
 			r.offs[i] = len(r.buf)
 			r.buf, err = appendJSONString(r.buf, raw)
 		case colInt64:
@@ -155,11 +166,12 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 		}
 		if v.kind == 0 {
 			r.row[i] = parquet.NullValue().Level(0, 0, i)
-			size += 2
 			continue
 		}
 		var pv parquet.Value
 		switch {
+		case r.offs[i] == inPayload:
+			pv = parquet.ByteArrayValue(r.raw[i])
 		case r.offs[i] >= 0:
 			end := len(r.buf)
 			for j := i + 1; j < n; j++ {
@@ -175,27 +187,22 @@ func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
 			default:
 				pv = parquet.ByteArrayValue(b)
 			}
-			size += len(b) + 4
 		case c.meta == metaKey || c.meta == metaHeaders:
 			r.row[i] = parquet.NullValue().Level(0, 0, i)
-			size += 2
 			continue
 		case c.typ == colDouble:
 			pv = parquet.DoubleValue(v.f)
-			size += 8
 		case c.typ == colBoolean:
 			pv = parquet.BooleanValue(v.b)
-			size++
 		case c.typ == colInt32 || c.typ == colDate || (c.typ == colDecimal && c.precision <= 9):
 			pv = parquet.Int32Value(int32(v.i))
-			size += 4
 		default:
 			pv = parquet.Int64Value(v.i)
-			size += 8
 		}
 		r.row[i] = pv.Level(0, def, i)
 	}
-	return size + 8, nil
+	r.size = rowBytes(r.row)
+	return r.size, nil
 }
 
 // clip shortens a value for an error message.
@@ -506,3 +513,138 @@ func parseDecimal(text []byte) (neg bool, digits []byte, pow int64, ok bool) {
 }
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// A serialized row is uvarint(number of values), then per value: its kind
+// (pqKind*), repetition level, definition level, uvarint(column index),
+// and its bytes (none for a null or a boolean, 4 for INT32, 8 for INT64
+// and DOUBLE, uvarint(length) and the bytes for a byte array). A row of
+// no values marks the start of a new row group.
+
+const (
+	pqKindNull = iota
+	pqKindFalse
+	pqKindTrue
+	pqKindInt32
+	pqKindInt64
+	pqKindDouble
+	pqKindBytes
+	pqKindFixed
+)
+
+// rowBytes is the serialized size of row, an upper bound.
+func rowBytes(row parquet.Row) int {
+	n := binary.MaxVarintLen32
+	for _, v := range row {
+		n += 3 + binary.MaxVarintLen32 + 8
+		if k := v.Kind(); !v.IsNull() && (k == parquet.ByteArray || k == parquet.FixedLenByteArray) {
+			n += binary.MaxVarintLen32 + len(v.ByteArray())
+		}
+	}
+	return n
+}
+
+// appendRow serializes row.
+func appendRow(dst []byte, row parquet.Row) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(row)))
+	for _, v := range row {
+		kind := byte(pqKindNull)
+		if !v.IsNull() {
+			switch v.Kind() {
+			case parquet.Boolean:
+				kind = pqKindFalse
+				if v.Boolean() {
+					kind = pqKindTrue
+				}
+			case parquet.Int32:
+				kind = pqKindInt32
+			case parquet.Int64:
+				kind = pqKindInt64
+			case parquet.Double:
+				kind = pqKindDouble
+			case parquet.FixedLenByteArray:
+				kind = pqKindFixed
+			default:
+				kind = pqKindBytes
+			}
+		}
+		dst = append(dst, kind, byte(v.RepetitionLevel()), byte(v.DefinitionLevel()))
+		dst = binary.AppendUvarint(dst, uint64(v.Column()))
+		switch kind {
+		case pqKindInt32:
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(v.Int32()))
+		case pqKindInt64:
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(v.Int64()))
+		case pqKindDouble:
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Double()))
+		case pqKindBytes, pqKindFixed:
+			b := v.ByteArray()
+			dst = binary.AppendUvarint(dst, uint64(len(b)))
+			dst = append(dst, b...)
+		}
+	}
+	return dst
+}
+
+// errDamagedRow is a serialized row readRow cannot read: a bug.
+var errDamagedRow = errors.New("s3 sink: a serialized parquet row is damaged")
+
+// readRow reads the serialized row at b[i:] into row, whose byte values
+// point into b, and returns the index after it; zero values mark the start
+// of a row group.
+func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
+	n, k := binary.Uvarint(b[i:])
+	if k <= 0 {
+		return row, i, errDamagedRow
+	}
+	i += k
+	for range n {
+		if i+3 > len(b) {
+			return row, i, errDamagedRow
+		}
+		kind, rep, def := b[i], int(b[i+1]), int(b[i+2])
+		col, k := binary.Uvarint(b[i+3:])
+		if k <= 0 {
+			return row, i, errDamagedRow
+		}
+		i += 3 + k
+		var v parquet.Value
+		switch kind {
+		case pqKindNull:
+			v = parquet.NullValue()
+		case pqKindFalse, pqKindTrue:
+			v = parquet.BooleanValue(kind == pqKindTrue)
+		case pqKindInt32:
+			if i+4 > len(b) {
+				return row, i, errDamagedRow
+			}
+			v = parquet.Int32Value(int32(binary.LittleEndian.Uint32(b[i:])))
+			i += 4
+		case pqKindInt64, pqKindDouble:
+			if i+8 > len(b) {
+				return row, i, errDamagedRow
+			}
+			u := binary.LittleEndian.Uint64(b[i:])
+			v = parquet.Int64Value(int64(u))
+			if kind == pqKindDouble {
+				v = parquet.DoubleValue(math.Float64frombits(u))
+			}
+			i += 8
+		case pqKindBytes, pqKindFixed:
+			l, k := binary.Uvarint(b[i:])
+			if k <= 0 || uint64(len(b)-i-k) < l {
+				return row, i, errDamagedRow
+			}
+			i += k
+			data := b[i : i+int(l) : i+int(l)]
+			v = parquet.ByteArrayValue(data)
+			if kind == pqKindFixed {
+				v = parquet.FixedLenByteArrayValue(data)
+			}
+			i += int(l)
+		default:
+			return row, i, errDamagedRow
+		}
+		row = append(row, v.Level(rep, def, int(col)))
+	}
+	return row, i, nil
+}

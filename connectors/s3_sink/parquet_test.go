@@ -358,9 +358,10 @@ func TestParquetRejects(t *testing.T) {
 	}
 }
 
-// TestParquetRotation: files close once their encoded size reaches
-// max_file_size, with several row groups each; the sink's held bytes stay
-// within max_buffer_size.
+// TestParquetRotation: files close once their rows' raw (serialized) size
+// reaches max_file_size, encoded smaller, with row groups of
+// parquet_row_group_size; the sink's held bytes stay within
+// max_buffer_size.
 func TestParquetRotation(t *testing.T) {
 	srv := s3test.Start(t)
 	cols := []columnSpec{{Name: "n", Type: "int64"}, {Name: "pad", Type: "string"}}
@@ -374,7 +375,16 @@ func TestParquetRotation(t *testing.T) {
 		parquetOpts(cols, "zstd")(o)
 		o.MaxFileSize = maxFile
 		o.MaxBufferSize = 1 << 20
+		o.RowGroupSize = maxFile / 4
 	})
+	// The serialized size of each record's row, as the sink counts it.
+	raw := make([]int, n)
+	for i := range recs {
+		if _, err := s.pq.row(&s.row, &recs[i]); err != nil {
+			t.Fatal(err)
+		}
+		raw[i] = len(appendRow(nil, s.row.row))
+	}
 	feed(t, s, recs, 250)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -388,11 +398,20 @@ func TestParquetRotation(t *testing.T) {
 	}
 	next := 0
 	for i, tb := range tabs {
-		if i < len(tabs)-1 && (tb.size < maxFile || tb.size > maxFile+maxFile/2) {
-			t.Errorf("%s: %d bytes, want max_file_size (%d) to 1.5 times it", tb.key, tb.size, maxFile)
+		// A file is cut at the record that takes its rows (and the marks
+		// of its row groups, a byte each) to max_file_size.
+		size := tb.rowGroups - 1
+		for j := range tb.rows {
+			size += raw[next+j]
 		}
-		if i < len(tabs)-1 && tb.rowGroups < 2 {
-			t.Errorf("%s: %d row group(s)", tb.key, tb.rowGroups)
+		if last := raw[next+len(tb.rows)-1]; i < len(tabs)-1 && (size < maxFile || size-last >= maxFile) {
+			t.Errorf("%s: rows of %d raw bytes, want the first to reach max_file_size (%d)", tb.key, size, maxFile)
+		}
+		if tb.size >= maxFile {
+			t.Errorf("%s: %d bytes encoded, not below its %d raw bytes", tb.key, tb.size, size)
+		}
+		if i < len(tabs)-1 && tb.rowGroups < 4 {
+			t.Errorf("%s: %d row group(s), want 4 of parquet_row_group_size (max_file_size / 4)", tb.key, tb.rowGroups)
 		}
 		for _, r := range tb.rows {
 			if r[0] != fmt.Sprint(next) || r[5] != fmt.Sprint(next) {
@@ -400,7 +419,7 @@ func TestParquetRotation(t *testing.T) {
 			}
 			next++
 		}
-		t.Logf("%s: %d bytes, %d row groups, %d rows", tb.key, tb.size, tb.rowGroups, len(tb.rows))
+		t.Logf("%s: %d bytes from %d raw, %d row groups, %d rows", tb.key, tb.size, size, tb.rowGroups, len(tb.rows))
 	}
 	if next != n {
 		t.Fatalf("%d rows, want %d", next, n)
@@ -539,8 +558,9 @@ func TestParquetConfigRules(t *testing.T) {
 	}
 }
 
-// BenchmarkParquetEncode converts and writes 1 KiB JSON records into a
-// parquet file with zstd pages, as the sink does, without S3.
+// BenchmarkParquetEncode converts 1 KiB JSON records into rows and
+// encodes the files they fill with zstd pages, as the sink's Consume and
+// upload workers do, without S3.
 func BenchmarkParquetEncode(b *testing.B) {
 	recs := benchRecords(benchN, 1024)
 	o := defaultOptions()
@@ -554,20 +574,27 @@ func BenchmarkParquetEncode(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rec := &recs[i%benchN]
-		n, err := s.pq.row(&s.row, rec)
-		if err != nil {
+		if _, err := s.pq.row(&s.row, rec); err != nil {
 			b.Fatal(err)
 		}
 		s.mu.Lock()
-		if err := s.appendParquet(p, rec, n); err != nil {
+		if err := s.append(p, rec); err != nil {
 			b.Fatal(err)
 		}
+		var f *file
 		if s.full(p) {
 			s.closeFile(p)
-			f := p.pending[0]
-			s.finish(f)
+			f = p.pending[0]
 		}
 		s.mu.Unlock()
+		if f != nil {
+			if err := s.encodeParquet(f); err != nil {
+				b.Fatal(err)
+			}
+			s.mu.Lock()
+			s.finish(f)
+			s.mu.Unlock()
+		}
 	}
 }
 

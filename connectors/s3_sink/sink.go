@@ -319,11 +319,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			}
 			p.recovering = false
 		}
-		if s.pq != nil {
-			if err := s.appendParquet(p, rec, rowSize); err != nil {
-				return err
-			}
-		} else if err := s.append(p, rec); err != nil {
+		if err := s.append(p, rec); err != nil {
 			return err
 		}
 		appended++

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -22,7 +21,7 @@ import (
 //	keys, chunks, options, retry, format    object keys, buffers, settings, JSON
 //	parquet, parquet_row                    the Parquet schema, a record's row
 //	state                                   this file
-//	parquet_file, compress, marker          writers of a file, a group's marker
+//	compress, parquet_file, marker          encoders of a file, a group's marker
 //	upload, health                          a file's upload
 //	group                                   a partition's open files together
 //	file                                    a partition's open file: append, cut
@@ -33,8 +32,8 @@ import (
 //
 // A record flows one way: Consume (sink) skips it or finds its file in the
 // bucket (recovery), formats it into the open file (file, format or
-// parquet_row and parquet_file), a cut hands the file to upload, and
-// Durable reports it once uploaded.
+// parquet_row), a cut hands the file to upload, which encodes it
+// (parquet_file, compress), and Durable reports it once uploaded.
 
 // Sink is the S3 sink. Consume and Close are called from one goroutine;
 // Durable and Release may be called from any.
@@ -66,6 +65,7 @@ type Sink struct {
 	open     int   // partitions with an open file holding records
 	held     int64 // capacity of every chunk of open and pending files
 	peakHeld int64
+	encoding int64 // held by parquet encodings running now (encodeReserve each)
 	inFlight int
 	failing  int   // exactly_once: files whose last upload failed
 	lastErr  error // the last upload failure; nil after a success
@@ -135,7 +135,7 @@ type fileBuffer struct {
 	first     int64
 	last      int64
 	firstTime time.Time
-	pq        *pqFile // parquet output: the file's writer
+	pq        *pqFile // parquet output: its open row group
 }
 
 type fileState int
@@ -163,13 +163,14 @@ type file struct {
 	// upload beside it.
 	replayable bool
 	uploaded   bool // done: in the bucket
-	// lead: the last file of its group, which uploads after the others;
-	// siblings are the others.
-	lead     bool
-	siblings []*file
-	mark     *groupMark // exactly_once, a group of several files: its marker
-	rounds   int        // failed rounds of max_attempts
-	err      error      // buffered: why the file was lost
+	// lead: the last file of its group; siblings are the others.
+	lead      bool
+	siblings  []*file
+	mark      *groupMark // exactly_once, a group of several files: its marker
+	rounds    int        // failed rounds of max_attempts
+	err       error      // buffered: why the file was lost
+	encoded   bool       // its chunks are the object's bytes (Parquet, compressed)
+	encodeErr error      // parquet: the encoding failed, for good
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -207,7 +208,7 @@ func newMetrics(m sdk.Metrics) sinkMetrics {
 		bytesUploaded:   m.Counter("s3_sink_bytes_uploaded_total", "Bytes of files uploaded to S3, after compression."),
 		retries:         m.Counter("s3_sink_upload_retries_total", "PutObject attempts that failed and were retried."),
 		uploadFailures:  m.Counter("s3_sink_upload_failures_total", "Uploads that failed after max_attempts (or at once, on a status that is not retried)."),
-		uploadSeconds: m.Histogram("s3_sink_upload_duration_seconds", "Time to upload one file, retries included.",
+		uploadSeconds: m.Histogram("s3_sink_upload_duration_seconds", "Time to upload one file, retries included, and to encode it first (compression, Parquet).",
 			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}),
 		openFiles:     m.Gauge("s3_sink_open_files", "Files open in memory, one per topic and partition with buffered records."),
 		bufferedBytes: m.Gauge("s3_sink_buffered_bytes", "Bytes held by open and uploading files, bounded by max_buffer_size."),
@@ -216,21 +217,10 @@ func newMetrics(m sdk.Metrics) sinkMetrics {
 	}
 }
 
-// pqFile is the parquet writer of one open file.
+// pqFile is the parquet state of one open file: the raw size of its open
+// row group.
 type pqFile struct {
-	w   *parquet.Writer
-	out *pqOut
-	// pending is the raw size of the rows in the open row group, counted
-	// in the sink's held bytes; target is the raw size at which the row
-	// group is flushed; flushed is the raw size of the flushed row groups.
-	pending, target, flushed int64
-}
-
-// pqOut writes the encoded file into the open file's chunks. It runs with
-// the sink's lock held.
-type pqOut struct {
-	s  *Sink
-	fb *fileBuffer
+	group int64
 }
 
 // grow counts n more bytes held.

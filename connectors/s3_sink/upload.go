@@ -78,12 +78,12 @@ func sameGroup(g, f *file) bool {
 // upload runs one round of max_attempts for f, then records the outcome.
 func (s *Sink) upload(f *file) {
 	defer s.wg.Done()
-	if f.rounds == 0 && s.opts.Compression != compressNone {
-		s.compress(f)
-	}
 	start := s.now()
 	target := "s3://" + s.opts.Bucket + "/" + f.key
 	attempts, err := s.retry.do(f.ctx, target, func(context.Context) error {
+		if err := s.encode(f); err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.attemptTimeout(f.size))
 		defer cancel()
 		if err := s.markGroup(ctx, f); err != nil {

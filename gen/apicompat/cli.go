@@ -1,12 +1,11 @@
 package apicompat
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
 	"github.com/picomq/pico-connectors/gen"
+	"github.com/picomq/pico-connectors/gen/cmdline"
 )
 
 // Usage is the help text of picogen apicompat.
@@ -24,34 +23,26 @@ exits 1 when one is not.
 // incompatible change is listed, 1 when one is not or the check fails, 2
 // on a usage error.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("apicompat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	fs := cmdline.Flags("apicompat", Usage, stderr)
 	base := fs.String("base", "", "git revision to compare with (required)")
-	root := fs.String("C", "", "module root (default: the folder holding go.mod, from here up)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	rootFlag := cmdline.Root(fs, "", "module root (default: the folder holding go.mod, from here up)")
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
 	if *base == "" {
 		fmt.Fprint(stderr, "picogen apicompat: --base REV is required, such as --base origin/main\n\n"+Usage)
 		return 2
 	}
-	if *root == "" {
-		r, err := gen.FindRoot(".")
-		if err != nil {
-			fmt.Fprintln(stderr, "picogen apicompat:", err)
-			return 1
-		}
-		*root = r
+	root, err := gen.RootOrFind(*rootFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "picogen apicompat:", err)
+		return 1
 	}
 	packages := Packages
 	if fs.NArg() > 0 {
 		packages = fs.Args()
 	}
-	changes, err := Check(*root, *base, packages)
+	changes, err := Check(root, *base, packages)
 	if err != nil {
 		fmt.Fprintln(stderr, "picogen apicompat:", err)
 		return 1

@@ -1,15 +1,13 @@
 package compat
 
 import (
-	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
+
+	"github.com/picomq/pico-connectors/gen/cmdline"
 )
 
 // Usage is the help text of picogen compat.
@@ -27,17 +25,11 @@ passes.
 // returns the exit code: 0 when nothing breaks, 1 on a breaking change, 2
 // on a usage or read error.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("compat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	fs := cmdline.Flags("compat", Usage, stderr)
 	base := fs.String("base", "", "compare with the schemas at this git revision")
-	dir := fs.String("C", ".", "repository root, for --base and the default schema list")
-	fs.StringVar(dir, "root", ".", "same as -C")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	dir := cmdline.Root(fs, ".", "repository root, for --base and the default schema list")
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
 	type pair struct {
 		name     string
@@ -128,56 +120,4 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "no breaking changes in %d schema(s)\n", len(pairs))
 	return 0
-}
-
-// GitList returns the *.json files directly in folder dir/folder as
-// committed at rev, as slash paths relative to dir.
-func GitList(dir, rev, folder string) ([]string, error) {
-	if strings.HasPrefix(rev, "-") {
-		return nil, fmt.Errorf("bad revision %q", rev)
-	}
-	var out, errb bytes.Buffer
-	cmd := exec.Command("git", "-C", dir, "ls-tree", "--name-only", rev+":./"+folder)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		msg := errb.String()
-		if strings.Contains(msg, "Not a valid object name") || strings.Contains(msg, "does not exist") || strings.Contains(msg, "not a tree object") {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("git ls-tree %s:%s: %s", rev, folder, strings.TrimSpace(msg))
-	}
-	var files []string
-	for _, name := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		if strings.HasSuffix(name, ".json") {
-			files = append(files, folder+"/"+name)
-		}
-	}
-	return files, nil
-}
-
-// GitShow reads path as committed at rev in the repository at dir. found is
-// false when the revision exists but has no such file.
-func GitShow(dir, rev, path string) (content []byte, found bool, err error) {
-	if strings.HasPrefix(rev, "-") {
-		return nil, false, fmt.Errorf("bad revision %q", rev)
-	}
-	rel := filepath.ToSlash(filepath.Clean(path))
-	var out, errb bytes.Buffer
-	cmd := exec.Command("git", "-C", dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, false, fmt.Errorf("git revision %q not found in %s", rev, dir)
-	}
-	out.Reset()
-	errb.Reset()
-	cmd = exec.Command("git", "-C", dir, "show", rev+":./"+rel)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		msg := errb.String()
-		if strings.Contains(msg, "does not exist") || strings.Contains(msg, "exists on disk, but not in") {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("git show %s:%s: %s", rev, rel, strings.TrimSpace(msg))
-	}
-	return out.Bytes(), true, nil
 }

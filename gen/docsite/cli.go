@@ -1,10 +1,10 @@
 package docsite
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/picomq/pico-connectors/gen/cmdline"
 )
 
 // Usage is the help text of picogen docs.
@@ -22,18 +22,12 @@ Run go generate ./... first: the pages come from generated/docs.
 // the exit code: 0 on success, 1 when the site cannot be built, 2 on a
 // usage error.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("docs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	fs := cmdline.Flags("docs", Usage, stderr)
 	out := fs.String("out", "", "output folder")
 	format := fs.String("format", "md", "md or html")
-	root := fs.String("C", ".", "repository root")
-	fs.StringVar(root, "root", ".", "same as -C")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	root := cmdline.Root(fs, ".", "repository root")
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
 	if *out == "" || fs.NArg() > 0 {
 		fmt.Fprint(stderr, Usage)

@@ -22,6 +22,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Format is the output format of Build.
@@ -119,6 +121,11 @@ func Load(root string) (*Site, error) {
 		}
 		s.Pages = append(s.Pages, Page{Slug: ref.slug, Title: ref.title, Markdown: operatorLinks.Replace(string(md))})
 	}
+	md, err := readSDKFile(root, GuaranteesFile)
+	if err != nil {
+		return nil, fmt.Errorf("delivery guarantees: %w", err)
+	}
+	s.Pages = append(s.Pages, Page{Slug: "delivery-guarantees", Title: "Delivery guarantees", Markdown: repoLinks.Replace(string(md))})
 	s.Pages = append(s.Pages, Page{Slug: "schemas", Title: "JSON Schemas", Markdown: schemasPage(s)})
 	return s, nil
 }
@@ -294,6 +301,7 @@ func catalog(plugins []Plugin) string {
 	b.WriteString("- [Definition file](definition.md): one file per connector, with `[[topics]]` and `[plugin_config]`.\n")
 	b.WriteString("- [Schema dialect](dialect.md): how a connector's schema is written.\n")
 	b.WriteString("- [HTTP API](api.md) and [metrics](metrics.md): what a running pico-connectors shows operators.\n")
+	b.WriteString("- [Delivery guarantees](delivery-guarantees.md): what a crash, a failed write, a broker outage, a rebalance and a bad record do, connector by connector, and what may repeat.\n")
 	b.WriteString("- [JSON Schemas](schemas.md): for editor completion of definition files and plugin_config tables.\n")
 	return b.String()
 }
@@ -413,6 +421,15 @@ var operatorLinks = strings.NewReplacer(
 	"(../metrics/README.md)", "(metrics.md)",
 	"(../api/README.md)", "(api.md)",
 )
+
+// GuaranteesFile is the delivery guarantees page (slug
+// delivery-guarantees, which the specs link), written by hand.
+const GuaranteesFile = "docs/delivery-guarantees.md"
+
+// repoLinks points the guarantees page's links to the repository's files
+// (the tests that prove each row) at the repository on GitHub: the site
+// publishes no source files.
+var repoLinks = strings.NewReplacer("](../", "](https://"+sdk.ModulePath+"/blob/main/")
 
 func rewriteDialect(md string) string {
 	return strings.ReplaceAll(md, "(../shared/spec/", "(https://picomq.dev/spec/")

@@ -112,7 +112,7 @@ func (s *Site) nav() string {
 	b.WriteString("<h2>Reference</h2>\n<ul>\n")
 	for _, p := range s.Pages {
 		switch p.Slug {
-		case "index", "runtime_config", "definition", "dialect", "schemas":
+		case "index", "runtime_config", "definition", "dialect", "delivery-guarantees", "schemas":
 			fmt.Fprintf(&b, "<li><a href=\"%s.html\">%s</a></li>\n", p.Slug, html.EscapeString(p.Title))
 		}
 	}

@@ -1,11 +1,11 @@
 package lint
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+
+	"github.com/picomq/pico-connectors/gen/cmdline"
 )
 
 // Usage is the help text of picogen lint.
@@ -19,16 +19,10 @@ their own rules and enum values without descriptions. Exits 1 on any finding.
 // Main runs picogen lint with args (without the command name) and returns
 // the exit code: 0 when clean, 1 on a finding, 2 on a usage or read error.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
-	dir := fs.String("C", ".", "repository root, for the default schema list")
-	fs.StringVar(dir, "root", ".", "same as -C")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fs := cmdline.Flags("lint", Usage, stderr)
+	dir := cmdline.Root(fs, ".", "repository root, for the default schema list")
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
 	var (
 		found Findings

@@ -1,12 +1,11 @@
 package scaffold
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/picomq/pico-connectors/gen/cmdline"
 	"github.com/picomq/pico-connectors/templates"
 )
 
@@ -27,18 +26,12 @@ overwritten; --dry-run lists the files without writing them.
 // the exit code: 0 on success, 1 when the connector cannot be written, 2
 // on a usage error.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("new", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	fs := cmdline.Flags("new", Usage, stderr)
 	dry := fs.Bool("dry-run", false, "list the files without writing them")
-	root := fs.String("C", "", "repository root (default: the folder holding go.mod, from here up)")
-	fs.StringVar(root, "root", "", "same as -C")
+	root := cmdline.Root(fs, "", "repository root (default: the folder holding go.mod, from here up)")
 	topic := fs.String("topic", "", "topic of the example definition")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, stop := cmdline.Parse(fs, args); stop {
+		return code
 	}
 	if fs.NArg() != 2 {
 		fmt.Fprint(stderr, Usage)

@@ -203,13 +203,9 @@ func New(opts Options) ([]File, templates.Data, error) {
 	if err := CheckName(opts.Kind, opts.Name); err != nil {
 		return nil, d, err
 	}
-	root := opts.Root
-	if root == "" {
-		r, err := gen.FindRoot(".")
-		if err != nil {
-			return nil, d, err
-		}
-		root = r
+	root, err := gen.RootOrFind(opts.Root)
+	if err != nil {
+		return nil, d, err
 	}
 	module, err := gen.ModulePath(root)
 	if err != nil {

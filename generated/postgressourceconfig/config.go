@@ -18,6 +18,49 @@
 // Polling and concurrent writers: values become visible out of order when transactions write a table at once (the one holding the lower sequence value commits last). Polling tracks commit visibility as well as values: each poll records its pg_current_snapshot(), and the next poll first reads the rows at or below its cursor whose xmin that snapshot did not show (they committed since), so such a row is still read, then reads on above the cursor. That window is a range of the tracking column's index, bounded by the highest value seen when the transactions still open at the previous poll had not started yet, so a poll does not scan the table. It needs tracking values assigned by the writing transaction from an increasing source at or after its first write (a sequence, clock_timestamp(), a trigger; not ids fetched ahead, nor now() in a transaction that waits before writing), and costs one transaction ID per poll. A row version committed at or below the cursor since the last poll is delivered, so an UPDATE of a recent row can be delivered again. Views, materialized views, foreign tables, tables read from a standby and servers before PostgreSQL 13 keep the value cursor alone (warned at start): there a row whose value is below the cursor and that commits later is never read, so use them only with one writer at a time, or writers that serialize (LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE before the INSERT), or use mode = "cdc".
 //
 // At start, the source refuses to publish the updates and deletes of a table that has no replica identity (no primary key with REPLICA IDENTITY DEFAULT, or REPLICA IDENTITY NOTHING), since PostgreSQL would then reject the application's own UPDATE and DELETE on it; the message says what to run. A table dropped, or taken out of the publication, while the source runs fails every poll, naming the table, rather than looking quiet.
+//
+// Table patterns: an entry of tables may be a glob (public.orders_*) or a regular expression (re:^sales\.orders_[0-9]{4}$). The tables a pattern matches at start are captured like named ones; every table_discovery_interval the catalog is read again and a matching table created since is captured: in CDC it is added to the publication (when create_publication is true) and its existing rows are read by the incremental snapshot while changes stream, in polling it is polled from initial_offset. A partitioned table is captured through its root, never partition by partition.
+//
+// Per-table settings: [[plugin_config.table_settings]] blocks, matched by table name or by one of tables' patterns, choose the columns that go out (include_columns or exclude_columns), mask some (mask_columns, a fixed replacement) or hash them (hash_columns, hex HMAC-SHA256 under the secret hash_key), and key the record by other columns (key_columns). They apply in the source, before produce, to snapshot, incremental snapshot, CDC and polling records, in both record formats:
+//
+// ```toml
+// [[plugin_config.table_settings]]
+// table = "public.customers"
+// exclude_columns = ["internal_notes"]
+// mask_columns = ["card"]
+// hash_columns = ["email"]
+// hash_key = "a long random secret"   # or the whole list from PICOMQ_CONNECTORS_SOURCE_<KEY>_PLUGIN_CONFIG_TABLE_SETTINGS
+// key_columns = ["tenant", "id"]
+// ```
+//
+// Snapshots on demand (CDC, stream reader): pico-connectors admin --config FILE KEY snapshot public.orders, POST /sources/KEY/snapshot with {"tables": ["public.orders"]} (and the API key), or a row in signal_table in the shape of Debezium's execute-snapshot signal (INSERT INTO signals VALUES ('1', 'execute-snapshot', '{"data-collections": ["public.orders"], "type": "incremental"}')) read the table again while changes keep streaming: chunks of batch_size rows in key order, each between two watermarks, so a row changed meanwhile comes from the stream, never older than its change. All three write a signal that the source reads in stream order, so a request survives a crash once written. Progress (queued, running, done, chunks and rows delivered) shows in the source's API entry (snapshots) and in the metrics postgres_source_snapshot_chunks_total, postgres_source_snapshot_rows_total and postgres_source_snapshot_tables_pending.
+//
+// The two record formats, for UPDATE orders SET status = 'paid' WHERE id = 42 on a table with REPLICA IDENTITY FULL (record key {"id":42} in both):
+//
+// ```json
+// flat (include_metadata = true)
+// {"id":42,"status":"paid","amount":12.50,"__op":"update",
+// "__before":{"id":42,"status":"new","amount":12.50},
+// "__table":"public.orders","__lsn":"0/1954A28","__commit_time":"2024-02-29T11:14:15.5Z","__xid":728,"__tx_order":1}
+//
+// debezium
+// {"before":{"id":42,"status":"new","amount":"12.50"},"after":{"id":42,"status":"paid","amount":"12.50"},
+// "source":{"version":"pico-connectors v0.4.0","connector":"postgresql","name":"orders_cdc","ts_ms":1709205255500,
+// "snapshot":"false","db":"app","sequence":"[\"26526912\",\"26526960\"]","schema":"public","table":"orders",
+// "txId":728,"lsn":26526960,"xmin":null},
+// "transaction":{"id":"728:26526960","total_order":1,"data_collection_order":1},"op":"u","ts_ms":1709205255521}
+// ```
+//
+// | | flat | debezium |
+// |---|---|---|
+// | operation | __op: insert, update, delete, truncate, read | op: c, u, d, t, r |
+// | new row | the columns at the top level | after |
+// | old row | __before (updates), the top level (deletes) | before |
+// | table, position, time | __table, __lsn, __commit_time (include_metadata) | source.schema, source.table, source.lsn, source.txId, source.ts_ms |
+// | transaction | __xid, __tx_order (include_metadata) | transaction.id, total_order, data_collection_order |
+// | values | numeric as numbers, timestamps as RFC 3339 | Debezium's defaults: numeric as strings, timestamps as epoch microseconds, dates as epoch days |
+//
+// With transaction_topic, BEGIN and END records for each transaction go to that topic in either format, as Debezium's provide.transaction.metadata writes them.
 package postgressourceconfig
 
 import (
@@ -46,32 +89,35 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyConnectionString  = "connection_string"
-	KeyMode              = "mode"
-	KeyTables            = "tables"
-	KeyBatchSize         = "batch_size"
-	KeyPollInterval      = "poll_interval"
-	KeyReplicationSlot   = "replication_slot"
-	KeyPublication       = "publication"
-	KeyCreateSlot        = "create_slot"
-	KeyCreatePublication = "create_publication"
-	KeyCaptureOperations = "capture_operations"
-	KeyCDCReader         = "cdc_reader"
-	KeySnapshot          = "snapshot"
-	KeySlotCheckInterval = "slot_check_interval"
-	KeyMaxRetainedWal    = "max_retained_wal"
-	KeyHeartbeatInterval = "heartbeat_interval"
-	KeyHeartbeatQuery    = "heartbeat_query"
-	KeyTrackingColumn    = "tracking_column"
-	KeyInitialOffset     = "initial_offset"
-	KeyProcessedColumn   = "processed_column"
-	KeyDeleteAfterRead   = "delete_after_read"
-	KeyPrimaryKeyColumn  = "primary_key_column"
-	KeyTableSettings     = "table_settings"
-	KeyIncludeMetadata   = "include_metadata"
-	KeyRecordFormat      = "record_format"
-	KeyLogicalName       = "logical_name"
-	KeyNumericFormat     = "numeric_format"
+	KeyConnectionString       = "connection_string"
+	KeyMode                   = "mode"
+	KeyTables                 = "tables"
+	KeyTableDiscoveryInterval = "table_discovery_interval"
+	KeyBatchSize              = "batch_size"
+	KeyPollInterval           = "poll_interval"
+	KeyReplicationSlot        = "replication_slot"
+	KeyPublication            = "publication"
+	KeyCreateSlot             = "create_slot"
+	KeyCreatePublication      = "create_publication"
+	KeyCaptureOperations      = "capture_operations"
+	KeyCDCReader              = "cdc_reader"
+	KeySnapshot               = "snapshot"
+	KeySlotCheckInterval      = "slot_check_interval"
+	KeyMaxRetainedWal         = "max_retained_wal"
+	KeyHeartbeatInterval      = "heartbeat_interval"
+	KeyHeartbeatQuery         = "heartbeat_query"
+	KeySignalTable            = "signal_table"
+	KeyTrackingColumn         = "tracking_column"
+	KeyInitialOffset          = "initial_offset"
+	KeyProcessedColumn        = "processed_column"
+	KeyDeleteAfterRead        = "delete_after_read"
+	KeyPrimaryKeyColumn       = "primary_key_column"
+	KeyTableSettings          = "table_settings"
+	KeyIncludeMetadata        = "include_metadata"
+	KeyRecordFormat           = "record_format"
+	KeyTransactionTopic       = "transaction_topic"
+	KeyLogicalName            = "logical_name"
+	KeyNumericFormat          = "numeric_format"
 )
 
 // The keys of one element of the table_settings array, below table_settings[i] in problems.
@@ -147,8 +193,13 @@ type Config struct {
 	// Default: cdc.
 	Mode Mode
 
-	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"". A partitioned table is captured through its root: records carry the root's name, snapshots and polling read through the root, and in CDC the publication has publish_via_partition_root = true (PostgreSQL 13 or later), so partitions attached later need no change; an existing publication without that option is refused with the ALTER PUBLICATION to run.
+	// Tables is the tables key: Tables to read, as schema.table (a bare name means public). Quote names with capitals: "\"Sales\".\"Orders\"". An entry may be a pattern: a glob such as public.orders_* (* any run of characters but the dot, ? one character, in unquoted lower-case names; a bare pattern means schema public) or a regular expression written re:REGEX (RE2, matched against schema.table, unanchored unless it says so, such as re:^sales\.orders_[0-9]{4}$). A pattern matches plain and partitioned tables, never a partition or a view. The tables it matches at start are captured like named ones; while the source runs the catalog is read every table_discovery_interval, and a matching table created since is captured from then on: in CDC it is added to the publication (with create_publication = true; otherwise it must already be in it) and its existing rows are read by the incremental snapshot (snapshot = "initial", cdc_reader = "stream"), in polling it is polled from initial_offset. A matched table that cannot be captured (no SELECT, no replica identity while updates or deletes are published) is left out with a warning, and looked at again at the next discovery; a matched table that is dropped is no longer captured, while a named table that is dropped is an error. A partitioned table is captured through its root: records carry the root's name, snapshots and polling read through the root, and in CDC the publication has publish_via_partition_root = true (PostgreSQL 13 or later), so partitions attached later need no change; an existing publication without that option is refused with the ALTER PUBLICATION to run.
 	Tables []string
+
+	// TableDiscoveryInterval is the table_discovery_interval key: How often the catalog is read for tables created since the last look that a pattern of tables matches (see tables). Only with patterns in tables.
+	//
+	// Default: 10s.
+	TableDiscoveryInterval time.Duration
 
 	// BatchSize is the batch_size key: Most records in one batch. Polling: rows per batch (a table without a primary key may add the rest of one group of equal tracking values). CDC: records per batch; a transaction larger than this is split into several batches, and the checkpoint then holds the transaction and how many of its records are delivered, so a restart resumes inside it (the batch in flight at a crash is the only one repeated). The peek reader asks PostgreSQL for at least this many changes per peek, and every peek re-decodes the WAL from the slot's restart point, so small batches cost it far more than large ones. The memory a source holds is bounded by a few batches (batch_size x row size), whatever the transaction size.
 	//
@@ -209,6 +260,9 @@ type Config struct {
 	// HeartbeatQuery is the heartbeat_query key: CDC: SQL run on every heartbeat, like Debezium's heartbeat.action.query: for example an UPDATE of a heartbeat table, so the slot moves even when no captured table changes. Empty runs nothing.
 	HeartbeatQuery string
 
+	// SignalTable is the signal_table key: CDC, stream reader: a table whose inserted rows are signals, in the shape of Debezium's signal table (columns id, type and data, text or varchar), so existing runbooks work: INSERT INTO signals (id, type, data) VALUES ('1', 'execute-snapshot', '{"data-collections": ["public.orders"], "type": "incremental"}') reads public.orders again, online, by the incremental snapshot (chunks of batch_size rows between watermarks) while changes keep streaming, as pico-connectors admin KEY snapshot TABLE... and POST /sources/KEY/snapshot do. data-collections names tables of tables (or patterns, matched against them); a table snapshotted again restarts from its first row; the incremental type only (blocking snapshots are not supported); other signal types are logged and ignored. The source adds the table to the publication it creates (it is not captured: its rows produce no records). Empty (the default): no signal table.
+	SignalTable string
+
 	// TrackingColumn is the tracking_column key: Polling: increasing column that marks new rows, such as id or updated_at (set with clock_timestamp()). Empty means the table's single-column primary key. Rows that commit out of order, below a value already read, are still read through the visibility window; see Polling and concurrent writers above.
 	TrackingColumn string
 
@@ -226,7 +280,7 @@ type Config struct {
 	// PrimaryKeyColumn is the primary_key_column key: Polling: column that identifies a row, for processed_column, delete_after_read, tie-breaking and the record key. Empty means the table's primary key.
 	PrimaryKeyColumn string
 
-	// TableSettings is the table_settings key: Per-table settings, one [[plugin_config.table_settings]] block per table, matched by name: which columns go out, which are masked or hashed, and which make the record key. Applied in the source before produce, to snapshot, CDC and polling records alike (the row, __before, a delete's old row, and __tracking_value). A masked or hashed value never reaches the topic, the logs or the API: the record key is built from hashed values too, and a masked column cannot be a key column. The checkpoint is not the topic: it holds the raw values of the columns a read position needs (polling's tracking value and primary key, a snapshot's last primary key).
+	// TableSettings is the table_settings key: Per-table settings, one [[plugin_config.table_settings]] block per table, matched by name or by one of tables' patterns: which columns go out, which are masked or hashed, and which make the record key. Applied in the source before produce, to snapshot, CDC and polling records alike (the row, __before, a delete's old row, and __tracking_value). A masked or hashed value never reaches the topic, the logs or the API: the record key is built from hashed values too, and a masked column cannot be a key column. The checkpoint is not the topic: it holds the raw values of the columns a read position needs (polling's tracking value and primary key, a snapshot's last primary key).
 	TableSettings []TableSettingsItem
 
 	// IncludeMetadata is the include_metadata key: Add __table and, in CDC, __lsn, __commit_time, __xid (the transaction's ID) and __tx_order (the record's position in its transaction, from 1, counted across tables, batches and restarts), in polling __tracking_value, to each record (record_format = flat).
@@ -238,6 +292,9 @@ type Config struct {
 	//
 	// Default: flat.
 	RecordFormat RecordFormat
+
+	// TransactionTopic is the transaction_topic key: CDC: a topic that receives a BEGIN and an END record for every transaction with captured changes, as Debezium's provide.transaction.metadata writes them (in both record formats): {"status":"BEGIN","id":"txId:LSN","event_count":null,"data_collections":null,"ts_ms":...} before the transaction's first record and {"status":"END","id":...,"event_count":3,"data_collections":[{"data_collection":"public.orders","event_count":2},...],"ts_ms":...} after its last, with the key {"id":"txId:LSN"}; id is the transaction's ID and its commit LSN, ts_ms its commit time, the counts are the records of the transaction this source captures (its tables and capture_operations). They go to this topic, not through the [[topics]] routes: produced once, as they are, by the first [[topics]] block's producer, in the same batch as the records, so a crash repeats them only with the batch in flight. Empty (the default): none.
+	TransactionTopic string
 
 	// LogicalName is the logical_name key: record_format = debezium: source.name of every record, Debezium's topic.prefix (the logical server name). Empty means the connector key.
 	LogicalName string
@@ -252,7 +309,7 @@ type Config struct {
 
 // TableSettingsItem is one element of the table_settings array.
 type TableSettingsItem struct {
-	// Table is the table_settings[].table key: The table, as tables names it (schema.table; a bare name means public). It must be one of tables.
+	// Table is the table_settings[].table key: The table, as tables names it (schema.table; a bare name means public), or a pattern (public.orders_*, re:REGEX, as in tables) whose settings apply to every table it matches. A name must be one of tables or match one of its patterns; a pattern must be one of tables' entries. A table named here by name takes these settings over a pattern's; of two patterns, the first that matches.
 	Table string
 
 	// IncludeColumns is the table_settings[].include_columns key: Only these columns go out in the record's value (the record key keeps its columns). Not with exclude_columns.
@@ -284,21 +341,24 @@ type TableSettingsItem struct {
 // checked with Validate.
 func Default() Config {
 	return Config{
-		Mode:              ModeCDC,
-		BatchSize:         10000,
-		PollInterval:      time.Second,
-		CreateSlot:        true,
-		CreatePublication: true,
-		CaptureOperations: []string{"insert", "update", "delete", "truncate"},
-		CDCReader:         CDCReaderStream,
-		Snapshot:          SnapshotNever,
-		SlotCheckInterval: 30 * time.Second,
-		MaxRetainedWal:    confkit.GiB,
-		HeartbeatInterval: 0,
-		DeleteAfterRead:   false,
-		IncludeMetadata:   true,
-		RecordFormat:      RecordFormatFlat,
-		NumericFormat:     NumericFormatNumber,
+		Mode:                   ModeCDC,
+		TableDiscoveryInterval: 10 * time.Second,
+		BatchSize:              10000,
+		PollInterval:           time.Second,
+		CreateSlot:             true,
+		CreatePublication:      true,
+		CaptureOperations:      []string{"insert", "update", "delete", "truncate"},
+		CDCReader:              CDCReaderStream,
+		Snapshot:               SnapshotNever,
+		SlotCheckInterval:      30 * time.Second,
+		MaxRetainedWal:         confkit.GiB,
+		HeartbeatInterval:      0,
+		SignalTable:            "",
+		DeleteAfterRead:        false,
+		IncludeMetadata:        true,
+		RecordFormat:           RecordFormatFlat,
+		TransactionTopic:       "",
+		NumericFormat:          NumericFormatNumber,
 	}
 }
 
@@ -322,7 +382,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":                 {"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "logical_name", "numeric_format"},
+			"":                 {"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "signal_table", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
 			"table_settings[]": {"table", "include_columns", "exclude_columns", "mask_columns", "mask_value", "hash_columns", "hash_key", "key_columns"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -330,15 +390,16 @@ var spec = confgen.Spec{
 				Messages: map[string]string{"minLength": "connection_string must not be empty", "required": "connection_string is required: give a PostgreSQL URL such as postgres://user:pass@host:5432/db"},
 				Secret:   true,
 			},
-			"tables":              {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
-			"batch_size":          {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
-			"poll_interval":       {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
-			"replication_slot":    {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
-			"capture_operations":  {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
-			"slot_check_interval": {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
-			"max_retained_wal":    {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
-			"heartbeat_interval":  {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
-			"table_settings":      {Secret: true},
+			"tables":                   {Messages: map[string]string{"minItems": "tables must name at least one table", "required": "tables is required: list the tables to read, such as [\"public.orders\"]"}},
+			"table_discovery_interval": {Messages: map[string]string{"x-exclusive-minimum": "table_discovery_interval ({value}) must be above 0", "x-maximum": "table_discovery_interval ({value}) must be at most 1h"}},
+			"batch_size":               {Messages: map[string]string{"maximum": "batch_size ({value}) must be at most 1000000", "minimum": "batch_size ({value}) must be at least 1"}},
+			"poll_interval":            {Messages: map[string]string{"x-exclusive-minimum": "poll_interval ({value}) must be above 0", "x-maximum": "poll_interval ({value}) must be at most 1h"}},
+			"replication_slot":         {Messages: map[string]string{"pattern": "replication_slot '{value}' is not a valid slot name: use 1 to 63 lower-case letters, digits and _"}},
+			"capture_operations":       {Messages: map[string]string{"enum": "capture_operations: '{value}' is not one of insert, update, delete, truncate"}},
+			"slot_check_interval":      {Messages: map[string]string{"x-exclusive-minimum": "slot_check_interval ({value}) must be above 0", "x-maximum": "slot_check_interval ({value}) must be at most 1h"}},
+			"max_retained_wal":         {Messages: map[string]string{"x-minimum": "max_retained_wal ({value}) must be 0 (off) or more"}},
+			"heartbeat_interval":       {Messages: map[string]string{"x-maximum": "heartbeat_interval ({value}) must be at most 1h", "x-minimum": "heartbeat_interval ({value}) must be 0s (off) or more"}},
+			"table_settings":           {Secret: true},
 			"table_settings[].hash_key": {
 				Messages: map[string]string{"x-required-if": "{key} is required with hash_columns: give the secret key of the HMAC"},
 				Secret:   true,
@@ -349,6 +410,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"connection_string"}, Suffix: "CONNECTION_STRING", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"mode"}, Suffix: "MODE"},
 		{Kind: confgen.EnvList, Path: []string{"tables"}, Suffix: "TABLES"},
+		{Kind: confgen.EnvString, Path: []string{"table_discovery_interval"}, Suffix: "TABLE_DISCOVERY_INTERVAL"},
 		{Kind: confgen.EnvInt, Path: []string{"batch_size"}, Suffix: "BATCH_SIZE"},
 		{Kind: confgen.EnvString, Path: []string{"poll_interval"}, Suffix: "POLL_INTERVAL"},
 		{Kind: confgen.EnvString, Path: []string{"replication_slot"}, Suffix: "REPLICATION_SLOT"},
@@ -362,6 +424,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"max_retained_wal"}, Suffix: "MAX_RETAINED_WAL"},
 		{Kind: confgen.EnvString, Path: []string{"heartbeat_interval"}, Suffix: "HEARTBEAT_INTERVAL"},
 		{Kind: confgen.EnvString, Path: []string{"heartbeat_query"}, Suffix: "HEARTBEAT_QUERY"},
+		{Kind: confgen.EnvString, Path: []string{"signal_table"}, Suffix: "SIGNAL_TABLE"},
 		{Kind: confgen.EnvString, Path: []string{"tracking_column"}, Suffix: "TRACKING_COLUMN"},
 		{Kind: confgen.EnvString, Path: []string{"initial_offset"}, Suffix: "INITIAL_OFFSET"},
 		{Kind: confgen.EnvString, Path: []string{"processed_column"}, Suffix: "PROCESSED_COLUMN"},
@@ -370,10 +433,11 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvList, Path: []string{"table_settings"}, Suffix: "TABLE_SETTINGS", Secret: true},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvString, Path: []string{"record_format"}, Suffix: "RECORD_FORMAT"},
+		{Kind: confgen.EnvString, Path: []string{"transaction_topic"}, Suffix: "TRANSACTION_TOPIC"},
 		{Kind: confgen.EnvString, Path: []string{"logical_name"}, Suffix: "LOGICAL_NAME"},
 		{Kind: confgen.EnvString, Path: []string{"numeric_format"}, Suffix: "NUMERIC_FORMAT"},
 	},
-	KeyOrder: []string{"connection_string", "mode", "tables", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "logical_name", "numeric_format"},
+	KeyOrder: []string{"connection_string", "mode", "tables", "table_discovery_interval", "batch_size", "poll_interval", "replication_slot", "publication", "create_slot", "create_publication", "capture_operations", "cdc_reader", "snapshot", "slot_check_interval", "max_retained_wal", "heartbeat_interval", "heartbeat_query", "signal_table", "tracking_column", "initial_offset", "processed_column", "delete_after_read", "primary_key_column", "table_settings", "table_settings[].table", "table_settings[].include_columns", "table_settings[].exclude_columns", "table_settings[].mask_columns", "table_settings[].mask_value", "table_settings[].hash_columns", "table_settings[].hash_key", "table_settings[].key_columns", "include_metadata", "record_format", "transaction_topic", "logical_name", "numeric_format"},
 }
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
@@ -395,6 +459,10 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "connection_string", confgen.Secret, &c.ConnectionString)
 	confgen.Decode(d, "mode", confgen.Enum[Mode], &c.Mode)
 	confgen.Decode(d, "tables", confgen.Strings, &c.Tables)
+	if confgen.Decode(d, "table_discovery_interval", confgen.Duration, &c.TableDiscoveryInterval) {
+		d.Bound("table_discovery_interval", c.TableDiscoveryInterval <= 0, "x-exclusive-minimum", "table_discovery_interval ({value}) must be above 0")
+		d.Bound("table_discovery_interval", c.TableDiscoveryInterval > time.Hour, "x-maximum", "table_discovery_interval ({value}) must be at most 1h")
+	}
 	confgen.Decode(d, "batch_size", confgen.Int, &c.BatchSize)
 	if confgen.Decode(d, "poll_interval", confgen.Duration, &c.PollInterval) {
 		d.Bound("poll_interval", c.PollInterval <= 0, "x-exclusive-minimum", "poll_interval ({value}) must be above 0")
@@ -419,6 +487,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		d.Bound("heartbeat_interval", c.HeartbeatInterval > time.Hour, "x-maximum", "heartbeat_interval ({value}) must be at most 1h")
 	}
 	confgen.Decode(d, "heartbeat_query", confgen.String, &c.HeartbeatQuery)
+	confgen.Decode(d, "signal_table", confgen.String, &c.SignalTable)
 	confgen.Decode(d, "tracking_column", confgen.String, &c.TrackingColumn)
 	confgen.Decode(d, "initial_offset", confgen.String, &c.InitialOffset)
 	confgen.Decode(d, "processed_column", confgen.String, &c.ProcessedColumn)
@@ -445,6 +514,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	}
 	confgen.Decode(d, "include_metadata", confgen.Bool, &c.IncludeMetadata)
 	confgen.Decode(d, "record_format", confgen.Enum[RecordFormat], &c.RecordFormat)
+	confgen.Decode(d, "transaction_topic", confgen.String, &c.TransactionTopic)
 	confgen.Decode(d, "logical_name", confgen.String, &c.LogicalName)
 	confgen.Decode(d, "numeric_format", confgen.Enum[NumericFormat], &c.NumericFormat)
 }
@@ -472,21 +542,24 @@ func decodeTableSettingsItem(c *TableSettingsItem, m map[string]any, ps *confkit
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
-		"mode":                string(c.Mode),
-		"batch_size":          c.BatchSize,
-		"poll_interval":       c.PollInterval.String(),
-		"create_slot":         c.CreateSlot,
-		"create_publication":  c.CreatePublication,
-		"capture_operations":  c.CaptureOperations,
-		"cdc_reader":          string(c.CDCReader),
-		"snapshot":            string(c.Snapshot),
-		"slot_check_interval": c.SlotCheckInterval.String(),
-		"max_retained_wal":    c.MaxRetainedWal.String(),
-		"heartbeat_interval":  c.HeartbeatInterval.String(),
-		"delete_after_read":   c.DeleteAfterRead,
-		"include_metadata":    c.IncludeMetadata,
-		"record_format":       string(c.RecordFormat),
-		"numeric_format":      string(c.NumericFormat),
+		"mode":                     string(c.Mode),
+		"table_discovery_interval": c.TableDiscoveryInterval.String(),
+		"batch_size":               c.BatchSize,
+		"poll_interval":            c.PollInterval.String(),
+		"create_slot":              c.CreateSlot,
+		"create_publication":       c.CreatePublication,
+		"capture_operations":       c.CaptureOperations,
+		"cdc_reader":               string(c.CDCReader),
+		"snapshot":                 string(c.Snapshot),
+		"slot_check_interval":      c.SlotCheckInterval.String(),
+		"max_retained_wal":         c.MaxRetainedWal.String(),
+		"heartbeat_interval":       c.HeartbeatInterval.String(),
+		"signal_table":             c.SignalTable,
+		"delete_after_read":        c.DeleteAfterRead,
+		"include_metadata":         c.IncludeMetadata,
+		"record_format":            string(c.RecordFormat),
+		"transaction_topic":        c.TransactionTopic,
+		"numeric_format":           string(c.NumericFormat),
 	}
 	confgen.PutIf(m, c.ConnectionString.IsSet(), "connection_string", c.ConnectionString.Reveal())
 	confgen.PutIf(m, c.Tables != nil, "tables", c.Tables)
@@ -528,27 +601,29 @@ func (c TableSettingsItem) table() map[string]any {
 // with every secret masked and sizes, durations and templates as text.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"connection_string":   c.ConnectionString.String(),
-		"mode":                string(c.Mode),
-		"tables":              slices.Clone(c.Tables),
-		"batch_size":          c.BatchSize,
-		"poll_interval":       c.PollInterval.String(),
-		"replication_slot":    c.ReplicationSlot,
-		"publication":         c.Publication,
-		"create_slot":         c.CreateSlot,
-		"create_publication":  c.CreatePublication,
-		"capture_operations":  slices.Clone(c.CaptureOperations),
-		"cdc_reader":          string(c.CDCReader),
-		"snapshot":            string(c.Snapshot),
-		"slot_check_interval": c.SlotCheckInterval.String(),
-		"max_retained_wal":    c.MaxRetainedWal.String(),
-		"heartbeat_interval":  c.HeartbeatInterval.String(),
-		"heartbeat_query":     c.HeartbeatQuery,
-		"tracking_column":     c.TrackingColumn,
-		"initial_offset":      c.InitialOffset,
-		"processed_column":    c.ProcessedColumn,
-		"delete_after_read":   c.DeleteAfterRead,
-		"primary_key_column":  c.PrimaryKeyColumn,
+		"connection_string":        c.ConnectionString.String(),
+		"mode":                     string(c.Mode),
+		"tables":                   slices.Clone(c.Tables),
+		"table_discovery_interval": c.TableDiscoveryInterval.String(),
+		"batch_size":               c.BatchSize,
+		"poll_interval":            c.PollInterval.String(),
+		"replication_slot":         c.ReplicationSlot,
+		"publication":              c.Publication,
+		"create_slot":              c.CreateSlot,
+		"create_publication":       c.CreatePublication,
+		"capture_operations":       slices.Clone(c.CaptureOperations),
+		"cdc_reader":               string(c.CDCReader),
+		"snapshot":                 string(c.Snapshot),
+		"slot_check_interval":      c.SlotCheckInterval.String(),
+		"max_retained_wal":         c.MaxRetainedWal.String(),
+		"heartbeat_interval":       c.HeartbeatInterval.String(),
+		"heartbeat_query":          c.HeartbeatQuery,
+		"signal_table":             c.SignalTable,
+		"tracking_column":          c.TrackingColumn,
+		"initial_offset":           c.InitialOffset,
+		"processed_column":         c.ProcessedColumn,
+		"delete_after_read":        c.DeleteAfterRead,
+		"primary_key_column":       c.PrimaryKeyColumn,
 		"table_settings": func() []map[string]any {
 			if c.TableSettings == nil {
 				return nil
@@ -559,10 +634,11 @@ func (c Config) Redacted() map[string]any {
 			}
 			return out
 		}(),
-		"include_metadata": c.IncludeMetadata,
-		"record_format":    string(c.RecordFormat),
-		"logical_name":     c.LogicalName,
-		"numeric_format":   string(c.NumericFormat),
+		"include_metadata":  c.IncludeMetadata,
+		"record_format":     string(c.RecordFormat),
+		"transaction_topic": c.TransactionTopic,
+		"logical_name":      c.LogicalName,
+		"numeric_format":    string(c.NumericFormat),
 	}
 }
 

@@ -15,7 +15,7 @@
 //
 // In `exactly_once` up to `max_in_flight` files upload at once, several of one partition side by side when the earlier ones were cut by size, messages or `rotate_interval` and share their directory; commits still advance in offset order. When a partition is assigned the sink lists the bucket under the key prefix of the file it is about to start (`<prefix>/<rendered path>/<partition>-<first offset>-`): an object found there was uploaded before the last commit, its records are skipped and its successor is looked up in turn. When none is found it lists that directory once: a file holding the offset resumed from counts as found too (the commit can fall inside a file the previous owner found), and the files beyond are skipped, the records before each written again. This needs `s3:ListBucket` on the prefix. A file cut by `flush_interval` or by the `max_buffer_size` bound is therefore found again after a crash. The one remaining window: a runtime that loses its partitions without a rebalance (a process frozen past the consumer group's session timeout) and then completes an upload can write records the next owner also writes, into a second object; records are then duplicated, never lost. Changing `prefix` or `path_template` while files are uncommitted has the same effect for the files around the restart. So does a commit inside a file found in the bucket whose first record maps to another directory than the record committed (a `{date}` or `{hour}` that changes within the file): the listing does not see it.
 //
-// **Parquet.** With `output_format = "parquet"` each object is one Parquet file (`.parquet`, Content-Type `application/vnd.apache.parquet`) whose columns are listed in `columns`, one `[[plugin_config.columns]]` block each (see `columns[]` and the example below). Values are read from the JSON payload at each column's `path` (dotted for nested fields); with `include_metadata` the columns `offset` (INT64), `timestamp` (TIMESTAMP millis), `topic` (STRING), `partition` (INT32) and `key` (optional BYTE_ARRAY) come first, and `include_headers` adds an optional JSON column `headers`. Pages are compressed by `parquet_compression`; the file-level `compression` must be left out. Rows are buffered per file in row groups (counted in `max_buffer_size`); a row group is flushed when its raw size reaches what should bring the file to `max_file_size` at the compression seen so far, and the file closes once its encoded size reaches `max_file_size`, so files are close to that size and hold a few row groups each. Every choice depends only on the records and the configuration, and the writer has fixed settings and no wall-clock metadata: a replay writes the same bytes. A record that does not fit the columns (a missing or null value in a column that is not optional, a value of the wrong type, a decimal with too many digits, a payload that is not a JSON object) is rejected: with a `dead_letter_topic` on its `[[topics]]` block it goes there, with the error naming the column and the field; without one the batch fails with `record TOPIC/PARTITION@OFFSET rejected: column C (TYPE): payload field F ...` and is redelivered, nothing past the record is committed, and the sink stays on that record until the definition changes. Only JSON payloads are read: records of `avro`, `proto` and `flatbuffer` topics are rejected (columns from an Avro schema are not supported yet).
+// **Parquet.** With `output_format = "parquet"` each object is one Parquet file (`.parquet`, Content-Type `application/vnd.apache.parquet`) whose columns are listed in `columns`, one `[[plugin_config.columns]]` block each (see `columns[]` and the example below). Values are read from the JSON payload at each column's `path` (dotted for nested fields); with `include_metadata` the columns `offset` (INT64), `timestamp` (TIMESTAMP millis), `topic` (STRING), `partition` (INT32) and `key` (optional BYTE_ARRAY) come first, and `include_headers` adds an optional JSON column `headers`. Pages are compressed by `parquet_compression`; the file-level `compression` must be left out. Consume converts each record into its row and keeps the rows of the open file in memory, serialized (counted in `max_buffer_size`); the file closes once its rows' raw size reaches `max_file_size`, and a row group ends every `parquet_row_group_size` of raw rows. The upload worker encodes the file (pages, `parquet_compression`, column statistics) before its first attempt, off the consume path, as it compresses the other formats; the object is smaller than `max_file_size`, by the codec's ratio. Every choice depends only on the records and the configuration, and the writer has fixed settings and no wall-clock metadata: a replay writes the same bytes. A record that does not fit the columns (a missing or null value in a column that is not optional, a value of the wrong type, a decimal with too many digits, a payload that is not a JSON object) is rejected: with a `dead_letter_topic` on its `[[topics]]` block it goes there, with the error naming the column and the field; without one the batch fails with `record TOPIC/PARTITION@OFFSET rejected: column C (TYPE): payload field F ...` and is redelivered, nothing past the record is committed, and the sink stays on that record until the definition changes. Only JSON payloads are read: records of `avro`, `proto` and `flatbuffer` topics are rejected (columns from an Avro schema are not supported yet).
 //
 // **Laying out a data lake.** `path_template` can take its directories from each record, so that query engines find partitions in the key: with `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"` a record of `orders` whose JSON payload has `"region": "eu"` lands in `raw/orders/dt=2026-09-04/region=eu/00000-<first>-<last>.jsonl`, the Hive layout that Athena, Spark, Trino and Hive read as the partition columns `dt` and `region`. `{field:PATH}` reads a dotted path of a JSON payload (`{field:customer.region}`), `{header:NAME}` a header and `{key}` the record key; a missing, null or empty value gives `default_partition_value` (`__unknown`), and every value is sanitised as topic names are (letters, digits, `.`, `_` and `-` kept, anything else `_`), so a value can never add a directory. Only JSON is read: a payload that is not a JSON object (Avro binary, whose schema the sink does not see, protobuf, plain text) gives `default_partition_value` for every `{field:...}`.
 //
@@ -73,6 +73,8 @@ const (
 	KeyOutputFormat          = "output_format"
 	KeyCompression           = "compression"
 	KeyParquetCompression    = "parquet_compression"
+	KeyCompressionLevel      = "compression_level"
+	KeyParquetRowGroupSize   = "parquet_row_group_size"
 	KeyColumns               = "columns"
 	KeyIncludeMetadata       = "include_metadata"
 	KeyIncludeHeaders        = "include_headers"
@@ -115,7 +117,7 @@ const (
 	OutputFormatParquet   OutputFormat = "parquet"
 )
 
-// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. Not with output_format = parquet, which compresses its pages with parquet_compression.
+// Compression is the type of the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. How hard it works is compression_level. Not with output_format = parquet, which compresses its pages with parquet_compression.
 type Compression string
 
 // The values of Compression.
@@ -125,7 +127,7 @@ const (
 	CompressionZstd Compression = "zstd"
 )
 
-// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at level SpeedBetterCompression, which still compresses pages of random identifiers, one goroutine), so the same records give the same bytes on replay.
+// ParquetCompression is the type of the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Its level is compression_level's: gzip 1, 6 or 9; zstd SpeedFastest, SpeedDefault or SpeedBetterCompression, with entropy coding of literals always on, so pages of random identifiers are compressed at every level; snappy klauspost's EncodeSnappy, EncodeSnappyBetter or EncodeSnappyBest (all standard snappy; Better, parquet-go's own, took 40% of the sink's CPU on pages it could not shrink). Fixed settings otherwise (one goroutine, no checksum), so the same records give the same bytes on replay.
 type ParquetCompression string
 
 // The values of ParquetCompression.
@@ -134,6 +136,16 @@ const (
 	ParquetCompressionSnappy ParquetCompression = "snappy"
 	ParquetCompressionGzip   ParquetCompression = "gzip"
 	ParquetCompressionZstd   ParquetCompression = "zstd"
+)
+
+// CompressionLevel is the type of the compression_level key: How hard compression and parquet_compression work: fastest, default or best. Per codec: gzip levels 1, 6 and 9 (for parquet_compression = gzip too); zstd SpeedFastest, SpeedDefault and SpeedBetterCompression (zstd's SpeedBestCompression ran at 7 MB/s for no smaller output, so best stops one level below it); snappy (parquet_compression) EncodeSnappy, EncodeSnappyBetter and EncodeSnappyBest; none has no levels. The default, fastest, was measured on 1 KiB JSON records with random hex filler (the bench's records): gzip level 1 compresses 282 MB/s on one core to 0.463 of the input where level 6 runs at 71 MB/s to 0.489, and zstd SpeedFastest 484 MB/s to 0.451 where SpeedDefault runs at 160 MB/s to 0.459; on text with long repeats (1 KiB records of lorem ipsum, about 50:1), gzip levels 6 and 9 write 12% and 26% fewer bytes than level 1 at 0.44 and 0.05 of its speed, while zstd SpeedDefault and SpeedBetterCompression write no fewer than SpeedFastest at 0.85 and 0.35 of its speed. The level is part of the output: files written at one level and replayed at another hold the same records in other bytes.
+type CompressionLevel string
+
+// The values of CompressionLevel.
+const (
+	CompressionLevelFastest CompressionLevel = "fastest"
+	CompressionLevelDefault CompressionLevel = "default"
+	CompressionLevelBest    CompressionLevel = "best"
 )
 
 // Delivery is the type of the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
@@ -218,7 +230,7 @@ type Config struct {
 	// Default: size.
 	FileRotation FileRotation
 
-	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression; for parquet, the encoded file), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB; a record that would take a file past 5 GiB starts the next one.
+	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression; for parquet, its rows' raw size, so the encoded file is smaller), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB; a record that would take a file past 5 GiB starts the next one.
 	//
 	// Default: 8MiB.
 	MaxFileSize confkit.Size
@@ -241,15 +253,25 @@ type Config struct {
 	// Default: json_lines.
 	OutputFormat OutputFormat
 
-	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. Not with output_format = parquet, which compresses its pages with parquet_compression.
+	// Compression is the compression key: none, gzip or zstd. Compresses each file; the key gets .gz or .zst after the format's extension (.jsonl.gz, .bin.zst) and the object its Content-Encoding. Rotation sizes count the bytes before compression. The same records give the same bytes on replay. How hard it works is compression_level. Not with output_format = parquet, which compresses its pages with parquet_compression.
 	//
 	// Default: none.
 	Compression Compression
 
-	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Fixed settings (zstd at level SpeedBetterCompression, which still compresses pages of random identifiers, one goroutine), so the same records give the same bytes on replay.
+	// ParquetCompression is the parquet_compression key: The codec of the column pages of a parquet file: none, snappy, gzip or zstd. Only with output_format = parquet. Its level is compression_level's: gzip 1, 6 or 9; zstd SpeedFastest, SpeedDefault or SpeedBetterCompression, with entropy coding of literals always on, so pages of random identifiers are compressed at every level; snappy klauspost's EncodeSnappy, EncodeSnappyBetter or EncodeSnappyBest (all standard snappy; Better, parquet-go's own, took 40% of the sink's CPU on pages it could not shrink). Fixed settings otherwise (one goroutine, no checksum), so the same records give the same bytes on replay.
 	//
 	// Default: snappy.
 	ParquetCompression ParquetCompression
+
+	// CompressionLevel is the compression_level key: How hard compression and parquet_compression work: fastest, default or best. Per codec: gzip levels 1, 6 and 9 (for parquet_compression = gzip too); zstd SpeedFastest, SpeedDefault and SpeedBetterCompression (zstd's SpeedBestCompression ran at 7 MB/s for no smaller output, so best stops one level below it); snappy (parquet_compression) EncodeSnappy, EncodeSnappyBetter and EncodeSnappyBest; none has no levels. The default, fastest, was measured on 1 KiB JSON records with random hex filler (the bench's records): gzip level 1 compresses 282 MB/s on one core to 0.463 of the input where level 6 runs at 71 MB/s to 0.489, and zstd SpeedFastest 484 MB/s to 0.451 where SpeedDefault runs at 160 MB/s to 0.459; on text with long repeats (1 KiB records of lorem ipsum, about 50:1), gzip levels 6 and 9 write 12% and 26% fewer bytes than level 1 at 0.44 and 0.05 of its speed, while zstd SpeedDefault and SpeedBetterCompression write no fewer than SpeedFastest at 0.85 and 0.35 of its speed. The level is part of the output: files written at one level and replayed at another hold the same records in other bytes.
+	//
+	// Default: fastest.
+	CompressionLevel CompressionLevel
+
+	// ParquetRowGroupSize is the parquet_row_group_size key: The raw size (rows as the sink holds them, before encoding and compression) at which a row group of a parquet file ends; a file's last row group ends with it, at max_file_size of raw rows, and a row group is at most half of max_buffer_size. Query engines read a row group as their unit of work and skip whole row groups by their column statistics (min, max and null count per column, written for every row group and page): Spark and parquet-mr write 128 MiB row groups, Trino and Athena do well from 64 MiB up, DuckDB writes 122,880 rows; many small row groups add overhead to every scan. The default, 128MiB, is Spark's: with the default max_file_size (8MiB) a file is one row group, and with larger files row groups come out at this size before encoding. Only with output_format = parquet. Binary and decimal units both parse.
+	//
+	// Default: 128MiB.
+	ParquetRowGroupSize confkit.Size
 
 	// Columns is the columns key: The columns of a parquet file, in order, one [[plugin_config.columns]] block each; required with output_format = parquet, ignored otherwise. Each record's JSON payload is read at each column's path; a record that has no value at a path that is not optional, or a value of the wrong type, is rejected: it goes to the topic block's dead_letter_topic, or without one the batch fails with the offset, column and path named. With include_metadata the columns offset, timestamp, topic, partition and key come first, and with include_headers a json column headers follows them.
 	Columns []ColumnsItem
@@ -284,7 +306,7 @@ type Config struct {
 	// Default: exactly_once.
 	Delivery Delivery
 
-	// MaxBufferSize is the max_buffer_size key: Bound on the bytes the sink holds in memory, open and uploading files together. At the bound Consume waits for uploads (it fails while uploads are failing, so the status shows it); when every held byte is in open files, the largest one is uploaded early. Size it to at least max_file_size times the partitions written at once plus max_in_flight files. With compression, an upload in flight also holds its compressed copy while it is made. With output_format = parquet, the rows of each open row group and each open file's writer (about 20 KiB per column) count too, and a row group being encoded briefly holds its rows and its encoded bytes. The process's RSS is more than the bound: between collections Go's heap grows to about twice what is live (set GOMEMLIMIT to make it collect sooner), and librdkafka holds up to queued.max.messages.kbytes (64 MiB by default) of fetched records per sink while Consume waits.
+	// MaxBufferSize is the max_buffer_size key: Bound on the bytes the sink holds in memory, open and uploading files together. At the bound Consume waits for uploads (it fails while uploads are failing, so the status shows it); when every held byte is in open files, the largest one is uploaded early. Size it to at least max_file_size times the partitions written at once plus max_in_flight files. With compression, an upload in flight also holds its compressed copy while it is made. With output_format = parquet, the rows of open files count at their raw size, and max_in_flight times (the writer, about 20 KiB per column, plus a row group of parquet_row_group_size, at most max_file_size), at most half the bound, is kept free for the upload workers' encoding; encodings beyond it wait for each other. The process's RSS is more than the bound: between collections Go's heap grows to about twice what is live (set GOMEMLIMIT to make it collect sooner), and librdkafka holds up to queued.max.messages.kbytes (64 MiB by default) of fetched records per sink while Consume waits.
 	//
 	// Default: 256MiB.
 	MaxBufferSize confkit.Size
@@ -346,6 +368,8 @@ func Default() Config {
 		OutputFormat:          OutputFormatJSONLines,
 		Compression:           CompressionNone,
 		ParquetCompression:    ParquetCompressionSnappy,
+		CompressionLevel:      CompressionLevelFastest,
+		ParquetRowGroupSize:   128 * confkit.MiB,
 		IncludeMetadata:       true,
 		IncludeHeaders:        false,
 		MaxAttempts:           3,
@@ -379,7 +403,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -399,6 +423,7 @@ var spec = confgen.Spec{
 			"rotate_interval":         {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
 			"flush_interval":          {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
 			"output_format":           {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
+			"parquet_row_group_size":  {Messages: map[string]string{"x-minimum": "parquet_row_group_size ({value}) must be at least 64KiB"}},
 			"columns":                 {Messages: map[string]string{"x-required-if": "output_format is 'parquet' but no columns are listed: add [[plugin_config.columns]] blocks with name and type", "x-unique": "{key}: column name {value} is used twice"}},
 			"columns[].type":          {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
 			"columns[].precision":     {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
@@ -430,6 +455,8 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"output_format"}, Suffix: "OUTPUT_FORMAT"},
 		{Kind: confgen.EnvString, Path: []string{"compression"}, Suffix: "COMPRESSION"},
 		{Kind: confgen.EnvString, Path: []string{"parquet_compression"}, Suffix: "PARQUET_COMPRESSION"},
+		{Kind: confgen.EnvString, Path: []string{"compression_level"}, Suffix: "COMPRESSION_LEVEL"},
+		{Kind: confgen.EnvString, Path: []string{"parquet_row_group_size"}, Suffix: "PARQUET_ROW_GROUP_SIZE"},
 		{Kind: confgen.EnvList, Path: []string{"columns"}, Suffix: "COLUMNS"},
 		{Kind: confgen.EnvBool, Path: []string{"include_metadata"}, Suffix: "INCLUDE_METADATA"},
 		{Kind: confgen.EnvBool, Path: []string{"include_headers"}, Suffix: "INCLUDE_HEADERS"},
@@ -444,7 +471,7 @@ var spec = confgen.Spec{
 	EnumAliases: map[string]map[string]string{
 		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -498,6 +525,10 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "output_format", confgen.Enum[OutputFormat], &c.OutputFormat)
 	confgen.Decode(d, "compression", confgen.Enum[Compression], &c.Compression)
 	confgen.Decode(d, "parquet_compression", confgen.Enum[ParquetCompression], &c.ParquetCompression)
+	confgen.Decode(d, "compression_level", confgen.Enum[CompressionLevel], &c.CompressionLevel)
+	if confgen.Decode(d, "parquet_row_group_size", confgen.Size, &c.ParquetRowGroupSize) {
+		d.Bound("parquet_row_group_size", c.ParquetRowGroupSize < 64*confkit.KiB, "x-minimum", "parquet_row_group_size ({value}) must be at least 64KiB")
+	}
 	if v, ok := m["columns"]; ok && !ps.Has("columns") {
 		if l, ok := v.([]any); ok {
 			c.Columns = make([]ColumnsItem, len(l))
@@ -581,6 +612,8 @@ func (c Config) table() map[string]any {
 		"output_format":           string(c.OutputFormat),
 		"compression":             string(c.Compression),
 		"parquet_compression":     string(c.ParquetCompression),
+		"compression_level":       string(c.CompressionLevel),
+		"parquet_row_group_size":  c.ParquetRowGroupSize.String(),
 		"include_metadata":        c.IncludeMetadata,
 		"include_headers":         c.IncludeHeaders,
 		"max_attempts":            c.MaxAttempts,
@@ -643,6 +676,8 @@ func (c Config) Redacted() map[string]any {
 		"output_format":           string(c.OutputFormat),
 		"compression":             string(c.Compression),
 		"parquet_compression":     string(c.ParquetCompression),
+		"compression_level":       string(c.CompressionLevel),
+		"parquet_row_group_size":  c.ParquetRowGroupSize.String(),
 		"columns": func() []map[string]any {
 			if c.Columns == nil {
 				return nil

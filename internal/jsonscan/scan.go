@@ -102,10 +102,7 @@ func (s *scanner) value(i, depth int) (int, bool) {
 	}
 	switch c := b[i]; {
 	case c == '"':
-		if s.utf {
-			return strUTF8(b, i+1)
-		}
-		return str(b, i+1)
+		return s.str(i + 1)
 	case c == '{':
 		if depth >= MaxDepth {
 			return i, false
@@ -118,13 +115,8 @@ func (s *scanner) value(i, depth int) (int, bool) {
 			if i >= len(b) || b[i] != '"' {
 				return i, false
 			}
-			var ok bool
-			if s.utf {
-				i, ok = strUTF8(b, i+1)
-			} else {
-				i, ok = str(b, i+1)
-			}
-			if !ok {
+			var ok, more bool
+			if i, ok = s.str(i + 1); !ok {
 				return i, false
 			}
 			i = s.space(b, i)
@@ -134,17 +126,8 @@ func (s *scanner) value(i, depth int) (int, bool) {
 			if i, ok = s.value(s.space(b, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = s.space(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i = s.space(b, i+1)
-			case '}':
-				return i + 1, true
-			default:
-				return i, false
+			if i, more, ok = s.after(i, '}'); !more {
+				return i, ok
 			}
 		}
 	case c == '[':
@@ -156,21 +139,12 @@ func (s *scanner) value(i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			var ok bool
+			var ok, more bool
 			if i, ok = s.value(i, depth+1); !ok {
 				return i, false
 			}
-			i = s.space(b, i)
-			if i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i = s.space(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return i, false
+			if i, more, ok = s.after(i, ']'); !more {
+				return i, ok
 			}
 		}
 	case c == '-' || c >= '0' && c <= '9':
@@ -183,6 +157,33 @@ func (s *scanner) value(i, depth int) (int, bool) {
 		return literal(b, i, "null")
 	}
 	return i, false
+}
+
+// str parses the rest of a string whose opening quote is b[i-1], checking
+// its UTF-8 when the scanner does.
+func (s *scanner) str(i int) (int, bool) {
+	if s.utf {
+		return strUTF8(s.b, i)
+	}
+	return str(s.b, i)
+}
+
+// after reads what follows a member or an element that ends before b[i]:
+// a ',' (more is true, and j is where the next one starts) or the byte
+// end that closes the container (j is after it); anything else fails.
+func (s *scanner) after(i int, end byte) (j int, more, ok bool) {
+	b := s.b
+	i = s.space(b, i)
+	if i >= len(b) {
+		return i, false, false
+	}
+	switch b[i] {
+	case ',':
+		return s.space(b, i+1), true, true
+	case end:
+		return i + 1, false, true
+	}
+	return i, false, false
 }
 
 func literal(b []byte, i int, lit string) (int, bool) {

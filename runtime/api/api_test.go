@@ -166,7 +166,13 @@ type answer struct {
 
 func do(t *testing.T, c *http.Client, method, url string, hdr map[string]string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	return doBody(t, c, method, url, nil, hdr)
+}
+
+// doBody is do with a request body.
+func doBody(t *testing.T, c *http.Client, method, url string, body io.Reader, hdr map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,10 +438,78 @@ func TestAuth(t *testing.T) {
 	if a := do(t, nil, "GET", ts.URL+"/nowhere", nil); a.code != 401 {
 		t.Errorf("unknown route without the key = %d, want 401 (no route discovery)", a.code)
 	}
-	// Health stays open for probes.
+	// Health and readiness stay open for probes.
 	if a := do(t, nil, "GET", ts.URL+"/health", nil); a.code != 200 {
 		t.Errorf("health without the key = %d", a.code)
 	}
+	if a := do(t, nil, "GET", ts.URL+"/ready", nil); a.code != 200 {
+		t.Errorf("ready without the key = %d %s", a.code, a.body)
+	}
+}
+
+// TestReady checks /ready against each status of an enabled connector:
+// only Running and Standby are ready, a disabled connector never holds
+// readiness back, and a 503 names the connectors that are not ready and
+// nothing else (no error text, no runtime id: it needs no API key).
+func TestReady(t *testing.T) {
+	const key = "k3y-for-tests"
+	for _, c := range []struct {
+		sink  status.Status
+		ready bool
+	}{
+		{status.Running, true},
+		{status.Standby, true},
+		{status.Starting, false},
+		{status.Error, false},
+		{status.Stopping, false},
+		{status.Stopped, false},
+	} {
+		t.Run(string(c.sink), func(t *testing.T) {
+			tab := newTable() // orders_cdc Running, random disabled, archive set below
+			tr := tab.trackers[[2]string{KindSink, "archive"}]
+			if c.sink == status.Error {
+				tr.Fail(errors.New("s3 down at https://" + marker + "@s3.example"))
+			} else {
+				tr.Set(c.sink)
+			}
+			ts := newServer(t, tab, Options{APIKey: key})
+			a := do(t, nil, "GET", ts.URL+"/ready", nil)
+			var rd Readiness
+			a.decode(t, &rd)
+			if c.ready {
+				if a.code != 200 || rd.Status != "ready" || rd.NotReady != nil {
+					t.Fatalf("GET /ready = %d %s, want 200 ready", a.code, a.body)
+				}
+				return
+			}
+			want := Readiness{Status: "not_ready", NotReady: []NotReady{{Type: KindSink, Key: "archive", Status: c.sink}}}
+			if a.code != http.StatusServiceUnavailable || !reflect.DeepEqual(rd, want) {
+				t.Fatalf("GET /ready = %d %s, want 503 %+v", a.code, a.body, want)
+			}
+			if strings.Contains(string(a.body), marker) || strings.Contains(string(a.body), "s3.example") {
+				t.Errorf("/ready shows error text: %s", a.body)
+			}
+			if h := do(t, nil, "HEAD", ts.URL+"/ready", nil); h.code != http.StatusServiceUnavailable {
+				t.Errorf("HEAD /ready = %d", h.code)
+			}
+		})
+	}
+	t.Run("both kinds sorted", func(t *testing.T) {
+		tab := newTable()
+		tab.trackers[[2]string{KindSink, "archive"}].Set(status.Starting)
+		tab.trackers[[2]string{KindSource, "orders_cdc"}].Fail(errors.New("boom"))
+		ts := newServer(t, tab, Options{})
+		a := do(t, nil, "GET", ts.URL+"/ready", nil)
+		var rd Readiness
+		a.decode(t, &rd)
+		want := []NotReady{{KindSink, "archive", status.Starting}, {KindSource, "orders_cdc", status.Error}}
+		if a.code != 503 || !reflect.DeepEqual(rd.NotReady, want) {
+			t.Fatalf("GET /ready = %d %s, want 503 %+v", a.code, a.body, want)
+		}
+		if p := do(t, nil, "POST", ts.URL+"/ready", map[string]string{"Content-Type": "application/json"}); p.code != 405 {
+			t.Errorf("POST /ready = %d", p.code)
+		}
+	})
 }
 
 func TestLoopbackWarning(t *testing.T) {

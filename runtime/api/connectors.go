@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/status"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // The kinds of connector the API serves, as they appear in URL paths
@@ -72,7 +73,26 @@ type Entry struct {
 	// Placement says, in a fleet of runtimes, which runtime runs a source
 	// and which partitions this runtime's sink holds; omitted otherwise.
 	Placement *status.Placement `json:"placement,omitempty"`
+	// Snapshots are a running source's snapshots on demand (POST
+	// /sources/{key}/snapshot), requested, running or done; omitted for a
+	// source that has none.
+	Snapshots []sdk.SnapshotProgress `json:"snapshots,omitempty"`
 }
+
+// Snapshotter is implemented by a Connectors whose running sources may
+// take snapshots on demand (POST /sources/{key}/snapshot).
+type Snapshotter interface {
+	// Snapshot asks the running source key for a snapshot of tables. It
+	// returns an error wrapping ErrNotFound for an unknown key,
+	// ErrNotRunning when the source is not open on this runtime or takes
+	// no snapshots, and the source's own error for what it refuses.
+	Snapshot(ctx context.Context, key string, tables []string) error
+}
+
+// ErrNotRunning is wrapped by Snapshotter.Snapshot for a source that is
+// not open on this runtime (stopped, failed, or run by another runtime of
+// the fleet) or that takes no snapshots on demand.
+var ErrNotRunning = errors.New("source is not running here or takes no snapshots on demand")
 
 // Fleet is implemented by a Connectors that runs in a fleet of runtimes;
 // GET /health then shows its id, mode and the members it knows of.

@@ -22,6 +22,7 @@ func NewEntry(def definition.Connector, snap status.Snapshot) Entry {
 		Topics:      TopicNames(def),
 		Counters:    snap.Counters,
 		Placement:   snap.Placement,
+		Snapshots:   snap.Snapshots,
 	}
 	if e.Key == "" {
 		e.Key = snap.Key

@@ -10,14 +10,14 @@ import (
 )
 
 // TestReadmeDocumentsEveryField keeps README.md in step with the JSON the
-// API writes: every field of Entry, Counters, Health and Error is listed.
+// API writes: every field of Entry, Counters, Health, Readiness and Error is listed.
 func TestReadmeDocumentsEveryField(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	for _, v := range []any{Entry{}, status.Figures{}, Health{}, Count{}, Error{}} {
+	for _, v := range []any{Entry{}, status.Figures{}, Health{}, Count{}, Readiness{}, NotReady{}, Error{}} {
 		typ := reflect.TypeOf(v)
 		for i := 0; i < typ.NumField(); i++ {
 			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
@@ -29,7 +29,7 @@ func TestReadmeDocumentsEveryField(t *testing.T) {
 			}
 		}
 	}
-	for _, route := range []string{"/health", "/sources", "/sources/{key}", "/sources/{key}/config", "/sources/{key}/restart",
+	for _, route := range []string{"/health", "/ready", "/sources", "/sources/{key}", "/sources/{key}/config", "/sources/{key}/restart",
 		"/sinks", "/sinks/{key}", "/sinks/{key}/config", "/sinks/{key}/restart", "/metrics"} {
 		if !strings.Contains(doc, "`"+route+"`") {
 			t.Errorf("README.md does not list the route %s", route)

@@ -5,19 +5,23 @@
 // Routes (README.md documents every JSON field):
 //
 //	GET  /health                  liveness and a summary; never needs the API key
+//	GET  /ready                   readiness: 200 when every enabled connector is
+//	                              Running or Standby, else 503; never needs the API key
 //	GET  /sources                 every source's Entry, sorted by key
 //	GET  /sources/{key}           one source's Entry
 //	GET  /sources/{key}/config    its effective definition, secrets masked
 //	POST /sources/{key}/restart   restart it; answers with the new Entry
+//	POST /sources/{key}/snapshot  {"tables":["public.t"]}: a snapshot on demand of the running source (202, its Entry)
 //	GET  /sinks, /sinks/{key}, /sinks/{key}/config, POST /sinks/{key}/restart
 //	GET  /metrics                 Prometheus exposition
 //
-// With an API key configured, every route but /health needs it, sent as
-// "Authorization: Bearer KEY" or "api-key: KEY". Errors are JSON objects
-// {"error": "..."} with a matching status code.
+// With an API key configured, every route but /health and /ready needs
+// it, sent as "Authorization: Bearer KEY" or "api-key: KEY". Errors are
+// JSON objects {"error": "..."} with a matching status code.
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -44,7 +48,8 @@ const DefaultAddress = "127.0.0.1:8081"
 type Options struct {
 	// Address is the listen address; empty means DefaultAddress.
 	Address string
-	// APIKey, when not empty, is required on every route but /health.
+	// APIKey, when not empty, is required on every route but /health and
+	// /ready.
 	APIKey string
 	// TLSCert and TLSKey are PEM files; with both set the API serves
 	// HTTPS. Setting only one is an error.
@@ -180,12 +185,14 @@ func IsLoopback(address string) bool {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", only(http.MethodGet, s.health))
+	mux.HandleFunc("/ready", only(http.MethodGet, s.ready))
 	for _, k := range []struct{ kind, plural string }{{KindSource, "sources"}, {KindSink, "sinks"}} {
 		mux.HandleFunc("/"+k.plural, only(http.MethodGet, s.list(k.kind, k.plural)))
 		mux.HandleFunc("/"+k.plural+"/{key}", only(http.MethodGet, s.get(k.kind)))
 		mux.HandleFunc("/"+k.plural+"/{key}/config", only(http.MethodGet, s.config(k.kind)))
 		mux.HandleFunc("/"+k.plural+"/{key}/restart", only(http.MethodPost, s.restart(k.kind)))
 	}
+	mux.HandleFunc("/sources/{key}/snapshot", only(http.MethodPost, s.snapshot))
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Metrics == nil {
 			writeError(w, http.StatusNotFound, "metrics are not enabled")
@@ -204,14 +211,14 @@ func (s *Server) routes() http.Handler {
 }
 
 // auth requires the API key, when one is configured, on every route but
-// /health. Both sides are hashed first so the comparison takes the same
-// time whatever the length of the key sent.
+// the probes, /health and /ready. Both sides are hashed first so the
+// comparison takes the same time whatever the length of the key sent.
 func (s *Server) auth(next http.Handler) http.Handler {
 	if s.opts.APIKey == "" {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		if r.URL.Path == "/health" || r.URL.Path == "/ready" {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -288,6 +295,51 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h)
 }
 
+// Readiness is the body of GET /ready.
+type Readiness struct {
+	// Status is "ready" (code 200) when every enabled connector is
+	// Running or Standby, else "not_ready" (code 503).
+	Status string `json:"status"`
+	// NotReady lists the enabled connectors that are neither, sorted by
+	// type and key; omitted when ready. It names them and their status
+	// only: /ready needs no API key, so it shows no error text.
+	NotReady []NotReady `json:"not_ready,omitempty"`
+}
+
+// NotReady is an enabled connector that holds a runtime back from ready.
+type NotReady struct {
+	// Type is "source" or "sink".
+	Type string `json:"type"`
+	// Key is the connector's key from its definition file.
+	Key string `json:"key"`
+	// Status is its status: Starting, Stopping, Stopped or Error.
+	Status status.Status `json:"status"`
+}
+
+// ready answers 200 when every enabled connector is Running or Standby
+// (another runtime of the fleet runs the source), else 503 with the ones
+// that are not: a readiness probe then holds traffic and rollouts back
+// while a connector is Starting or in Error.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	rd := Readiness{Status: "ready"}
+	for _, kind := range []string{KindSink, KindSource} {
+		for _, e := range s.conns.List(kind) {
+			if e.Enabled && e.Status != status.Running && e.Status != status.Standby {
+				rd.NotReady = append(rd.NotReady, NotReady{Type: kind, Key: e.Key, Status: e.Status})
+			}
+		}
+	}
+	if len(rd.NotReady) == 0 {
+		writeJSON(w, http.StatusOK, rd)
+		return
+	}
+	slices.SortFunc(rd.NotReady, func(a, b NotReady) int {
+		return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Key, b.Key))
+	})
+	rd.Status = "not_ready"
+	writeJSON(w, http.StatusServiceUnavailable, rd)
+}
+
 func count(es []Entry) Count {
 	c := Count{Total: len(es)}
 	for _, e := range es {
@@ -362,6 +414,49 @@ func (s *Server) restart(kind string) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, e)
 	}
+}
+
+// SnapshotRequest is the body of POST /sources/{key}/snapshot.
+type SnapshotRequest struct {
+	// Tables are the collections to read again, as the source's
+	// configuration names them (for the Postgres source, schema.table).
+	Tables []string `json:"tables"`
+}
+
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	sn, ok := s.conns.(Snapshotter)
+	if _, found := s.conns.Get(KindSource, key); !found {
+		notFound(w, KindSource, key)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "this runtime takes no snapshots on demand")
+		return
+	}
+	var req SnapshotRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || len(req.Tables) == 0 {
+		writeError(w, http.StatusBadRequest, `the body must be {"tables":["schema.table", ...]} with at least one table`)
+		return
+	}
+	err := sn.Snapshot(r.Context(), key, req.Tables)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		notFound(w, KindSource, key)
+		return
+	case errors.Is(err, ErrNotRunning):
+		e, _ := s.conns.Get(KindSource, key)
+		writeError(w, http.StatusConflict, fmt.Sprintf("source %q takes no snapshot now: it is not open on this runtime (status %s) or takes no snapshots on demand", key, e.Status))
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("snapshot of source %q: %v", key, err))
+		return
+	}
+	s.log.Info("snapshot requested through the api", "key", key, "tables", req.Tables)
+	e, _ := s.conns.Get(KindSource, key)
+	writeJSON(w, http.StatusAccepted, e)
 }
 
 func only(method string, h http.HandlerFunc) http.HandlerFunc {

@@ -65,25 +65,11 @@ records_per_batch = 100
 interval = "0s"
 payload_size = "32B"
 `, topic),
-		"connectors/archive.toml": fmt.Sprintf(`
-type = "sink"
-key = "archive"
-enabled = true
-path = "libpicomq_connector_s3_sink"
-[[topics]]
-pattern = '^term\..*'
-batch_length = 500
-poll_interval = "50ms"
-[plugin_config]
-bucket = %q
-region = %q
-endpoint = %q
-access_key_id = %q
-file_rotation = "messages"
+		"connectors/archive.toml": archiveSink(s3, s3.Endpoint, `^term\..*`, "batch_length = 500\n", `
 max_messages_per_file = 1000000
 output_format = "json_lines"
 include_metadata = true
-`, s3.Bucket, s3test.Region, s3.Endpoint, s3.AccessKey),
+`),
 	})
 	p := startProcess(t, bin, filepath.Join(dir, "runtime.toml"),
 		[]string{"PICOMQ_CONNECTORS_SINK_ARCHIVE_PLUGIN_CONFIG_SECRET_ACCESS_KEY=" + s3.SecretKey})

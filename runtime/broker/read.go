@@ -16,18 +16,31 @@ type Record struct {
 }
 
 // ReadTopic reads every record of partition 0 of topic, from the log start
-// to the high watermark at the time of the call. It is meant for tests and
-// the demo: it uses a franz-go client, independent of librdkafka.
+// to the high watermark at the time of the call (ReadPartition).
 func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) {
 	end := b.HighWatermark(topic)
 	if end < 0 {
 		return nil, fmt.Errorf("topic %q does not exist", topic)
 	}
-	if end == 0 {
+	return ReadPartition(ctx, topic, end, b.clientOpts()...)
+}
+
+// ReadPartition reads the records of partition 0 of topic from the log
+// start up to end (not included), without transaction markers
+// (read_uncommitted: an aborted transaction's records are in), with a
+// franz-go client made from opts: the seed brokers and any login. It is
+// meant for tests, the demo and drivers (such as those that read the broker
+// of a runtime they run as a subprocess): it is independent of librdkafka.
+func ReadPartition(ctx context.Context, topic string, end int64, opts ...kgo.Opt) ([]Record, error) {
+	if end <= 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(b.clientOpts(
+	cl, err := kgo.NewClient(append(opts[:len(opts):len(opts)],
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxBytes(64<<20),
+		// A transaction's commit marker may be the last offset: kept, so
+		// that the read sees it and ends, and left out of the result.
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return nil, err
@@ -37,7 +50,7 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return out, fmt.Errorf("read %s: %d of %d records: %w", topic, len(out), end, err)
 		}
 		for _, e := range fs.Errors() {
 			return out, fmt.Errorf("read %s: %w", topic, e.Err)
@@ -48,6 +61,12 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 				done = true
 				return
 			}
+			if r.Offset == end-1 {
+				done = true
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			rec := Record{Offset: r.Offset, Key: r.Key, Value: r.Value}
 			if len(r.Headers) > 0 {
 				rec.Headers = map[string]string{}
@@ -56,9 +75,6 @@ func (b *Broker) ReadTopic(ctx context.Context, topic string) ([]Record, error) 
 				}
 			}
 			out = append(out, rec)
-			if r.Offset == end-1 {
-				done = true
-			}
 		})
 		if done {
 			return out, nil

@@ -1,5 +1,5 @@
-// Package cli is the pico-connectors command line: run, validate, config,
-// admin and version. A runtime binary is this package's Main plus the
+// Package cli is the pico-connectors command line: run, validate, check,
+// config, admin and version. A runtime binary is this package's Main plus the
 // connectors it links, each of which registers itself from its init:
 //
 //	package main
@@ -42,6 +42,10 @@ Usage:
       Print the effective runtime config, or with KEY (or sink/KEY,
       source/KEY) a connector's effective definition, after environment
       overrides, with secrets masked.
+  pico-connectors check --config FILE [KEY] [--json]
+      Connect to the broker, the state store and each enabled connector's
+      system (or only KEY's) and report every precondition, connector by
+      connector: OK, or the problem and what to do. Exits 1 on any problem.
   pico-connectors admin --config FILE KEY [COMMAND [ARGS]]
       Run an operator command the connector KEY offers, outside a running
       runtime (Postgres: slots, drop-slot [NAME]); without COMMAND, list them.
@@ -74,12 +78,14 @@ func Main(args []string, stdout, stderr io.Writer, environ []string) int {
 		return configCmd(rest, stdout, stderr, environ)
 	case "admin":
 		return adminCmd(rest, stdout, stderr, environ) // admin.go
+	case "check":
+		return checkCmd(rest, stdout, stderr, environ) // check.go
 	case "version":
 		return versionCmd(rest, stdout, stderr) // version.go
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "pico-connectors: unknown command %q; use run, validate, config, admin or version\n\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "pico-connectors: unknown command %q; use run, validate, check, config, admin or version\n\n%s", cmd, usage)
 	return 2
 }

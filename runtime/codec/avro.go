@@ -245,11 +245,7 @@ func conformPrimitive(t avro.Type, v any) (any, error) {
 		}
 		return nil, nil
 	case avro.Boolean:
-		b, ok := v.(bool)
-		if !ok {
-			return nil, fmt.Errorf("want a boolean, got %T", v)
-		}
-		return b, nil
+		return want[bool](v, "a boolean")
 	case avro.Int, avro.Long:
 		n, err := toInt(v)
 		if err != nil {
@@ -272,15 +268,20 @@ func conformPrimitive(t avro.Type, v any) (any, error) {
 		}
 		return f, nil
 	case avro.String:
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("want a string, got %T", v)
-		}
-		return s, nil
+		return want[string](v, "a string")
 	case avro.Bytes:
 		return toBytes(v)
 	}
 	return nil, fmt.Errorf("unsupported Avro type %s", t)
+}
+
+// want returns v when it is a T, else an error that names what, the value
+// the schema wants, and v's type.
+func want[T any](v any, what string) (any, error) {
+	if _, ok := v.(T); !ok {
+		return nil, fmt.Errorf("want %s, got %T", what, v)
+	}
+	return v, nil
 }
 
 func toInt(v any) (int64, error) {

@@ -124,128 +124,135 @@ func (d *decoder) decodeStruct(rv reflect.Value, raw map[string]any, path, prefi
 }
 
 func (d *decoder) field(fv reflect.Value, f reflect.StructField, val any, inFile bool, key, envName string) {
-	secret := f.Type == secretType
-	switch f.Type {
-	case secretType:
-		if s, ok := d.lookup(key, envName); ok {
-			fv.Set(reflect.ValueOf(confkit.NewSecret(s)))
-			d.defined[key] = true
-			d.fromEnv[key] = envName
-			return
-		}
-		if !inFile {
-			return
-		}
-		s, ok := val.(string)
-		if !ok {
-			d.add(key, "expected a string, got %s", describe(val, true))
-			return
-		}
-		fv.Set(reflect.ValueOf(confkit.NewSecret(s)))
-		d.defined[key] = true
-		return
-	case routeType:
-		d.route(fv, val, inFile, key, envName)
-		return
-	case topicsType:
-		d.topics(fv, val, inFile, key, envName)
-		return
-	case transformsType:
-		d.transforms(fv, val, inFile, key, envName)
-		return
-	case anyMapType:
-		if !inFile {
-			return
-		}
-		m, ok := val.(map[string]any)
-		if !ok {
-			d.add(key, "expected a table, got %s", describe(val, false))
-			return
-		}
-		d.defined[key] = true
-		fv.Set(reflect.ValueOf(m))
-		return
-	case stringMapType:
-		d.properties(fv, val, inFile, key, envName)
-		return
-	case stringsType:
-		d.strings(fv, val, inFile, key, envName)
+	if decode := d.decoderOf(f.Type); decode != nil {
+		decode(fv, val, inFile, key, envName)
 		return
 	}
 	switch f.Type.Kind() {
 	case reflect.Struct:
 		sub := map[string]any{}
-		if inFile {
-			m, ok := val.(map[string]any)
-			if !ok {
-				d.add(key, "expected a table, got %s", describe(val, secret))
-			} else {
-				sub = m
-				d.defined[key] = true
-			}
+		if m, ok := d.table(val, inFile, key); ok {
+			sub = m
 		}
 		d.decodeStruct(fv, sub, key, envName+"_")
 	case reflect.String, reflect.Int, reflect.Bool:
-		if s, ok := d.lookup(key, envName); ok {
-			d.scalarFromEnv(fv, s, key, envName, secret)
-			return
-		}
-		if inFile {
-			d.scalarFromFile(fv, val, key, secret)
-		}
+		d.scalar(fv, val, inFile, key, envName, false)
 	default:
 		d.add(key, "internal: unsupported field type %s", f.Type)
 	}
 }
 
-func (d *decoder) scalarFromEnv(fv reflect.Value, s, key, envName string, secret bool) {
-	switch fv.Kind() {
-	case reflect.String:
-		fv.SetString(s)
-	case reflect.Int:
-		v, err := confgen.EnvValue(envName, s, confgen.EnvInt, secret)
-		if err != nil {
-			d.add(key, "%v", err)
-			return
-		}
-		fv.SetInt(v.(int64))
-	case reflect.Bool:
-		v, err := confgen.EnvValue(envName, s, confgen.EnvBool, secret)
-		if err != nil {
-			d.add(key, "%v", err)
-			return
-		}
-		fv.SetBool(v.(bool))
+// decoderOf returns the method that decodes a field of type t, or nil for
+// the structs and scalars that field decodes itself.
+func (d *decoder) decoderOf(t reflect.Type) func(fv reflect.Value, val any, inFile bool, key, envName string) {
+	switch t {
+	case secretType:
+		return d.secret
+	case routeType:
+		return d.route
+	case topicsType:
+		return d.topics
+	case transformsType:
+		return d.transforms
+	case anyMapType:
+		return d.anyMap
+	case stringMapType:
+		return d.properties
+	case stringsType:
+		return d.strings
 	}
-	d.defined[key] = true
-	d.fromEnv[key] = envName
+	return nil
 }
 
-func (d *decoder) scalarFromFile(fv reflect.Value, val any, key string, secret bool) {
-	switch fv.Kind() {
-	case reflect.String:
-		s, ok := val.(string)
-		if !ok {
-			d.add(key, "expected a string, got %s", describe(val, secret))
-			return
-		}
-		fv.SetString(s)
-	case reflect.Int:
-		n, ok := val.(int64)
-		if !ok {
-			d.add(key, "expected an integer, got %s", describe(val, secret))
-			return
-		}
-		fv.SetInt(n)
-	case reflect.Bool:
-		b, ok := val.(bool)
-		if !ok {
-			d.add(key, "expected a boolean (true or false), got %s", describe(val, secret))
-			return
-		}
-		fv.SetBool(b)
+// secret decodes a confkit.Secret as a string, kept out of problem
+// messages.
+func (d *decoder) secret(fv reflect.Value, val any, inFile bool, key, envName string) {
+	var s string
+	if d.scalar(reflect.ValueOf(&s).Elem(), val, inFile, key, envName, true) {
+		fv.Set(reflect.ValueOf(confkit.NewSecret(s)))
+	}
+}
+
+// anyMap decodes a table the file holds as it is (plugin_config).
+func (d *decoder) anyMap(fv reflect.Value, val any, inFile bool, key, _ string) {
+	if m, ok := d.table(val, inFile, key); ok {
+		fv.Set(reflect.ValueOf(m))
+	}
+}
+
+// table returns the file's value val of key when it is a table, with a
+// problem when it is something else.
+func (d *decoder) table(val any, inFile bool, key string) (map[string]any, bool) {
+	if !inFile {
+		return nil, false
+	}
+	m, ok := val.(map[string]any)
+	if !ok {
+		d.add(key, "expected a table, got %s", describe(val, false))
+		return nil, false
 	}
 	d.defined[key] = true
+	return m, true
+}
+
+// scalar decodes the one value of a string, int or bool field fv from its
+// environment variable or else from the file, and reports whether it set
+// fv. secret keeps the value out of problem messages.
+func (d *decoder) scalar(fv reflect.Value, val any, inFile bool, key, envName string, secret bool) bool {
+	if s, ok := d.lookup(key, envName); ok {
+		return d.scalarFromEnv(fv, s, key, envName, secret)
+	}
+	return inFile && d.scalarFromFile(fv, val, key, secret)
+}
+
+func (d *decoder) scalarFromEnv(fv reflect.Value, s, key, envName string, secret bool) bool {
+	var v any = s
+	if k := fv.Kind(); k != reflect.String {
+		var err error
+		if v, err = confgen.EnvValue(envName, s, scalarKinds[k].env, secret); err != nil {
+			d.add(key, "%v", err)
+			return false
+		}
+	}
+	setScalar(fv, v)
+	d.defined[key] = true
+	d.fromEnv[key] = envName
+	return true
+}
+
+func (d *decoder) scalarFromFile(fv reflect.Value, val any, key string, secret bool) bool {
+	if !setScalar(fv, val) {
+		d.add(key, "expected %s, got %s", scalarKinds[fv.Kind()].want, describe(val, secret))
+		return false
+	}
+	d.defined[key] = true
+	return true
+}
+
+// scalarKinds are the kinds of the fields that hold one value: what the
+// file's value must be (for the problem message) and how an environment
+// variable's text parses (a string's is taken as it is).
+var scalarKinds = map[reflect.Kind]struct {
+	want string
+	env  confgen.EnvKind
+}{
+	reflect.String: {"a string", confgen.EnvString},
+	reflect.Int:    {"an integer", confgen.EnvInt},
+	reflect.Bool:   {"a boolean (true or false)", confgen.EnvBool},
+}
+
+// setScalar stores v in fv when v is of fv's kind (an int64 for an int)
+// and reports whether it did.
+func setScalar(fv reflect.Value, v any) bool {
+	rv, want := reflect.ValueOf(v), fv.Kind()
+	if want == reflect.Int {
+		want = reflect.Int64
+	}
+	if !rv.IsValid() || rv.Kind() != want {
+		return false
+	}
+	fv.Set(rv.Convert(fv.Type()))
+	return true
 }
 
 // strings decodes a list of strings: an array in the file, a

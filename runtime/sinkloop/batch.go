@@ -132,7 +132,7 @@ func (l *loop) finish(r outcome) {
 		}
 		l.failures++
 		c.ConsecNacks.Store(int64(l.failures))
-		if l.offsets.hold(r.held) {
+		if l.ledger.hold(r.held) {
 			// A DeferredSink took the batch but for these records, and
 			// skips them when redelivered: only the hold keeps them
 			// from being committed. Redelivery will not help.
@@ -154,17 +154,17 @@ func (l *loop) finish(r outcome) {
 	c.Batches.Add(1)
 	c.DeadLetters.Add(int64(r.dead))
 	l.ackedC.Add(float64(len(f.batch)))
-	l.offsets.consume(f.batch, r.sent, l.assigned)
+	l.ledger.consume(f.batch, r.sent, l.assigned)
 	if l.deferred != nil {
 		l.commitDurable()
 	}
-	l.offsets.commits.kick()
+	l.ledger.commits.kick()
 	// The sink is done with the batch (sdk.Sink: Consume keeps no
 	// slice of it): its array takes the next records, without the
 	// allocation and clearing of a new one (3.5% of the loop's CPU with
 	// 100 B records, and GC work besides).
 	l.spare = f.batch[:0]
-	if l.tr.Status() == status.Error && !l.offsets.holding() && !l.tr.Unhealthy() {
+	if l.tr.Status() == status.Error && !l.ledger.holding() && !l.tr.Unhealthy() {
 		l.log.Info("batch consumed after failures; status back to Running")
 		l.tr.Set(status.Running)
 	}
@@ -204,5 +204,5 @@ func (l *loop) backoff(n int) time.Duration {
 // caller kicks or flushes them) and starts the CommitInterval again.
 func (l *loop) commitDurable() {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
-	l.offsets.durable()
+	l.ledger.durable()
 }

@@ -83,6 +83,6 @@ func (l *loop) subscribe(logCtx context.Context) error {
 		return fmt.Errorf("subscribe to %v: %w", names, err)
 	}
 	l.c = c
-	l.offsets = newOffsets(newCommitter(c, l.log, l.tr), l.deferred)
+	l.ledger = newOffsetLedger(newCommitter(c, l.log, l.tr), l.deferred)
 	return nil
 }

@@ -37,7 +37,7 @@ type loop struct {
 	plan     plan
 	c        *kafka.Consumer
 	deferred sdk.DeferredSink // nil for a plain sink
-	offsets  *offsets         // what may be committed (set by subscribe)
+	ledger   *offsetLedger    // what may be committed (set by subscribe)
 	dlq      *dlqProducer
 	topics   sync.Map // topic -> topicInfo
 

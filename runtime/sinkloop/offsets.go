@@ -5,12 +5,12 @@ import (
 	"github.com/picomq/pico-connectors/sdk"
 )
 
-// offsets is the loop's account of what it may commit, per partition it
+// offsetLedger is the loop's account of what it may commit, per partition it
 // owns: how far it consumed, the records a DeferredSink never saw
 // (skipped: dead-lettered before Consume) and those it rejected with no
 // dead_letter_topic to go to (held). It chooses the offset to commit; the
 // committer (commit.go) commits it off the poll loop.
-type offsets struct {
+type offsetLedger struct {
 	commits  *committer
 	deferred sdk.DeferredSink               // nil for a plain sink
 	consumed map[sdk.TopicPartition]int64   // next offset after the last consumed record
@@ -19,8 +19,8 @@ type offsets struct {
 	holds    map[sdk.TopicPartition]int64   // a DeferredSink's lowest rejected offset with no dead_letter_topic: commits stay below it
 }
 
-func newOffsets(commits *committer, deferred sdk.DeferredSink) *offsets {
-	return &offsets{
+func newOffsetLedger(commits *committer, deferred sdk.DeferredSink) *offsetLedger {
+	return &offsetLedger{
 		commits:  commits,
 		deferred: deferred,
 		consumed: map[sdk.TopicPartition]int64{},
@@ -32,7 +32,7 @@ func newOffsets(commits *committer, deferred sdk.DeferredSink) *offsets {
 
 // base tells the committer, once per assignment of p, the offset of the
 // first record consumed of it.
-func (o *offsets) base(p sdk.TopicPartition, offset int64) {
+func (o *offsetLedger) base(p sdk.TopicPartition, offset int64) {
 	if !o.based[p] {
 		o.based[p] = true
 		o.commits.base(p, offset)
@@ -44,7 +44,7 @@ func (o *offsets) base(p sdk.TopicPartition, offset int64) {
 // dead-letter topic before it saw them. A plain sink's consumed offsets
 // are added to the commits; a DeferredSink's wait for durable (the caller
 // kicks or flushes the commits).
-func (o *offsets) consume(batch []sdk.Record, sent []deadLetter, owned map[sdk.TopicPartition]bool) {
+func (o *offsetLedger) consume(batch []sdk.Record, sent []deadLetter, owned map[sdk.TopicPartition]bool) {
 	ends := lastOffsets(batch)
 	for p, next := range ends {
 		if owned[p] && next > o.consumed[p] {
@@ -70,7 +70,7 @@ func (o *offsets) consume(batch []sdk.Record, sent []deadLetter, owned map[sdk.T
 
 // durable adds, per partition, min(Durable, next consumed) to the commits
 // (the caller kicks or flushes them).
-func (o *offsets) durable() {
+func (o *offsetLedger) durable() {
 	d := o.deferred.Durable()
 	for p, next := range o.consumed {
 		off, ok := d[p]
@@ -108,7 +108,7 @@ func (o *offsets) durable() {
 // hold keeps a DeferredSink's commits below the rejected records that have
 // no dead-letter topic, until the partition is given up (its next owner,
 // or the next start, reads them again). It reports whether it held any.
-func (o *offsets) hold(recs []sdk.Record) bool {
+func (o *offsetLedger) hold(recs []sdk.Record) bool {
 	if o.deferred == nil || len(recs) == 0 {
 		return false
 	}
@@ -122,13 +122,13 @@ func (o *offsets) hold(recs []sdk.Record) bool {
 }
 
 // holding reports whether commits stay below a rejected record somewhere.
-func (o *offsets) holding() bool {
+func (o *offsetLedger) holding() bool {
 	return len(o.holds) > 0
 }
 
 // forget drops what is known of partitions the loop no longer owns; call
 // it after the commits are flushed.
-func (o *offsets) forget(parts []sdk.TopicPartition) {
+func (o *offsetLedger) forget(parts []sdk.TopicPartition) {
 	o.commits.forget(parts)
 	for _, p := range parts {
 		delete(o.consumed, p)

@@ -141,7 +141,7 @@ func (l *loop) handle(ev kafka.Event) {
 				return // polled after a revoke: the next owner reads it
 			}
 			l.lastTP, l.lastOK, l.lastSchema = p, true, l.topic(t).schema
-			l.offsets.base(p, int64(e.TopicPartition.Offset))
+			l.ledger.base(p, int64(e.TopicPartition.Offset))
 		}
 		if len(l.pending) == 0 {
 			l.pendingSince = time.Now()
@@ -226,7 +226,7 @@ func (l *loop) tick() {
 			l.retryAt = time.Now()
 		}
 		l.tr.ReportHealth(err)
-		if cleared && l.retry == nil && !l.offsets.holding() && l.tr.Status() == status.Error {
+		if cleared && l.retry == nil && !l.ledger.holding() && l.tr.Status() == status.Error {
 			// The Error came from batches refused while the condition
 			// lasted, and none is failing now.
 			l.log.Info("sink healthy again; status back to Running")
@@ -235,6 +235,6 @@ func (l *loop) tick() {
 	}
 	if l.deferred != nil {
 		l.commitDurable()
-		l.offsets.commits.kick()
+		l.ledger.commits.kick()
 	}
 }

@@ -113,9 +113,9 @@ func (l *loop) giveUp(revoked []sdk.TopicPartition, lost bool) {
 		}
 	}
 	if !lost {
-		l.offsets.commits.flush()
+		l.ledger.commits.flush()
 	}
-	l.offsets.forget(revoked)
+	l.ledger.forget(revoked)
 	for _, p := range revoked {
 		delete(l.assigned, p)
 	}

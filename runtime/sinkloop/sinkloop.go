@@ -211,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		l.offsets.commits.close()
+		l.ledger.commits.close()
 		if l.fatal != nil {
 			// confluent-kafka-go 2.11's Close waits forever for a
 			// consumer with a fatal error (confluent-kafka-go#1588):

@@ -3,7 +3,8 @@ package sourceloop
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/picomq/pico-connectors/runtime/codec"
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -102,12 +103,7 @@ func compileBlocks(topics []definition.Topics, baseDir string) ([]blockSpec, err
 // acks=all and idempotence, naming each key.
 func checkProperties(key string, props map[string]string) error {
 	var errs []error
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		if msg := definition.WeakensProducer(k, props[k]); msg != "" {
 			errs = append(errs, fmt.Errorf("%s.%q: %s", key, k, msg))
 		}

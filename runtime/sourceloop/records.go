@@ -35,6 +35,21 @@ func (l *loop) prepare(msgs []sdk.Message) (out []outRecord, dead int, err error
 		t0 := time.Now()
 		for i := range msgs {
 			m := &msgs[i]
+			if m.Topic != "" {
+				// The source's own topic: once, as is, through the first
+				// block (sdk.Message.Topic).
+				if b.idx == 0 {
+					t := m.Topic
+					out = append(out, outRecord{b: b, msg: kafka.Message{
+						TopicPartition: kafka.TopicPartition{Topic: &t, Partition: kafka.PartitionAny},
+						Key:            m.Key,
+						Value:          m.Payload,
+						Timestamp:      m.Timestamp,
+						Headers:        kafkaHeaders(m.Headers),
+					}})
+				}
+				continue
+			}
 			var (
 				value   []byte
 				key     = m.Key

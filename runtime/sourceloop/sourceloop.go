@@ -235,6 +235,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
+	if sn, ok := cfg.Source.(sdk.Snapshotter); ok {
+		// Snapshots on demand reach the source while it is open.
+		l.tr.SetSnapshotter(sn)
+		defer l.tr.SetSnapshotter(nil)
+	}
 	l.tr.Set(status.Running)
 	return l.run(ctx)
 }

@@ -39,7 +39,10 @@ type seqSource struct {
 	pollErr func(i int) error
 	// empty, when true for poll number i, returns an empty batch carrying
 	// state (a misbehaving source).
-	empty  func(i int) bool
+	empty func(i int) bool
+	// topic, when it returns a name for sequence number n, sets that
+	// record's Message.Topic.
+	topic  func(n int) string
 	closed bool
 }
 
@@ -78,6 +81,9 @@ func (s *seqSource) Poll(ctx context.Context) (sdk.Batch, error) {
 		}
 		b.Messages = append(b.Messages, sdk.Message{Key: []byte(strconv.Itoa(n)), Payload: p,
 			Headers: []sdk.Header{{Key: "h", Value: []byte("v" + strconv.Itoa(n%3))}}})
+		if s.topic != nil {
+			b.Messages[len(b.Messages)-1].Topic = s.topic(n)
+		}
 	}
 	b.State = []byte(strconv.Itoa(end))
 	s.mu.Lock()
@@ -326,6 +332,45 @@ func TestFieldRoutingFanOutKeysHeaders(t *testing.T) {
 			if rec.Headers["h"] == "" || string(rec.Key) == "" {
 				t.Errorf("%s: key or header lost: %+v", topic, rec)
 			}
+		}
+	}
+}
+
+// TestMessageTopicOverride: a message with Topic goes to that topic once,
+// as is (not JSON, against a json block), whatever the blocks' routes and
+// however many blocks fan out; the others go through every block.
+func TestMessageTopicOverride(t *testing.T) {
+	b := startBroker(t, broker.Config{})
+	src := &seqSource{batch: 10, limit: 20, topic: func(n int) string {
+		if n%5 == 0 {
+			return "tx.meta"
+		}
+		return ""
+	}}
+	src.payload = func(n int) []byte {
+		if n%5 == 0 {
+			return []byte("BEGIN " + strconv.Itoa(n))
+		}
+		return []byte(fmt.Sprintf(`{"seq":%d,"tenant":"t%d"}`, n, n%2))
+	}
+	store := &memStore{}
+	blocks := []definition.Topics{
+		{Topic: definition.Route{Literal: "main"}, Schema: "json", CreateTopics: true},
+		{Topic: definition.Route{Literal: "copy"}, Schema: "json", CreateTopics: true},
+	}
+	r := start(t, Config{Topics: blocks, Source: src, Store: store, BootstrapServers: b.Addr()})
+	testwait.For(t, time.Minute, "state 20", func() bool { return store.get("seq") == "20" })
+	r.stop(t)
+	var meta []string
+	for _, rec := range readTopic(t, b, "tx.meta") {
+		meta = append(meta, string(rec.Value))
+	}
+	if fmt.Sprint(meta) != "[BEGIN 0 BEGIN 5 BEGIN 10 BEGIN 15]" {
+		t.Errorf("tx.meta: %q", meta)
+	}
+	for _, topic := range []string{"main", "copy"} {
+		if got := seqs(t, readTopic(t, b, topic)); len(got) != 16 {
+			t.Errorf("%s: seqs %v, want the 16 without a Topic", topic, got)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -60,17 +61,25 @@ const SignatureHeader = "pico-checkpoint-hmac"
 // source's own key and, with a signing key, only one whose signature
 // matches; it logs and skips any other, so a record that another client
 // produced into the topic never chooses where a source resumes. Save
-// produces with acks=all and idempotence, and returns once the broker has
-// the record.
+// writes each checkpoint in a transaction of its own, with a transactional
+// producer per source (WriterID): a second writer of the same source (a
+// stale runtime still running after its replacement started) is fenced by
+// the newer one, and its saves fail instead of overwriting the owner's.
 type BrokerStore struct {
-	cfg      BrokerConfig
-	producer *kafka.Producer
-	admin    *kafka.AdminClient
-	stopLogs context.CancelFunc
+	cfg     BrokerConfig
+	clients *clientconf.ProducerAdmin // the admin client and its producer
+	admin   *kafka.AdminClient
+	logCtx  context.Context // ends at Close: the clients' log forwarding
 
-	mu    sync.Mutex
-	ready map[string]bool // topics known to exist
+	mu      sync.Mutex
+	ready   map[string]bool            // topics known to exist
+	writers map[string]*kafka.Producer // by source key, transactional
 }
+
+// WriterID is the transactional.id with which a BrokerStore writes source
+// key's checkpoints (outside distributed mode, where the source loop's own
+// producer writes them in its batches' transactions).
+func WriterID(key string) string { return "pico-connectors.state-writer." + key }
 
 var _ InBroker = (*BrokerStore)(nil)
 
@@ -94,24 +103,11 @@ func NewBrokerStore(cfg BrokerConfig) (*BrokerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker state store: %w", err)
 	}
-	p, err := kafka.NewProducer(&cm)
+	c, err := clientconf.NewProducerAdmin(&cm, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("broker state store: producer: %w", err)
+		return nil, fmt.Errorf("broker state store: %w", err)
 	}
-	logCtx, stopLogs := context.WithCancel(context.Background())
-	clientconf.ForwardLogs(logCtx, p.Logs(), cfg.Logger)
-	go func() {
-		for range p.Events() {
-			// Client-level errors: the loops report failed saves themselves.
-		}
-	}()
-	a, err := kafka.NewAdminClientFromProducer(p)
-	if err != nil {
-		p.Close()
-		stopLogs()
-		return nil, fmt.Errorf("broker state store: admin client: %w", err)
-	}
-	return &BrokerStore{cfg: cfg, producer: p, admin: a, stopLogs: stopLogs, ready: map[string]bool{}}, nil
+	return &BrokerStore{cfg: cfg, clients: c, admin: c.Admin, logCtx: c.LogContext, ready: map[string]bool{}, writers: map[string]*kafka.Producer{}}, nil
 }
 
 // Topic is the topic that holds key's checkpoints.
@@ -182,8 +178,10 @@ func (s *BrokerStore) reject(m *kafka.Message, topic, key string) string {
 	return ""
 }
 
-// Save produces blob as key's newest checkpoint and waits for the broker's
-// acknowledgement.
+// Save writes blob as key's newest checkpoint in a transaction and returns
+// once it is committed. A fenced writer (another store wrote key's
+// checkpoints since: two runtimes run the source) fails the save; the
+// next Save starts a new writer, which fences the other in turn.
 func (s *BrokerStore) Save(ctx context.Context, key string, blob []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -191,19 +189,94 @@ func (s *BrokerStore) Save(ctx context.Context, key string, blob []byte) error {
 	if err := s.ensure(ctx, key); err != nil {
 		return err
 	}
-	reports := make(chan kafka.Event, 1)
-	if err := s.producer.Produce(s.Checkpoint(key, blob), reports); err != nil {
+	w, err := s.writer(ctx, key)
+	if err != nil {
 		return fmt.Errorf("broker state store: save %s: %w", key, err)
+	}
+	if err := s.saveIn(ctx, w, key, blob); err != nil {
+		// A fence fails the produce first ("purged in queue"); the
+		// producer's fatal error says why.
+		if ferr := w.GetFatalError(); ferr != nil {
+			s.dropWriter(key, w)
+			var ke kafka.Error
+			if errors.As(ferr, &ke) && (ke.Code() == kafka.ErrFenced || ke.Code() == kafka.ErrProducerFenced) {
+				return fmt.Errorf("broker state store: save %s: another writer of %s's checkpoints fenced this one (is the source running in two runtimes?): %w", key, key, ferr)
+			}
+			return fmt.Errorf("broker state store: save %s: %w", key, ferr)
+		}
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = w.AbortTransaction(actx)
+		cancel()
+		return fmt.Errorf("broker state store: save %s to %s: %w", key, s.Topic(key), err)
+	}
+	return nil
+}
+
+// saveIn produces blob in a transaction of w and commits it.
+func (s *BrokerStore) saveIn(ctx context.Context, w *kafka.Producer, key string, blob []byte) error {
+	if err := w.BeginTransaction(); err != nil {
+		return err
+	}
+	reports := make(chan kafka.Event, 1)
+	if err := w.Produce(s.Checkpoint(key, blob), reports); err != nil {
+		return err
 	}
 	select {
 	case e := <-reports:
 		if m, ok := e.(*kafka.Message); ok && m.TopicPartition.Error != nil {
-			return fmt.Errorf("broker state store: save %s to %s: %w", key, s.Topic(key), m.TopicPartition.Error)
+			return m.TopicPartition.Error
 		}
-		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("broker state store: save %s: %w (the record may still be written)", key, ctx.Err())
+		return fmt.Errorf("%w (the record may still be written)", ctx.Err())
 	}
+	return w.CommitTransaction(ctx)
+}
+
+// writer returns key's transactional producer, starting it (and so
+// fencing any other writer of key) on first use.
+func (s *BrokerStore) writer(ctx context.Context, key string) (*kafka.Producer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := s.writers[key]; w != nil {
+		return w, nil
+	}
+	cm, err := clientconf.ConfigMap(s.cfg.BootstrapServers, kafka.ConfigMap{
+		"client.id":                 "pico-connectors-state",
+		"transactional.id":          WriterID(key),
+		"acks":                      "all",
+		"enable.idempotence":        true,
+		"linger.ms":                 0,
+		"allow.auto.create.topics":  false,
+		"go.delivery.report.fields": "none",
+	}, definition.ReservedStateStore, s.cfg.Properties)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("transactional producer: %w", err)
+	}
+	clientconf.ForwardLogs(s.logCtx, w.Logs(), s.cfg.Logger)
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	if err := w.InitTransactions(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("init transactions as %s: %w", WriterID(key), err)
+	}
+	s.writers[key] = w
+	return w, nil
+}
+
+// dropWriter closes w, key's writer, so that the next Save starts anew.
+func (s *BrokerStore) dropWriter(key string, w *kafka.Producer) {
+	s.mu.Lock()
+	if s.writers[key] == w {
+		delete(s.writers, key)
+	}
+	s.mu.Unlock()
+	w.Close()
 }
 
 // Load returns key's last committed checkpoint, or nil when the topic has
@@ -316,8 +389,11 @@ func (s *BrokerStore) readLast(ctx context.Context, c *kafka.Consumer, topic, ke
 
 // Close closes the store's clients.
 func (s *BrokerStore) Close() {
-	s.admin.Close()
-	s.producer.Flush(5000)
-	s.producer.Close()
-	s.stopLogs()
+	s.mu.Lock()
+	for key, w := range s.writers {
+		w.Close()
+		delete(s.writers, key)
+	}
+	s.mu.Unlock()
+	s.clients.Close(5 * time.Second)
 }

@@ -246,3 +246,35 @@ func TestBrokerStoreSigned(t *testing.T) {
 		t.Fatalf("store with the other key: %q, %v", got, err)
 	}
 }
+
+// TestBrokerStoreFencesAStaleWriter: checkpoints come only from their
+// owner. A second store writing the same source's checkpoints (a runtime
+// started while the old one still runs) fences the first: the first's
+// next save fails and says why, and Load returns the owner's checkpoint,
+// not the stale writer's. Saves of another source are not disturbed.
+func TestBrokerStoreFencesAStaleWriter(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	old := newBrokerStore(t, b.Addr())
+	if _, err := old.Load(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Save(ctx, "src", []byte("old-1")); err != nil {
+		t.Fatal(err)
+	}
+	owner := newBrokerStore(t, b.Addr())
+	if err := owner.Save(ctx, "src", []byte("owner-1")); err != nil {
+		t.Fatal(err)
+	}
+	err := old.Save(ctx, "src", []byte("old-2"))
+	if err == nil || !strings.Contains(err.Error(), "fenced") {
+		t.Fatalf("the stale writer's save after the owner's: %v, want a fenced error", err)
+	}
+	if got, err := owner.Load(ctx, "src"); err != nil || string(got) != "owner-1" {
+		t.Fatalf("Load = %q, %v; want the owner's owner-1", got, err)
+	}
+	if err := old.Save(ctx, "other", []byte("x")); err != nil {
+		t.Fatalf("another source's save: %v", err)
+	}
+}

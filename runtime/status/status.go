@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // Status is a connector's lifecycle status.
@@ -70,6 +71,7 @@ type Tracker struct {
 	lastErr   string
 	lastErrAt time.Time
 	unhealthy string // what the connector's own Health last reported
+	snapper   sdk.Snapshotter
 	placement Placement
 	changed   func(key string, from, to Status, err string)
 
@@ -170,6 +172,22 @@ func (t *Tracker) Placement() Placement {
 	return p
 }
 
+// SetSnapshotter records the open source's snapshots on demand (nil when
+// it is closed or has none): the API asks it for snapshots, and Snapshot
+// shows their progress. The source loop sets it.
+func (t *Tracker) SetSnapshotter(s sdk.Snapshotter) {
+	t.mu.Lock()
+	t.snapper = s
+	t.mu.Unlock()
+}
+
+// Snapshotter returns what SetSnapshotter last recorded.
+func (t *Tracker) Snapshotter() sdk.Snapshotter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.snapper
+}
+
 // Status returns the current status.
 func (t *Tracker) Status() Status {
 	t.mu.Lock()
@@ -187,6 +205,9 @@ type Snapshot struct {
 	Counters    Figures   `json:"counters"`
 	// Placement is set in a fleet of runtimes (see Placement).
 	Placement *Placement `json:"placement,omitempty"`
+	// Snapshots are the open source's snapshots on demand
+	// (sdk.Snapshotter), requested, running or done.
+	Snapshots []sdk.SnapshotProgress `json:"snapshots,omitempty"`
 }
 
 // Figures is the counters part of a Snapshot.
@@ -213,7 +234,11 @@ func (t *Tracker) Snapshot() Snapshot {
 		p.Partitions = append([]string(nil), p.Partitions...)
 		s.Placement = &p
 	}
+	sn := t.snapper
 	t.mu.Unlock()
+	if sn != nil {
+		s.Snapshots = sn.SnapshotProgress()
+	}
 	c := &t.Counters
 	s.Counters = Figures{
 		Polled: c.Polled.Load(), Produced: c.Produced.Load(), Consumed: c.Consumed.Load(),

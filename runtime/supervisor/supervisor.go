@@ -269,7 +269,7 @@ func (s *Supervisor) start(c *conn) {
 			s.failed(c, fmt.Errorf("plugin %q cannot build a sink", def.Path))
 			return
 		}
-		sink, err := newSink(def, env)
+		sink, err := construct(def, env, "sink", def.Registration.NewSink)
 		if err != nil {
 			cancel()
 			s.failed(c, fmt.Errorf("build sink: %w", err))
@@ -335,7 +335,7 @@ func (s *Supervisor) sourceConfig(c *conn, env sdk.Env) (sourceloop.Config, erro
 	if def.Registration.NewSource == nil {
 		return sourceloop.Config{}, fmt.Errorf("plugin %q cannot build a source", def.Path)
 	}
-	src, err := newSource(def, env)
+	src, err := construct(def, env, "source", def.Registration.NewSource)
 	if err != nil {
 		return sourceloop.Config{}, fmt.Errorf("build source: %w", err)
 	}
@@ -434,32 +434,21 @@ func (s *Supervisor) restartLater(c *conn, gen uint64, ran time.Duration, err er
 	})
 }
 
-// newSource calls the registration, turning a panic into an error.
-func newSource(def *definition.Definition, env sdk.Env) (src sdk.Source, err error) {
+// construct calls the registration's constructor newPlugin (NewSource or
+// NewSink) for def, turning a panic, or a nil plugin without an error, into
+// an error; what names the plugin in that error ("source" or "sink").
+func construct[P any](def *definition.Definition, env sdk.Env, what string, newPlugin func(sdk.Config, sdk.Env) (P, error)) (p P, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			src, err = nil, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
+			var none P
+			p, err = none, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
 		}
 	}()
-	src, err = def.Registration.NewSource(def.Plugin, env)
-	if err == nil && src == nil {
-		err = fmt.Errorf("plugin %s returned no source", def.Path)
+	p, err = newPlugin(def.Plugin, env)
+	if err == nil && any(p) == nil {
+		err = fmt.Errorf("plugin %s returned no %s", def.Path, what)
 	}
-	return src, err
-}
-
-// newSink calls the registration, turning a panic into an error.
-func newSink(def *definition.Definition, env sdk.Env) (sink sdk.Sink, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			sink, err = nil, fmt.Errorf("plugin %s panicked: %v", def.Path, r)
-		}
-	}()
-	sink, err = def.Registration.NewSink(def.Plugin, env)
-	if err == nil && sink == nil {
-		err = fmt.Errorf("plugin %s returned no sink", def.Path)
-	}
-	return sink, err
+	return p, err
 }
 
 func buildTransforms(def *definition.Definition) ([]sdk.Transform, error) {
@@ -586,6 +575,20 @@ func (s *Supervisor) Restart(ctx context.Context, kind, key string) error {
 		return c.err
 	}
 	return nil
+}
+
+// Snapshot hands a snapshot request to the running source key
+// (api.Snapshotter).
+func (s *Supervisor) Snapshot(ctx context.Context, key string, tables []string) error {
+	c, ok := s.lookup(api.KindSource, key)
+	if !ok {
+		return fmt.Errorf("source %q: %w", key, api.ErrNotFound)
+	}
+	sn := c.tracker.Snapshotter()
+	if sn == nil {
+		return fmt.Errorf("source %q: %w", key, api.ErrNotRunning)
+	}
+	return sn.Snapshot(ctx, tables)
 }
 
 func (s *Supervisor) lookup(kind, key string) (*conn, bool) {

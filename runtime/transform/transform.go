@@ -10,7 +10,8 @@ package transform
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/picomq/pico-connectors/sdk"
@@ -38,18 +39,18 @@ func describe(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-func split(path string) []string { return strings.Split(path, ".") }
-
-// lookup returns the object that holds the last segment of path, creating
-// the objects on the way when create is set. ok is false when the path
-// crosses a value that is not an object (or is missing and create is off).
-func lookup(m map[string]any, segs []string, create bool) (map[string]any, bool) {
+// parentOf returns the object that holds the last segment of the dotted
+// path, and that segment, creating the objects on the way when create is
+// set. ok is false when the path crosses a value that is not an object (or
+// is missing and create is off).
+func parentOf(m map[string]any, path string, create bool) (parent map[string]any, last string, ok bool) {
+	segs := strings.Split(path, ".")
 	cur := m
 	for _, s := range segs[:len(segs)-1] {
 		next, found := cur[s]
 		if !found {
 			if !create {
-				return nil, false
+				return nil, "", false
 			}
 			n := map[string]any{}
 			cur[s] = n
@@ -58,23 +59,18 @@ func lookup(m map[string]any, segs []string, create bool) (map[string]any, bool)
 		}
 		nm, isMap := next.(map[string]any)
 		if !isMap {
-			return nil, false
+			return nil, "", false
 		}
 		cur = nm
 	}
-	return cur, true
+	return cur, segs[len(segs)-1], true
 }
 
 // AddFields returns the add_fields transform: it sets each field to its
 // value, creating nested objects for dotted names. With overwrite false an
 // existing field is left alone.
 func AddFields(fields map[string]any, overwrite bool) sdk.Transform {
-	names := make([]string, 0, len(fields))
-	for k := range fields {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return &addFields{names: names, fields: fields, overwrite: overwrite}
+	return &addFields{names: slices.Sorted(maps.Keys(fields)), fields: fields, overwrite: overwrite}
 }
 
 type addFields struct {
@@ -90,12 +86,10 @@ func (a *addFields) Apply(rec *sdk.TransformRecord) error {
 		return err
 	}
 	for _, name := range a.names {
-		segs := split(name)
-		parent, ok := lookup(m, segs, true)
+		parent, last, ok := parentOf(m, name, true)
 		if !ok {
 			return fmt.Errorf("add_fields: cannot set %q: a part of the path is not an object", name)
 		}
-		last := segs[len(segs)-1]
 		if _, exists := parent[last]; exists && !a.overwrite {
 			continue
 		}
@@ -138,9 +132,8 @@ func (d *deleteFields) Apply(rec *sdk.TransformRecord) error {
 		return err
 	}
 	for _, name := range d.fields {
-		segs := split(name)
-		if parent, ok := lookup(m, segs, false); ok {
-			delete(parent, segs[len(segs)-1])
+		if parent, last, ok := parentOf(m, name, false); ok {
+			delete(parent, last)
 		}
 	}
 	return nil
@@ -151,12 +144,7 @@ func (d *deleteFields) Apply(rec *sdk.TransformRecord) error {
 // fields are ignored and an existing field under the new name is replaced.
 // Renames apply in the order of the old names, sorted.
 func RenameFields(fields map[string]string) sdk.Transform {
-	olds := make([]string, 0, len(fields))
-	for k := range fields {
-		olds = append(olds, k)
-	}
-	sort.Strings(olds)
-	return &renameFields{olds: olds, fields: fields}
+	return &renameFields{olds: slices.Sorted(maps.Keys(fields)), fields: fields}
 }
 
 type renameFields struct {
@@ -171,22 +159,20 @@ func (r *renameFields) Apply(rec *sdk.TransformRecord) error {
 		return err
 	}
 	for _, old := range r.olds {
-		segs := split(old)
-		parent, ok := lookup(m, segs, false)
+		parent, last, ok := parentOf(m, old, false)
 		if !ok {
 			continue
 		}
-		v, found := parent[segs[len(segs)-1]]
+		v, found := parent[last]
 		if !found {
 			continue
 		}
-		delete(parent, segs[len(segs)-1])
-		nsegs := split(r.fields[old])
-		dst, ok := lookup(m, nsegs, true)
+		delete(parent, last)
+		dst, dstLast, ok := parentOf(m, r.fields[old], true)
 		if !ok {
 			return fmt.Errorf("rename_fields: cannot move %q to %q: a part of the new path is not an object", old, r.fields[old])
 		}
-		dst[nsegs[len(nsegs)-1]] = v
+		dst[dstLast] = v
 	}
 	return nil
 }

@@ -23,30 +23,14 @@ func Normalize(v any) any {
 		return v
 	}
 	switch x := v.(type) {
-	case int:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint8:
-		return int64(x)
-	case uint16:
-		return int64(x)
-	case uint32:
-		return int64(x)
-	case uint:
-		if uint64(x) > math.MaxInt64 {
-			return float64(x)
+	case int, int8, int16, int32:
+		return reflect.ValueOf(x).Int()
+	case uint, uint8, uint16, uint32, uint64:
+		u := reflect.ValueOf(x).Uint()
+		if u > math.MaxInt64 {
+			return float64(u)
 		}
-		return int64(x)
-	case uint64:
-		if x > math.MaxInt64 {
-			return float64(x)
-		}
-		return int64(x)
+		return int64(u)
 	case float32:
 		return float64(x)
 	case time.Time:

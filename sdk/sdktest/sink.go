@@ -85,6 +85,8 @@ type SinkHarness struct {
 //     that moment. A fresh sink on the same destination and group then
 //     resumes from the commit, and after a graceful stop the destination
 //     holds every record and the commit is at the end.
+//   - Checks (only for a sdk.Checker): Check, on a sink New built and
+//     never opened, reports at least one named check and no problem.
 func TestSink(t *testing.T, h SinkHarness) {
 	t.Helper()
 	if h.New == nil {
@@ -107,7 +109,12 @@ func TestSink(t *testing.T, h SinkHarness) {
 	t.Run("RuntimeRedelivers", h.runtimeRedelivers)
 	t.Run("DeferredSkipsRedelivered", h.deferredSkips)
 	t.Run("DeferredKillLosesNothing", h.killLosesNothing)
-	h.notRun.report(t, 7)
+	t.Run("Checks", h.checks)
+	h.notRun.report(t, 8)
+}
+
+func (h SinkHarness) checks(t *testing.T) {
+	runChecks(t, h.notRun, h.newSink(t), h.Timeout)
 }
 
 // newSink runs Setup, then New, and fails t when New fails.

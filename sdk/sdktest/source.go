@@ -93,6 +93,9 @@ func WithDrainLimit(n int) SourceOption {
 //     outstanding candidate, Nack drops them all so the next Poll repeats
 //     the first unacknowledged batch, and a new instance opened with the
 //     last acknowledged state continues after it.
+//   - Checks, for a source that implements sdk.Checker: Check, on a
+//     source the factory built and never opened, reports at least one
+//     named check and no problem.
 //
 // Every batch the suite sees is also checked: an empty batch carries no
 // state. Sources that need data in their external system (a table, a
@@ -110,7 +113,8 @@ func TestSource(t *testing.T, factory SourceFactory, opts ...SourceOption) {
 	t.Run("ResumeFromCommitted", s.resume)
 	t.Run("EmptyBatchNoState", s.emptyBatch)
 	t.Run("PollAhead", s.pollAhead)
-	s.notRun.report(t, 5)
+	t.Run("Checks", s.checks)
+	s.notRun.report(t, 6)
 }
 
 func (s suite) pollAhead(t *testing.T) {

@@ -166,6 +166,28 @@ var broken = map[string]struct {
 	"IgnoreState":    {0, flaws{ignoreState: true}, "does not continue after the acknowledged batch"},
 	"StateWhenEmpty": {4, flaws{stateWhenEmpty: true}, "an empty batch carries state"},
 	"FakePollAhead":  {0, flaws{}, "a Poll with a batch in flight repeated it"},
+	"FailingCheck":   {0, flaws{}, `check "system" failed against the test's system: it is gone`},
+}
+
+// checkedCounter is a counter with a Check that reports problem, if any.
+type checkedCounter struct {
+	counter
+	problem string
+}
+
+func (c *checkedCounter) Check(context.Context) []sdk.Check {
+	if c.problem != "" {
+		return []sdk.Check{sdk.Failed("system", c.problem, "bring it back")}
+	}
+	return []sdk.Check{sdk.Passed("system", "here")}
+}
+
+func checkedFactory(problem string) sdktest.SourceFactory {
+	return func(t *testing.T) (sdk.Source, error) { return &checkedCounter{problem: problem}, nil }
+}
+
+func TestRunPassesACheckedSource(t *testing.T) {
+	sdktest.TestSource(t, checkedFactory(""))
 }
 
 // TestRunCatchesBrokenSources runs each broken source in a child process,
@@ -176,6 +198,9 @@ func TestRunCatchesBrokenSources(t *testing.T) {
 		f := factory(b.limit, b.flaws)
 		if name == "FakePollAhead" {
 			f = aheadFactory(true)
+		}
+		if name == "FailingCheck" {
+			f = checkedFactory("it is gone")
 		}
 		sdktest.TestSource(t, f, sdktest.WithIdleTimeout(100*time.Millisecond))
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -70,4 +71,50 @@ func ForwardLogs(ctx context.Context, ch chan kafka.LogEvent, logger *slog.Logge
 			}
 		}
 	}()
+}
+
+// ProducerAdmin is a producer whose logs go to a logger and whose events
+// are drained, with an admin client on its connection: what the broker
+// state store and pico-connectors check talk to the broker with.
+type ProducerAdmin struct {
+	Producer *kafka.Producer
+	Admin    *kafka.AdminClient
+	// LogContext ends at Close: further clients of the same owner forward
+	// their logs (ForwardLogs) until then.
+	LogContext context.Context
+	stopLogs   context.CancelFunc
+}
+
+// NewProducerAdmin starts a ProducerAdmin from cm; what is wrong names
+// what failed (the producer or the admin client).
+func NewProducerAdmin(cm *kafka.ConfigMap, logger *slog.Logger) (*ProducerAdmin, error) {
+	p, err := kafka.NewProducer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
+	logCtx, stopLogs := context.WithCancel(context.Background())
+	ForwardLogs(logCtx, p.Logs(), logger)
+	go func() {
+		for range p.Events() {
+			// Client-level errors: the callers report what fails themselves.
+		}
+	}()
+	a, err := kafka.NewAdminClientFromProducer(p)
+	if err != nil {
+		p.Close()
+		stopLogs()
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	return &ProducerAdmin{Producer: p, Admin: a, LogContext: logCtx, stopLogs: stopLogs}, nil
+}
+
+// Close closes the admin client, then the producer after up to flush of
+// its outstanding deliveries, and ends LogContext.
+func (c *ProducerAdmin) Close(flush time.Duration) {
+	c.Admin.Close()
+	if flush > 0 {
+		c.Producer.Flush(int(flush / time.Millisecond))
+	}
+	c.Producer.Close()
+	c.stopLogs()
 }

@@ -55,28 +55,17 @@ func AuditBucket(srv *s3test.Server, prefix string, ends map[string]int64) (Audi
 				continue
 			}
 			a.Objects++
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			body, err := srv.Get(ctx, o.Key)
-			cancel()
-			if err != nil {
-				return a, fmt.Errorf("get %s: %v", o.Key, err)
-			}
-			sc := bufio.NewScanner(bytes.NewReader(body))
-			sc.Buffer(make([]byte, 1<<20), 64<<20)
-			for sc.Scan() {
-				var l struct {
-					Offset *int64 `json:"offset"`
-				}
-				if json.Unmarshal(sc.Bytes(), &l) != nil || l.Offset == nil {
-					return a, fmt.Errorf("object %s: line without offset metadata: %.100q", o.Key, sc.Bytes())
-				}
-				seen[*l.Offset]++
-				if len(in[*l.Offset]) < 4 {
-					in[*l.Offset] = append(in[*l.Offset], path.Base(o.Key))
+			err := ReadOffsets(srv, o.Key, func(off int64) {
+				seen[off]++
+				if len(in[off]) < 4 {
+					in[off] = append(in[off], path.Base(o.Key))
 				}
 				a.Records++
+			})
+			if err != nil {
+				return a, err
 			}
-			if _, _, ok := nameRange(o.Key); !ok {
+			if _, _, ok := ObjectRange(o.Key); !ok {
 				a.Problems = append(a.Problems, "unexpected object name "+o.Key)
 			}
 		}
@@ -115,8 +104,33 @@ func AuditS3(t testing.TB, srv *s3test.Server, prefix string, ends map[string]in
 	return a
 }
 
-// nameRange parses <partition>-<first>-<last>.<ext> from an object key.
-func nameRange(key string) (first, last int64, ok bool) {
+// ReadOffsets reads the JSON-lines object key and calls each with the
+// offset metadata of every line, in order. It returns an error when the
+// object cannot be read or a line has no offset metadata.
+func ReadOffsets(srv *s3test.Server, key string, each func(offset int64)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	body, err := srv.Get(ctx, key)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("get %s: %v", key, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var l struct {
+			Offset *int64 `json:"offset"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Offset == nil {
+			return fmt.Errorf("object %s: line without offset metadata: %.100q", key, sc.Bytes())
+		}
+		each(*l.Offset)
+	}
+	return sc.Err()
+}
+
+// ObjectRange parses <partition>-<first>-<last>.<ext> from an object key
+// the S3 sink wrote.
+func ObjectRange(key string) (first, last int64, ok bool) {
 	base, _, _ := strings.Cut(path.Base(key), ".")
 	parts := strings.Split(base, "-")
 	if len(parts) != 3 {

@@ -6,11 +6,11 @@ import (
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
 
-// S3SinkDef is an S3 sink definition (delivery = "exactly_once", JSON
-// lines with metadata, files of perFile records under key/<topic>/) over
-// the topics matching pattern. props, when not empty, is the block's
+// S3SinkDef is an S3 sink definition (the default delivery, exactly_once;
+// JSON lines with metadata, files of perFile records under key/<topic>/)
+// over the topics matching pattern. props, when not empty, is the block's
 // properties table body (`"session.timeout.ms" = "6000"`); extra is
-// appended to [plugin_config].
+// appended to [plugin_config], and may set delivery.
 func S3SinkDef(key, pattern string, srv *s3test.Server, perFile int, props, extra string) string {
 	return fmt.Sprintf(`type = "sink"
 key = %q
@@ -32,7 +32,6 @@ path_template = "{topic}"
 file_rotation = "messages"
 max_messages_per_file = %d
 include_metadata = true
-delivery = "exactly_once"
 %s`, key, pattern, props, srv.Bucket, srv.Endpoint, srv.AccessKey, srv.SecretKey, key, perFile, extra)
 }
 

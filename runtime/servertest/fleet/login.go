@@ -55,9 +55,16 @@ func ClientProperties(addr string) map[string]string {
 // NewClient is a franz-go client of the brokers addr, logged in when a
 // Runtime of this package serves them.
 func NewClient(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(ClientOptions(addr, opts...)...)
+}
+
+// ClientOptions are the franz-go options of a client of the brokers addr:
+// the seeds, the login when a Runtime of this package serves them, and
+// then opts.
+func ClientOptions(addr string, opts ...kgo.Opt) []kgo.Opt {
 	base := []kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...)}
 	if needsLogin(addr) {
 		base = append(base, kgo.SASL(scram.Auth{User: broker.User, Pass: BrokerPassword}.AsSha256Mechanism()))
 	}
-	return kgo.NewClient(append(base, opts...)...)
+	return append(base, opts...)
 }

@@ -3,7 +3,6 @@ package fleet
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,18 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
-
-// freeAddr returns a 127.0.0.1 address with a free port.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
 
 // Options describe one runtime's folder.
 type Options struct {
@@ -77,7 +67,7 @@ func NewRuntime(dir, bin string, o Options) (*Runtime, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "connectors"), 0o755); err != nil {
 		return nil, err
 	}
-	api, err := freeAddr()
+	api, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +86,7 @@ func NewRuntime(dir, bin string, o Options) (*Runtime, error) {
 	} else {
 		// The embedded broker keeps its data in broker-data, the default
 		// of broker.data_dir, beside runtime.toml.
-		if r.Addr, err = freeAddr(); err != nil {
+		if r.Addr, err = freeport.Addr(); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(&b, "embedded_address = %q\nembedded_password = %q\n", r.Addr, BrokerPassword)

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
 )
 
 // DefaultBinDir is where Debian's postgresql-15 package puts the server
@@ -176,7 +176,7 @@ log_min_messages = warning
 		return fail(err)
 	}
 	f.Close()
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return fail(err)
 	}
@@ -304,13 +304,4 @@ func QueryRow(dsn, sql string, dest ...any) error {
 	}
 	defer conn.Close(context.Background())
 	return conn.QueryRow(ctx, sql).Scan(dest...)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

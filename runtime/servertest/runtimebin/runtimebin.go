@@ -62,6 +62,11 @@ func Remove() {
 // Output collects what a child process writes to stdout or stderr; it is
 // safe to read while the process writes.
 type Output struct {
+	// Limit, when above 0, bounds what Output holds, for a process that
+	// writes for hours: a write that finds more than Limit bytes held drops
+	// them first.
+	Limit int
+
 	mu sync.Mutex
 	b  bytes.Buffer
 }
@@ -70,6 +75,9 @@ type Output struct {
 func (o *Output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.Limit > 0 && o.b.Len() > o.Limit {
+		o.b.Reset()
+	}
 	return o.b.Write(p)
 }
 

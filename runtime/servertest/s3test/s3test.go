@@ -7,14 +7,12 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/picomq/pico-connectors/runtime/servertest/freeport"
+	"github.com/picomq/pico-connectors/runtime/servertest/runtimebin"
 )
 
 // InstallVersitygw is the command that installs the default server binary
@@ -57,8 +57,9 @@ type Server struct {
 	Client *s3.Client
 
 	cmd     *exec.Cmd
+	bin     string // the server binary
 	tmp     string // the folder New made, removed at Close
-	logs    *lockedBuffer
+	logs    *runtimebin.Output
 	done    chan struct{}
 	closeMu sync.Once
 }
@@ -71,7 +72,14 @@ var ErrNoBinary = errors.New("s3test: no S3 server binary")
 // folder, removed at Close, when dir is ""), waits until it answers, and
 // creates a bucket. The caller must Close it. A missing binary is an error
 // wrapping ErrNoBinary, naming the command that installs it.
-func New(dir string) (*Server, error) {
+func New(dir string) (*Server, error) { return newServer(dir, false) }
+
+// NewIAM is New for versitygw with its internal IAM (--iam-dir), so that
+// a test can add users (CreateUser) and give them bucket policies. MinIO
+// is not offered: it fails with an error.
+func NewIAM(dir string) (*Server, error) { return newServer(dir, true) }
+
+func newServer(dir string, iam bool) (*Server, error) {
 	kind := "versitygw"
 	if os.Getenv("PICO_TEST_S3") == "minio" {
 		kind = "minio"
@@ -87,7 +95,10 @@ func New(dir string) (*Server, error) {
 		}
 		dir = tmp
 	}
-	s, err := start(kind, bin, dir)
+	if iam && kind != "versitygw" {
+		return nil, fmt.Errorf("s3test: users and policies are set up for versitygw only, not %s", kind)
+	}
+	s, err := start(kind, bin, dir, iam)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("s3test: %w", err)
@@ -107,7 +118,18 @@ func New(dir string) (*Server, error) {
 // CI=true, with the command that installs it, and is skipped otherwise.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := New(t.TempDir())
+	return startFor(t, false)
+}
+
+// StartIAM is NewIAM for a test, as Start is New's.
+func StartIAM(t testing.TB) *Server {
+	t.Helper()
+	return startFor(t, true)
+}
+
+func startFor(t testing.TB, iam bool) *Server {
+	t.Helper()
+	s, err := newServer(t.TempDir(), iam)
 	if errors.Is(err, ErrNoBinary) && os.Getenv("CI") != "true" {
 		t.Skip(err)
 	}
@@ -173,10 +195,21 @@ func repoRoot() (string, bool) {
 	}
 }
 
-func start(kind, bin, tmp string) (*Server, error) {
+func start(kind, bin, tmp string, iam bool) (*Server, error) {
 	dir := filepath.Join(tmp, "data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	var iamArgs []string
+	if iam {
+		iamDir, err := filepath.Abs(filepath.Join(tmp, "iam"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(iamDir, 0o700); err != nil {
+			return nil, err
+		}
+		iamArgs = []string{"--iam-dir", iamDir}
 	}
 	// Random credentials: versitygw wants at least a short key; MinIO wants
 	// 3+ and 8+ characters.
@@ -184,7 +217,7 @@ func start(kind, bin, tmp string) (*Server, error) {
 	secret := randomHex(20)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		addr, err := freeAddr()
+		addr, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
@@ -195,17 +228,18 @@ func start(kind, bin, tmp string) (*Server, error) {
 			cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+access, "MINIO_ROOT_PASSWORD="+secret,
 				"MINIO_BROWSER=off", "MINIO_UPDATE=off")
 		default:
-			cmd = exec.Command(bin, "--access", access, "--secret", secret, "--port", addr, "posix", dir)
+			args := append([]string{"--access", access, "--secret", secret, "--port", addr}, iamArgs...)
+			cmd = exec.Command(bin, append(args, "posix", dir)...)
 			cmd.Env = os.Environ()
 		}
-		logs := &lockedBuffer{}
+		logs := &runtimebin.Output{Limit: 1 << 20} // the last megabyte or so
 		cmd.Stdout = logs
 		cmd.Stderr = logs
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", bin, err)
 		}
 		s := &Server{
-			Kind: kind, Endpoint: "http://" + addr, Addr: addr,
+			Kind: kind, Endpoint: "http://" + addr, Addr: addr, bin: bin,
 			AccessKey: access, SecretKey: secret, Dir: dir,
 			cmd: cmd, logs: logs, done: make(chan struct{}),
 		}
@@ -260,6 +294,18 @@ func (s *Server) waitReady(limit time.Duration) error {
 func (s *Server) CreateBucket(ctx context.Context, name string) error {
 	_, err := s.Client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
 	return err
+}
+
+// CreateUser adds a user with the role "user" to a server NewIAM
+// started (versitygw admin create-user): it owns no bucket and may do
+// only what bucket policies allow it.
+func (s *Server) CreateUser(access, secret string) error {
+	out, err := exec.Command(s.bin, "admin", "--access", s.AccessKey, "--secret", s.SecretKey, "--endpoint-url", s.Endpoint,
+		"create-user", "--access", access, "--secret", secret, "--role", "user").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("versitygw admin create-user: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // Object is one listed object.
@@ -356,37 +402,8 @@ func (s *Server) Close() {
 	})
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 { // keep the last megabyte or so
-		b.buf.Reset()
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

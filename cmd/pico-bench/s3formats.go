@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/picomq/pico-connectors/runtime/broker"
+)
+
+// formatRun is one output setting of s3FormatRows.
+type formatRun struct {
+	name string
+	cfg  map[string]any
+}
+
+// formatResult is what the rounds of one setting measured.
+type formatResult struct {
+	rate   float64 // records/s
+	perRec float64 // stored bytes per record
+	cpuUS  float64 // CPU per record, this process and the S3 server
+	objs   int     // objects per round
+}
+
+// s3FormatRows measures the S3 sink end to end on 1 KiB JSON records with
+// random hex filler (so they compress about as well as typical event data,
+// not 60:1), with metadata and 8 MiB files: gzip and zstd at the default
+// compression_level against compression = "none", and Parquet (snappy, the
+// default, and zstd) against json_lines, in interleaved rounds of one run.
+// Each row prints the bytes stored per record, and the CPU per record of
+// this process and the S3 server: on a machine whose cores are all busy,
+// the ratio of the CPU per record is the ceiling of the ratio of rates.
+func (b *bench) s3FormatRows() []row {
+	srv := b.startS3()
+	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	b.must(err)
+	defer br.Close()
+	// 120k records (123 MB) a round, three rounds: a round of 60k took
+	// half a second, in which a neighbour's burst moved a ratio by 0.1.
+	const n, rounds = 120_000, 3
+	b.logf("s3formats: writing %d records of 1 KiB with random hex filler to s3fmt.hex", n)
+	b.must(fillHex(br.Addr(), "s3fmt.hex", n, 1024))
+	columns := []any{
+		map[string]any{"name": "id", "type": "int64"},
+		map[string]any{"name": "event", "type": "string"},
+		map[string]any{"name": "user", "type": "string"},
+		map[string]any{"name": "pad", "type": "string"},
+	}
+	runs := []formatRun{
+		{"none", map[string]any{"compression": "none"}},
+		{"gzip", map[string]any{"compression": "gzip"}},
+		{"zstd", map[string]any{"compression": "zstd"}},
+		{"parquet-snappy", map[string]any{"output_format": "parquet", "columns": columns}},
+		{"parquet-zstd", map[string]any{"output_format": "parquet", "parquet_compression": "zstd", "columns": columns}},
+	}
+	cpuSeconds := b.cpuSeconds(srv)
+	took := map[string]time.Duration{}
+	timed := map[string]int{}
+	cpu := map[string]float64{}
+	for i := 0; i < rounds; i++ {
+		for _, f := range runs {
+			cfg := map[string]any{"prefix": fmt.Sprintf("fmt-%s/%d", f.name, i), "max_file_size": "8MiB", "include_metadata": true}
+			for k, v := range f.cfg {
+				cfg[k] = v
+			}
+			sink, err := newS3Sink(targetOf(srv), cfg)
+			b.must(err)
+			c0 := cpuSeconds()
+			k, t := b.sinkRun(br.Addr(), sink, `s3fmt\.hex`, n, 10000)
+			cpu[f.name] += cpuSeconds() - c0
+			took[f.name] += t
+			timed[f.name] += k
+			b.logf("s3formats: round %d: %s %.0f rec/s", i+1, f.name, float64(k)/t.Seconds())
+		}
+	}
+	res := map[string]formatResult{}
+	for _, f := range runs {
+		total, objs := b.written(srv, "fmt-"+f.name)
+		res[f.name] = formatResult{
+			rate:   float64(timed[f.name]) / took[f.name].Seconds(),
+			perRec: float64(total) / float64(rounds*n),
+			cpuUS:  cpu[f.name] / float64(rounds*n) * 1e6,
+			objs:   objs / rounds,
+		}
+	}
+	base := res["none"]
+	var rows []row
+	add := func(name, key, label, target string) {
+		r := res[key]
+		ratio := r.rate / base.rate
+		// CPU-bound, the rates are at most in the inverse ratio of the CPU
+		// per record.
+		ceiling := base.cpuUS / r.cpuUS
+		rows = append(rows,
+			row{Name: name, Value: r.rate, Unit: "rec/s",
+				BaseName: "json_lines, compression = none, same records", BaseValue: base.rate, BaseUnit: "rec/s", Ratio: ratio,
+				Note: fmt.Sprintf("target %s; CPU per record (bench + S3 server): %.2f us against %.2f us, so %d busy cores carry at most %.2f of the baseline's rate; the sink's own overhead over none: %+.2f us; %dk records x %d interleaved rounds, %s, %d objects per round",
+					target, r.cpuUS, base.cpuUS, runtime.NumCPU(), ceiling, r.cpuUS-base.cpuUS, n/1000, rounds, label, r.objs)},
+			row{Name: name + ", stored bytes", Value: r.perRec, Unit: "B/rec",
+				BaseName: "json_lines, compression = none", BaseValue: base.perRec, BaseUnit: "B/rec", Ratio: r.perRec / base.perRec,
+				Note: fmt.Sprintf("%.2f:1 against json_lines; random hex filler (4 bits of entropy per character)", base.perRec/r.perRec)})
+	}
+	add("S3 sink, compression = zstd, 1 KiB records", "zstd", "compression_level = fastest (the default), json_lines+metadata", ">= 0.85")
+	add("S3 sink, compression = gzip, 1 KiB records", "gzip", "compression_level = fastest (the default), json_lines+metadata", ">= 0.55")
+	add("S3 sink, Parquet+snappy (the default), 1 KiB JSON records", "parquet-snappy", "4 columns + metadata, encoded by the upload workers", ">= 0.8")
+	add("S3 sink, Parquet+zstd, 1 KiB JSON records", "parquet-zstd", "4 columns + metadata, compression_level = fastest", ">= 0.75")
+	rows = append(rows, b.layoutRow(srv, br.Addr(), n))
+	return rows
+}

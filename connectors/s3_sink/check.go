@@ -1,0 +1,135 @@
+package s3sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+var _ sdk.Checker = (*Sink)(nil)
+
+// The names of the sink's checks, as pico-connectors check prints them.
+const (
+	checkCredentials = "credentials"
+	checkBucket      = "bucket exists"
+	checkRegion      = "region"
+	checkPut         = "PutObject (probe object)"
+	checkList        = "ListBucket"
+	checkEncryption  = "encryption"
+)
+
+// credentialCodes are the S3 error codes of credentials the store does not
+// accept (as opposed to valid ones that lack a permission).
+var credentialCodes = map[string]bool{
+	"InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "InvalidToken": true,
+	"ExpiredToken": true, "InvalidClientTokenId": true, "TokenRefreshRequired": true,
+}
+
+// regionCodes are the answers of a bucket that lives in another region.
+var regionCodes = map[string]bool{
+	"PermanentRedirect": true, "AuthorizationHeaderMalformed": true, "IllegalLocationConstraintException": true,
+}
+
+// Check tests what the sink needs of the store, with the calls it makes
+// when it runs: a listing of the key prefix (the credentials, the bucket,
+// s3:ListBucket), the bucket's region, and the probe object Open writes
+// and deletes (s3:PutObject, s3:DeleteObject).
+func (s *Sink) Check(ctx context.Context) []sdk.Check {
+	if err := s.opts.validate(); err != nil {
+		return []sdk.Check{sdk.Failed("configuration", err.Error(), "fix the definition (pico-connectors validate lists every problem)")}
+	}
+	client, err := newClient(ctx, &s.opts)
+	if err != nil {
+		return []sdk.Check{sdk.Failed(checkCredentials, shown(err), "fix access_key_id and secret_access_key, or the AWS credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, an instance role)")}
+	}
+	bucket := s.opts.Bucket
+	lctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(0))
+	_, listErr := client.ListObjectsV2(lctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(s.opts.Prefix), MaxKeys: aws.Int32(1)})
+	cancel()
+	code := errorCode(listErr)
+	var out []sdk.Check
+	switch {
+	case listErr != nil && code == "" && statusOf(listErr) == 0:
+		return []sdk.Check{sdk.Failed(checkCredentials, "the S3 store does not answer: "+shown(listErr), "check endpoint (or the network to AWS) and that the store is running")}
+	case credentialCodes[code]:
+		return []sdk.Check{sdk.Failed(checkCredentials, "the S3 store refuses access_key_id and secret_access_key ("+code+")", "set the key pair of a user of this store in access_key_id and secret_access_key")}
+	}
+	out = append(out, sdk.Passed(checkCredentials, "accepted"))
+	if code == "NoSuchBucket" || statusOf(listErr) == http.StatusNotFound {
+		return append(out, sdk.Failed(checkBucket, fmt.Sprintf("bucket '%s' does not exist", bucket), "create it, or fix bucket"))
+	}
+	if regionCodes[code] || statusOf(listErr) == http.StatusMovedPermanently {
+		return append(out, sdk.Passed(checkBucket, bucket), sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is not in region '%s' (%s)", bucket, s.opts.Region, shown(listErr)), "set region to the bucket's region"))
+	}
+	out = append(out, sdk.Passed(checkBucket, bucket), s.checkRegion(ctx, client))
+	if err := s.probe(ctx, client); err != nil {
+		out = append(out, sdk.Failed(checkPut, fmt.Sprintf("writing and deleting %s in bucket '%s' failed: %s", ProbeKey, bucket, shown(err)),
+			"allow s3:PutObject and s3:DeleteObject on the bucket for this user"))
+	} else {
+		out = append(out, sdk.Passed(checkPut, "written and deleted "+ProbeKey))
+	}
+	switch {
+	case listErr == nil:
+		out = append(out, sdk.Passed(checkList, "prefix '"+s.opts.Prefix+"' listed"))
+	case s.opts.Buffered:
+		out = append(out, sdk.Passed(checkList, "denied, not needed with delivery = \"buffered\""))
+	default:
+		out = append(out, sdk.Failed(checkList, fmt.Sprintf("listing bucket '%s' failed: %s; delivery = \"exactly_once\" lists the key prefix to find files already uploaded", bucket, shown(listErr)),
+			"allow s3:ListBucket on the bucket (or the prefix) for this user, or set delivery = \"buffered\""))
+	}
+	// The sink has no encryption settings: objects get the bucket's
+	// default encryption, which needs nothing of the sink.
+	return append(out, sdk.Passed(checkEncryption, "no encryption settings: the bucket's default encryption applies"))
+}
+
+// checkRegion compares region with the bucket's region when the store
+// names it (AWS does, in HeadBucket's x-amz-bucket-region).
+func (s *Sink) checkRegion(ctx context.Context, client *s3.Client) sdk.Check {
+	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(0))
+	defer cancel()
+	head, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.opts.Bucket)})
+	if statusOf(err) == http.StatusMovedPermanently {
+		return sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is not in region '%s'", s.opts.Bucket, s.opts.Region), "set region to the bucket's region")
+	}
+	if err != nil || aws.ToString(head.BucketRegion) == "" {
+		if s.opts.Endpoint != "" {
+			return sdk.Passed(checkRegion, "'"+s.opts.Region+"' (endpoint set: passed through)")
+		}
+		return sdk.Passed(checkRegion, "'"+s.opts.Region+"' (the store does not name the bucket's region)")
+	}
+	if r := aws.ToString(head.BucketRegion); r != s.opts.Region {
+		return sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is in region '%s', not '%s'", s.opts.Bucket, r, s.opts.Region), "set region = \""+r+"\"")
+	}
+	return sdk.Passed(checkRegion, s.opts.Region)
+}
+
+// errorCode is the S3 error code of err, or "".
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// statusOf is the HTTP status of a store's answer, or 0 without one.
+func statusOf(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// shown is err's text with the user information and query of any URL in
+// it masked.
+func shown(err error) string { return confkit.MaskURLs(err.Error()) }
