@@ -59,10 +59,15 @@ demo:
 # One progress line per step, with the time, as .ci/run prints them.
 STEP = printf '\n==> %s (%s)\n' "$(1)" "$$(date -u +%H:%M:%S)"
 
-## tools: install the S3 server the tests and the demo use into .tools/bin
+## tools: install the S3 servers the tests and the demo use into .tools/bin: versitygw, and
+## MinIO for the S3 sink's tests of what versitygw lacks (SSE-S3/SSE-KMS with a KMS key, SSE-C
+## over TLS, STS AssumeRole); keep its version equal to s3test.InstallMinio
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 tools:
 	@test -x $(TOOLS)/versitygw || { $(call STEP,go install versitygw into .tools/bin (about 70 s)); \
 	  GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
+	@test -x $(TOOLS)/minio || { $(call STEP,go install minio into .tools/bin (about 4 min)); \
+	  GOBIN=$(TOOLS) $(GO) install github.com/minio/minio@$(MINIO_VERSION); }
 
 ## setup: what `make test` needs on a fresh Debian machine, installing only what is missing:
 ## the Debian packages (as root with apt-get; otherwise it prints the one apt-get line to run

@@ -58,6 +58,9 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	code := errorCode(listErr)
 	var out []sdk.Check
 	switch {
+	case s.opts.Role.ARN != "" && isSTSError(listErr):
+		return []sdk.Check{sdk.Failed(checkCredentials, "assuming role_arn '"+s.opts.Role.ARN+"' failed: "+shown(listErr),
+			"allow sts:AssumeRole on the role for the sink's credentials (access_key_id or the default chain), let the role's trust policy accept them (and external_id), or fix role_arn and sts_endpoint")}
 	case listErr != nil && code == "" && statusOf(listErr) == 0:
 		return []sdk.Check{sdk.Failed(checkCredentials, "the S3 store does not answer: "+shown(listErr), "check endpoint (or the network to AWS) and that the store is running")}
 	case credentialCodes[code]:
@@ -71,7 +74,8 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 		return append(out, sdk.Passed(checkBucket, bucket), sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is not in region '%s' (%s)", bucket, s.opts.Region, shown(listErr)), "set region to the bucket's region"))
 	}
 	out = append(out, sdk.Passed(checkBucket, bucket), s.checkRegion(ctx, client))
-	if err := s.probe(ctx, client); err != nil {
+	err = s.probe(ctx, client)
+	if err != nil {
 		out = append(out, sdk.Failed(checkPut, fmt.Sprintf("writing and deleting %s in bucket '%s' failed: %s", ProbeKey, bucket, shown(err)),
 			"allow s3:PutObject and s3:DeleteObject on the bucket for this user"))
 	} else {
@@ -86,9 +90,17 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 		out = append(out, sdk.Failed(checkList, fmt.Sprintf("listing bucket '%s' failed: %s; delivery = \"exactly_once\" lists the key prefix to find files already uploaded", bucket, shown(listErr)),
 			"allow s3:ListBucket on the bucket (or the prefix) for this user, or set delivery = \"buffered\""))
 	}
-	// The sink has no encryption settings: objects get the bucket's
-	// default encryption, which needs nothing of the sink.
-	return append(out, sdk.Passed(checkEncryption, "no encryption settings: the bucket's default encryption applies"))
+	// The probe object carries the object settings: its write tested
+	// them (and s3:PutObjectTagging, the KMS key's kms:GenerateDataKey).
+	o := &s.opts.Object
+	if o.SSE != "" || o.SSECKey != "" {
+		if err != nil {
+			return append(out, sdk.Failed(checkEncryption, o.describe()+": the probe object was refused (see "+checkPut+")",
+				"check that kms_key_id names a key of the store, and allow what the settings need: kms:GenerateDataKey on the KMS key for aws:kms, s3:PutObjectTagging for tags, s3:PutObjectAcl for acl"))
+		}
+		return append(out, sdk.Passed(checkEncryption, o.describe()+", the probe object written with it"))
+	}
+	return append(out, sdk.Passed(checkEncryption, o.describe()))
 }
 
 // checkRegion compares region with the bucket's region when the store
@@ -110,6 +122,22 @@ func (s *Sink) checkRegion(ctx context.Context, client *s3.Client) sdk.Check {
 		return sdk.Failed(checkRegion, fmt.Sprintf("bucket '%s' is in region '%s', not '%s'", s.opts.Bucket, r, s.opts.Region), "set region = \""+r+"\"")
 	}
 	return sdk.Passed(checkRegion, s.opts.Region)
+}
+
+// isSTSError reports whether err comes from an STS call (AssumeRole, for
+// the role's credentials) rather than from the S3 request it was made for.
+func isSTSError(err error) bool {
+	for err != nil {
+		var oe *smithy.OperationError
+		if !errors.As(err, &oe) {
+			return false
+		}
+		if oe.Service() == "STS" {
+			return true
+		}
+		err = oe.Unwrap()
+	}
+	return false
 }
 
 // errorCode is the S3 error code of err, or "".

@@ -50,6 +50,18 @@ func fromConfig(c s3sinkconfig.Config) options {
 		RotateInterval:   c.RotateInterval,
 		FlushInterval:    c.FlushInterval,
 	}
+	o.Object = objectSettings{
+		KMSKeyID: c.KmsKeyID, KMSContext: c.KmsEncryptionContext, SSECKey: c.SseCustomerKey.Reveal(),
+		StorageClass: c.StorageClass, ACL: string(c.Acl), Tags: c.Tags, Checksum: string(c.ChecksumAlgorithm),
+	}
+	if c.ServerSideEncryption != s3sinkconfig.ServerSideEncryptionNone {
+		o.Object.SSE = string(c.ServerSideEncryption)
+	}
+	o.Role = roleSettings{
+		ARN: c.RoleArn, ExternalID: c.ExternalID, SessionName: c.RoleSessionName, Duration: c.RoleDuration,
+		SessionPolicy: c.RoleSessionPolicy, STSEndpoint: c.StsEndpoint,
+	}
+	o.CAFile = c.CAFile
 	switch c.Compression {
 	case s3sinkconfig.CompressionGzip:
 		o.Compression = compressGzip

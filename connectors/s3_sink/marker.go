@@ -50,9 +50,9 @@ func (s *Sink) markGroup(ctx context.Context, f *file) error {
 	if m.written {
 		return nil
 	}
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(s.opts.Bucket), Key: aws.String(m.key), Body: bytes.NewReader(nil),
-	})
+	in := &s3.PutObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(m.key), Body: bytes.NewReader(nil)}
+	s.opts.Object.putObject(in) // an encryption-only bucket policy accepts the marker too
+	_, err := s.client.PutObject(ctx, in)
 	m.written = err == nil
 	return err
 }

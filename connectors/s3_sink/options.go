@@ -93,6 +93,11 @@ type options struct {
 	// RowGroupSize is parquet_row_group_size: the most raw bytes of a row
 	// group.
 	RowGroupSize int64
+	// Object is what every object written carries (objectsettings.go);
+	// Role and CAFile are the client's access (access.go).
+	Object objectSettings
+	Role   roleSettings
+	CAFile string
 }
 
 // checkLayout resolves timezone into Location, and reports a zone the

@@ -143,11 +143,18 @@ func (c *pqZstd) Encode(dst, src []byte) ([]byte, error) {
 	return e.EncodeAll(src, dst[:0]), nil
 }
 
-// validate checks what the schema cannot state: that the parquet columns
-// fit together and with the metadata columns (newPQLayout says how).
+// validate checks what the schema cannot state: the object settings and
+// the role's keys (objectsettings.go, access.go), and that the parquet
+// columns fit together and with the metadata columns (newPQLayout says how).
 // Every other rule is the schema's, checked by the generated Load, or by
 // Validate for a Config built in code.
 func (o *options) validate() error {
+	if err := o.Object.validate(o.Endpoint); err != nil {
+		return err
+	}
+	if err := o.Role.validate(); err != nil {
+		return err
+	}
 	if o.Format != formatParquet {
 		return nil
 	}

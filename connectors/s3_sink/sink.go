@@ -127,7 +127,7 @@ func (s *Sink) Open(ctx context.Context) error {
 }
 
 // newClient builds an SDK client with static credentials or the default
-// chain, a custom endpoint and path-style addressing when asked, and the
+// chain (under an assumed role with role_arn), ca_file trusted, a custom endpoint and path-style addressing when asked, and the
 // SDK's own retries turned off: the sink's policy is the only one.
 func newClient(ctx context.Context, o *options) (*s3.Client, error) {
 	load := []func(*awsconfig.LoadOptions) error{
@@ -138,9 +138,19 @@ func newClient(ctx context.Context, o *options) (*s3.Client, error) {
 		load = append(load, awsconfig.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(o.AccessKeyID, o.SecretAccessKey, "")))
 	}
+	httpOpt, err := httpClientOption(o.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	if httpOpt != nil {
+		load = append(load, httpOpt)
+	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, load...)
 	if err != nil {
 		return nil, fmt.Errorf("S3 client configuration: %w", err)
+	}
+	if o.Role.ARN != "" {
+		cfg.Credentials = assumeRole(cfg, o)
 	}
 	return s3.NewFromConfig(cfg, func(so *s3.Options) {
 		if o.Endpoint != "" {
@@ -157,9 +167,9 @@ func newClient(ctx context.Context, o *options) (*s3.Client, error) {
 func (s *Sink) probe(ctx context.Context, client *s3.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(0))
 	defer cancel()
-	if _, err := client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(s.opts.Bucket), Key: aws.String(ProbeKey), Body: bytes.NewReader(nil),
-	}); err != nil {
+	in := &s3.PutObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(ProbeKey), Body: bytes.NewReader(nil)}
+	s.opts.Object.putObject(in)
+	if _, err := client.PutObject(ctx, in); err != nil {
 		return fmt.Errorf("writing %s: %w", ProbeKey, err)
 	}
 	if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{

@@ -19,6 +19,7 @@ import (
 // The files of the package are layers; each uses only the files below it:
 //
 //	keys, chunks, options, retry, format    object keys, buffers, settings, JSON
+//	objectsettings, access                  object headers, role and CA settings
 //	parquet, parquet_row                    the Parquet schema, a record's row
 //	state                                   this file
 //	compress, parquet_file, marker          encoders of a file, a group's marker
@@ -28,6 +29,7 @@ import (
 //	recovery                                replay after an assignment
 //	place                                   a record's file in its group
 //	durable                                 Durable and Release
+//	credentials                             assumed role, HTTP client with ca_file
 //	sink, config                            New, Open, Consume, Close
 //
 // A record flows one way: Consume (sink) skips it or finds its file in the

@@ -99,6 +99,7 @@ func (s *Sink) upload(f *file) {
 		if enc := s.opts.Compression.encoding(); enc != "" {
 			in.ContentEncoding = aws.String(enc)
 		}
+		s.opts.Object.putObject(in)
 		_, err := s.client.PutObject(ctx, in)
 		return err
 	})
@@ -258,11 +259,13 @@ func (s *Sink) writeLostMarker(ctx context.Context, key string, info fileInfo, c
 	// retries), within a bound of its own.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.attemptTimeout(int64(len(body))))
 	defer cancel()
-	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket:      aws.String(s.opts.Bucket),
 		Key:         aws.String(key + LostSuffix),
 		Body:        bytes.NewReader(body),
 		ContentType: aws.String("application/json"),
-	})
+	}
+	s.opts.Object.putObject(in) // an encryption-only bucket policy accepts the marker too
+	_, err = s.client.PutObject(ctx, in)
 	return err
 }

@@ -17,17 +17,32 @@
 //
 // **Parquet.** With `output_format = "parquet"` each object is one Parquet file (`.parquet`, Content-Type `application/vnd.apache.parquet`) whose columns are listed in `columns`, one `[[plugin_config.columns]]` block each (see `columns[]` and the example below). Values are read from the JSON payload at each column's `path` (dotted for nested fields); with `include_metadata` the columns `offset` (INT64), `timestamp` (TIMESTAMP millis), `topic` (STRING), `partition` (INT32) and `key` (optional BYTE_ARRAY) come first, and `include_headers` adds an optional JSON column `headers`. Pages are compressed by `parquet_compression`; the file-level `compression` must be left out. Consume converts each record into its row and keeps the rows of the open file in memory, serialized (counted in `max_buffer_size`); the file closes once its rows' raw size reaches `max_file_size`, and a row group ends every `parquet_row_group_size` of raw rows. The upload worker encodes the file (pages, `parquet_compression`, column statistics) before its first attempt, off the consume path, as it compresses the other formats; the object is smaller than `max_file_size`, by the codec's ratio. Every choice depends only on the records and the configuration, and the writer has fixed settings and no wall-clock metadata: a replay writes the same bytes. A record that does not fit the columns (a missing or null value in a column that is not optional, a value of the wrong type, a decimal with too many digits, a payload that is not a JSON object) is rejected: with a `dead_letter_topic` on its `[[topics]]` block it goes there, with the error naming the column and the field; without one the batch fails with `record TOPIC/PARTITION@OFFSET rejected: column C (TYPE): payload field F ...` and is redelivered, nothing past the record is committed, and the sink stays on that record until the definition changes. Only JSON payloads are read: records of `avro`, `proto` and `flatbuffer` topics are rejected (columns from an Avro schema are not supported yet).
 //
+// **Encryption and object settings.** Every object the sink writes (data files, `.lost` markers, and the probe object it writes and deletes at start) carries the same settings, so a bucket policy that refuses writes without encryption or tags accepts each one, and a replay rewrites an object with the same bytes and the same settings. `server_side_encryption = "AES256"` is SSE-S3; `"aws:kms"` is SSE-KMS with `kms_key_id` (a key ID, key ARN or alias ARN; without it the account's `aws/s3` key) and optionally `kms_encryption_context`, a table a key policy can require (`kms:EncryptionContext:...`); `"aws:kms:dsse"` adds a second layer. `sse_customer_key` is SSE-C: the store encrypts each object with your 32-byte key (base64) and keeps only its MD5, which the sink sends along; whoever reads an object back must send the same key (`aws s3api get-object --sse-customer-algorithm AES256 --sse-customer-key ...`), and an object whose key is lost cannot be read. SSE-C needs an `https` endpoint. The sink itself never reads its objects back: `exactly_once` finds them by listing, which needs no key. `storage_class` (such as `STANDARD_IA`), `acl` (a canned ACL), `tags` (at most 10, sent as `x-amz-tagging`; lifecycle rules can select by tag) and `checksum_algorithm` (the store verifies each object against it and keeps it; `HeadObject` with checksum mode shows it) complete the settings. `validate` refuses what contradicts: `kms_key_id` or `kms_encryption_context` without `aws:kms` or `aws:kms:dsse`, `sse_customer_key` with `server_side_encryption`, over `http`, or not the base64 of 32 bytes, and tags S3 refuses (more than 10, a key starting with `aws:`, characters other than letters, digits, spaces and `_ . : / = + - @`).
+//
+// **Assumed roles.** With `role_arn` the sink calls STS `AssumeRole` with its credentials (the static keys, or the default chain: environment, profile, instance or task role) and signs with the role's temporary credentials, renewed 5 minutes before they expire, so a long run needs no restart. `external_id` is the `sts:ExternalId` the role's trust policy may require, `role_session_name` names the session in CloudTrail, `role_duration` is how long each set lasts (15m to 12h, at most the role's maximum), and `role_session_policy` narrows the session to what both the role and this policy allow (only the prefix, say). STS is called at `sts_endpoint`, else at `endpoint` when that is set (MinIO serves STS `AssumeRole` at its S3 address; any `arn:minio:iam:::role/NAME` does there), else at AWS's STS of `region`. `ca_file` adds a PEM file of CA certificates trusted for both, for a store whose certificate comes from its own CA.
+//
+// **IAM permissions.** What the sink's principal (the assumed role, with `role_arn`) needs, by setting:
+//
+// | Setting | Permission |
+// |---|---|
+// | always | `s3:PutObject` on `<prefix>/*` and on `.picomq-sink-probe`, `s3:DeleteObject` on `.picomq-sink-probe` |
+// | `delivery = "exactly_once"` (the default) | `s3:ListBucket` on the bucket (it may be limited to the prefix with the `s3:prefix` condition) |
+// | `path_template` with a placeholder read from each record (`{field:...}`, `{yyyy}`, ...), `delivery = "exactly_once"` | `s3:DeleteObject` on `<prefix>/*`, for the cut markers of groups of files (see **Laying out a data lake**) |
+// | `server_side_encryption = "aws:kms"` or `"aws:kms:dsse"` | `kms:GenerateDataKey` on the KMS key (for writing), and `kms:Decrypt` for whoever reads the objects back; the key policy must allow the principal |
+// | `kms_encryption_context` | a key policy condition on `kms:EncryptionContext:KEY`, if you want one |
+// | `sse_customer_key` | nothing more; readers need the key |
+// | `tags` | `s3:PutObjectTagging` |
+// | `acl` | `s3:PutObjectAcl`, and a bucket whose Object Ownership allows ACLs |
+// | `storage_class`, `checksum_algorithm` | nothing more |
+// | `role_arn` | `sts:AssumeRole` on the role for the sink's own credentials, and a trust policy on the role that allows them (with an `sts:ExternalId` condition when `external_id` is set) |
+//
+// `pico-connectors check` writes the probe object with these settings and names them in its `encryption` row.
+//
 // **Laying out a data lake.** `path_template` can take its directories from each record, so that query engines find partitions in the key: with `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"` a record of `orders` whose JSON payload has `"region": "eu"` lands in `raw/orders/dt=2026-09-04/region=eu/00000-<first>-<last>.jsonl`, the Hive layout that Athena, Spark, Trino and Hive read as the partition columns `dt` and `region`. `{field:PATH}` reads a dotted path of a JSON payload (`{field:customer.region}`), `{header:NAME}` a header and `{key}` the record key; a missing, null or empty value gives `default_partition_value` (`__unknown`), and every value is sanitised as topic names are (letters, digits, `.`, `_` and `-` kept, anything else `_`), so a value can never add a directory. Only JSON is read: a payload that is not a JSON object (Avro binary, whose schema the sink does not see, protobuf, plain text) gives `default_partition_value` for every `{field:...}`.
 //
 // Time zones: `{yyyy}`, `{MM}`, `{dd}`, `{HH}` and `{mm}` are the record timestamp's date and time in `timezone`, an IANA name (`Asia/Kolkata`, `America/New_York`; default `UTC`; daylight saving time is followed; the zone database is built in). A record stamped 20:00 UTC on 3 September goes to `dt=2026-09-04` with `timezone = "Asia/Kolkata"` (UTC+5:30). `{date}` and `{hour}` use `timezone` too, but, as before, are those of the first record of the file's group, like `{timestamp}`.
 //
-// Several files per partition: with any placeholder read from the record, one partition writes one file per directory at once. They are a group: they start at the same record and are cut together, at the record that takes any of them to `max_file_size` or `max_messages_per_file`, at `rotate_interval`, or at the record that would open file `max_open_files` + 1 (default 100). Every cut depends only on the records, so a replay from the committed offset (the group's first record) rewrites the same keys with the same bytes. The key of each file names the group's first and last offset (one file per directory per group, so no two objects share a key); a file holds the records of its directory within those offsets. Before a group's files upload (side by side, up to `max_in_flight`), an empty marker `_<partition>-<first>-<last>.group` is written in the directory of its lead (the file of its first record; a leading `_` hides it from Hive, Spark, Trino and Athena), and it is deleted once every file is in, before the group counts as durable: after a crash the lead's directory tells whether the group may be in the bucket in part (the marker: the replay writes it again whole, cut where the marker says, even when it was cut by `flush_interval`), whole (the lead alone) or not at all. Every open file counts in `max_buffer_size`: plan for up to `max_open_files` files per partition.
-//
-// | Setting | IAM permission it needs |
-// |---|---|
-// | every upload, the probe object | `s3:PutObject` on `<prefix>/*` |
-// | `delivery = "exactly_once"` (finding files after a crash) | `s3:ListBucket` on the bucket, for the prefix |
-// | the probe object, group markers | `s3:DeleteObject` on `<prefix>/*` |
+// Several files per partition: with any placeholder read from the record, one partition writes one file per directory at once. They are a group: they start at the same record and are cut together, at the record that takes any of them to `max_file_size` or `max_messages_per_file`, at `rotate_interval`, or at the record that would open file `max_open_files` + 1 (default 100). Every cut depends only on the records, so a replay from the committed offset (the group's first record) rewrites the same keys with the same bytes. The key of each file names the group's first and last offset (one file per directory per group, so no two objects share a key); a file holds the records of its directory within those offsets. Before a group's files upload (side by side, up to `max_in_flight`), an empty marker `_<partition>-<first>-<last>.group` is written in the directory of its lead (the file of its first record; a leading `_` hides it from Hive, Spark, Trino and Athena), and it is deleted once every file is in, before the group counts as durable: after a crash the lead's directory tells whether the group may be in the bucket in part (the marker: the replay writes it again whole, cut where the marker says, even when it was cut by `flush_interval`), whole (the lead alone) or not at all. Every open file counts in `max_buffer_size`: plan for up to `max_open_files` files per partition. The markers are written with the object settings above (encryption, storage class, tags, ACL) and need `s3:DeleteObject` on `<prefix>/*` (see **IAM permissions**); partitioning needs no other permission.
 package s3sinkconfig
 
 import (
@@ -35,6 +50,7 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/sdk"
 	"github.com/picomq/pico-connectors/sdk/confgen"
+	"maps"
 	"regexp"
 	"strconv"
 	"time"
@@ -62,6 +78,13 @@ const (
 	KeyEndpoint              = "endpoint"
 	KeyAccessKeyID           = "access_key_id"
 	KeySecretAccessKey       = "secret_access_key"
+	KeyRoleArn               = "role_arn"
+	KeyExternalID            = "external_id"
+	KeyRoleSessionName       = "role_session_name"
+	KeyRoleDuration          = "role_duration"
+	KeyRoleSessionPolicy     = "role_session_policy"
+	KeyStsEndpoint           = "sts_endpoint"
+	KeyCAFile                = "ca_file"
 	KeyPathTemplate          = "path_template"
 	KeyTimezone              = "timezone"
 	KeyDefaultPartitionValue = "default_partition_value"
@@ -81,6 +104,14 @@ const (
 	KeyMaxAttempts           = "max_attempts"
 	KeyRetryDelay            = "retry_delay"
 	KeyPathStyle             = "path_style"
+	KeyServerSideEncryption  = "server_side_encryption"
+	KeyKmsKeyID              = "kms_key_id"
+	KeyKmsEncryptionContext  = "kms_encryption_context"
+	KeySseCustomerKey        = "sse_customer_key"
+	KeyStorageClass          = "storage_class"
+	KeyAcl                   = "acl"
+	KeyTags                  = "tags"
+	KeyChecksumAlgorithm     = "checksum_algorithm"
 	KeyDelivery              = "delivery"
 	KeyMaxBufferSize         = "max_buffer_size"
 	KeyMaxInFlight           = "max_in_flight"
@@ -148,6 +179,49 @@ const (
 	CompressionLevelBest    CompressionLevel = "best"
 )
 
+// ServerSideEncryption is the type of the server_side_encryption key: How the store encrypts each object the sink writes (data files, .lost markers and the probe object): none (the bucket's default encryption applies), AES256 (SSE-S3), aws:kms (SSE-KMS, with kms_key_id or the account's aws/s3 key) or aws:kms:dsse (dual-layer SSE-KMS). Leave it none with sse_customer_key (SSE-C). See Encryption and object settings.
+type ServerSideEncryption string
+
+// The values of ServerSideEncryption.
+const (
+	ServerSideEncryptionNone       ServerSideEncryption = "none"
+	ServerSideEncryptionAES256     ServerSideEncryption = "AES256"
+	ServerSideEncryptionAWSKms     ServerSideEncryption = "aws:kms"
+	ServerSideEncryptionAWSKmsDsse ServerSideEncryption = "aws:kms:dsse"
+)
+
+// Acl is the type of the acl key: A canned ACL for each object (x-amz-acl); needs s3:PutObjectAcl, and a bucket whose Object Ownership allows ACLs (AWS disables them by default). Unset: no ACL header.
+type Acl string
+
+// The values of Acl.
+const (
+	// AclPrivate: Only the owner.
+	AclPrivate Acl = "private"
+	// AclPublicRead: Everyone may read.
+	AclPublicRead Acl = "public-read"
+	// AclPublicReadWrite: Everyone may read and write.
+	AclPublicReadWrite Acl = "public-read-write"
+	// AclAuthenticatedRead: Every authenticated AWS user may read.
+	AclAuthenticatedRead Acl = "authenticated-read"
+	// AclAWSExecRead: EC2 may read AMI bundles.
+	AclAWSExecRead Acl = "aws-exec-read"
+	// AclBucketOwnerRead: The bucket owner may read.
+	AclBucketOwnerRead Acl = "bucket-owner-read"
+	// AclBucketOwnerFullControl: The bucket owner has full control (objects written into another account's bucket).
+	AclBucketOwnerFullControl Acl = "bucket-owner-full-control"
+)
+
+// ChecksumAlgorithm is the type of the checksum_algorithm key: The checksum the SDK computes of each object and the store verifies and keeps (x-amz-checksum-*): CRC32C, CRC32, SHA1 or SHA256; HeadObject with checksum mode shows it. Unset: the SDK's default, CRC32.
+type ChecksumAlgorithm string
+
+// The values of ChecksumAlgorithm.
+const (
+	ChecksumAlgorithmCRC32C ChecksumAlgorithm = "CRC32C"
+	ChecksumAlgorithmCRC32  ChecksumAlgorithm = "CRC32"
+	ChecksumAlgorithmSHA1   ChecksumAlgorithm = "SHA1"
+	ChecksumAlgorithmSHA256 ChecksumAlgorithm = "SHA256"
+)
+
 // Delivery is the type of the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
 type Delivery string
 
@@ -209,6 +283,31 @@ type Config struct {
 
 	// SecretAccessKey is the secret_access_key key: Static credential. Redacted in the API.
 	SecretAccessKey confkit.Secret
+
+	// RoleArn is the role_arn key: An IAM role to assume (sts:AssumeRole) on top of the static keys, or of the default credential chain when they are not set. The temporary credentials are cached and renewed before they expire, without a restart. The caller needs sts:AssumeRole on the role, and the role's trust policy must allow the caller. See Assumed roles.
+	RoleArn string
+
+	// ExternalID is the external_id key: The external ID the role's trust policy asks for (sts:ExternalId). Only with role_arn.
+	ExternalID string
+
+	// RoleSessionName is the role_session_name key: The session name of the assumed role, shown in CloudTrail. Only with role_arn.
+	//
+	// Default: pico-connectors.
+	RoleSessionName string
+
+	// RoleDuration is the role_duration key: How long each set of assumed-role credentials lasts (DurationSeconds, at most the role's maximum session duration); they are renewed shortly before they expire. Only with role_arn.
+	//
+	// Default: 1h.
+	RoleDuration time.Duration
+
+	// RoleSessionPolicy is the role_session_policy key: An IAM policy (JSON) passed with AssumeRole to narrow the session: it gets only what both the role and this policy allow, for example only the bucket's prefix. Only with role_arn.
+	RoleSessionPolicy string
+
+	// StsEndpoint is the sts_endpoint key: The STS endpoint AssumeRole is called at. Defaults to endpoint when endpoint is set (MinIO serves STS on its S3 address), otherwise to AWS's STS endpoint of region. Only with role_arn.
+	StsEndpoint string
+
+	// CAFile is the ca_file key: A PEM file of CA certificates to trust, besides the system's, for endpoint and sts_endpoint: a store with a certificate of its own CA (MinIO with a self-signed certificate). Read at start.
+	CAFile string
 
 	// PathTemplate is the path_template key: Directory part of the object key, see Object keys. Placeholders of the topic and partition: {topic}, {topic_segment[n]} (segment n of the topic split on '.', negative from the end), {partition}. Of each record, so that one partition writes to several directories at once (see max_open_files): {field:PATH} (the value at a dotted PATH of the JSON payload, such as {field:customer.region}; a string gives its text, a number or boolean its JSON text; missing, null, an empty string, an object or an array give default_partition_value), {header:NAME} (the first header NAME, as text; missing or empty gives default_partition_value), {key} (the record key as text, default_partition_value without one), and {yyyy}, {MM}, {dd}, {HH}, {mm} (year, month, day, hour and minute of the record timestamp in timezone). Of the first record of the file's group (the files a partition cuts together): {date} (YYYY-MM-DD), {hour} (HH), both in timezone, and {timestamp} (epoch milliseconds). Every value taken from a topic or a record is sanitised: ASCII letters, digits, '.', '_' and '-' are kept, every other character becomes '_'. Hive-style text such as dt={yyyy}-{MM}-{dd}/region={field:region} is written as it stands.
 	//
@@ -301,6 +400,32 @@ type Config struct {
 	// Default: true when endpoint is set, false otherwise.
 	PathStyle bool
 
+	// ServerSideEncryption is the server_side_encryption key: How the store encrypts each object the sink writes (data files, .lost markers and the probe object): none (the bucket's default encryption applies), AES256 (SSE-S3), aws:kms (SSE-KMS, with kms_key_id or the account's aws/s3 key) or aws:kms:dsse (dual-layer SSE-KMS). Leave it none with sse_customer_key (SSE-C). See Encryption and object settings.
+	//
+	// Default: none.
+	ServerSideEncryption ServerSideEncryption
+
+	// KmsKeyID is the kms_key_id key: The KMS key of aws:kms and aws:kms:dsse: a key ID, key ARN or alias ARN. Without it the store uses its default key (AWS: the aws/s3 managed key). Only with server_side_encryption = aws:kms or aws:kms:dsse.
+	KmsKeyID string
+
+	// KmsEncryptionContext is the kms_encryption_context key: The KMS encryption context of each object (x-amz-server-side-encryption-context, JSON in base64), a table of strings; a key policy can require it. Only with server_side_encryption = aws:kms or aws:kms:dsse.
+	KmsEncryptionContext map[string]string
+
+	// SseCustomerKey is the sse_customer_key key: SSE-C: the AES-256 key the store encrypts each object with and does not keep, base64 (standard alphabet) of 32 bytes, 44 characters ending in =. The sink sends it with its MD5 on every write; reading an object back needs the same key. The store must be reached over https. Not with server_side_encryption.
+	SseCustomerKey confkit.Secret
+
+	// StorageClass is the storage_class key: The storage class of each object (x-amz-storage-class), as the store names it: STANDARD, STANDARD_IA, INTELLIGENT_TIERING, ONEZONE_IA, GLACIER_IR, GLACIER, DEEP_ARCHIVE, REDUCED_REDUNDANCY... Unset: the store's default (STANDARD).
+	StorageClass string
+
+	// Acl is the acl key: A canned ACL for each object (x-amz-acl); needs s3:PutObjectAcl, and a bucket whose Object Ownership allows ACLs (AWS disables them by default). Unset: no ACL header.
+	Acl Acl
+
+	// Tags is the tags key: Object tags of each object (x-amz-tagging on PutObject), a table of at most 10 strings; needs s3:PutObjectTagging besides s3:PutObject. Lifecycle rules and policies can select objects by tag.
+	Tags map[string]string
+
+	// ChecksumAlgorithm is the checksum_algorithm key: The checksum the SDK computes of each object and the store verifies and keeps (x-amz-checksum-*): CRC32C, CRC32, SHA1 or SHA256; HeadObject with checksum mode shows it. Unset: the SDK's default, CRC32.
+	ChecksumAlgorithm ChecksumAlgorithm
+
 	// Delivery is the delivery key: exactly_once: commit a partition only up to the first record not yet in the bucket, keep failed files and retry them, replay into the same keys. buffered: commit once buffered, as the original spec; a crash loses what was buffered, a failed file is dropped with a .lost marker. See the delivery modes table.
 	//
 	// Default: exactly_once.
@@ -355,6 +480,8 @@ type ColumnsItem struct {
 // path_style (true when endpoint is set, false otherwise).
 func Default() Config {
 	return Config{
+		RoleSessionName: "pico-connectors",
+		RoleDuration:    time.Hour,
 		PathTemplate: confkit.Template{
 			Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
 			Source: "{topic}/{date}/{hour}",
@@ -375,6 +502,7 @@ func Default() Config {
 		MaxAttempts:           3,
 		RetryDelay:            time.Second,
 		PathStyle:             false,
+		ServerSideEncryption:  ServerSideEncryptionNone,
 		Delivery:              DeliveryExactlyOnce,
 		MaxBufferSize:         256 * confkit.MiB,
 		MaxInFlight:           4,
@@ -403,7 +531,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -416,6 +544,10 @@ var spec = confgen.Spec{
 				Secret:   true,
 			},
 			"secret_access_key":       {Secret: true},
+			"role_arn":                {Messages: map[string]string{"pattern": "role_arn '{value}' is not a role ARN: use arn:aws:iam::ACCOUNT:role/NAME"}},
+			"role_session_name":       {Messages: map[string]string{"pattern": "role_session_name '{value}' must be 2 to 64 letters, digits or characters of + = , . @ _ -"}},
+			"role_duration":           {Messages: map[string]string{"x-maximum": "role_duration ({value}) must be at most 12h, STS's maximum", "x-minimum": "role_duration ({value}) must be at least 15m, STS's minimum"}},
+			"sts_endpoint":            {Messages: map[string]string{"pattern": "sts_endpoint '{value}' is not a URL: use http://host:port or https://host"}},
 			"timezone":                {Messages: map[string]string{"minLength": "timezone must name an IANA time zone such as UTC or Europe/Berlin"}},
 			"default_partition_value": {Messages: map[string]string{"pattern": "default_partition_value '{value}' must be letters, digits, '.', '_', '-' and '=' only, not only dots, so that it stays one path segment"}},
 			"max_file_size":           {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
@@ -429,9 +561,16 @@ var spec = confgen.Spec{
 			"columns[].precision":     {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
 			"max_attempts":            {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
 			"retry_delay":             {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
-			"max_buffer_size":         {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
-			"max_in_flight":           {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
-			"max_open_files":          {Messages: map[string]string{"maximum": "max_open_files ({value}) must be at most 10000", "minimum": "max_open_files ({value}) must be at least 1"}},
+			"server_side_encryption":  {Messages: map[string]string{"x-pattern-unless": "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"}},
+			"sse_customer_key": {
+				Messages: map[string]string{"pattern": "sse_customer_key must be the base64 of a 32-byte key: 44 characters of A-Z a-z 0-9 + / ending in one ="},
+				Secret:   true,
+			},
+			"storage_class":   {Messages: map[string]string{"pattern": "storage_class '{value}' is not a storage class name: use upper case, such as STANDARD_IA or INTELLIGENT_TIERING"}},
+			"tags":            {Messages: map[string]string{"maxProperties": "S3 allows at most 10 tags on an object"}},
+			"max_buffer_size": {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
+			"max_in_flight":   {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"max_open_files":  {Messages: map[string]string{"maximum": "max_open_files ({value}) must be at most 10000", "minimum": "max_open_files ({value}) must be at least 1"}},
 		},
 	}),
 	KeyAliases: map[string]map[string]string{
@@ -444,6 +583,13 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"endpoint"}, Suffix: "ENDPOINT"},
 		{Kind: confgen.EnvString, Path: []string{"access_key_id"}, Suffix: "ACCESS_KEY_ID", Secret: true},
 		{Kind: confgen.EnvString, Path: []string{"secret_access_key"}, Suffix: "SECRET_ACCESS_KEY", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"role_arn"}, Suffix: "ROLE_ARN"},
+		{Kind: confgen.EnvString, Path: []string{"external_id"}, Suffix: "EXTERNAL_ID"},
+		{Kind: confgen.EnvString, Path: []string{"role_session_name"}, Suffix: "ROLE_SESSION_NAME"},
+		{Kind: confgen.EnvString, Path: []string{"role_duration"}, Suffix: "ROLE_DURATION"},
+		{Kind: confgen.EnvString, Path: []string{"role_session_policy"}, Suffix: "ROLE_SESSION_POLICY"},
+		{Kind: confgen.EnvString, Path: []string{"sts_endpoint"}, Suffix: "STS_ENDPOINT"},
+		{Kind: confgen.EnvString, Path: []string{"ca_file"}, Suffix: "CA_FILE"},
 		{Kind: confgen.EnvString, Path: []string{"path_template"}, Suffix: "PATH_TEMPLATE"},
 		{Kind: confgen.EnvString, Path: []string{"timezone"}, Suffix: "TIMEZONE"},
 		{Kind: confgen.EnvString, Path: []string{"default_partition_value"}, Suffix: "DEFAULT_PARTITION_VALUE"},
@@ -463,15 +609,25 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvInt, Path: []string{"max_attempts"}, Suffix: "MAX_ATTEMPTS"},
 		{Kind: confgen.EnvString, Path: []string{"retry_delay"}, Suffix: "RETRY_DELAY"},
 		{Kind: confgen.EnvBool, Path: []string{"path_style"}, Suffix: "PATH_STYLE"},
+		{Kind: confgen.EnvString, Path: []string{"server_side_encryption"}, Suffix: "SERVER_SIDE_ENCRYPTION"},
+		{Kind: confgen.EnvString, Path: []string{"kms_key_id"}, Suffix: "KMS_KEY_ID"},
+		{Kind: confgen.EnvObject, Path: []string{"kms_encryption_context"}, Suffix: "KMS_ENCRYPTION_CONTEXT"},
+		{Kind: confgen.EnvString, Path: []string{"sse_customer_key"}, Suffix: "SSE_CUSTOMER_KEY", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"storage_class"}, Suffix: "STORAGE_CLASS"},
+		{Kind: confgen.EnvString, Path: []string{"acl"}, Suffix: "ACL"},
+		{Kind: confgen.EnvObject, Path: []string{"tags"}, Suffix: "TAGS"},
+		{Kind: confgen.EnvString, Path: []string{"checksum_algorithm"}, Suffix: "CHECKSUM_ALGORITHM"},
 		{Kind: confgen.EnvString, Path: []string{"delivery"}, Suffix: "DELIVERY"},
 		{Kind: confgen.EnvString, Path: []string{"max_buffer_size"}, Suffix: "MAX_BUFFER_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_in_flight"}, Suffix: "MAX_IN_FLIGHT"},
 		{Kind: confgen.EnvInt, Path: []string{"max_open_files"}, Suffix: "MAX_OPEN_FILES"},
 	},
 	EnumAliases: map[string]map[string]string{
-		"output_format": {"jsonl": "json_lines", "jsonlines": "json_lines"},
+		"output_format":          {"jsonl": "json_lines", "jsonlines": "json_lines"},
+		"server_side_encryption": {"aes256": "AES256", "sse-kms": "aws:kms", "sse-s3": "AES256"},
+		"checksum_algorithm":     {"crc32": "CRC32", "crc32c": "CRC32C", "sha1": "SHA1", "sha256": "SHA256"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -482,6 +638,9 @@ var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition"
 
 // patternOutputFormat is the x-pattern-unless rule of output_format.
 var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
+
+// patternServerSideEncryption is the x-pattern-unless rule of server_side_encryption.
+var patternServerSideEncryption = regexp.MustCompile("^none$")
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
@@ -505,6 +664,16 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "endpoint", confgen.String, &c.Endpoint)
 	confgen.Decode(d, "access_key_id", confgen.Secret, &c.AccessKeyID)
 	confgen.Decode(d, "secret_access_key", confgen.Secret, &c.SecretAccessKey)
+	confgen.Decode(d, "role_arn", confgen.String, &c.RoleArn)
+	confgen.Decode(d, "external_id", confgen.String, &c.ExternalID)
+	confgen.Decode(d, "role_session_name", confgen.String, &c.RoleSessionName)
+	if confgen.Decode(d, "role_duration", confgen.Duration, &c.RoleDuration) {
+		d.Bound("role_duration", c.RoleDuration < 15*time.Minute, "x-minimum", "role_duration ({value}) must be at least 15m, STS's minimum")
+		d.Bound("role_duration", c.RoleDuration > 12*time.Hour, "x-maximum", "role_duration ({value}) must be at most 12h, STS's maximum")
+	}
+	confgen.Decode(d, "role_session_policy", confgen.String, &c.RoleSessionPolicy)
+	confgen.Decode(d, "sts_endpoint", confgen.String, &c.StsEndpoint)
+	confgen.Decode(d, "ca_file", confgen.String, &c.CAFile)
 	confgen.Decode(d, "path_template", confgen.Template(placeholdersPathTemplate), &c.PathTemplate)
 	confgen.Decode(d, "timezone", confgen.String, &c.Timezone)
 	confgen.Decode(d, "default_partition_value", confgen.String, &c.DefaultPartitionValue)
@@ -555,6 +724,14 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		d.Bound("retry_delay", c.RetryDelay > time.Minute, "x-maximum", "retry_delay ({value}) must be at most 60s, the cap of the back-off")
 	}
 	confgen.Decode(d, "path_style", confgen.Bool, &c.PathStyle)
+	confgen.Decode(d, "server_side_encryption", confgen.Enum[ServerSideEncryption], &c.ServerSideEncryption)
+	confgen.Decode(d, "kms_key_id", confgen.String, &c.KmsKeyID)
+	confgen.Decode(d, "kms_encryption_context", confgen.Map(confgen.AsString), &c.KmsEncryptionContext)
+	confgen.Decode(d, "sse_customer_key", confgen.Secret, &c.SseCustomerKey)
+	confgen.Decode(d, "storage_class", confgen.String, &c.StorageClass)
+	confgen.Decode(d, "acl", confgen.Enum[Acl], &c.Acl)
+	confgen.Decode(d, "tags", confgen.Map(confgen.AsString), &c.Tags)
+	confgen.Decode(d, "checksum_algorithm", confgen.Enum[ChecksumAlgorithm], &c.ChecksumAlgorithm)
 	confgen.Decode(d, "delivery", confgen.Enum[Delivery], &c.Delivery)
 	if confgen.Decode(d, "max_buffer_size", confgen.Size, &c.MaxBufferSize) {
 		d.Bound("max_buffer_size", c.MaxBufferSize < confkit.MiB, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB")
@@ -579,6 +756,9 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	if !confgen.Has(m, "path_style") && confgen.Has(m, "endpoint") {
 		c.PathStyle = true
 	}
+	if confgen.Has(m, "sse_customer_key") && confgen.Has(m, "server_side_encryption") && !ps.Has("server_side_encryption") && !patternServerSideEncryption.MatchString(string(c.ServerSideEncryption)) {
+		*ps = append(*ps, confgen.NewProblem("server_side_encryption", m["server_side_encryption"], false, "x-pattern-unless", "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"))
+	}
 }
 
 // decodeColumnsItem fills c from the table m (nil when absent): defaults first, then every
@@ -602,6 +782,8 @@ func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, w
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
+		"role_session_name":       c.RoleSessionName,
+		"role_duration":           c.RoleDuration.String(),
 		"path_template":           c.PathTemplate.Source,
 		"timezone":                c.Timezone,
 		"default_partition_value": c.DefaultPartitionValue,
@@ -619,6 +801,7 @@ func (c Config) table() map[string]any {
 		"max_attempts":            c.MaxAttempts,
 		"retry_delay":             c.RetryDelay.String(),
 		"path_style":              c.PathStyle,
+		"server_side_encryption":  string(c.ServerSideEncryption),
 		"delivery":                string(c.Delivery),
 		"max_buffer_size":         c.MaxBufferSize.String(),
 		"max_in_flight":           c.MaxInFlight,
@@ -630,6 +813,11 @@ func (c Config) table() map[string]any {
 	confgen.PutIf(m, c.Endpoint != "", "endpoint", c.Endpoint)
 	confgen.PutIf(m, c.AccessKeyID.IsSet(), "access_key_id", c.AccessKeyID.Reveal())
 	confgen.PutIf(m, c.SecretAccessKey.IsSet(), "secret_access_key", c.SecretAccessKey.Reveal())
+	confgen.PutIf(m, c.RoleArn != "", "role_arn", c.RoleArn)
+	confgen.PutIf(m, c.ExternalID != "", "external_id", c.ExternalID)
+	confgen.PutIf(m, c.RoleSessionPolicy != "", "role_session_policy", c.RoleSessionPolicy)
+	confgen.PutIf(m, c.StsEndpoint != "", "sts_endpoint", c.StsEndpoint)
+	confgen.PutIf(m, c.CAFile != "", "ca_file", c.CAFile)
 	confgen.PutPtr(m, "max_messages_per_file", c.MaxMessagesPerFile)
 	if c.Columns != nil {
 		l := make([]any, len(c.Columns))
@@ -638,6 +826,13 @@ func (c Config) table() map[string]any {
 		}
 		m["columns"] = l
 	}
+	confgen.PutIf(m, c.KmsKeyID != "", "kms_key_id", c.KmsKeyID)
+	confgen.PutIf(m, c.KmsEncryptionContext != nil, "kms_encryption_context", c.KmsEncryptionContext)
+	confgen.PutIf(m, c.SseCustomerKey.IsSet(), "sse_customer_key", c.SseCustomerKey.Reveal())
+	confgen.PutIf(m, c.StorageClass != "", "storage_class", c.StorageClass)
+	confgen.PutIf(m, c.Acl != "", "acl", string(c.Acl))
+	confgen.PutIf(m, c.Tags != nil, "tags", c.Tags)
+	confgen.PutIf(m, c.ChecksumAlgorithm != "", "checksum_algorithm", string(c.ChecksumAlgorithm))
 	return m
 }
 
@@ -665,6 +860,13 @@ func (c Config) Redacted() map[string]any {
 		"endpoint":                c.Endpoint,
 		"access_key_id":           c.AccessKeyID.String(),
 		"secret_access_key":       c.SecretAccessKey.String(),
+		"role_arn":                c.RoleArn,
+		"external_id":             c.ExternalID,
+		"role_session_name":       c.RoleSessionName,
+		"role_duration":           c.RoleDuration.String(),
+		"role_session_policy":     c.RoleSessionPolicy,
+		"sts_endpoint":            c.StsEndpoint,
+		"ca_file":                 c.CAFile,
 		"path_template":           c.PathTemplate.Source,
 		"timezone":                c.Timezone,
 		"default_partition_value": c.DefaultPartitionValue,
@@ -688,15 +890,23 @@ func (c Config) Redacted() map[string]any {
 			}
 			return out
 		}(),
-		"include_metadata": c.IncludeMetadata,
-		"include_headers":  c.IncludeHeaders,
-		"max_attempts":     c.MaxAttempts,
-		"retry_delay":      c.RetryDelay.String(),
-		"path_style":       c.PathStyle,
-		"delivery":         string(c.Delivery),
-		"max_buffer_size":  c.MaxBufferSize.String(),
-		"max_in_flight":    c.MaxInFlight,
-		"max_open_files":   c.MaxOpenFiles,
+		"include_metadata":       c.IncludeMetadata,
+		"include_headers":        c.IncludeHeaders,
+		"max_attempts":           c.MaxAttempts,
+		"retry_delay":            c.RetryDelay.String(),
+		"path_style":             c.PathStyle,
+		"server_side_encryption": string(c.ServerSideEncryption),
+		"kms_key_id":             c.KmsKeyID,
+		"kms_encryption_context": maps.Clone(c.KmsEncryptionContext),
+		"sse_customer_key":       c.SseCustomerKey.String(),
+		"storage_class":          c.StorageClass,
+		"acl":                    string(c.Acl),
+		"tags":                   maps.Clone(c.Tags),
+		"checksum_algorithm":     string(c.ChecksumAlgorithm),
+		"delivery":               string(c.Delivery),
+		"max_buffer_size":        c.MaxBufferSize.String(),
+		"max_in_flight":          c.MaxInFlight,
+		"max_open_files":         c.MaxOpenFiles,
 	}
 }
 

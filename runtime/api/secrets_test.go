@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ const marker = "PICOSECRETMARKER7f3a9c"
 // connector gets as far as it can (and fails fast) on this machine.
 var realistic = map[string]map[string]any{
 	"s3_sink": {
-		"bucket": "pico-secrets", "region": "us-east-1", "endpoint": "http://127.0.0.1:1",
+		"bucket": "pico-secrets", "region": "us-east-1", "endpoint": "https://127.0.0.1:1", // https: sse_customer_key is refused over http
 		"max_attempts": 1, "retry_delay": "10ms",
 	},
 	"random_source": {"records_per_batch": 5, "interval": "20ms", "payload_size": "16B"},
@@ -46,6 +47,18 @@ func secretValue(s *jsonSchema, keyValue bool) string {
 				return "host=127.0.0.1 port=1 user=pico password=" + marker + " dbname=pico connect_timeout=1"
 			}
 			return scheme + "://pico:" + marker + "@127.0.0.1:1/pico?connect_timeout=1"
+		}
+	}
+	if s.Pattern != "" {
+		// A secret with a pattern (the S3 sink's sse_customer_key, the
+		// base64 of 32 bytes) gets the marker padded until it fits.
+		re := regexp.MustCompile(s.Pattern)
+		for n := 0; n <= 64; n++ {
+			for _, end := range []string{"", "=", "=="} {
+				if v := marker + strings.Repeat("A", n) + end; re.MatchString(v) {
+					return v
+				}
+			}
 		}
 	}
 	return marker

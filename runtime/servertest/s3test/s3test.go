@@ -1,5 +1,8 @@
 // Package s3test starts a real S3-compatible server for tests: versitygw by
-// default, or MinIO when PICO_TEST_S3=minio and a minio binary is on PATH.
+// default, or MinIO when PICO_TEST_S3=minio and a minio binary is on PATH
+// or in <repo>/.tools/bin. StartMinio starts MinIO whatever PICO_TEST_S3
+// says, with what only it offers here: a KMS key (SSE-S3, SSE-KMS), TLS
+// with a certificate of its own CA (SSE-C), and STS AssumeRole.
 //
 // The server listens on 127.0.0.1 at a free port, stores its objects in a
 // temporary directory, and uses random credentials. New creates one
@@ -33,8 +36,9 @@ import (
 // where the tests look for it.
 const InstallVersitygw = "GOBIN=<repo>/.tools/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
-// InstallMinio is the command that installs MinIO.
-const InstallMinio = "go install github.com/minio/minio@latest"
+// InstallMinio is the command that installs MinIO where the tests look
+// for it (make tools does), at the version they are run with.
+const InstallMinio = "GOBIN=<repo>/.tools/bin go install github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c"
 
 // Region is the region label the test server is used with.
 const Region = "us-east-1"
@@ -55,6 +59,12 @@ type Server struct {
 	Dir string
 	// Client is an SDK client for the server, path-style.
 	Client *s3.Client
+	// KMSKeyID is the KMS key MinIO was started with (StartMinio with
+	// KMS), the one SSE-S3 and SSE-KMS use; "" otherwise.
+	KMSKeyID string
+	// CAFile is the PEM file of the certificate a TLS server (StartMinio
+	// with TLS) serves, self-signed: what a client must trust. "" otherwise.
+	CAFile string
 
 	cmd     *exec.Cmd
 	bin     string // the server binary
@@ -72,17 +82,36 @@ var ErrNoBinary = errors.New("s3test: no S3 server binary")
 // folder, removed at Close, when dir is ""), waits until it answers, and
 // creates a bucket. The caller must Close it. A missing binary is an error
 // wrapping ErrNoBinary, naming the command that installs it.
-func New(dir string) (*Server, error) { return newServer(dir, false) }
+func New(dir string) (*Server, error) { return newServer(dir, "", startConfig{}) }
 
 // NewIAM is New for versitygw with its internal IAM (--iam-dir), so that
 // a test can add users (CreateUser) and give them bucket policies. MinIO
 // is not offered: it fails with an error.
-func NewIAM(dir string) (*Server, error) { return newServer(dir, true) }
+func NewIAM(dir string) (*Server, error) { return newServer(dir, "", startConfig{iam: true}) }
 
-func newServer(dir string, iam bool) (*Server, error) {
-	kind := "versitygw"
-	if os.Getenv("PICO_TEST_S3") == "minio" {
-		kind = "minio"
+// MinioOptions are what StartMinio starts MinIO with.
+type MinioOptions struct {
+	// KMS starts MinIO with a KMS key (MINIO_KMS_SECRET_KEY), named by
+	// Server.KMSKeyID, so that it serves SSE-S3 and SSE-KMS.
+	KMS bool
+	// TLS serves https with a self-signed certificate for 127.0.0.1,
+	// written to Server.CAFile; MinIO takes SSE-C only over TLS.
+	TLS bool
+}
+
+// startConfig is what a server starts with besides its kind.
+type startConfig struct {
+	iam   bool
+	minio MinioOptions
+}
+
+func newServer(dir, kind string, cfg startConfig) (*Server, error) {
+	iam := cfg.iam
+	if kind == "" {
+		kind = "versitygw"
+		if os.Getenv("PICO_TEST_S3") == "minio" {
+			kind = "minio"
+		}
 	}
 	bin, err := findBinary(kind)
 	if err != nil {
@@ -98,7 +127,7 @@ func newServer(dir string, iam bool) (*Server, error) {
 	if iam && kind != "versitygw" {
 		return nil, fmt.Errorf("s3test: users and policies are set up for versitygw only, not %s", kind)
 	}
-	s, err := start(kind, bin, dir, iam)
+	s, err := start(kind, bin, dir, cfg)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("s3test: %w", err)
@@ -118,18 +147,27 @@ func newServer(dir string, iam bool) (*Server, error) {
 // CI=true, with the command that installs it, and is skipped otherwise.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return startFor(t, false)
+	return startFor(t, "", startConfig{})
 }
 
 // StartIAM is NewIAM for a test, as Start is New's.
 func StartIAM(t testing.TB) *Server {
 	t.Helper()
-	return startFor(t, true)
+	return startFor(t, "", startConfig{iam: true})
 }
 
-func startFor(t testing.TB, iam bool) *Server {
+// StartMinio starts MinIO for a test, whatever PICO_TEST_S3 says, with
+// opts, as Start does: stopped by t.Cleanup, a missing binary failing
+// the test under CI=true (make tools installs it) and skipping it
+// otherwise.
+func StartMinio(t testing.TB, opts MinioOptions) *Server {
 	t.Helper()
-	s, err := newServer(t.TempDir(), iam)
+	return startFor(t, "minio", startConfig{minio: opts})
+}
+
+func startFor(t testing.TB, kind string, cfg startConfig) *Server {
+	t.Helper()
+	s, err := newServer(t.TempDir(), kind, cfg)
 	if errors.Is(err, ErrNoBinary) && os.Getenv("CI") != "true" {
 		t.Skip(err)
 	}
@@ -195,13 +233,17 @@ func repoRoot() (string, bool) {
 	}
 }
 
-func start(kind, bin, tmp string, iam bool) (*Server, error) {
+func start(kind, bin, tmp string, cfg startConfig) (*Server, error) {
 	dir := filepath.Join(tmp, "data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	minioArgs, minioEnv, kmsKey, caFile, err := minioSetup(tmp, cfg.minio)
+	if err != nil {
+		return nil, err
+	}
 	var iamArgs []string
-	if iam {
+	if cfg.iam {
 		iamDir, err := filepath.Abs(filepath.Join(tmp, "iam"))
 		if err != nil {
 			return nil, err
@@ -224,9 +266,11 @@ func start(kind, bin, tmp string, iam bool) (*Server, error) {
 		var cmd *exec.Cmd
 		switch kind {
 		case "minio":
-			cmd = exec.Command(bin, "server", dir, "--address", addr, "--console-address", "127.0.0.1:0", "--quiet")
+			args := append([]string{"server", dir, "--address", addr, "--console-address", "127.0.0.1:0", "--quiet"}, minioArgs...)
+			cmd = exec.Command(bin, args...)
 			cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+access, "MINIO_ROOT_PASSWORD="+secret,
 				"MINIO_BROWSER=off", "MINIO_UPDATE=off")
+			cmd.Env = append(cmd.Env, minioEnv...)
 		default:
 			args := append([]string{"--access", access, "--secret", secret, "--port", addr}, iamArgs...)
 			cmd = exec.Command(bin, append(args, "posix", dir)...)
@@ -238,13 +282,21 @@ func start(kind, bin, tmp string, iam bool) (*Server, error) {
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", bin, err)
 		}
+		scheme := "http://"
+		if caFile != "" {
+			scheme = "https://"
+		}
 		s := &Server{
-			Kind: kind, Endpoint: "http://" + addr, Addr: addr, bin: bin,
+			Kind: kind, Endpoint: scheme + addr, Addr: addr, bin: bin,
 			AccessKey: access, SecretKey: secret, Dir: dir,
+			KMSKeyID: kmsKey, CAFile: caFile,
 			cmd: cmd, logs: logs, done: make(chan struct{}),
 		}
 		go func() { _ = cmd.Wait(); close(s.done) }()
-		s.Client = NewClient(s.Endpoint, access, secret)
+		if s.Client, err = NewClientCA(s.Endpoint, access, secret, caFile); err != nil {
+			s.Close()
+			return nil, err
+		}
 		if err := s.waitReady(30 * time.Second); err != nil {
 			s.Close()
 			lastErr = fmt.Errorf("%s did not become ready on %s: %w\n%s", kind, addr, err, logs.String())
@@ -264,6 +316,20 @@ func NewClient(endpoint, access, secret string) *s3.Client {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(access, secret, ""),
 	})
+}
+
+// NewClientCA is NewClient trusting the certificates of the PEM file
+// caFile besides the system's (none more when caFile is "").
+func NewClientCA(endpoint, access, secret, caFile string) (*s3.Client, error) {
+	c := NewClient(endpoint, access, secret)
+	if caFile == "" {
+		return c, nil
+	}
+	hc, err := httpClientCA(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return s3.New(c.Options(), func(o *s3.Options) { o.HTTPClient = hc }), nil
 }
 
 // PID is the server process's id, for a benchmark that counts the CPU
