@@ -385,6 +385,26 @@ func (b *bench) s3Rows() []row {
 	return rows
 }
 
+// layoutRow compares, on the same 1 KiB records (fillHex's), a sink that
+// lays them out by {field:region} (10 values) and the date with one that
+// writes {topic} only, one round each.
+func (b *bench) layoutRow(srv *s3test.Server, addr string, n int) row {
+	rates := map[string]float64{}
+	for _, tmpl := range []string{"{topic}", "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"} {
+		prefix := fmt.Sprintf("layout-%d", len(rates))
+		sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": prefix, "max_file_size": "8MiB", "path_template": tmpl})
+		b.must(err)
+		timed, st := b.sinkRun(addr, sink, `s3fmt\.hex`, n, 10000)
+		rates[tmpl] = float64(timed) / st.Seconds()
+		_, objects := b.written(srv, prefix)
+		b.logf("s3: path_template %s: %.0f rec/s in %d objects", tmpl, rates[tmpl], objects)
+	}
+	field, topic := rates["{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"], rates["{topic}"]
+	return row{Name: "S3 sink, path_template by {field:region} (10 values) and date, 1 KiB records", Value: field, Unit: "rec/s",
+		BaseName: "path_template = {topic}, same records", BaseValue: topic, BaseUnit: "rec/s", Ratio: field / topic,
+		Note: fmt.Sprintf("%dk records, one round each; target 0.85", n/1000)}
+}
+
 // fillHex writes n JSON records of size bytes to topic whose filler is
 // random hex (4 bits of entropy per character).
 func fillHex(addr, topic string, n, size int) error {
@@ -408,7 +428,7 @@ func fillHexAs(addr, topic string, n, size int, encode func(json []byte) ([]byte
 		for j := range raw {
 			raw[j] = byte(rng.Uint32())
 		}
-		v := fmt.Sprintf(`{"id":%d,"event":"page_view","user":"user-%d","pad":"%s"}`, i, i%977, hex.EncodeToString(raw))
+		v := fmt.Sprintf(`{"id":%d,"event":"page_view","region":"region-%d","user":"user-%d","pad":"%s"}`, i, (i*7)%10, i%977, hex.EncodeToString(raw))
 		value := []byte(v[:size-2] + `"}`)
 		if encode != nil {
 			if value, err = encode(value); err != nil {

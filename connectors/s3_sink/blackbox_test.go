@@ -345,7 +345,7 @@ func (e *bbEnv) startProducer(t *testing.T, topic string, size, chunk int, every
 			}
 			var b bytes.Buffer
 			for i := 0; i < chunk; i++ {
-				fmt.Fprintf(&b, `{"n":%d,"topic":%q,"pad":"%s"}`+"\n", n, topic, pad)
+				fmt.Fprintf(&b, `{"n":%d,"topic":%q,%s"pad":"%s"}`+"\n", n, topic, regionField(n), pad)
 				n++
 			}
 			if _, err := p.stdin.Write(b.Bytes()); err != nil {
@@ -354,6 +354,15 @@ func (e *bbEnv) startProducer(t *testing.T, topic string, size, chunk int, every
 		}
 	}()
 	return p
+}
+
+// regionField is the region of record n, for the sinks that lay records
+// out by it: ten values, and none in every thirteenth record.
+func regionField(n int) string {
+	if n%13 == 0 {
+		return ""
+	}
+	return fmt.Sprintf(`"region":"r%d",`, n%10)
 }
 
 // halt stops writing and waits until kcat has delivered everything.
@@ -560,6 +569,9 @@ func (e *bbEnv) listObjects(t *testing.T, prefix string) []object {
 				t.Errorf("exactly_once wrote a .lost marker: %s", k)
 				continue
 			}
+			if strings.HasSuffix(k, ".group") {
+				continue // the cut marker of a group of files, not data
+			}
 			f, l, err := nameRange(k)
 			if err != nil {
 				t.Fatal(err)
@@ -629,7 +641,12 @@ func (e *bbEnv) readObject(t *testing.T, key string) []line {
 			}
 			topic, _ := json.Marshal(r[6])
 			pad, _ := json.Marshal(r[7])
-			payload := []byte(fmt.Sprintf(`{"n":%s,"topic":%s,"pad":%s}`, r[5], topic, pad))
+			// region is no column of bbpq: the producer's text for n.
+			n, err := strconv.Atoi(r[5])
+			if err != nil {
+				t.Fatalf("%s: n %q", key, r[5])
+			}
+			payload := []byte(fmt.Sprintf(`{"n":%s,"topic":%s,%s"pad":%s}`, r[5], topic, regionField(n), pad))
 			lines = append(lines, line{Offset: &off, Timestamp: r[1], Topic: r[2], Payload: payload})
 		}
 		return lines
@@ -663,6 +680,14 @@ type audit struct {
 // offset.
 func (e *bbEnv) audit(t *testing.T, prefix string, end map[string]int64) audit {
 	t.Helper()
+	return e.auditLayout(t, prefix, end, nil)
+}
+
+// auditLayout is audit for a sink whose path_template reads the records:
+// its objects are groups of files that name the group's offsets, and dir
+// says which directory each record belongs in.
+func (e *bbEnv) auditLayout(t *testing.T, prefix string, end map[string]int64, dir func(line) string) audit {
+	t.Helper()
 	a := audit{objects: e.listObjects(t, prefix), lines: map[string][]line{}}
 	seen := map[string]map[int64][]string{}
 	var records int
@@ -674,7 +699,18 @@ func (e *bbEnv) audit(t *testing.T, prefix string, end map[string]int64) audit {
 			t.Errorf("%s: empty object", o.Key)
 			continue
 		}
-		if *ls[0].Offset != o.First || *ls[len(ls)-1].Offset != o.Last || int64(len(ls)) != o.Last-o.First+1 {
+		switch {
+		case dir != nil:
+			for _, l := range ls {
+				if *l.Offset < o.First || *l.Offset > o.Last {
+					t.Errorf("%s: name says its group holds offsets %d-%d, body holds %d", o.Key, o.First, o.Last, *l.Offset)
+				}
+				if want := prefix + "/" + dir(l); path.Dir(o.Key)+"/" != want {
+					t.Errorf("offset %d (%s, %.60s) is in %s, want it in %s", *l.Offset, l.Timestamp, l.Payload, o.Key, want)
+					break
+				}
+			}
+		case *ls[0].Offset != o.First || *ls[len(ls)-1].Offset != o.Last || int64(len(ls)) != o.Last-o.First+1:
 			t.Errorf("%s: name says offsets %d-%d, body holds %d records from %d to %d", o.Key, o.First, o.Last, len(ls), *ls[0].Offset, *ls[len(ls)-1].Offset)
 		}
 		for _, l := range ls {
@@ -790,14 +826,16 @@ delivery = "exactly_once"
 %s`, key, topicLine, props, e.srv.Bucket, e.srv.Endpoint, e.srv.AccessKey, e.srv.SecretKey, key, extra)
 }
 
-// testKills runs four sinks (size rotation with gzip, messages with zstd,
-// rotate_interval by record time, size rotation with Parquet and zstd
-// pages, encoded by the upload workers) in one runtime on one topic that kcat
-// keeps writing to, a fifth with flush_interval on a topic written in
-// bursts (so idle files are uploaded by the wall clock and a kill can fall
-// between that upload and its commit), and a sixth writing Parquet from an
-// Avro topic that a franz-go producer writes to; SIGKILLs the runtime at random
-// points at least 20 times, then stops it gracefully and audits the bucket.
+// testKills runs, in one runtime, sinks on one topic that kcat keeps
+// writing to (size rotation with gzip, messages with zstd, rotate_interval
+// by record time, size rotation with Parquet and zstd pages encoded by the
+// upload workers, and three that lay records out by {field:region} and the
+// date in Asia/Kolkata, several files per partition), one with
+// flush_interval on a topic written in bursts (so idle files are uploaded
+// by the wall clock and a kill can fall between that upload and its
+// commit), and one writing Parquet from an Avro topic that a franz-go
+// producer writes to; SIGKILLs the runtime at random points at least 20
+// times, then stops it gracefully and audits the bucket.
 func (e *bbEnv) testKills(t *testing.T) {
 	const topic = "bb.kill"
 	const perFile = 250
@@ -824,9 +862,36 @@ parquet_row_group_size = "64KiB"
 columns = [{ name = "n", type = "int64" }, { name = "ptopic", type = "string", path = "topic" }, { name = "pad", type = "string" }]
 `,
 	}
+	// Data-lake layouts: several files per partition at once, by a
+	// payload field and the local date of the record in Kolkata.
+	const hive = `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"
+timezone = "Asia/Kolkata"
+`
+	lake := map[string]string{
+		"bblsize": hive + `file_rotation = "size"
+max_file_size = "6KiB"
+compression = "gzip"
+`,
+		"bblmsg": `path_template = "{topic}/{yyyy}/{MM}/{dd}/{field:region}"
+timezone = "Asia/Kolkata"
+file_rotation = "messages"
+max_messages_per_file = 30
+`,
+		"bbltime": hive + fmt.Sprintf(`rotate_interval = %q
+max_file_size = "64MiB"
+max_open_files = 16
+`, interval),
+	}
+	for key, extra := range lake {
+		sinks[key] = extra
+	}
 	defs := map[string]string{}
 	for key, extra := range sinks {
-		defs[key+".toml"] = e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", extra)
+		def := e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", extra)
+		if _, ok := lake[key]; ok {
+			def = strings.Replace(def, "path_template = \"{topic}\"\n", "", 1)
+		}
+		defs[key+".toml"] = def
 	}
 	const flushTopic = "bb.flush"
 	defs["bbflush.toml"] = e.sinkDef("bbflush", fmt.Sprintf("topic = %q", flushTopic), "bbflush-1", `file_rotation = "messages"
@@ -848,7 +913,7 @@ parquet_compression = "zstd"
 	rng := rand.New(rand.NewPCG(seed, 11))
 	kills := 20
 	if testing.Short() {
-		kills = 6
+		kills = 10
 	}
 	t.Logf("seed %d: %d SIGKILLs, kcat writing ~2,500 records/s of 100 B to %s", seed, kills, topic)
 	p := e.startProducer(t, topic, 100, 50, 20*time.Millisecond)
@@ -942,8 +1007,28 @@ parquet_compression = "zstd"
 		sameBytes(t, key, e.audit(t, key, sideEnd[key]), etags[key])
 	}
 
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for key := range sinks {
-		a := e.audit(t, key, end)
+		var dir func(line) string
+		if _, ok := lake[key]; ok {
+			dir = func(l line) string {
+				var p struct{ Region *string }
+				_ = json.Unmarshal(l.Payload, &p)
+				region := "__unknown"
+				if p.Region != nil {
+					region = *p.Region
+				}
+				day := stamp(t, l).In(kolkata)
+				if key == "bblmsg" {
+					return fmt.Sprintf("%s/%s/%s/", topic, day.Format("2006/01/02"), region)
+				}
+				return fmt.Sprintf("%s/dt=%s/region=%s/", topic, day.Format("2006-01-02"), region)
+			}
+		}
+		a := e.auditLayout(t, key, end, dir)
 		sameBytes(t, key, a, etags[key])
 		switch key {
 		case "bbmsg":

@@ -12,6 +12,9 @@ func init() { s3sinkconfig.RegisterSink(New, check) }
 // config loads, so that validate reports them, not only Open.
 func check(c s3sinkconfig.Config) error {
 	o := fromConfig(c)
+	if err := o.checkLayout(); err != nil {
+		return err
+	}
 	return o.validate()
 }
 
@@ -31,6 +34,9 @@ func fromConfig(c s3sinkconfig.Config) options {
 		AccessKeyID:      c.AccessKeyID.Reveal(),
 		SecretAccessKey:  c.SecretAccessKey.Reveal(),
 		PathTemplate:     fromTemplate(c.PathTemplate),
+		TimeZone:         c.Timezone,
+		DefaultPartition: c.DefaultPartitionValue,
+		MaxOpenFiles:     c.MaxOpenFiles,
 		RotateByMessages: c.FileRotation == s3sinkconfig.FileRotationMessages,
 		MaxFileSize:      c.MaxFileSize.Bytes(),
 		IncludeMetadata:  c.IncludeMetadata,

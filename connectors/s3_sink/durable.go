@@ -39,8 +39,8 @@ func (s *Sink) durable(p *partition) int64 {
 		return p.next
 	case len(p.pending) > 0:
 		return p.pending[0].info.FirstOffset
-	case p.open.count > 0:
-		return p.open.first
+	case p.group.count > 0:
+		return p.group.first
 	}
 	return p.next
 }
@@ -65,13 +65,7 @@ func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) err
 			continue
 		}
 		p.next = s.durable(p)
-		if p.open.count > 0 {
-			s.open--
-			s.m.openFiles.Set(float64(s.open))
-		}
-		s.dropParquet(&p.open)
-		s.free(p.open.chunks)
-		p.open = fileBuffer{}
+		s.dropGroup(p)
 		for _, f := range p.pending {
 			switch f.state {
 			case uploading:

@@ -238,48 +238,7 @@ func TestReplayAfterCrash(t *testing.T) {
 			}
 			want := readObjects(t, srv, c.name+"-ref/")
 			wantExactlyOnce(t, want, n)
-			for ci, crashAt := range []int{3, 60, 151, 290} {
-				prefix := fmt.Sprintf("%s-crash%d", c.name, ci)
-				from := 0
-				s := openAt(t, srv, srv.Endpoint, prefix, c.mod)
-				// Two crashes per run: at crashAt and at crashAt + 80.
-				for _, at := range []int{crashAt, crashAt + 80} {
-					var lagging int64
-					for i := from; i < at; i += 17 {
-						lagging, _ = durableOf(s, "t")
-						feed(t, s, recs[i:min(i+17, at)], 17)
-					}
-					if ci%2 == 0 {
-						s.settle() // else the crash cuts uploads off
-					}
-					latest, _ := durableOf(s, "t")
-					s.crash()
-					// Alternate between the latest and a lagging commit.
-					commit := latest
-					if ci%2 == 1 {
-						commit = max(lagging, int64(from))
-					}
-					if commit < int64(from) || commit > int64(at) {
-						t.Fatalf("durable %d outside the records consumed %d-%d", commit, from, at)
-					}
-					from = int(commit)
-					s = openAt(t, srv, srv.Endpoint, prefix, c.mod)
-				}
-				feed(t, s, recs[from:], 17)
-				if err := s.Close(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				got := readObjects(t, srv, prefix+"/")
-				wantExactlyOnce(t, got, n)
-				if strings.Join(keysOf(got), "\n") != strings.Join(keysOf(want), "\n") {
-					t.Fatalf("crash at %d: keys\n%s\nwant\n%s", crashAt, strings.Join(keysOf(got), "\n"), strings.Join(keysOf(want), "\n"))
-				}
-				for i := range got {
-					if !bytes.Equal(got[i].body, want[i].body) {
-						t.Fatalf("crash at %d: %s differs from the run without a crash", crashAt, got[i].key)
-					}
-				}
-			}
+			crashRuns(t, srv, c.name, c.mod, recs, want, func(got []object) { wantExactlyOnce(t, got, n) })
 			// Compressed objects are byte for byte the same too.
 			if c.name == "gzip" || c.name == "zstd" {
 				a := srv.MustGet(t, c.name+"-ref/"+want[1].key)
@@ -289,6 +248,57 @@ func TestReplayAfterCrash(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// crashRuns writes recs under name-crashN/ with two crashes per run, at
+// several points, resumed from the latest Durable (even runs, after the
+// uploads settled) or from a lagging one (odd runs, uploads cut off), and
+// checks the objects with check and against want, the objects of a run
+// without a crash: the same keys with the same bytes.
+func crashRuns(t *testing.T, srv *s3test.Server, name string, mod func(*options), recs []sdk.Record, want []object, check func([]object)) {
+	t.Helper()
+	for ci, crashAt := range []int{3, 60, 151, 290} {
+		prefix := fmt.Sprintf("%s-crash%d", name, ci)
+		from := 0
+		s := openAt(t, srv, srv.Endpoint, prefix, mod)
+		// Two crashes per run: at crashAt and at crashAt + 80.
+		for _, at := range []int{crashAt, crashAt + 80} {
+			var lagging int64
+			for i := from; i < at; i += 17 {
+				lagging, _ = durableOf(s, "t")
+				feed(t, s, recs[i:min(i+17, at)], 17)
+			}
+			if ci%2 == 0 {
+				s.settle() // else the crash cuts uploads off
+			}
+			latest, _ := durableOf(s, "t")
+			s.crash()
+			// Alternate between the latest and a lagging commit.
+			commit := latest
+			if ci%2 == 1 {
+				commit = max(lagging, int64(from))
+			}
+			if commit < int64(from) || commit > int64(at) {
+				t.Fatalf("durable %d outside the records consumed %d-%d", commit, from, at)
+			}
+			from = int(commit)
+			s = openAt(t, srv, srv.Endpoint, prefix, mod)
+		}
+		feed(t, s, recs[from:], 17)
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := readObjects(t, srv, prefix+"/")
+		check(got)
+		if strings.Join(keysOf(got), "\n") != strings.Join(keysOf(want), "\n") {
+			t.Fatalf("crash at %d: keys\n%s\nwant\n%s", crashAt, strings.Join(keysOf(got), "\n"), strings.Join(keysOf(want), "\n"))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].body, want[i].body) {
+				t.Fatalf("crash at %d: %s differs from the run without a crash", crashAt, got[i].key)
+			}
+		}
 	}
 }
 

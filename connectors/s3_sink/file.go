@@ -1,10 +1,12 @@
 package s3sink
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -23,12 +25,16 @@ func (s *Sink) maxObjectBytes() int64 {
 	return maxPutObjectSize
 }
 
-// rotateBefore reports whether rec must start a new file: it reaches the
-// first record's time plus rotate_interval, or it would take the file past
-// what one PutObject takes.
+// rotateBefore reports whether rec must start a new group of files: it
+// reaches the group's first record's time plus rotate_interval, it is past
+// where the group's files found in the bucket end, or it would take its
+// file past what one PutObject takes.
 func (s *Sink) rotateBefore(p *partition, rec *sdk.Record, rowSize int) bool {
-	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.open.firstTime.Add(s.opts.RotateInterval)) {
+	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.group.firstTime.Add(s.opts.RotateInterval)) {
 		return true
+	}
+	if p.group.recover && p.group.cut >= 0 && rec.Offset > p.group.cut {
+		return true // the group's files in the bucket end there
 	}
 	if s.pq != nil {
 		return p.open.size+int64(rowSize)+pqFooterBound > s.maxObjectBytes()
@@ -44,13 +50,47 @@ func (s *Sink) rotateBefore(p *partition, rec *sdk.Record, rowSize int) bool {
 	return p.open.size+int64(s.fmt.estimate(rec, len(p.topic))+1) > s.maxObjectBytes()
 }
 
-// dirOf renders the key directory of a file whose first record is rec.
+// dirOf renders the key directory of a file whose group starts at rec.
 func (s *Sink) dirOf(rec *sdk.Record) (string, error) {
-	dir, err := renderDir(s.opts.Prefix, s.opts.PathTemplate, rec.Topic, rec.Partition, rec.Timestamp)
+	b, err := s.layout.appendDir(s.dirBuf[:0], rec, rec.Timestamp)
+	s.dirBuf = b
 	if err != nil {
-		return "", fmt.Errorf("s3 sink: record %s/%d@%d cannot be written: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		return "", recordError(rec, err)
 	}
-	return dir, nil
+	return string(b), nil
+}
+
+func recordError(rec *sdk.Record, err error) error {
+	return fmt.Errorf("s3 sink: record %s/%d@%d cannot be written: %w", rec.Topic, rec.Partition, rec.Offset, err)
+}
+
+// startFile starts p's open file at rec, and p's group with it when the
+// group has no record yet. A file of a group under way already has its
+// directory (place).
+func (s *Sink) startFile(p *partition, rec *sdk.Record) error {
+	fb := &p.open
+	if p.group.count == 0 {
+		dir, err := s.dirOf(rec)
+		if err != nil {
+			return err
+		}
+		fb.dir = dir
+		p.group.first, p.group.firstTime = rec.Offset, rec.Timestamp
+	}
+	fb.first = rec.Offset
+	fb.firstTime = rec.Timestamp
+	s.open++
+	s.m.openFiles.Set(float64(s.open))
+	return nil
+}
+
+// appended counts rec, just appended to p's open file.
+func appended(p *partition, rec *sdk.Record) {
+	p.open.count++
+	p.open.last = rec.Offset
+	p.group.count++
+	p.group.last = rec.Offset
+	p.next = rec.Offset + 1
 }
 
 // append formats rec into p's open file (parquet: its row, s.row),
@@ -74,17 +114,11 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 		n++
 	}
 	if fb.count == 0 {
-		dir, err := s.dirOf(rec)
-		if err != nil {
+		if err := s.startFile(p, rec); err != nil {
 			s.free(fb.chunks)
 			fb.chunks = fb.chunks[:0]
 			return err
 		}
-		fb.dir = dir
-		fb.first = rec.Offset
-		fb.firstTime = rec.Timestamp
-		s.open++
-		s.m.openFiles.Set(float64(s.open))
 	}
 	c := &fb.chunks[n-1]
 	before := len(*c)
@@ -94,9 +128,7 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 		*c = s.fmt.appendRecord(*c, rec, fb.count == 0, p.tail)
 	}
 	fb.size += int64(len(*c) - before)
-	fb.count++
-	fb.last = rec.Offset
-	p.next = rec.Offset + 1
+	appended(p, rec)
 	return nil
 }
 
@@ -114,7 +146,7 @@ func (s *Sink) room(p *partition, n int) error {
 		if s.pendingFiles() == 0 {
 			if big := s.largestOpen(); big != nil {
 				s.log.Debug("S3 sink at max_buffer_size: uploading the largest open file early",
-					"topic", big.topic, "partition", big.partition, "bytes", big.open.size)
+					"topic", big.topic, "partition", big.partition, "bytes", groupSize(big))
 				s.closeFile(big)
 				continue
 			}
@@ -139,19 +171,22 @@ func (s *Sink) pendingFiles() int {
 	return n
 }
 
-// largestOpen returns the partition with the largest open file, one that
-// replays a hole (p.ahead) only when no other has an open file: cutting
+// largestOpen returns the partition with the largest open files, one that
+// replays a hole (p.ahead) or a group found in part (group.recover) only
+// when no other has an open file: cutting
 // there early is the one cut a hole's replay may not make (see the package
 // doc), taken only so as not to wait forever.
 func (s *Sink) largestOpen() *partition {
 	var big *partition
+	var bigSize int64
 	for _, p := range s.parts {
-		if p.open.count == 0 {
+		if p.group.count == 0 {
 			continue
 		}
-		free, bigFree := len(p.ahead) == 0, big != nil && len(big.ahead) == 0
-		if big == nil || free && !bigFree || free == bigFree && p.open.size > big.open.size {
-			big = p
+		size := groupSize(p)
+		free, bigFree := len(p.ahead) == 0 && !p.group.recover, big != nil && len(big.ahead) == 0 && !big.group.recover
+		if big == nil || free && !bigFree || free == bigFree && size > bigSize {
+			big, bigSize = p, size
 		}
 	}
 	return big
@@ -175,7 +210,8 @@ func (s *Sink) close(p *partition, batch []sdk.Record) error {
 	for f.state != done {
 		s.cond.Wait()
 	}
-	if f.err == nil {
+	err := groupErr(f)
+	if err == nil {
 		return nil
 	}
 	for i := range batch {
@@ -184,7 +220,19 @@ func (s *Sink) close(p *partition, batch []sdk.Record) error {
 			break
 		}
 	}
-	return f.err
+	return err
+}
+
+// groupErr returns why a file of the group of lead was lost (buffered
+// delivery), once lead is done: the files of a partition upload one by
+// one, lead last.
+func groupErr(lead *file) error {
+	for _, g := range lead.siblings {
+		if g.err != nil {
+			return g.err
+		}
+	}
+	return lead.err
 }
 
 // closeFile finishes p's open file at a record a replay may not cut at
@@ -192,13 +240,52 @@ func (s *Sink) close(p *partition, batch []sdk.Record) error {
 // max_in_flight allows.
 func (s *Sink) closeFile(p *partition) *file { return s.cutFile(p, false) }
 
-// cutFile finishes p's open file, queues it for upload and starts what
+// cutFile finishes p's open files, queues them for upload and starts what
 // max_in_flight allows. replayable: every replay cuts at the same record.
+// It returns the group's lead (the file of its first record), queued last.
 func (s *Sink) cutFile(p *partition, replayable bool) *file {
-	fb := &p.open
-	if fb.count == 0 {
+	if p.group.count == 0 {
 		return nil
 	}
+	var lead *file
+	if len(p.idle) == 0 {
+		lead = s.cutOne(p, &p.open, replayable)
+	} else {
+		fbs := make([]*fileBuffer, 0, len(p.idle)+1)
+		for _, fb := range p.idle {
+			fbs = append(fbs, fb)
+		}
+		if p.open.count > 0 {
+			fbs = append(fbs, &p.open)
+		}
+		slices.SortFunc(fbs, func(a, b *fileBuffer) int { return cmp.Compare(a.first, b.first) })
+		var group []*file
+		for _, fb := range append(fbs[1:], fbs[0]) {
+			group = append(group, s.cutOne(p, fb, replayable))
+		}
+		lead = group[len(group)-1]
+		lead.siblings = group[:len(group)-1]
+		if !s.opts.Buffered {
+			m := &groupMark{key: markerKey(lead.dir, p.partition, lead.info.FirstOffset, lead.info.LastOffset), left: len(group)}
+			for _, f := range group {
+				f.mark = m
+			}
+		}
+		clear(p.idle)
+		if p.open.count == 0 {
+			s.dropFile(&p.open) // placed, but nothing appended
+		}
+	}
+	lead.lead = true
+	p.group = groupState{cut: -1}
+	s.kick()
+	return lead
+}
+
+// cutOne finishes fb, a file of p's group, and queues it. Its key carries
+// the group's offsets: one file per directory per group, so no two share
+// a key, and every file of the group names where the group ends.
+func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
 	if last := len(fb.chunks) - 1; last >= 0 {
 		c := &fb.chunks[last]
 		before, capBefore := len(*c), cap(*c)
@@ -206,16 +293,16 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 		fb.size += int64(len(*c) - before)
 		s.grow(cap(*c) - capBefore)
 	}
-	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: fb.first, LastOffset: fb.last, FirstTime: fb.firstTime}
+	g := &p.group
+	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: g.first, LastOffset: g.last, FirstTime: g.firstTime}
 	f := &file{
 		p: p, info: info, count: fb.count, chunks: fb.chunks, size: fb.size, dir: fb.dir, replayable: replayable,
-		key: fileKey(fb.dir, p.partition, fb.first, fb.last, s.opts.Format.ext()+s.opts.Compression.ext()),
+		key: fileKey(fb.dir, p.partition, g.first, g.last, s.opts.Format.ext()+s.opts.Compression.ext()),
 	}
 	f.ctx, f.cancel = context.WithCancel(s.ctx)
 	p.pending = append(p.pending, f)
-	p.open = fileBuffer{}
+	*fb = fileBuffer{}
 	s.open--
 	s.m.openFiles.Set(float64(s.open))
-	s.kick()
 	return f
 }

@@ -1,20 +1,25 @@
 package s3sink
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/picomq/pico-connectors/internal/jsonscan"
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // defaultPathTemplate is path_template's default.
 const defaultPathTemplate = "{topic}/{date}/{hour}"
 
 // Placeholders lists the placeholders path_template accepts.
-var Placeholders = []string{"topic", "topic_segment", "partition", "date", "hour", "timestamp"}
+var Placeholders = []string{"topic", "topic_segment", "partition", "date", "hour", "timestamp",
+	"field", "header", "key", "yyyy", "MM", "dd", "HH", "mm"}
 
 // pathTemplate is a parsed path_template, in confkit's one template
 // grammar; templatePart is one literal run or placeholder of it.
@@ -24,7 +29,13 @@ type (
 )
 
 // allowedPlaceholders is Placeholders as confkit.ParseTemplate takes them.
-var allowedPlaceholders = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
+var allowedPlaceholders = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp",
+	"field:path", "header:name", "key", "yyyy", "MM", "dd", "HH", "mm"}
+
+// recordPlaceholders are the placeholders read from each record rather
+// than from the first record of a file's group: with any of them, one
+// partition writes several files at once.
+var recordPlaceholders = []string{"field", "header", "key", "yyyy", "MM", "dd", "HH", "mm"}
 
 // parsePathTemplate parses path_template text. The generated Config
 // carries a template parsed by confkit.ParseTemplate; this serves the
@@ -38,6 +49,47 @@ func parsePathTemplate(s string) (pathTemplate, error) {
 	return t, nil
 }
 
+// keyLayout is how the directory of an object key is rendered: the
+// prefix, path_template, its time zone and the value written for a record
+// that lacks a field, header or key.
+type keyLayout struct {
+	prefix string
+	tmpl   pathTemplate
+	loc    *time.Location
+	// missing is default_partition_value.
+	missing string
+	// fields holds the split path of each {field:...} part, by part index.
+	fields [][]string
+	// perRecord: the template reads recordPlaceholders; readsFields: it
+	// has a {field:...}.
+	perRecord, readsFields bool
+}
+
+// newKeyLayout prepares the rendering of t; loc nil means UTC.
+func newKeyLayout(prefix string, t pathTemplate, loc *time.Location, missing string) *keyLayout {
+	if loc == nil {
+		loc = time.UTC
+	}
+	l := &keyLayout{prefix: prefix, tmpl: t, loc: loc, missing: missing, fields: make([][]string, len(t.Parts))}
+	for i, p := range t.Parts {
+		if p.Name == "field" {
+			l.fields[i] = strings.Split(strings.Trim(p.Param, "."), ".")
+			l.readsFields = true
+		}
+		l.perRecord = l.perRecord || slices.Contains(recordPlaceholders, p.Name)
+	}
+	return l
+}
+
+// renderDir renders <prefix>/<path_template>/ in UTC for a file whose
+// first record has the given topic, partition and time, and no record
+// values (they render as __unknown).
+func renderDir(prefix string, t pathTemplate, topic string, partition int32, first time.Time) (string, error) {
+	l := newKeyLayout(prefix, t, time.UTC, "__unknown")
+	b, err := l.appendDir(nil, &sdk.Record{Topic: topic, Partition: partition, Timestamp: first}, first)
+	return string(b), err
+}
+
 // keepByte reports whether b is kept as it is in a key.
 func keepByte(b byte) bool {
 	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') ||
@@ -47,7 +99,7 @@ func keepByte(b byte) bool {
 // appendSanitized appends s with every character other than ASCII
 // letters, digits, '.', '_' and '-' replaced by '_': one '_' per
 // character, and one per byte that is not valid UTF-8.
-func appendSanitized(dst []byte, s string) []byte {
+func appendSanitized[T string | []byte](dst []byte, s T) []byte {
 	for i := 0; i < len(s); {
 		b := s[i]
 		if b < utf8.RuneSelf {
@@ -59,7 +111,7 @@ func appendSanitized(dst []byte, s string) []byte {
 			i++
 			continue
 		}
-		_, size := utf8.DecodeRuneInString(s[i:])
+		_, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		dst = append(dst, '_')
 		i += size
 	}
@@ -85,53 +137,136 @@ func objectKey(prefix string, t pathTemplate, f fileInfo, ext string) (string, e
 	return fileKey(dir, f.Partition, f.FirstOffset, f.LastOffset, ext), nil
 }
 
-// renderDir renders <prefix>/<path_template>/ for a file whose first record
-// has the given topic, partition and time: the part of the key in front of
-// the file name, with its trailing slash ("" when both are empty).
-func renderDir(prefix string, t pathTemplate, topic string, partition int32, first time.Time) (string, error) {
-	dst := make([]byte, 0, len(prefix)+len(topic)+48)
-	if prefix != "" {
-		dst = append(dst, prefix...)
+// appendDir appends the directory part of the key of rec, with its
+// trailing slash (nothing when the prefix and the rendered template are
+// both empty): <prefix>/<path_template>/. The placeholders of the file's
+// group ({date}, {hour}, {timestamp}) take group, the time of the group's
+// first record; the others read rec. It fails when the template asks for
+// a topic segment the topic lacks.
+func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]byte, error) {
+	if l.prefix != "" {
+		dst = append(dst, l.prefix...)
 		dst = append(dst, '/')
 	}
 	mark := len(dst)
-	ts := first.UTC()
-	for _, p := range t.Parts {
+	gt := group.In(l.loc)
+	var rt time.Time
+	var year, day int
+	var month time.Month
+	if l.perRecord {
+		rt = rec.Timestamp.In(l.loc)
+		year, month, day = rt.Date()
+	}
+	for i, p := range l.tmpl.Parts {
 		switch p.Name {
 		case "":
 			dst = append(dst, p.Text...)
 		case "topic":
-			dst = appendSanitized(dst, topic)
+			dst = appendSanitized(dst, rec.Topic)
 		case "topic_segment":
-			seg, err := topicSegment(topic, p.Arg)
+			seg, err := topicSegment(rec.Topic, p.Arg)
 			if err != nil {
-				return "", err
+				return dst, err
 			}
 			dst = appendSanitized(dst, seg)
 		case "partition":
-			dst = strconv.AppendInt(dst, int64(partition), 10)
+			dst = strconv.AppendInt(dst, int64(rec.Partition), 10)
 		case "date":
-			dst = ts.AppendFormat(dst, "2006-01-02")
+			dst = gt.AppendFormat(dst, "2006-01-02")
 		case "hour":
-			dst = ts.AppendFormat(dst, "15")
+			dst = gt.AppendFormat(dst, "15")
 		case "timestamp":
-			dst = strconv.AppendInt(dst, ts.UnixMilli(), 10)
+			dst = strconv.AppendInt(dst, group.UnixMilli(), 10)
+		case "yyyy":
+			dst = appendPadded(dst, int64(year), 4)
+		case "MM":
+			dst = appendPadded(dst, int64(month), 2)
+		case "dd":
+			dst = appendPadded(dst, int64(day), 2)
+		case "HH":
+			dst = appendPadded(dst, int64(rt.Hour()), 2)
+		case "mm":
+			dst = appendPadded(dst, int64(rt.Minute()), 2)
+		case "field":
+			dst = l.appendValue(dst, fieldText(rec.Payload, l.fields[i]))
+		case "header":
+			var v []byte
+			for _, h := range rec.Headers {
+				if h.Key == p.Param {
+					v = h.Value
+					break
+				}
+			}
+			dst = l.appendValue(dst, v)
+		case "key":
+			dst = l.appendValue(dst, rec.Key)
 		}
 	}
 	// Keep the directory part free of leading, trailing and doubled
 	// slashes, so an empty placeholder or template leaves no empty segment,
 	// and of "." and ".." segments (a topic named ".."), which tools that
 	// map keys to paths take for this folder or its parent.
-	dir := strings.Trim(string(dst[mark:]), "/")
-	for strings.Contains(dir, "//") {
-		dir = strings.ReplaceAll(dir, "//", "/")
+	dir := dst[mark:]
+	if !cleanDir(dir) {
+		clean := strings.Trim(string(dir), "/")
+		for strings.Contains(clean, "//") {
+			clean = strings.ReplaceAll(clean, "//", "/")
+		}
+		dst = append(dst[:mark], sanitizeDotSegments(clean)...)
+		dir = dst[mark:]
 	}
-	dir = sanitizeDotSegments(dir)
-	dst = append(dst[:mark], dir...)
-	if dir != "" {
+	if len(dir) > 0 {
 		dst = append(dst, '/')
 	}
-	return string(dst), nil
+	return dst, nil
+}
+
+// cleanDir reports whether dir has no leading, trailing or doubled slash
+// and no segment that is only dots, the common case, which appendDir
+// then keeps as it is.
+func cleanDir(dir []byte) bool {
+	start := 0
+	for i := 0; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
+			continue
+		}
+		seg := dir[start:i]
+		if len(seg) == 0 && len(dir) > 0 || len(seg) > 0 && len(seg) <= 2 && strings.Trim(string(seg), ".") == "" {
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
+
+// appendValue appends a value read from a record, sanitised, or
+// default_partition_value when it is empty.
+func (l *keyLayout) appendValue(dst, v []byte) []byte {
+	if len(v) == 0 {
+		return append(dst, l.missing...)
+	}
+	return appendSanitized(dst, v)
+}
+
+// fieldText returns the text of the JSON value at path in payload: a
+// string's text, a number's or a boolean's JSON text; nil when it is
+// missing, null, an object or an array, or the payload is no JSON object.
+func fieldText(payload []byte, path []string) []byte {
+	raw, ok := jsonscan.Lookup(payload, path)
+	if !ok || len(raw) == 0 {
+		return nil
+	}
+	switch raw[0] {
+	case '"':
+		if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 {
+			return body
+		}
+		text, _ := jsonscan.AppendUnquoted(nil, raw)
+		return text
+	case '{', '[', 'n':
+		return nil
+	}
+	return raw
 }
 
 // sanitizeDotSegments returns dir with each "." or ".." segment replaced

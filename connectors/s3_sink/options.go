@@ -1,10 +1,15 @@
 package s3sink
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	_ "time/tzdata" // timezone works where the system has no zone database
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
 // format is the output_format of a file.
@@ -48,6 +53,14 @@ type options struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	PathTemplate    pathTemplate
+	// TimeZone is timezone as written, Location the zone it names (nil
+	// until resolved, see checkLayout), DefaultPartition is
+	// default_partition_value, and MaxOpenFiles bounds the files one
+	// partition has open at once.
+	TimeZone         string
+	Location         *time.Location
+	DefaultPartition string
+	MaxOpenFiles     int
 	// RotateByMessages is file_rotation = "messages".
 	RotateByMessages bool
 	MaxFileSize      int64
@@ -85,6 +98,30 @@ type options struct {
 	Object objectSettings
 	Role   roleSettings
 	CAFile string
+}
+
+// checkLayout resolves timezone into Location, and reports a zone the
+// database does not know, naming the key.
+func (o *options) checkLayout() error {
+	if o.TimeZone == "" {
+		o.TimeZone = "UTC"
+	}
+	loc, err := time.LoadLocation(o.TimeZone)
+	if err != nil || strings.HasPrefix(o.TimeZone, "/") || strings.EqualFold(o.TimeZone, "local") {
+		return confkit.Problems{{Key: "timezone", Value: o.TimeZone, Rule: "timezone",
+			Message: fmt.Sprintf("timezone '%s' is not an IANA time zone: use a name such as UTC, Europe/Berlin or Asia/Kolkata", o.TimeZone)}}
+	}
+	o.Location = loc
+	return nil
+}
+
+// layout returns how object keys are rendered.
+func (o *options) layout() *keyLayout {
+	missing := o.DefaultPartition
+	if missing == "" {
+		missing = "__unknown"
+	}
+	return newKeyLayout(o.Prefix, o.PathTemplate, o.Location, missing)
 }
 
 // compression is the compression of a file.

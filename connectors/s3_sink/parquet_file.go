@@ -40,9 +40,9 @@ func (s *Sink) writerBytes() int {
 	return cols * pqWriterBytes
 }
 
-// layout returns the parquet layout of topic's records: its Avro schema's
+// pqLayoutOf returns the parquet layout of topic's records: its Avro schema's
 // (SetTopics), or the configured columns.
-func (s *Sink) layout(topic string) *pqLayout {
+func (s *Sink) pqLayoutOf(topic string) *pqLayout {
 	if s.avro != nil {
 		if l := s.avro.layout(topic); l != nil {
 			return l
@@ -143,7 +143,7 @@ func (s *Sink) encodeParquet(f *file) error {
 		return f.encodeErr
 	}
 	out := &chunkWriter{s: s}
-	l := s.layout(f.p.topic)
+	l := s.pqLayoutOf(f.p.topic)
 	w := parquet.NewWriter(out, l.schema,
 		parquet.Compression(l.codec),
 		parquet.CreatedBy("pico-connectors s3_sink", "1", "parquet-go v0.32.0"),

@@ -89,7 +89,7 @@ func (s *Sink) skipAhead(p *partition, rec *sdk.Record, batch []sdk.Record) erro
 		return nil
 	}
 	a := p.ahead[0]
-	if p.open.count > 0 {
+	if p.group.count > 0 {
 		if err := s.close(p, batch); err != nil {
 			return err
 		}

@@ -58,6 +58,7 @@ const ProbeKey = ".picomq-sink-probe"
 // until Open.
 func newSink(o options, env sdk.Env) *Sink {
 	o.Prefix = trimPrefix(o.Prefix)
+	_ = o.checkLayout() // Open reports its error
 	log := env.Logger
 	chunk := chunkSizeFor(o.MaxFileSize, o.RotateByMessages)
 	// Keep enough free chunks to refill one file, so rotation does not
@@ -72,6 +73,7 @@ func newSink(o options, env sdk.Env) *Sink {
 		opts:           o,
 		log:            log,
 		fmt:            newFormatter(&o),
+		layout:         o.layout(),
 		now:            time.Now,
 		attemptTimeout: attemptTimeout,
 		ctx:            ctx,
@@ -101,6 +103,9 @@ func newSink(o options, env sdk.Env) *Sink {
 // Open validates the configuration, builds the S3 client and checks the
 // bucket by writing and deleting ProbeKey.
 func (s *Sink) Open(ctx context.Context) error {
+	if err := s.opts.checkLayout(); err != nil {
+		return err
+	}
 	if err := s.opts.validate(); err != nil {
 		return err
 	}
@@ -269,7 +274,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			// rejected, and is rejected again (it may not have reached the
 			// dead-letter topic, and nothing else holds it).
 			if s.pq != nil {
-				if _, err := s.layout(rec.Topic).row(&s.row, rec); err != nil {
+				if _, err := s.pqLayoutOf(rec.Topic).row(&s.row, rec); err != nil {
 					rejected = append(rejected, sdk.Rejection{Record: *rec, Err: err})
 				}
 			}
@@ -279,10 +284,14 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			p.started = true
 			p.next = rec.Offset
 			p.recovering = !s.opts.Buffered
+			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON {
+				s.log.Warn("S3 sink: path_template reads payload fields, but the topic's schema is not json; a payload that is not a JSON object gives default_partition_value",
+					"topic", rec.Topic, "partition", rec.Partition, "schema", rec.Schema, "path_template", s.opts.PathTemplate.Source)
+			}
 		}
 		rowSize := 0
 		if s.pq != nil {
-			n, err := s.layout(rec.Topic).row(&s.row, rec)
+			n, err := s.pqLayoutOf(rec.Topic).row(&s.row, rec)
 			if err != nil {
 				rejected = append(rejected, sdk.Rejection{Record: *rec, Err: err})
 				p.next = rec.Offset + 1
@@ -290,39 +299,58 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			}
 			rowSize = n
 		}
-		if p.open.count > 0 && s.rotateBefore(p, rec, rowSize) {
+		for p.group.count > 0 {
+			if s.layout.perRecord {
+				if err := s.place(p, rec, batch); err != nil {
+					return err
+				}
+				if p.group.count == 0 {
+					break // place cut the group
+				}
+			}
+			if !s.rotateBefore(p, rec, rowSize) {
+				break
+			}
 			if err := s.close(p, batch); err != nil {
 				return err
 			}
 		}
-		if p.open.count == 0 && p.recovering {
+		if p.group.count == 0 && p.recovering {
 			dir, err := s.dirOf(rec)
 			if err != nil {
 				return err
 			}
-			found, last, err := s.lookUp(p, dir, rec.Offset)
-			if err != nil {
-				return err
+			if s.layout.perRecord {
+				// A group of files found in part is written again whole.
+				if err := s.lookUpGroup(p, dir, rec.Offset); err != nil {
+					return err
+				}
 			}
-			if found {
-				p.next = max(last+1, rec.Offset+1)
-				continue
-			}
-			// The commit may also lie inside a file in the bucket (the
-			// runtime commits the next offset consumed when it is below
-			// Durable): list the directory once.
-			spans, err := s.listDir(p, dir, rec.Offset)
-			if err != nil {
-				return err
-			}
-			if c, ok := covering(spans, rec.Offset); ok {
-				s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
-					"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
-				p.next = max(c.last+1, rec.Offset+1)
-				continue
+			if !p.group.recover {
+				found, last, err := s.lookUp(p, dir, rec.Offset)
+				if err != nil {
+					return err
+				}
+				if found {
+					p.next = max(last+1, rec.Offset+1)
+					continue
+				}
+				// The commit may also lie inside a file in the bucket (the
+				// runtime commits the next offset consumed when it is below
+				// Durable): list the directory once.
+				spans, err := s.listDir(p, dir, rec.Offset)
+				if err != nil {
+					return err
+				}
+				if c, ok := covering(spans, rec.Offset); ok {
+					s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
+						"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
+					p.next = max(c.last+1, rec.Offset+1)
+					continue
+				}
+				s.lookAhead(p, spans, rec.Offset)
 			}
 			p.recovering = false
-			s.lookAhead(p, spans, rec.Offset)
 		}
 		if err := s.append(p, rec); err != nil {
 			return err
@@ -346,7 +374,7 @@ func (s *Sink) partition(topic string, part int32) *partition {
 	k := bufferKey{topic, part}
 	p := s.parts[k]
 	if p == nil || p.released {
-		p = &partition{bufferKey: k, tail: metaTail(topic, part)}
+		p = &partition{bufferKey: k, tail: metaTail(topic, part), group: groupState{cut: -1}}
 		s.parts[k] = p
 	}
 	return p
@@ -368,8 +396,9 @@ func (s *Sink) flushTimer() {
 		s.mu.Lock()
 		now := s.now()
 		for _, p := range s.parts {
-			// A partition replaying a hole waits for the file beyond it.
-			if p.open.count > 0 && !p.released && len(p.ahead) == 0 && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
+			// A partition replaying a hole waits for the file beyond it,
+			// one replaying a group found in part for its end.
+			if p.group.count > 0 && !p.released && len(p.ahead) == 0 && !p.group.recover && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
 				if f := s.closeFile(p); f != nil && s.opts.Buffered {
 					go s.reportLoss(f)
 				}
@@ -387,8 +416,8 @@ func (s *Sink) reportLoss(f *file) {
 	for f.state != done {
 		s.cond.Wait()
 	}
-	if f.err != nil && s.bgErr == nil {
-		s.bgErr = f.err
+	if err := groupErr(f); err != nil && s.bgErr == nil {
+		s.bgErr = err
 	}
 }
 
@@ -419,16 +448,13 @@ func (s *Sink) Close(ctx context.Context) error {
 		})
 		for _, k := range keys {
 			p := s.parts[k]
-			if len(p.ahead) > 0 && p.open.count > 0 {
-				// Replaying a hole: the open file is not uploaded (a cut
-				// here could put records into two objects after the next
-				// start); it is not committed, and the next start writes
-				// it again.
-				p.next = p.open.first
-				s.dropParquet(&p.open)
-				s.free(p.open.chunks)
-				p.open = fileBuffer{}
-				s.open--
+			if (len(p.ahead) > 0 || p.group.recover) && p.group.count > 0 {
+				// Replaying a hole, or a group found in part: the open
+				// files are not uploaded (a cut here could put records
+				// into two objects after the next start); they are not
+				// committed, and the next start writes them again.
+				p.next = p.group.first
+				s.dropGroup(p)
 			}
 			s.closeFile(p)
 			for _, f := range p.pending {

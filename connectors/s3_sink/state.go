@@ -23,9 +23,12 @@ import (
 //	parquet, parquet_row                    the Parquet schema, a record's row
 //	parquet_avro, parquet_avro_row          the same from an Avro schema
 //	state                                   this file
-//	compress, parquet_file, upload, health  encoders of a file, its upload
+//	compress, parquet_file, marker          encoders of a file, a group's marker
+//	upload, health                          a file's upload
+//	group                                   a partition's open files together
 //	file                                    a partition's open file: append, cut
 //	recovery                                replay after an assignment
+//	place                                   a record's file in its group
 //	durable                                 Durable and Release
 //	credentials                             assumed role, HTTP client with ca_file
 //	sink, config                            New, Open, Consume, Close
@@ -41,6 +44,8 @@ type Sink struct {
 	opts   options
 	log    *slog.Logger
 	fmt    *formatter
+	layout *keyLayout // how object keys are rendered
+	dirBuf []byte     // scratch: the directory of the record placed
 	pool   *chunkPool
 	client *s3.Client
 	retry  retrier
@@ -101,13 +106,32 @@ type partition struct {
 	// ahead: files found in the bucket beyond the first one that was not,
 	// by first offset; the records before each are replayed and cut right
 	// before it, its own are skipped.
-	ahead      []span
+	ahead []span
+	// open is the open file of the last record. With a path_template that
+	// reads each record (keyLayout.perRecord) the partition's open files
+	// are a group, started at one record and cut together: idle holds the
+	// others by directory (see group.go).
 	open       fileBuffer
+	idle       map[string]*fileBuffer
+	group      groupState
 	lastAppend time.Time // wall clock, for flush_interval
 	pending    []*file   // closed files not yet uploaded, in offset order
 }
 
-// fileBuffer is the open file of one partition.
+// groupState is the open files of a partition together: the records they
+// hold, in offsets gfirst to glast, and the time of the first.
+type groupState struct {
+	count       int
+	first, last int64
+	firstTime   time.Time
+	// recover: the group may have files in the bucket already (a replay
+	// of a group not found whole); each directory it opens is looked up,
+	// and cut is then the last offset it must be cut at (-1: none known).
+	recover bool
+	cut     int64
+}
+
+// fileBuffer is an open file of one partition.
 type fileBuffer struct {
 	dir       string   // rendered key directory
 	chunks    [][]byte // the file; the last chunk is being filled
@@ -143,11 +167,15 @@ type file struct {
 	// not by the wall clock or memory; a later file of the partition may
 	// upload beside it.
 	replayable bool
-	uploaded   bool  // done: in the bucket
-	rounds     int   // failed rounds of max_attempts
-	err        error // buffered: why the file was lost
-	encoded    bool  // its chunks are the object's bytes (Parquet, compressed)
-	encodeErr  error // parquet: the encoding failed, for good
+	uploaded   bool // done: in the bucket
+	// lead: the last file of its group; siblings are the others.
+	lead      bool
+	siblings  []*file
+	mark      *groupMark // exactly_once, a group of several files: its marker
+	rounds    int        // failed rounds of max_attempts
+	err       error      // buffered: why the file was lost
+	encoded   bool       // its chunks are the object's bytes (Parquet, compressed)
+	encodeErr error      // parquet: the encoding failed, for good
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc

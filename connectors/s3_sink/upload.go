@@ -58,11 +58,21 @@ func (s *Sink) mayStart(p *partition, i int) bool {
 	}
 	f := p.pending[i]
 	for _, g := range p.pending[:i] {
-		if g.state != done && (!g.replayable || g.dir != f.dir) {
+		if g.state == done {
+			continue
+		}
+		if s.layout.perRecord && !sameGroup(g, f) || !s.layout.perRecord && (!g.replayable || g.dir != f.dir) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameGroup reports whether g, queued before f, may upload beside it in
+// a group of files (see group.go, marker.go): both of one group. No group
+// uploads before the previous one is in.
+func sameGroup(g, f *file) bool {
+	return g.info.FirstOffset == f.info.FirstOffset
 }
 
 // upload runs one round of max_attempts for f, then records the outcome.
@@ -76,6 +86,9 @@ func (s *Sink) upload(f *file) {
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.attemptTimeout(f.size))
 		defer cancel()
+		if err := s.markGroup(ctx, f); err != nil {
+			return err
+		}
 		in := &s3.PutObjectInput{
 			Bucket:        aws.String(s.opts.Bucket),
 			Key:           aws.String(f.key),
@@ -90,6 +103,9 @@ func (s *Sink) upload(f *file) {
 		_, err := s.client.PutObject(ctx, in)
 		return err
 	})
+	if err == nil {
+		s.uploadedInGroup(f)
+	}
 	var markErr error
 	if err != nil && s.opts.Buffered {
 		markErr = s.writeLostMarker(f.ctx, f.key, f.info, f.count, attempts, err)
@@ -185,7 +201,9 @@ func (s *Sink) pop(p *partition) {
 	for ; n < len(p.pending) && p.pending[n].state == done; n++ {
 		if g := p.pending[n]; p.released && !p.stuck {
 			if g.uploaded {
-				p.next = max(p.next, g.info.LastOffset+1)
+				if g.lead {
+					p.next = max(p.next, g.info.LastOffset+1)
+				}
 			} else {
 				p.stuck = true
 			}

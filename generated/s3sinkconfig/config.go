@@ -55,6 +55,7 @@
 // |---|---|
 // | always | `s3:PutObject` on `<prefix>/*` and on `.picomq-sink-probe`, `s3:DeleteObject` on `.picomq-sink-probe` |
 // | `delivery = "exactly_once"` (the default) | `s3:ListBucket` on the bucket (it may be limited to the prefix with the `s3:prefix` condition) |
+// | `path_template` with a placeholder read from each record (`{field:...}`, `{yyyy}`, ...), `delivery = "exactly_once"` | `s3:DeleteObject` on `<prefix>/*`, for the cut markers of groups of files (see **Laying out a data lake**) |
 // | `server_side_encryption = "aws:kms"` or `"aws:kms:dsse"` | `kms:GenerateDataKey` on the KMS key (for writing), and `kms:Decrypt` for whoever reads the objects back; the key policy must allow the principal |
 // | `kms_encryption_context` | a key policy condition on `kms:EncryptionContext:KEY`, if you want one |
 // | `sse_customer_key` | nothing more; readers need the key |
@@ -64,6 +65,12 @@
 // | `role_arn` | `sts:AssumeRole` on the role for the sink's own credentials, and a trust policy on the role that allows them (with an `sts:ExternalId` condition when `external_id` is set) |
 //
 // `pico-connectors check` writes the probe object with these settings and names them in its `encryption` row.
+//
+// **Laying out a data lake.** `path_template` can take its directories from each record, so that query engines find partitions in the key: with `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"` a record of `orders` whose JSON payload has `"region": "eu"` lands in `raw/orders/dt=2026-09-04/region=eu/00000-<first>-<last>.jsonl`, the Hive layout that Athena, Spark, Trino and Hive read as the partition columns `dt` and `region`. `{field:PATH}` reads a dotted path of a JSON payload (`{field:customer.region}`), `{header:NAME}` a header and `{key}` the record key; a missing, null or empty value gives `default_partition_value` (`__unknown`), and every value is sanitised as topic names are (letters, digits, `.`, `_` and `-` kept, anything else `_`), so a value can never add a directory. Only JSON is read: a payload that is not a JSON object (Avro binary, whose schema the sink does not see, protobuf, plain text) gives `default_partition_value` for every `{field:...}`.
+//
+// Time zones: `{yyyy}`, `{MM}`, `{dd}`, `{HH}` and `{mm}` are the record timestamp's date and time in `timezone`, an IANA name (`Asia/Kolkata`, `America/New_York`; default `UTC`; daylight saving time is followed; the zone database is built in). A record stamped 20:00 UTC on 3 September goes to `dt=2026-09-04` with `timezone = "Asia/Kolkata"` (UTC+5:30). `{date}` and `{hour}` use `timezone` too, but, as before, are those of the first record of the file's group, like `{timestamp}`.
+//
+// Several files per partition: with any placeholder read from the record, one partition writes one file per directory at once. They are a group: they start at the same record and are cut together, at the record that takes any of them to `max_file_size` or `max_messages_per_file`, at `rotate_interval`, or at the record that would open file `max_open_files` + 1 (default 100). Every cut depends only on the records, so a replay from the committed offset (the group's first record) rewrites the same keys with the same bytes. The key of each file names the group's first and last offset (one file per directory per group, so no two objects share a key); a file holds the records of its directory within those offsets. Before a group's files upload (side by side, up to `max_in_flight`), an empty marker `_<partition>-<first>-<last>.group` is written in the directory of its lead (the file of its first record; a leading `_` hides it from Hive, Spark, Trino and Athena), and it is deleted once every file is in, before the group counts as durable: after a crash the lead's directory tells whether the group may be in the bucket in part (the marker: the replay writes it again whole, cut where the marker says, even when it was cut by `flush_interval`), whole (the lead alone) or not at all. Every open file counts in `max_buffer_size`: plan for up to `max_open_files` files per partition. The markers are written with the object settings above (encryption, storage class, tags, ACL) and need `s3:DeleteObject` on `<prefix>/*` (see **IAM permissions**); partitioning needs no other permission.
 package s3sinkconfig
 
 import (
@@ -93,47 +100,50 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyBucket               = "bucket"
-	KeyRegion               = "region"
-	KeyPrefix               = "prefix"
-	KeyEndpoint             = "endpoint"
-	KeyAccessKeyID          = "access_key_id"
-	KeySecretAccessKey      = "secret_access_key"
-	KeyRoleArn              = "role_arn"
-	KeyExternalID           = "external_id"
-	KeyRoleSessionName      = "role_session_name"
-	KeyRoleDuration         = "role_duration"
-	KeyRoleSessionPolicy    = "role_session_policy"
-	KeyStsEndpoint          = "sts_endpoint"
-	KeyCAFile               = "ca_file"
-	KeyPathTemplate         = "path_template"
-	KeyFileRotation         = "file_rotation"
-	KeyMaxFileSize          = "max_file_size"
-	KeyMaxMessagesPerFile   = "max_messages_per_file"
-	KeyRotateInterval       = "rotate_interval"
-	KeyFlushInterval        = "flush_interval"
-	KeyOutputFormat         = "output_format"
-	KeyCompression          = "compression"
-	KeyParquetCompression   = "parquet_compression"
-	KeyCompressionLevel     = "compression_level"
-	KeyParquetRowGroupSize  = "parquet_row_group_size"
-	KeyColumns              = "columns"
-	KeyIncludeMetadata      = "include_metadata"
-	KeyIncludeHeaders       = "include_headers"
-	KeyMaxAttempts          = "max_attempts"
-	KeyRetryDelay           = "retry_delay"
-	KeyPathStyle            = "path_style"
-	KeyServerSideEncryption = "server_side_encryption"
-	KeyKmsKeyID             = "kms_key_id"
-	KeyKmsEncryptionContext = "kms_encryption_context"
-	KeySseCustomerKey       = "sse_customer_key"
-	KeyStorageClass         = "storage_class"
-	KeyAcl                  = "acl"
-	KeyTags                 = "tags"
-	KeyChecksumAlgorithm    = "checksum_algorithm"
-	KeyDelivery             = "delivery"
-	KeyMaxBufferSize        = "max_buffer_size"
-	KeyMaxInFlight          = "max_in_flight"
+	KeyBucket                = "bucket"
+	KeyRegion                = "region"
+	KeyPrefix                = "prefix"
+	KeyEndpoint              = "endpoint"
+	KeyAccessKeyID           = "access_key_id"
+	KeySecretAccessKey       = "secret_access_key"
+	KeyRoleArn               = "role_arn"
+	KeyExternalID            = "external_id"
+	KeyRoleSessionName       = "role_session_name"
+	KeyRoleDuration          = "role_duration"
+	KeyRoleSessionPolicy     = "role_session_policy"
+	KeyStsEndpoint           = "sts_endpoint"
+	KeyCAFile                = "ca_file"
+	KeyPathTemplate          = "path_template"
+	KeyTimezone              = "timezone"
+	KeyDefaultPartitionValue = "default_partition_value"
+	KeyFileRotation          = "file_rotation"
+	KeyMaxFileSize           = "max_file_size"
+	KeyMaxMessagesPerFile    = "max_messages_per_file"
+	KeyRotateInterval        = "rotate_interval"
+	KeyFlushInterval         = "flush_interval"
+	KeyOutputFormat          = "output_format"
+	KeyCompression           = "compression"
+	KeyParquetCompression    = "parquet_compression"
+	KeyCompressionLevel      = "compression_level"
+	KeyParquetRowGroupSize   = "parquet_row_group_size"
+	KeyColumns               = "columns"
+	KeyIncludeMetadata       = "include_metadata"
+	KeyIncludeHeaders        = "include_headers"
+	KeyMaxAttempts           = "max_attempts"
+	KeyRetryDelay            = "retry_delay"
+	KeyPathStyle             = "path_style"
+	KeyServerSideEncryption  = "server_side_encryption"
+	KeyKmsKeyID              = "kms_key_id"
+	KeyKmsEncryptionContext  = "kms_encryption_context"
+	KeySseCustomerKey        = "sse_customer_key"
+	KeyStorageClass          = "storage_class"
+	KeyAcl                   = "acl"
+	KeyTags                  = "tags"
+	KeyChecksumAlgorithm     = "checksum_algorithm"
+	KeyDelivery              = "delivery"
+	KeyMaxBufferSize         = "max_buffer_size"
+	KeyMaxInFlight           = "max_in_flight"
+	KeyMaxOpenFiles          = "max_open_files"
 )
 
 // The keys of one element of the columns array, below columns[i] in problems.
@@ -327,10 +337,20 @@ type Config struct {
 	// CAFile is the ca_file key: A PEM file of CA certificates to trust, besides the system's, for endpoint and sts_endpoint: a store with a certificate of its own CA (MinIO with a self-signed certificate). Read at start.
 	CAFile string
 
-	// PathTemplate is the path_template key: Directory part of the object key, see Object keys.
+	// PathTemplate is the path_template key: Directory part of the object key, see Object keys. Placeholders of the topic and partition: {topic}, {topic_segment[n]} (segment n of the topic split on '.', negative from the end), {partition}. Of each record, so that one partition writes to several directories at once (see max_open_files): {field:PATH} (the value at a dotted PATH of the JSON payload, such as {field:customer.region}; a string gives its text, a number or boolean its JSON text; missing, null, an empty string, an object or an array give default_partition_value), {header:NAME} (the first header NAME, as text; missing or empty gives default_partition_value), {key} (the record key as text, default_partition_value without one), and {yyyy}, {MM}, {dd}, {HH}, {mm} (year, month, day, hour and minute of the record timestamp in timezone). Of the first record of the file's group (the files a partition cuts together): {date} (YYYY-MM-DD), {hour} (HH), both in timezone, and {timestamp} (epoch milliseconds). Every value taken from a topic or a record is sanitised: ASCII letters, digits, '.', '_' and '-' are kept, every other character becomes '_'. Hive-style text such as dt={yyyy}-{MM}-{dd}/region={field:region} is written as it stands.
 	//
 	// Default: {topic}/{date}/{hour}.
 	PathTemplate confkit.Template
+
+	// Timezone is the timezone key: The IANA time zone (Asia/Kolkata, America/New_York, UTC) of the time placeholders of path_template: {yyyy}, {MM}, {dd}, {HH}, {mm}, {date} and {hour}. Record timestamps are instants; the placeholders show the local date and time there, daylight saving time included. The zone database is built into the binary.
+	//
+	// Default: UTC.
+	Timezone string
+
+	// DefaultPartitionValue is the default_partition_value key: What {field:PATH}, {header:NAME} and {key} write for a record without the value (missing, null, empty, or an object or array). Letters, digits, '.', '_', '-' and '=' only, and not only dots, so that it stays one path segment.
+	//
+	// Default: __unknown.
+	DefaultPartitionValue string
 
 	// FileRotation is the file_rotation key: size or messages. Either way a file also closes at max_file_size bytes, at rotate_interval, and after flush_interval without records.
 	//
@@ -449,6 +469,11 @@ type Config struct {
 	// Default: 4.
 	MaxInFlight int
 
+	// MaxOpenFiles is the max_open_files key: The most files one partition has open at once, when path_template takes values from each record ({field:...}, {header:...}, {key}, {yyyy} ... {mm}) and so writes to several directories. A partition's files are one group: they start at the same record and are cut together, at the record that takes any of them to max_file_size or max_messages_per_file, at rotate_interval, or at the record that would open file max_open_files + 1, which starts the next group. So the cut points depend only on the records, and a replay from the committed offset writes the same keys with the same bytes.
+	//
+	// Default: 100.
+	MaxOpenFiles int
+
 	warnings []string
 }
 
@@ -489,24 +514,27 @@ func Default() Config {
 			Parts:  []confkit.TemplatePart{{Name: "topic"}, {Text: "/"}, {Name: "date"}, {Text: "/"}, {Name: "hour"}},
 			Source: "{topic}/{date}/{hour}",
 		},
-		FileRotation:         FileRotationSize,
-		MaxFileSize:          8 * confkit.MiB,
-		RotateInterval:       0,
-		FlushInterval:        0,
-		OutputFormat:         OutputFormatJSONLines,
-		Compression:          CompressionNone,
-		ParquetCompression:   ParquetCompressionSnappy,
-		CompressionLevel:     CompressionLevelFastest,
-		ParquetRowGroupSize:  128 * confkit.MiB,
-		IncludeMetadata:      true,
-		IncludeHeaders:       false,
-		MaxAttempts:          3,
-		RetryDelay:           time.Second,
-		PathStyle:            false,
-		ServerSideEncryption: ServerSideEncryptionNone,
-		Delivery:             DeliveryExactlyOnce,
-		MaxBufferSize:        256 * confkit.MiB,
-		MaxInFlight:          4,
+		Timezone:              "UTC",
+		DefaultPartitionValue: "__unknown",
+		FileRotation:          FileRotationSize,
+		MaxFileSize:           8 * confkit.MiB,
+		RotateInterval:        0,
+		FlushInterval:         0,
+		OutputFormat:          OutputFormatJSONLines,
+		Compression:           CompressionNone,
+		ParquetCompression:    ParquetCompressionSnappy,
+		CompressionLevel:      CompressionLevelFastest,
+		ParquetRowGroupSize:   128 * confkit.MiB,
+		IncludeMetadata:       true,
+		IncludeHeaders:        false,
+		MaxAttempts:           3,
+		RetryDelay:            time.Second,
+		PathStyle:             false,
+		ServerSideEncryption:  ServerSideEncryptionNone,
+		Delivery:              DeliveryExactlyOnce,
+		MaxBufferSize:         256 * confkit.MiB,
+		MaxInFlight:           4,
+		MaxOpenFiles:          100,
 	}
 }
 
@@ -531,7 +559,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -543,23 +571,25 @@ var spec = confgen.Spec{
 				Messages: map[string]string{"x-both-or-neither": "Partially configured credentials: {set} is set but {missing} is not. Set both access_key_id and secret_access_key, or neither to use the default credential chain"},
 				Secret:   true,
 			},
-			"secret_access_key":      {Secret: true},
-			"role_arn":               {Messages: map[string]string{"pattern": "role_arn '{value}' is not a role ARN: use arn:aws:iam::ACCOUNT:role/NAME"}},
-			"role_session_name":      {Messages: map[string]string{"pattern": "role_session_name '{value}' must be 2 to 64 letters, digits or characters of + = , . @ _ -"}},
-			"role_duration":          {Messages: map[string]string{"x-maximum": "role_duration ({value}) must be at most 12h, STS's maximum", "x-minimum": "role_duration ({value}) must be at least 15m, STS's minimum"}},
-			"sts_endpoint":           {Messages: map[string]string{"pattern": "sts_endpoint '{value}' is not a URL: use http://host:port or https://host"}},
-			"max_file_size":          {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
-			"max_messages_per_file":  {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
-			"rotate_interval":        {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
-			"flush_interval":         {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
-			"output_format":          {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
-			"parquet_row_group_size": {Messages: map[string]string{"x-minimum": "parquet_row_group_size ({value}) must be at least 64KiB"}},
-			"columns":                {Messages: map[string]string{"x-unique": "{key}: column name {value} is used twice"}},
-			"columns[].type":         {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
-			"columns[].precision":    {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
-			"max_attempts":           {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
-			"retry_delay":            {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
-			"server_side_encryption": {Messages: map[string]string{"x-pattern-unless": "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"}},
+			"secret_access_key":       {Secret: true},
+			"role_arn":                {Messages: map[string]string{"pattern": "role_arn '{value}' is not a role ARN: use arn:aws:iam::ACCOUNT:role/NAME"}},
+			"role_session_name":       {Messages: map[string]string{"pattern": "role_session_name '{value}' must be 2 to 64 letters, digits or characters of + = , . @ _ -"}},
+			"role_duration":           {Messages: map[string]string{"x-maximum": "role_duration ({value}) must be at most 12h, STS's maximum", "x-minimum": "role_duration ({value}) must be at least 15m, STS's minimum"}},
+			"sts_endpoint":            {Messages: map[string]string{"pattern": "sts_endpoint '{value}' is not a URL: use http://host:port or https://host"}},
+			"timezone":                {Messages: map[string]string{"minLength": "timezone must name an IANA time zone such as UTC or Europe/Berlin"}},
+			"default_partition_value": {Messages: map[string]string{"pattern": "default_partition_value '{value}' must be letters, digits, '.', '_', '-' and '=' only, not only dots, so that it stays one path segment"}},
+			"max_file_size":           {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
+			"max_messages_per_file":   {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
+			"rotate_interval":         {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
+			"flush_interval":          {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
+			"output_format":           {Messages: map[string]string{"x-pattern-unless": "output_format 'parquet' compresses inside the file: remove compression (it compresses whole files) and set parquet_compression (none, snappy, gzip or zstd) instead, so the file is not compressed twice"}},
+			"parquet_row_group_size":  {Messages: map[string]string{"x-minimum": "parquet_row_group_size ({value}) must be at least 64KiB"}},
+			"columns":                 {Messages: map[string]string{"x-unique": "{key}: column name {value} is used twice"}},
+			"columns[].type":          {Messages: map[string]string{"enum": "{key}: '{value}' is not a column type; use string, int64, double, boolean, timestamp_ms, timestamp_us, date, decimal, bytes or json"}},
+			"columns[].precision":     {Messages: map[string]string{"x-required-if": "{key} is required for a decimal column (1 to 38)"}},
+			"max_attempts":            {Messages: map[string]string{"maximum": "max_attempts ({value}) must be at most 100", "minimum": "max_attempts ({value}) must be at least 1"}},
+			"retry_delay":             {Messages: map[string]string{"x-maximum": "retry_delay ({value}) must be at most 60s, the cap of the back-off"}},
+			"server_side_encryption":  {Messages: map[string]string{"x-pattern-unless": "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"}},
 			"sse_customer_key": {
 				Messages: map[string]string{"pattern": "sse_customer_key must be the base64 of a 32-byte key: 44 characters of A-Z a-z 0-9 + / ending in one ="},
 				Secret:   true,
@@ -568,6 +598,7 @@ var spec = confgen.Spec{
 			"tags":            {Messages: map[string]string{"maxProperties": "S3 allows at most 10 tags on an object"}},
 			"max_buffer_size": {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
 			"max_in_flight":   {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"max_open_files":  {Messages: map[string]string{"maximum": "max_open_files ({value}) must be at most 10000", "minimum": "max_open_files ({value}) must be at least 1"}},
 		},
 	}),
 	KeyAliases: map[string]map[string]string{
@@ -588,6 +619,8 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"sts_endpoint"}, Suffix: "STS_ENDPOINT"},
 		{Kind: confgen.EnvString, Path: []string{"ca_file"}, Suffix: "CA_FILE"},
 		{Kind: confgen.EnvString, Path: []string{"path_template"}, Suffix: "PATH_TEMPLATE"},
+		{Kind: confgen.EnvString, Path: []string{"timezone"}, Suffix: "TIMEZONE"},
+		{Kind: confgen.EnvString, Path: []string{"default_partition_value"}, Suffix: "DEFAULT_PARTITION_VALUE"},
 		{Kind: confgen.EnvString, Path: []string{"file_rotation"}, Suffix: "FILE_ROTATION"},
 		{Kind: confgen.EnvString, Path: []string{"max_file_size"}, Suffix: "MAX_FILE_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_messages_per_file"}, Suffix: "MAX_MESSAGES_PER_FILE"},
@@ -615,20 +648,21 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"delivery"}, Suffix: "DELIVERY"},
 		{Kind: confgen.EnvString, Path: []string{"max_buffer_size"}, Suffix: "MAX_BUFFER_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_in_flight"}, Suffix: "MAX_IN_FLIGHT"},
+		{Kind: confgen.EnvInt, Path: []string{"max_open_files"}, Suffix: "MAX_OPEN_FILES"},
 	},
 	EnumAliases: map[string]map[string]string{
 		"output_format":          {"jsonl": "json_lines", "jsonlines": "json_lines"},
 		"server_side_encryption": {"aes256": "AES256", "sse-kms": "aws:kms", "sse-s3": "AES256"},
 		"checksum_algorithm":     {"crc32": "CRC32", "crc32c": "CRC32C", "sha1": "SHA1", "sha256": "SHA256"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
 var patternRegion = regexp.MustCompile("^(us|eu|ap|sa|ca|me|af|il|mx|cn|eusc)(-gov|-iso|-isob|-isoe|-isof)?-(north|south|east|west|central|northeast|northwest|southeast|southwest|de-east)-[0-9]+$")
 
 // placeholdersPathTemplate are the placeholders path_template accepts.
-var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp"}
+var placeholdersPathTemplate = []string{"topic", "topic_segment[n]", "partition", "date", "hour", "timestamp", "field:path", "header:name", "key", "yyyy", "MM", "dd", "HH", "mm"}
 
 // patternOutputFormat is the x-pattern-unless rule of output_format.
 var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
@@ -669,6 +703,8 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "sts_endpoint", confgen.String, &c.StsEndpoint)
 	confgen.Decode(d, "ca_file", confgen.String, &c.CAFile)
 	confgen.Decode(d, "path_template", confgen.Template(placeholdersPathTemplate), &c.PathTemplate)
+	confgen.Decode(d, "timezone", confgen.String, &c.Timezone)
+	confgen.Decode(d, "default_partition_value", confgen.String, &c.DefaultPartitionValue)
 	confgen.Decode(d, "file_rotation", confgen.Enum[FileRotation], &c.FileRotation)
 	if confgen.Decode(d, "max_file_size", confgen.Size, &c.MaxFileSize) {
 		d.Bound("max_file_size", c.MaxFileSize <= 0, "x-exclusive-minimum", "max_file_size ({value}) must be above 0")
@@ -729,6 +765,7 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 		d.Bound("max_buffer_size", c.MaxBufferSize < confkit.MiB, "x-minimum", "max_buffer_size ({value}) must be at least 1MiB")
 	}
 	confgen.Decode(d, "max_in_flight", confgen.Int, &c.MaxInFlight)
+	confgen.Decode(d, "max_open_files", confgen.Int, &c.MaxOpenFiles)
 	if !confgen.Has(m, "endpoint") && confgen.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
 		*ps = append(*ps, confgen.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
 	}
@@ -770,27 +807,30 @@ func decodeColumnsItem(c *ColumnsItem, m map[string]any, ps *confkit.Problems, w
 // templates as text, and without the keys that are not set.
 func (c Config) table() map[string]any {
 	m := map[string]any{
-		"role_session_name":      c.RoleSessionName,
-		"role_duration":          c.RoleDuration.String(),
-		"path_template":          c.PathTemplate.Source,
-		"file_rotation":          string(c.FileRotation),
-		"max_file_size":          c.MaxFileSize.String(),
-		"rotate_interval":        c.RotateInterval.String(),
-		"flush_interval":         c.FlushInterval.String(),
-		"output_format":          string(c.OutputFormat),
-		"compression":            string(c.Compression),
-		"parquet_compression":    string(c.ParquetCompression),
-		"compression_level":      string(c.CompressionLevel),
-		"parquet_row_group_size": c.ParquetRowGroupSize.String(),
-		"include_metadata":       c.IncludeMetadata,
-		"include_headers":        c.IncludeHeaders,
-		"max_attempts":           c.MaxAttempts,
-		"retry_delay":            c.RetryDelay.String(),
-		"path_style":             c.PathStyle,
-		"server_side_encryption": string(c.ServerSideEncryption),
-		"delivery":               string(c.Delivery),
-		"max_buffer_size":        c.MaxBufferSize.String(),
-		"max_in_flight":          c.MaxInFlight,
+		"role_session_name":       c.RoleSessionName,
+		"role_duration":           c.RoleDuration.String(),
+		"path_template":           c.PathTemplate.Source,
+		"timezone":                c.Timezone,
+		"default_partition_value": c.DefaultPartitionValue,
+		"file_rotation":           string(c.FileRotation),
+		"max_file_size":           c.MaxFileSize.String(),
+		"rotate_interval":         c.RotateInterval.String(),
+		"flush_interval":          c.FlushInterval.String(),
+		"output_format":           string(c.OutputFormat),
+		"compression":             string(c.Compression),
+		"parquet_compression":     string(c.ParquetCompression),
+		"compression_level":       string(c.CompressionLevel),
+		"parquet_row_group_size":  c.ParquetRowGroupSize.String(),
+		"include_metadata":        c.IncludeMetadata,
+		"include_headers":         c.IncludeHeaders,
+		"max_attempts":            c.MaxAttempts,
+		"retry_delay":             c.RetryDelay.String(),
+		"path_style":              c.PathStyle,
+		"server_side_encryption":  string(c.ServerSideEncryption),
+		"delivery":                string(c.Delivery),
+		"max_buffer_size":         c.MaxBufferSize.String(),
+		"max_in_flight":           c.MaxInFlight,
+		"max_open_files":          c.MaxOpenFiles,
 	}
 	confgen.PutIf(m, c.Bucket != "", "bucket", c.Bucket)
 	confgen.PutIf(m, c.Region != "", "region", c.Region)
@@ -839,30 +879,32 @@ func (c ColumnsItem) table() map[string]any {
 // with every secret masked and sizes, durations and templates as text.
 func (c Config) Redacted() map[string]any {
 	return map[string]any{
-		"bucket":                 c.Bucket,
-		"region":                 c.Region,
-		"prefix":                 c.Prefix,
-		"endpoint":               c.Endpoint,
-		"access_key_id":          c.AccessKeyID.String(),
-		"secret_access_key":      c.SecretAccessKey.String(),
-		"role_arn":               c.RoleArn,
-		"external_id":            c.ExternalID,
-		"role_session_name":      c.RoleSessionName,
-		"role_duration":          c.RoleDuration.String(),
-		"role_session_policy":    c.RoleSessionPolicy,
-		"sts_endpoint":           c.StsEndpoint,
-		"ca_file":                c.CAFile,
-		"path_template":          c.PathTemplate.Source,
-		"file_rotation":          string(c.FileRotation),
-		"max_file_size":          c.MaxFileSize.String(),
-		"max_messages_per_file":  confgen.PtrValue(c.MaxMessagesPerFile),
-		"rotate_interval":        c.RotateInterval.String(),
-		"flush_interval":         c.FlushInterval.String(),
-		"output_format":          string(c.OutputFormat),
-		"compression":            string(c.Compression),
-		"parquet_compression":    string(c.ParquetCompression),
-		"compression_level":      string(c.CompressionLevel),
-		"parquet_row_group_size": c.ParquetRowGroupSize.String(),
+		"bucket":                  c.Bucket,
+		"region":                  c.Region,
+		"prefix":                  c.Prefix,
+		"endpoint":                c.Endpoint,
+		"access_key_id":           c.AccessKeyID.String(),
+		"secret_access_key":       c.SecretAccessKey.String(),
+		"role_arn":                c.RoleArn,
+		"external_id":             c.ExternalID,
+		"role_session_name":       c.RoleSessionName,
+		"role_duration":           c.RoleDuration.String(),
+		"role_session_policy":     c.RoleSessionPolicy,
+		"sts_endpoint":            c.StsEndpoint,
+		"ca_file":                 c.CAFile,
+		"path_template":           c.PathTemplate.Source,
+		"timezone":                c.Timezone,
+		"default_partition_value": c.DefaultPartitionValue,
+		"file_rotation":           string(c.FileRotation),
+		"max_file_size":           c.MaxFileSize.String(),
+		"max_messages_per_file":   confgen.PtrValue(c.MaxMessagesPerFile),
+		"rotate_interval":         c.RotateInterval.String(),
+		"flush_interval":          c.FlushInterval.String(),
+		"output_format":           string(c.OutputFormat),
+		"compression":             string(c.Compression),
+		"parquet_compression":     string(c.ParquetCompression),
+		"compression_level":       string(c.CompressionLevel),
+		"parquet_row_group_size":  c.ParquetRowGroupSize.String(),
 		"columns": func() []map[string]any {
 			if c.Columns == nil {
 				return nil
@@ -889,6 +931,7 @@ func (c Config) Redacted() map[string]any {
 		"delivery":               string(c.Delivery),
 		"max_buffer_size":        c.MaxBufferSize.String(),
 		"max_in_flight":          c.MaxInFlight,
+		"max_open_files":         c.MaxOpenFiles,
 	}
 }
 

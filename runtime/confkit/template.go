@@ -26,12 +26,19 @@ type TemplatePart struct {
 	Arg int
 	// HasArg reports whether the placeholder was written with an index.
 	HasArg bool
+	// Param is the text after the colon of {name:param}, such as the
+	// field path of {field:customer.region}.
+	Param string
+	// HasParam reports whether the placeholder was written with a colon.
+	HasParam bool
 }
 
 // ParseTemplate parses s, allowing only the placeholders named in allowed.
 // An allowed entry "name" permits {name}; "name[n]" (any text between the
-// brackets) permits {name[3]} and {name[-1]} and requires the index. A nil
-// allowed list accepts any placeholder name.
+// brackets) permits {name[3]} and {name[-1]} and requires the index;
+// "name:text" (any text after the colon) permits {name:anything} and
+// requires the text after the colon, which may hold any character but a
+// brace. A nil allowed list accepts any placeholder name.
 //
 // ParseTemplate rejects unknown placeholders (with a suggestion), unbalanced
 // or nested braces, empty placeholders, ".." path segments and a leading "/".
@@ -97,24 +104,34 @@ func ParsePlaceholders(s string, allowed []string) (Template, error) {
 // checkAllowed says why allowed does not permit the placeholder p, written
 // {body} in the template src, or nil when it does.
 func checkAllowed(src, body string, p TemplatePart, allowed []string) error {
-	plain, indexed := false, false
+	plain, indexed, param := false, false, false
 	for _, a := range allowed {
 		if name, ok := indexedName(a); ok {
 			indexed = indexed || name == p.Name
+		} else if name, _, ok := strings.Cut(a, ":"); ok {
+			param = param || name == p.Name
 		} else {
 			plain = plain || a == p.Name
 		}
 	}
 	switch {
+	case param && !p.HasParam && !plain && !indexed:
+		return fmt.Errorf("template %q: placeholder {%s} needs a value after a colon, such as {%s:name}", src, p.Name, p.Name)
+	case p.HasParam && !param && (plain || indexed):
+		return fmt.Errorf("template %q: placeholder {%s} takes no ':' value", src, p.Name)
+	case p.HasParam && param:
+		return nil
 	case p.HasArg && !indexed && plain:
 		return fmt.Errorf("template %q: placeholder {%s} takes no index", src, p.Name)
 	case !p.HasArg && indexed && !plain:
 		return fmt.Errorf("template %q: placeholder {%s} needs an index, such as {%s[0]} or {%s[-1]}", src, p.Name, p.Name, p.Name)
-	case !plain && !indexed:
+	case !plain && !indexed && !param:
 		names := make([]string, len(allowed))
 		for i, a := range allowed {
 			names[i] = a
 			if name, ok := indexedName(a); ok {
+				names[i] = name
+			} else if name, _, ok := strings.Cut(a, ":"); ok {
 				names[i] = name
 			}
 		}
@@ -147,6 +164,15 @@ func parsePlaceholder(src, body string) (TemplatePart, error) {
 	if body == "" {
 		return TemplatePart{}, fmt.Errorf("template %q has an empty placeholder {}", src)
 	}
+	if name, param, ok := strings.Cut(body, ":"); ok {
+		if param == "" {
+			return TemplatePart{}, fmt.Errorf("template %q: placeholder {%s} needs a value after the colon, such as {%sname}", src, body, body)
+		}
+		if err := checkName(src, body, name); err != nil {
+			return TemplatePart{}, err
+		}
+		return TemplatePart{Name: name, Param: param, HasParam: true}, nil
+	}
 	name, arg := body, ""
 	hasArg := false
 	if i := strings.IndexByte(body, '['); i >= 0 {
@@ -155,10 +181,8 @@ func parsePlaceholder(src, body string) (TemplatePart, error) {
 		}
 		name, arg, hasArg = body[:i], body[i+1:len(body)-1], true
 	}
-	for _, r := range name {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return TemplatePart{}, fmt.Errorf("template %q: malformed placeholder {%s}, names use letters, digits and _", src, body)
-		}
+	if err := checkName(src, body, name); err != nil {
+		return TemplatePart{}, err
 	}
 	p := TemplatePart{Name: name, HasArg: hasArg}
 	if hasArg {
@@ -169,6 +193,19 @@ func parsePlaceholder(src, body string) (TemplatePart, error) {
 		p.Arg = n
 	}
 	return p, nil
+}
+
+// checkName reports a placeholder name that is not letters, digits and _.
+func checkName(src, body, name string) error {
+	for _, r := range name {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return fmt.Errorf("template %q: malformed placeholder {%s}, names use letters, digits and _", src, body)
+		}
+	}
+	if name == "" {
+		return fmt.Errorf("template %q: malformed placeholder {%s}, write {name:value}", src, body)
+	}
+	return nil
 }
 
 // String returns the source text.

@@ -64,11 +64,12 @@ func TestParseTemplateErrors(t *testing.T) {
 }
 
 func FuzzParseTemplate(f *testing.F) {
-	for _, s := range []string{"{topic}/{date}/{hour}", "{topic_segment[-1]}", "a/../b", "{", "}", "{{}}", "/x", "{topic_segment[99999999999]}"} {
+	for _, s := range []string{"{topic}/{date}/{hour}", "{topic_segment[-1]}", "a/../b", "{", "}", "{{}}", "/x", "{topic_segment[99999999999]}", "{field:a.b}/x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		tp, err := ParseTemplate(s, s3Placeholders)
+		allowed := append([]string{"field:path"}, s3Placeholders...)
+		tp, err := ParseTemplate(s, allowed)
 		if err != nil {
 			return
 		}
@@ -77,12 +78,15 @@ func FuzzParseTemplate(f *testing.F) {
 			if p.HasArg {
 				return "{" + p.Name + "[" + strconv.Itoa(p.Arg) + "]}", nil
 			}
+			if p.HasParam {
+				return "{" + p.Name + ":" + p.Param + "}", nil
+			}
 			return "{" + p.Name + "}", nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := ParseTemplate(out, s3Placeholders)
+		again, err := ParseTemplate(out, allowed)
 		if err != nil || !reflect.DeepEqual(again.Parts, tp.Parts) {
 			t.Fatalf("reparse of %q (from %q): %v", out, s, err)
 		}
@@ -103,5 +107,40 @@ func TestParsePlaceholders(t *testing.T) {
 		if _, err := ParsePlaceholders(s, s3Placeholders); err == nil {
 			t.Errorf("ParsePlaceholders(%q) accepted", s)
 		}
+	}
+}
+
+// {name:param} takes any text but braces after the colon, when the allowed
+// list has "name:..." for it.
+func TestParseTemplateParam(t *testing.T) {
+	allowed := append([]string{"field:path", "header:name"}, s3Placeholders...)
+	tp, err := ParseTemplate("dt={date}/region={field:customer.region}/{header:x-tenant id}", allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TemplatePart{
+		{Text: "dt="}, {Name: "date"}, {Text: "/region="},
+		{Name: "field", Param: "customer.region", HasParam: true}, {Text: "/"},
+		{Name: "header", Param: "x-tenant id", HasParam: true},
+	}
+	if !reflect.DeepEqual(tp.Parts, want) {
+		t.Fatalf("parts = %#v", tp.Parts)
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"{field}", "{field} needs a value after a colon, such as {field:name}"},
+		{"{field:}", "{field:} needs a value after the colon"},
+		{"{topic:x}", "{topic} takes no ':' value"},
+		{"{feild:x}", "unknown placeholder {feild:x} (did you mean {field}?)"},
+		{"{:x}", "malformed placeholder {:x}"},
+		{"{fi eld:x}", "malformed placeholder"},
+		{"{field:a{b}}", "unbalanced '{'"},
+	} {
+		_, err := ParseTemplate(tt.in, allowed)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseTemplate(%q) error = %v; want %q", tt.in, err, tt.want)
+		}
+	}
+	if _, err := ParseTemplate("{nope}", allowed); err == nil || !strings.Contains(err.Error(), "{field:path}") {
+		t.Errorf("the allowed list names {field:path}: %v", err)
 	}
 }

@@ -225,10 +225,13 @@ func checkTemplate(tpl string) string {
 		return err.Error() + "; the only placeholder is {value}"
 	}
 	for _, p := range t.Parts {
-		if p.Name != "" && (p.Name != "value" || p.HasArg) {
+		if p.Name != "" && (p.Name != "value" || p.HasArg || p.HasParam) {
 			body := p.Name
 			if p.HasArg {
 				body += "[" + strconv.Itoa(p.Arg) + "]"
+			}
+			if p.HasParam {
+				body += ":" + p.Param
 			}
 			return fmt.Sprintf("%q uses {%s}; the only placeholder is {value}", tpl, body)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -251,7 +252,11 @@ func Rules(s *model.Schema) []string {
 				for _, p := range pr.Placeholders {
 					ps = append(ps, prose("{"+p+"}"))
 				}
-				out = append(out, k+" accepts the placeholders "+strings.Join(ps, ", ")+"; `[n]` is an integer index, negative from the end. `..` segments and a leading `/` are rejected.")
+				colon := ""
+				if slices.ContainsFunc(pr.Placeholders, func(p string) bool { return strings.Contains(p, ":") }) {
+					colon = " `{name:...}` takes any text but braces after the colon."
+				}
+				out = append(out, k+" accepts the placeholders "+strings.Join(ps, ", ")+"; `[n]` is an integer index, negative from the end."+colon+" `..` segments and a leading `/` are rejected.")
 			}
 		}
 		if pr.Trim != "" {

@@ -259,7 +259,7 @@ func parseAliases(p *parser, pr *Property, v *jsonx.Node, ptr string) {
 	}
 }
 
-var placeholderName = regexp.MustCompile(`^[A-Za-z0-9_]+(\[[a-z]*\])?$`)
+var placeholderName = regexp.MustCompile(`^[A-Za-z0-9_]+(\[[a-z]*\]|:[a-z_]+)?$`)
 
 func parsePlaceholders(p *parser, pr *Property, v *jsonx.Node, ptr string) {
 	if pr.Kind != Template || !v.IsArray() {
@@ -270,7 +270,7 @@ func parsePlaceholders(p *parser, pr *Property, v *jsonx.Node, ptr string) {
 	for i, it := range v.Items {
 		s, ok := it.String()
 		if !ok || !placeholderName.MatchString(s) {
-			p.fail(fmt.Sprintf("%s/%d", ptr, i), "a placeholder is a name such as \"topic\", or \"name[n]\" for an indexed one")
+			p.fail(fmt.Sprintf("%s/%d", ptr, i), "a placeholder is a name such as \"topic\", \"name[n]\" for an indexed one, or \"name:what\" for one that takes text after a colon")
 			continue
 		}
 		pr.Placeholders = append(pr.Placeholders, s)
