@@ -63,6 +63,12 @@ type keyLayout struct {
 	// perRecord: the template reads recordPlaceholders; readsFields: it
 	// has a {field:...}.
 	perRecord, readsFields bool
+	// topics are the [[topics]] blocks (SetTopics), whose Avro blocks'
+	// fields are read from the Avro binary; nil when none were given.
+	topics *avroTopics
+	// walk and text are scratch space of an Avro record's fields.
+	walk avroWalk
+	text []byte
 }
 
 // newKeyLayout prepares the rendering of t; loc nil means UTC.
@@ -141,7 +147,8 @@ func objectKey(prefix string, t pathTemplate, f fileInfo, ext string) (string, e
 // trailing slash (nothing when the prefix and the rendered template are
 // both empty): <prefix>/<path_template>/. The placeholders of the file's
 // group ({date}, {hour}, {timestamp}) take group, the time of the group's
-// first record; the others read rec. It fails when the template asks for
+// first record; the others read rec ({field:...} from its Avro binary on
+// an Avro topic, from its JSON otherwise). It fails when the template asks for
 // a topic segment the topic lacks.
 func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]byte, error) {
 	if l.prefix != "" {
@@ -157,6 +164,7 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		rt = rec.Timestamp.In(l.loc)
 		year, month, day = rt.Date()
 	}
+	ak, decoded := l.walkAvro(rec)
 	for i, p := range l.tmpl.Parts {
 		switch p.Name {
 		case "":
@@ -188,7 +196,15 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		case "mm":
 			dst = appendPadded(dst, int64(rt.Minute()), 2)
 		case "field":
-			dst = l.appendValue(dst, fieldText(rec.Payload, l.fields[i]))
+			switch {
+			case ak == nil:
+				dst = l.appendValue(dst, fieldText(rec.Payload, l.fields[i]))
+			case decoded:
+				l.text = ak.appendText(l.text[:0], &l.walk, i)
+				dst = l.appendValue(dst, l.text)
+			default:
+				dst = l.appendValue(dst, nil)
+			}
 		case "header":
 			var v []byte
 			for _, h := range rec.Headers {

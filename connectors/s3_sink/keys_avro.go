@@ -1,0 +1,162 @@
+package s3sink
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	pqformat "github.com/parquet-go/parquet-go/format"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// path_template's {field:PATH} on an Avro topic: the value at PATH is read
+// from the record's Avro binary with the topic's schema, by the walker of
+// parquet_avro_row (every leaf numbered as for a Parquet row); each
+// {field:...} part then reads its leaf's column.
+
+// avroKey is how the {field:...} parts of path_template are read from one
+// Avro schema's records.
+type avroKey struct {
+	root  *avroNode
+	width int // the leaves of root
+	// cols holds, by template part, the column of its path's leaf; -1 for
+	// a path to a record, an array or a map, which renders as
+	// default_partition_value.
+	cols []int
+}
+
+// newAvroKey builds the reader of l's {field:...} parts from an Avro
+// schema's text. A path the schema does not have, or one through an
+// array or a map, is refused, naming the path and the fields there are.
+func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
+	root, err := avroRecordNode(text, "path_template's {field:...}")
+	if err != nil {
+		return nil, err
+	}
+	k := &avroKey{root: root, width: number(root, 0), cols: make([]int, len(l.fields))}
+	for i, path := range l.fields {
+		k.cols[i] = -1
+		if path == nil {
+			continue
+		}
+		n := root
+		for _, name := range path {
+			var next *avroNode
+			if n.kind == avRecord {
+				for _, f := range n.fields {
+					if f.path == join(n.path, name) {
+						next = f
+						break
+					}
+				}
+			}
+			if next != nil {
+				n = next
+				continue
+			}
+			param := l.tmpl.Parts[i].Param
+			if n.kind != avRecord {
+				return nil, fmt.Errorf("path_template's {field:%s}: the Avro field %s is a%s, and a path goes through records' fields only", param, n.path, avroKindName(n.kind))
+			}
+			return nil, fmt.Errorf("path_template's {field:%s}: the Avro record has no field %s (%s has: %s)", param, join(n.path, name), inRecord(n.path), strings.Join(fieldNames(n), ", "))
+		}
+		if lt := n.pq.Type().LogicalType(); lt != nil && isDecimal(lt.Value) {
+			return nil, fmt.Errorf("path_template's {field:%s}: the Avro field %s is a decimal, whose bytes are no text; use a string, number, boolean or enum field", l.tmpl.Parts[i].Param, n.path)
+		}
+		switch n.kind {
+		case avRecord, avArray, avMap:
+			// default_partition_value, as a JSON object or array gives
+		default:
+			k.cols[i] = n.col
+		}
+	}
+	return k, nil
+}
+
+func isDecimal(v pqformat.LogicalTypeValue) bool {
+	_, ok := v.(*pqformat.DecimalType)
+	return ok
+}
+
+// inRecord names the record whose fields a message lists.
+func inRecord(path string) string {
+	if path == "" {
+		return "the record"
+	}
+	return path
+}
+
+// avroKindName names a kind that has no fields, with its article's tail.
+func avroKindName(k avroKind) string {
+	switch k {
+	case avArray:
+		return "n array"
+	case avMap:
+		return " map"
+	}
+	return " value with no fields"
+}
+
+// appendText appends the text of part i's value, after a walk of the
+// record: a string's or bytes' value, an enum's symbol, a number's or a
+// boolean's text; nothing when it is null, or a record, array or map.
+func (k *avroKey) appendText(dst []byte, w *avroWalk, i int) []byte {
+	c := k.cols[i]
+	if c < 0 || len(w.cols[c]) == 0 {
+		return dst
+	}
+	v := w.cols[c][0]
+	switch v.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return append(dst, v.ByteArray()...)
+	case parquet.Boolean:
+		return strconv.AppendBool(dst, v.Boolean())
+	case parquet.Int32:
+		return strconv.AppendInt(dst, int64(v.Int32()), 10)
+	case parquet.Int64:
+		return strconv.AppendInt(dst, v.Int64(), 10)
+	case parquet.Float:
+		return strconv.AppendFloat(dst, float64(v.Float()), 'g', -1, 32)
+	case parquet.Double:
+		return strconv.AppendFloat(dst, v.Double(), 'g', -1, 64)
+	}
+	return dst // a null
+}
+
+// walkAvro walks rec's Avro binary with its topic's schema when
+// path_template reads fields and SetTopics gave one: it returns the
+// reader, and whether the payload decoded (when not, every field gives
+// default_partition_value).
+func (l *keyLayout) walkAvro(rec *sdk.Record) (*avroKey, bool) {
+	k := l.avroKeyOf(rec)
+	if k == nil {
+		return nil, false
+	}
+	l.walk.reset(k.width, rec.Payload)
+	return k, l.walk.walk(k.root) == nil
+}
+
+// avroKeyOf returns the reader of rec's fields when path_template reads
+// fields, rec is Avro and SetTopics gave its topic's Avro schema; nil
+// otherwise.
+func (l *keyLayout) avroKeyOf(rec *sdk.Record) *avroKey {
+	if !l.readsFields || rec.Schema != sdk.SchemaAvro || l.topics == nil {
+		return nil
+	}
+	if b := l.topics.block(rec.Topic); b != nil {
+		return b.key
+	}
+	return nil
+}
+
+// firstField returns path_template's first {field:...} placeholder.
+func (l *keyLayout) firstField() string {
+	for _, p := range l.tmpl.Parts {
+		if p.Name == "field" {
+			return "{field:" + p.Param + "}"
+		}
+	}
+	return ""
+}
