@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/picomq/pico-connectors/runtime/cli"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/runtime/status"
@@ -141,38 +138,15 @@ func TestFieldPlaceholderTopics(t *testing.T) {
 // {field:...} on a raw topic and a path the Avro schema lacks, naming the
 // file, the block, its topic and path_template; a good path passes.
 func TestFieldPlaceholderValidate(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("runtime.toml", "")
+	write, validate := validateDir(t)
 	write("connectors/order.avsc", orderAvro)
 	def := func(tmpl, more string) string {
-		return `type = "sink"
-key = "lake"
-path = "libpicomq_connector_s3_sink"
-
-[[topics]]
-topic = "orders"
-schema = "avro"
-avro_schema_path = "order.avsc"
-` + more + `
+		return lakeAvroDef + more + `
 [plugin_config]
 bucket = "picomq-archive"
 region = "eu-west-1"
 path_template = "` + tmpl + `"
 `
-	}
-	validate := func() (int, string) {
-		var out bytes.Buffer
-		code := cli.Main([]string{"validate", "--config", filepath.Join(dir, "runtime.toml")}, &out, &out, nil)
-		return code, out.String()
 	}
 	write("connectors/lake.toml", def("dt={yyyy}-{MM}-{dd}/region={field:customer.region}", "\n[[topics]]\ntopic = \"clicks\"\n"))
 	if code, out := validate(); code != 0 {
