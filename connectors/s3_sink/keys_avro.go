@@ -35,8 +35,8 @@ func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &avroKey{root: root, width: number(root, 0), cols: make([]int, len(l.fields))}
-	for i, path := range l.fields {
+	k := &avroKey{root: root, width: number(root, 0), cols: make([]int, len(l.paths))}
+	for i, path := range l.paths {
 		k.cols[i] = -1
 		if path == nil {
 			continue
@@ -99,15 +99,37 @@ func avroKindName(k avroKind) string {
 	return " value with no fields"
 }
 
-// appendText appends the text of part i's value, after a walk of the
-// record: a string's or bytes' value, an enum's symbol, a number's or a
-// boolean's text; nothing when it is null, or a record, array or map.
-func (k *avroKey) appendText(dst []byte, w *avroWalk, i int) []byte {
-	c := k.cols[i]
-	if c < 0 || len(w.cols[c]) == 0 {
+// avroFields reads the {field:...} parts of Avro records (payloadFields),
+// each with its topic's avroKey; key is the last record's, ok whether it
+// decoded.
+type avroFields struct {
+	topics *avroTopics
+	walk   avroWalk
+	key    *avroKey
+	ok     bool
+}
+
+// read walks rec's Avro binary with its topic's schema, when rec is Avro
+// and SetTopics gave one.
+func (f *avroFields) read(rec *sdk.Record) bool {
+	f.key = f.topics.key(rec)
+	if f.key == nil {
+		return false
+	}
+	f.walk.reset(f.key.width, rec.Payload)
+	f.ok = f.walk.walk(f.key.root) == nil
+	return true
+}
+
+// appendField appends the text of part i's value: a string's or bytes'
+// value, an enum's symbol, a number's or a boolean's text; nothing when
+// it is null, a record, array or map, or the payload did not decode.
+func (f *avroFields) appendField(dst []byte, i int) []byte {
+	c := f.key.cols[i]
+	if !f.ok || c < 0 || len(f.walk.cols[c]) == 0 {
 		return dst
 	}
-	v := w.cols[c][0]
+	v := f.walk.cols[c][0]
 	switch v.Kind() {
 	case parquet.ByteArray, parquet.FixedLenByteArray:
 		return append(dst, v.ByteArray()...)
@@ -125,27 +147,13 @@ func (k *avroKey) appendText(dst []byte, w *avroWalk, i int) []byte {
 	return dst // a null
 }
 
-// walkAvro walks rec's Avro binary with its topic's schema when
-// path_template reads fields and SetTopics gave one: it returns the
-// reader, and whether the payload decoded (when not, every field gives
-// default_partition_value).
-func (l *keyLayout) walkAvro(rec *sdk.Record) (*avroKey, bool) {
-	k := l.avroKeyOf(rec)
-	if k == nil {
-		return nil, false
-	}
-	l.walk.reset(k.width, rec.Payload)
-	return k, l.walk.walk(k.root) == nil
-}
-
-// avroKeyOf returns the reader of rec's fields when path_template reads
-// fields, rec is Avro and SetTopics gave its topic's Avro schema; nil
-// otherwise.
-func (l *keyLayout) avroKeyOf(rec *sdk.Record) *avroKey {
-	if !l.readsFields || rec.Schema != sdk.SchemaAvro || l.topics == nil {
+// key returns the reader of rec's fields when rec is Avro and its topic's
+// block is Avro; nil otherwise.
+func (at *avroTopics) key(rec *sdk.Record) *avroKey {
+	if rec.Schema != sdk.SchemaAvro {
 		return nil
 	}
-	if b := l.topics.block(rec.Topic); b != nil {
+	if b := at.block(rec.Topic); b != nil {
 		return b.key
 	}
 	return nil

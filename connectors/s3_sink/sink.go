@@ -147,7 +147,9 @@ func (s *Sink) SetTopics(topics []sdk.TopicSchema) error {
 	}
 	s.mu.Lock()
 	s.avro = at
-	s.layout.topics = at
+	if s.layout.readsFields {
+		s.layout.fields = &avroFields{topics: at}
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -287,7 +289,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			p.started = true
 			p.next = rec.Offset
 			p.recovering = !s.opts.Buffered
-			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON && s.layout.avroKeyOf(rec) == nil {
+			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON && (s.avro == nil || s.avro.key(rec) == nil) {
 				// SetTopics refuses such a topic; here no block named it.
 				s.log.Warn("S3 sink: path_template reads payload fields, but the topic's schema is neither json nor avro with a known Avro schema; its records give default_partition_value",
 					"topic", rec.Topic, "partition", rec.Partition, "schema", rec.Schema, "path_template", s.opts.PathTemplate.Source)
