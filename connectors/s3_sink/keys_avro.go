@@ -19,6 +19,8 @@ import (
 // avroKey is how the {field:...} parts of path_template are read from one
 // Avro schema's records.
 type avroKey struct {
+	// root is the record cut after the last top-level field a path reads:
+	// the walk stops there.
 	root  *avroNode
 	width int // the leaves of root
 	// cols holds, by template part, the column of its path's leaf; -1 for
@@ -72,6 +74,21 @@ func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
 			k.cols[i] = n.col
 		}
 	}
+	// Walk no further than the last top-level field a path reads.
+	last := -1
+	for _, path := range l.paths {
+		if path == nil {
+			continue
+		}
+		for j, f := range root.fields {
+			if f.path == path[0] {
+				last = max(last, j)
+			}
+		}
+	}
+	cut := *root
+	cut.fields = root.fields[:last+1]
+	k.root = &cut
 	return k, nil
 }
 
@@ -110,14 +127,16 @@ type avroFields struct {
 }
 
 // read walks rec's Avro binary with its topic's schema, when rec is Avro
-// and SetTopics gave one.
+// and SetTopics gave one, up to the last field a path reads (what follows
+// is not checked).
 func (f *avroFields) read(rec *sdk.Record) bool {
 	f.key = f.topics.key(rec)
 	if f.key == nil {
 		return false
 	}
 	f.walk.reset(f.key.width, rec.Payload)
-	f.ok = f.walk.walk(f.key.root) == nil
+	_, err := f.walk.record(f.key.root, 0, 0, 0)
+	f.ok = err == nil
 	return true
 }
 

@@ -294,3 +294,47 @@ func TestAvroFieldLoop(t *testing.T) {
 		t.Fatalf("%d records, misplaced: %v", n, bad)
 	}
 }
+
+// BenchmarkAvroFieldDir: rendering the directory
+// {topic}/region={field:region}/c={field:customer.region} of a ~1 KiB
+// record, from its Avro binary (the whole record is walked) and from the
+// same record as JSON (jsonscan.Lookup scans up to the path).
+func BenchmarkAvroFieldDir(b *testing.B) {
+	tmpl := "{topic}/region={field:region}/c={field:customer.region}"
+	s, err := fieldSink(&testing.T{}, tmpl, []sdk.TopicSchema{
+		{Block: 0, Topic: "orders", Schema: sdk.SchemaAvro, AvroSchema: orderAvro},
+		{Block: 1, Topic: "json", Schema: sdk.SchemaJSON},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := order(7, map[string]any{"string": "eu"}, map[string]any{"Customer": customer("north", "gold", true, 1.5, 3)})
+	tags := make([]any, 40)
+	for i := range tags {
+		tags[i] = strings.Repeat("t", 20)
+	}
+	v["tags"] = tags
+	avroRec := sdk.Record{Topic: "orders", Schema: sdk.SchemaAvro, Payload: avroEncode(b, orderAvro, v)}
+	v["price"], v["region"], v["customer"] = "0.01", "eu", customer("north", "gold", true, 1.5, 3)
+	js, err := json.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	jsonRec := sdk.Record{Topic: "json", Schema: sdk.SchemaJSON, Payload: js}
+	for _, c := range []struct {
+		name string
+		rec  *sdk.Record
+	}{{"avro", &avroRec}, {"json", &jsonRec}} {
+		b.Run(c.name, func(b *testing.B) {
+			var dst []byte
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.rec.Payload)))
+			for b.Loop() {
+				dst, _ = s.layout.appendDir(dst[:0], c.rec, c.rec.Timestamp)
+			}
+			if !strings.Contains(string(dst), "region=eu/c=north/") {
+				b.Fatalf("%s: %s", c.name, dst)
+			}
+		})
+	}
+}
