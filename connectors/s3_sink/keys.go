@@ -58,11 +58,26 @@ type keyLayout struct {
 	loc    *time.Location
 	// missing is default_partition_value.
 	missing string
-	// fields holds the split path of each {field:...} part, by part index.
-	fields [][]string
+	// paths holds the split path of each {field:...} part, by part index.
+	paths [][]string
 	// perRecord: the template reads recordPlaceholders; readsFields: it
 	// has a {field:...}.
 	perRecord, readsFields bool
+	// fields reads {field:...} from payloads that are not JSON (SetTopics
+	// sets keys_avro's, for Avro topics); nil: JSON only.
+	fields payloadFields
+	text   []byte // scratch space of a field's text
+}
+
+// payloadFields reads path_template's {field:...} parts from records whose
+// payload is not JSON.
+type payloadFields interface {
+	// read decodes rec's field values, and reports whether rec is one it
+	// reads (when not, {field:...} looks the path up in JSON).
+	read(rec *sdk.Record) bool
+	// appendField appends the text of part i's value in the record read
+	// last; nothing when the value is null, has no text or did not decode.
+	appendField(dst []byte, i int) []byte
 }
 
 // newKeyLayout prepares the rendering of t; loc nil means UTC.
@@ -70,10 +85,10 @@ func newKeyLayout(prefix string, t pathTemplate, loc *time.Location, missing str
 	if loc == nil {
 		loc = time.UTC
 	}
-	l := &keyLayout{prefix: prefix, tmpl: t, loc: loc, missing: missing, fields: make([][]string, len(t.Parts))}
+	l := &keyLayout{prefix: prefix, tmpl: t, loc: loc, missing: missing, paths: make([][]string, len(t.Parts))}
 	for i, p := range t.Parts {
 		if p.Name == "field" {
-			l.fields[i] = strings.Split(strings.Trim(p.Param, "."), ".")
+			l.paths[i] = strings.Split(strings.Trim(p.Param, "."), ".")
 			l.readsFields = true
 		}
 		l.perRecord = l.perRecord || slices.Contains(recordPlaceholders, p.Name)
@@ -141,7 +156,8 @@ func objectKey(prefix string, t pathTemplate, f fileInfo, ext string) (string, e
 // trailing slash (nothing when the prefix and the rendered template are
 // both empty): <prefix>/<path_template>/. The placeholders of the file's
 // group ({date}, {hour}, {timestamp}) take group, the time of the group's
-// first record; the others read rec. It fails when the template asks for
+// first record; the others read rec ({field:...} from its Avro binary on
+// an Avro topic, from its JSON otherwise). It fails when the template asks for
 // a topic segment the topic lacks.
 func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]byte, error) {
 	if l.prefix != "" {
@@ -157,6 +173,7 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		rt = rec.Timestamp.In(l.loc)
 		year, month, day = rt.Date()
 	}
+	other := l.readsFields && l.fields != nil && l.fields.read(rec)
 	for i, p := range l.tmpl.Parts {
 		switch p.Name {
 		case "":
@@ -188,7 +205,12 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		case "mm":
 			dst = appendPadded(dst, int64(rt.Minute()), 2)
 		case "field":
-			dst = l.appendValue(dst, fieldText(rec.Payload, l.fields[i]))
+			if other {
+				l.text = l.fields.appendField(l.text[:0], i)
+				dst = l.appendValue(dst, l.text)
+			} else {
+				dst = l.appendValue(dst, fieldText(rec.Payload, l.paths[i]))
+			}
 		case "header":
 			var v []byte
 			for _, h := range rec.Headers {

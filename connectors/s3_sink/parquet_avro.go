@@ -63,31 +63,38 @@ type avroNode struct {
 	pq   parquet.Node
 }
 
-// avroTopic is one [[topics]] block: its topic or pattern, and its layout
-// when it is Avro (nil otherwise: the configured columns).
+// avroTopic is one [[topics]] block: its topic or pattern, its schema,
+// its Parquet layout when it is Avro (nil otherwise: the configured
+// columns) and the reader of path_template's {field:...} parts when it is
+// Avro (nil otherwise).
 type avroTopic struct {
 	topic  string
 	re     *regexp.Regexp
+	schema sdk.Schema
 	layout *pqLayout
+	key    *avroKey
 }
 
-// avroTopics is what SetTopics learnt: the blocks in order, and the layout
-// of each topic seen, by name (nil: the configured columns). Consume and
-// the upload workers look topics up.
+// avroTopics is what SetTopics learnt: the blocks in order, and the block
+// of each topic seen, by name (nil: no block names it). Consume and the
+// upload workers look topics up.
 type avroTopics struct {
 	blocks []avroTopic
 	mu     sync.Mutex
-	byName map[string]*pqLayout
+	byName map[string]*avroTopic
 }
 
-// newAvroTopics builds the layouts of the Avro blocks, on top of base (the
-// metadata columns and the configured columns). A block that is not Avro
-// needs base's columns.
-func newAvroTopics(base *pqLayout, o *options, topics []sdk.TopicSchema) (*avroTopics, error) {
-	at := &avroTopics{byName: map[string]*pqLayout{}}
+// newAvroTopics checks the blocks against the configuration and builds
+// what their Avro schemas give: with output_format = parquet (base, the
+// metadata columns and the configured columns, not nil) the layouts of the
+// Avro blocks, a block that is not Avro needing base's columns; with a
+// {field:...} in path_template (key.readsFields), the Avro blocks' field
+// readers, a block that is neither JSON nor Avro being refused.
+func newAvroTopics(base *pqLayout, o *options, key *keyLayout, topics []sdk.TopicSchema) (*avroTopics, error) {
+	at := &avroTopics{byName: map[string]*avroTopic{}}
 	var errs []string
 	for _, t := range topics {
-		b := avroTopic{topic: t.Topic}
+		b := avroTopic{topic: t.Topic, schema: t.Schema}
 		if t.Pattern {
 			var err error
 			if b.re, err = regexp.Compile(t.Topic); err != nil {
@@ -95,7 +102,24 @@ func newAvroTopics(base *pqLayout, o *options, topics []sdk.TopicSchema) (*avroT
 				continue
 			}
 		}
-		if t.Schema == sdk.SchemaAvro {
+		if key.readsFields {
+			switch t.Schema {
+			case sdk.SchemaJSON:
+			case sdk.SchemaAvro:
+				k, err := newAvroKey(key, t.AvroSchema)
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("topics[%d] (%s): %v", t.Block, t.Topic, err))
+					continue
+				}
+				b.key = k
+			default:
+				errs = append(errs, fmt.Sprintf("topics[%d] (%s) has schema = %q: path_template '%s' reads %s from the payload, which only a json or avro topic has; give the topic schema = \"json\" or \"avro\", or take {field:...} out of path_template", t.Block, t.Topic, t.Schema, key.tmpl.Source, key.firstField()))
+				continue
+			}
+		}
+		if base == nil {
+			// Without Parquet, nothing more to build.
+		} else if t.Schema == sdk.SchemaAvro {
 			l, err := newAvroLayout(base, o, t.AvroSchema)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("topics[%d] (%s): %v", t.Block, t.Topic, err))
@@ -113,37 +137,39 @@ func newAvroTopics(base *pqLayout, o *options, topics []sdk.TopicSchema) (*avroT
 	return at, nil
 }
 
-// layout returns the layout of topic's first block when it is Avro, nil
-// otherwise: blocks are matched in order, as the runtime does.
-func (at *avroTopics) layout(topic string) *pqLayout {
+// block returns topic's first block, nil when no block names it: blocks
+// are matched in order, as the runtime does.
+func (at *avroTopics) block(topic string) *avroTopic {
 	at.mu.Lock()
 	defer at.mu.Unlock()
-	if l, ok := at.byName[topic]; ok {
-		return l
+	if b, ok := at.byName[topic]; ok {
+		return b
 	}
-	var l *pqLayout
-	for _, b := range at.blocks {
+	var found *avroTopic
+	for i := range at.blocks {
+		b := &at.blocks[i]
 		if (b.re == nil && b.topic == topic) || (b.re != nil && b.re.MatchString(topic)) {
-			l = b.layout
+			found = b
 			break
 		}
 	}
-	at.byName[topic] = l
-	return l
+	at.byName[topic] = found
+	return found
+}
+
+// layout returns the layout of topic's first block when it is Avro, nil
+// otherwise.
+func (at *avroTopics) layout(topic string) *pqLayout {
+	if b := at.block(topic); b != nil {
+		return b.layout
+	}
+	return nil
 }
 
 // newAvroLayout builds the layout of an Avro schema: base's metadata
 // columns, then the record's fields, or those columns picks.
 func newAvroLayout(base *pqLayout, o *options, text string) (*pqLayout, error) {
-	s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
-	if err != nil {
-		return nil, fmt.Errorf("not a valid Avro schema: %v", err)
-	}
-	if _, ok := s.(*avro.RecordSchema); !ok {
-		return nil, fmt.Errorf("the Avro schema is a %s, not a record: output_format = \"parquet\" needs a record", s.Type())
-	}
-	b := &avroBuilder{seen: map[string]bool{}}
-	root, err := b.node(s, "", 0, 0)
+	root, err := avroRecordNode(text, `output_format = "parquet"`)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +236,20 @@ func newAvroLayout(base *pqLayout, o *options, text string) (*pqLayout, error) {
 	}
 	l.schema = recordSchema(fields)
 	return l, nil
+}
+
+// avroRecordNode parses an Avro schema's text into its node tree; the
+// schema must be a record, which what (the key that reads it) needs.
+func avroRecordNode(text, what string) (*avroNode, error) {
+	s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
+	if err != nil {
+		return nil, fmt.Errorf("not a valid Avro schema: %v", err)
+	}
+	if _, ok := s.(*avro.RecordSchema); !ok {
+		return nil, fmt.Errorf("the Avro schema is a %s, not a record: %s needs a record", s.Type(), what)
+	}
+	b := &avroBuilder{seen: map[string]bool{}}
+	return b.node(s, "", 0, 0)
 }
 
 func fieldNames(r *avroNode) []string {

@@ -36,14 +36,7 @@ func (l *pqLayout) avroRow(r *pqRow, rec *sdk.Record) (int, error) {
 		return 0, fmt.Errorf("the payload is not Avro (the runtime handed it over as %s): parquet columns of an Avro topic are read from its Avro binary", rec.Schema)
 	}
 	w := &r.avro
-	if cap(w.cols) < l.width {
-		w.cols = make([][]parquet.Value, l.width)
-	}
-	w.cols = w.cols[:l.width]
-	for i := range w.cols {
-		w.cols[i] = w.cols[i][:0]
-	}
-	w.payload, w.n = rec.Payload, 0
+	w.reset(l.width, rec.Payload)
 	// The metadata columns' bytes first, in r.buf, which then no longer
 	// moves: the payload's values point into the payload.
 	r.buf = r.buf[:0]
@@ -79,12 +72,8 @@ func (l *pqLayout) avroRow(r *pqRow, rec *sdk.Record) (int, error) {
 		}
 		w.cols[i] = append(w.cols[i], v.Level(0, def, i))
 	}
-	end, err := w.record(l.avro, 0, 0, 0)
-	if err == nil && end != len(rec.Payload) {
-		err = fmt.Errorf("%d bytes follow the Avro record", len(rec.Payload)-end)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("Avro payload: %w", err)
+	if err := w.walk(l.avro); err != nil {
+		return 0, err
 	}
 	r.row = r.row[:0]
 	for _, vs := range w.cols {
@@ -92,6 +81,30 @@ func (l *pqLayout) avroRow(r *pqRow, rec *sdk.Record) (int, error) {
 	}
 	r.size = rowBytes(r.row)
 	return r.size, nil
+}
+
+// reset empties the walk's width columns for a walk of payload.
+func (w *avroWalk) reset(width int, payload []byte) {
+	if cap(w.cols) < width {
+		w.cols = make([][]parquet.Value, width)
+	}
+	w.cols = w.cols[:width]
+	for i := range w.cols {
+		w.cols[i] = w.cols[i][:0]
+	}
+	w.payload, w.n = payload, 0
+}
+
+// walk walks the payload as the record root, to its last byte.
+func (w *avroWalk) walk(root *avroNode) error {
+	end, err := w.record(root, 0, 0, 0)
+	if err == nil && end != len(w.payload) {
+		err = fmt.Errorf("%d bytes follow the Avro record", len(w.payload)-end)
+	}
+	if err != nil {
+		return fmt.Errorf("Avro payload: %w", err)
+	}
+	return nil
 }
 
 // record walks the fields of record n at b[i:].

@@ -134,17 +134,22 @@ var _ sdk.TopicSchemas = (*Sink)(nil)
 // SetTopics takes the sink's [[topics]] blocks (sdk.TopicSchemas), before
 // Open: with output_format = parquet, an Avro topic's columns come from its
 // Avro schema (or columns pick its top-level fields), and a JSON topic
-// needs columns.
+// needs columns. With a {field:...} in path_template, an Avro topic's
+// fields are read with its Avro schema, which must have the path, and a
+// topic that is neither JSON nor Avro is refused.
 func (s *Sink) SetTopics(topics []sdk.TopicSchema) error {
-	if s.pq == nil {
+	if s.pq == nil && !s.layout.readsFields {
 		return nil
 	}
-	at, err := newAvroTopics(s.pq, &s.opts, topics)
+	at, err := newAvroTopics(s.pq, &s.opts, s.layout, topics)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.avro = at
+	if s.layout.readsFields {
+		s.layout.fields = &avroFields{topics: at}
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -284,8 +289,9 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			p.started = true
 			p.next = rec.Offset
 			p.recovering = !s.opts.Buffered
-			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON {
-				s.log.Warn("S3 sink: path_template reads payload fields, but the topic's schema is not json; a payload that is not a JSON object gives default_partition_value",
+			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON && (s.avro == nil || s.avro.key(rec) == nil) {
+				// SetTopics refuses such a topic; here no block named it.
+				s.log.Warn("S3 sink: path_template reads payload fields, but the topic's schema is neither json nor avro with a known Avro schema; its records give default_partition_value",
 					"topic", rec.Topic, "partition", rec.Partition, "schema", rec.Schema, "path_template", s.opts.PathTemplate.Source)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 //	objectsettings, access                  object headers, role and CA settings
 //	parquet, parquet_row                    the Parquet schema, a record's row
 //	parquet_avro, parquet_avro_row          the same from an Avro schema
+//	keys_avro                               path_template's {field:...} of an Avro record
 //	state                                   this file
 //	compress, parquet_file, marker          encoders of a file, a group's marker
 //	upload, health                          a file's upload
