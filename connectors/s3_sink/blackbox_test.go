@@ -1344,7 +1344,7 @@ func appendBBAvro(b []byte, n int64, topic, pad string) []byte {
 }
 
 // bbAvroJSON decodes a bb record from its Avro binary into the JSON payload
-// that kcat would have written for the same n.
+// that readObject rebuilds from its Parquet row.
 func bbAvroJSON(t *testing.T, v []byte) []byte {
 	n, k := binary.Varint(v)
 	if k <= 0 {
@@ -1361,9 +1361,7 @@ func bbAvroJSON(t *testing.T, v []byte) []byte {
 	}
 	topic, _ := json.Marshal(strs[0])
 	pad, _ := json.Marshal(strs[1])
-	// readObject rebuilds a Parquet row with the region text kcat's
-	// records carry for n (no column of either sink): the same here.
-	return fmt.Appendf(nil, `{"n":%d,"topic":%s,%s"pad":%s}`, n, topic, regionField(int(n)), pad)
+	return fmt.Appendf(nil, `{"n":%d,"topic":%s,"pad":%s}`, n, topic, pad)
 }
 
 // avroProducer writes bb records in Avro binary to a topic through a
