@@ -24,7 +24,7 @@ import (
 //	parquet_avro, parquet_avro_row          the same from an Avro schema
 //	state                                   this file
 //	compress, parquet_file, marker          encoders of a file, a group's marker
-//	upload, health                          a file's upload
+//	upload, multipart, health               a file's upload, in parts above part_size
 //	group                                   a partition's open files together
 //	file                                    a partition's open file: append, cut
 //	recovery                                replay after an assignment
@@ -98,6 +98,8 @@ type partition struct {
 	started bool
 	// recovering: the next file to start may already be in the bucket.
 	recovering bool
+	// aborted: the multipart uploads a crash left were looked for.
+	aborted bool
 	// released: Release gave the partition up; Durable reports next once.
 	released bool
 	// stuck (released): a file not uploaded came off pending; next stops

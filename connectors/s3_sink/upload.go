@@ -100,6 +100,9 @@ func (s *Sink) upload(f *file) {
 			in.ContentEncoding = aws.String(enc)
 		}
 		s.opts.Object.putObject(in)
+		if s.multipart(f.size) {
+			return s.putMultipart(ctx, in, f.chunks, f.size)
+		}
 		_, err := s.client.PutObject(ctx, in)
 		return err
 	})

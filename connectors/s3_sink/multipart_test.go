@@ -1,0 +1,152 @@
+package s3sink
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/picomq/pico-connectors/runtime/confkit"
+)
+
+// uploads lists the incomplete multipart uploads under prefix.
+func (h *harness) uploads(prefix string) []string {
+	h.t.Helper()
+	out, err := h.sink.client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
+		Bucket: aws.String(h.srv.Bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		h.t.Fatalf("ListMultipartUploads: %v", err)
+	}
+	var keys []string
+	for _, u := range out.Uploads {
+		keys = append(keys, aws.ToString(u.Key))
+	}
+	return keys
+}
+
+// TestMultipartUpload writes files above part_size: each is one object
+// equal to the concatenated records, uploaded in parts of part_size with
+// the object settings, and no upload is left incomplete.
+func TestMultipartUpload(t *testing.T) {
+	for _, checksum := range []string{"", "SHA256"} {
+		t.Run("checksum="+checksum, func(t *testing.T) {
+			h := newHarness(t, func(o *options) {
+				o.PathTemplate = mustTemplate(t, "{topic}")
+				o.PartSize = 5 << 20
+				o.MaxFileSize = 12 << 20 // three parts: 5, 5 and the rest
+				o.MaxBufferSize = 64 << 20
+				o.Object.Checksum = checksum
+				o.Object.Tags = map[string]string{"team": "lake"}
+			})
+			recs := benchRecords(15_000, 1024)
+			ctx := context.Background()
+			for i := 0; i < len(recs); i += 500 {
+				if err := h.sink.Consume(ctx, recs[i:min(i+500, len(recs))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := h.sink.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			f := newFormatter(&h.sink.opts)
+			var want []string
+			var cur []byte
+			first, parts, singles := 0, 0, 0
+			for i := range recs {
+				cur = f.appendRecord(cur, &recs[i], len(cur) == 0, metaTail("orders.eu", 0))
+				if len(cur) >= 12<<20 || i == len(recs)-1 {
+					k := key("orders.eu", 1000+first, 1000+i, "jsonl")
+					want = append(want, k)
+					h.wantBody(k, string(cur))
+					n := (len(cur) + 5<<20 - 1) / (5 << 20)
+					if len(cur) > 5<<20 {
+						parts += n
+					} else {
+						singles++
+					}
+					head, err := h.sink.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(k)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if etag, suffix := aws.ToString(head.ETag), "-"+string(rune('0'+n))+`"`; len(cur) > 5<<20 && !strings.HasSuffix(etag, suffix) {
+						t.Errorf("%s: ETag %s, want a multipart ETag of %d parts", k, etag, n)
+					}
+					tags, err := h.sink.client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(k)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(tags.TagSet) != 1 || aws.ToString(tags.TagSet[0].Key) != "team" {
+						t.Errorf("%s: tags %v, want team=lake", k, tags.TagSet)
+					}
+					cur, first = nil, i+1
+				}
+			}
+			h.wantKeys(want...)
+			if len(want) < 2 || parts < 3 {
+				t.Fatalf("%d files, %d parts: the test wants at least one multipart file", len(want), parts)
+			}
+			// A PUT per part (UploadPart) and per single file (PutObject).
+			if got := h.dataPuts(); got != parts+singles {
+				t.Errorf("%d PUT requests, want %d parts and %d PutObject", got, parts, singles)
+			}
+			if left := h.uploads(""); len(left) > 0 {
+				t.Errorf("incomplete uploads left: %v", left)
+			}
+		})
+	}
+}
+
+// TestAbortStaleUploads starts multipart uploads as a killed sink would
+// have left them; the partition's next owner aborts those at or after the
+// offset it resumes from, before it writes, and leaves the others.
+func TestAbortStaleUploads(t *testing.T) {
+	h := newHarness(t, func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.PartSize = 5 << 20
+	})
+	ctx := context.Background()
+	stale := []string{
+		key("t", 10, 20, "jsonl"),             // before the resumed offset: kept
+		key("t", 30, 40, "jsonl"),             // at it: aborted
+		key("t", 41, 50, "jsonl"),             // after it: aborted
+		"t/00001-" + key("t", 30, 40, "")[8:], // another partition: kept
+	}
+	for _, k := range stale {
+		if _, err := h.sink.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+			Bucket: aws.String(h.srv.Bucket), Key: aws.String(k), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.sink.Consume(ctx, records("t", 30, 5)); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(h.uploads("t/"), " ")
+	if want := stale[3] + " " + stale[0]; got != want && got != stale[0]+" "+stale[3] {
+		t.Fatalf("incomplete uploads after the assignment: %s\nwant: %s", got, want)
+	}
+	if err := h.sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.wantKeys(key("t", 30, 34, "jsonl"))
+}
+
+// TestPartSizeBoundsMaxFileSize: max_file_size above 10,000 parts is
+// refused, naming both keys and the part_size that would do.
+func TestPartSizeBoundsMaxFileSize(t *testing.T) {
+	o := defaultOptions()
+	o.MaxFileSize = int64(5 * confkit.TiB)
+	err := o.validate()
+	if err == nil || !strings.Contains(err.Error(), "max_file_size (5TiB) needs more than S3's 10,000 parts of part_size (16MiB): raise part_size to at least 525MiB") {
+		t.Fatalf("validate: %v", err)
+	}
+	o.PartSize = 525 << 20
+	if err := o.validate(); err != nil {
+		t.Fatalf("5TiB in parts of 525MiB: %v", err)
+	}
+	if got := o.objectLimit(); got != maxObjectSize {
+		t.Errorf("objectLimit %d, want 5TiB", got)
+	}
+}
