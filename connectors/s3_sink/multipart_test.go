@@ -2,6 +2,7 @@ package s3sink
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,48 +43,32 @@ func TestMultipartUpload(t *testing.T) {
 				o.Object.Tags = map[string]string{"team": "lake"}
 			})
 			recs := benchRecords(15_000, 1024)
+			h.consumeClose(recs, 500)
 			ctx := context.Background()
-			for i := 0; i < len(recs); i += 500 {
-				if err := h.sink.Consume(ctx, recs[i:min(i+500, len(recs))]); err != nil {
+			parts, singles := 0, 0
+			want := h.filesOf(recs, 12<<20, func(k string, body []byte) {
+				h.wantBody(k, string(body))
+				if len(body) <= 5<<20 {
+					singles++
+					return
+				}
+				n := (len(body) + 5<<20 - 1) / (5 << 20)
+				parts += n
+				head, err := h.sink.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(k)})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := h.sink.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			f := newFormatter(&h.sink.opts)
-			var want []string
-			var cur []byte
-			first, parts, singles := 0, 0, 0
-			for i := range recs {
-				cur = f.appendRecord(cur, &recs[i], len(cur) == 0, metaTail("orders.eu", 0))
-				if len(cur) >= 12<<20 || i == len(recs)-1 {
-					k := key("orders.eu", 1000+first, 1000+i, "jsonl")
-					want = append(want, k)
-					h.wantBody(k, string(cur))
-					n := (len(cur) + 5<<20 - 1) / (5 << 20)
-					if len(cur) > 5<<20 {
-						parts += n
-					} else {
-						singles++
-					}
-					head, err := h.sink.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(k)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if etag, suffix := aws.ToString(head.ETag), "-"+string(rune('0'+n))+`"`; len(cur) > 5<<20 && !strings.HasSuffix(etag, suffix) {
-						t.Errorf("%s: ETag %s, want a multipart ETag of %d parts", k, etag, n)
-					}
-					tags, err := h.sink.client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(k)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(tags.TagSet) != 1 || aws.ToString(tags.TagSet[0].Key) != "team" {
-						t.Errorf("%s: tags %v, want team=lake", k, tags.TagSet)
-					}
-					cur, first = nil, i+1
+				if etag := aws.ToString(head.ETag); !strings.HasSuffix(etag, fmt.Sprintf("-%d\"", n)) {
+					t.Errorf("%s: ETag %s, want a multipart ETag of %d parts", k, etag, n)
 				}
-			}
+				tags, err := h.sink.client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(k)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(tags.TagSet) != 1 || aws.ToString(tags.TagSet[0].Key) != "team" {
+					t.Errorf("%s: tags %v, want team=lake", k, tags.TagSet)
+				}
+			})
 			h.wantKeys(want...)
 			if len(want) < 2 || parts < 3 {
 				t.Fatalf("%d files, %d parts: the test wants at least one multipart file", len(want), parts)
