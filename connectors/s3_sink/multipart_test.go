@@ -3,6 +3,7 @@ package s3sink
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // uploads lists the incomplete multipart uploads under prefix.
@@ -133,5 +135,73 @@ func TestPartSizeBoundsMaxFileSize(t *testing.T) {
 	}
 	if got := o.objectLimit(); got != maxObjectSize {
 		t.Errorf("objectLimit %d, want 5TiB", got)
+	}
+}
+
+// TestMultipartMemoryBound writes 200 MiB to one partition with
+// max_file_size 200MiB, part_size 8MiB and max_buffer_size 64MiB: the
+// sink holds at most the bound (files are cut at it and go up in parts),
+// the process's peak RSS grows by less than twice the bound (Go's heap
+// headroom), and every record is in exactly one object.
+func TestMultipartMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 200 MiB")
+	}
+	const bound = 64 << 20
+	h := newHarness(t, func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.PartSize = 8 << 20
+		o.MaxFileSize = 200 << 20
+		o.MaxBufferSize = bound
+	})
+	recs := benchRecords(1024, 1024)
+	one := len(h.sink.fmt.appendRecord(nil, &recs[0], true, metaTail("orders.eu", 0)))
+	total := (200 << 20) / one
+	batch := make([]sdk.Record, len(recs))
+	runtime.GC()
+	resetPeakRSS()
+	baseRSS := peakRSS()
+	ctx := context.Background()
+	for off := 0; off < total; off += len(batch) {
+		n := min(len(batch), total-off)
+		for i := range n {
+			batch[i] = recs[i]
+			batch[i].Offset = int64(1000 + off + i)
+		}
+		if err := h.sink.Consume(ctx, batch[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	grown := peakRSS() - baseRSS
+	t.Logf("%d records, %d MiB; peak held %.1f MiB of %d MiB; peak RSS %.1f MiB above the baseline %.1f MiB",
+		total, total*one>>20, float64(h.sink.peakHeld)/(1<<20), bound>>20, float64(grown)/(1<<20), float64(baseRSS)/(1<<20))
+	if h.sink.peakHeld > bound {
+		t.Errorf("held %d bytes, above max_buffer_size %d", h.sink.peakHeld, bound)
+	}
+	// The file is held whole until it uploads (its key names its last
+	// offset, so no part can go up before the cut): the sink holds up to
+	// the bound, and Go's heap grows to about twice what is live between
+	// collections (GOGC=100), as max_buffer_size's description says. A sink
+	// that held the 200 MiB file would exceed this.
+	if grown > 2*bound {
+		t.Errorf("peak RSS grew by %.1f MiB, above twice max_buffer_size (%d MiB)", float64(grown)/(1<<20), bound>>20)
+	}
+	// Every offset in exactly one object, each file in parts.
+	next := int64(1000)
+	for _, k := range h.keys() {
+		first, last, ok := offsetsOf(k, "orders.eu/00000-")
+		if !ok || first != next {
+			t.Fatalf("object %s: want one starting at offset %d", k, next)
+		}
+		next = last + 1
+	}
+	if want := int64(1000 + total); next != want {
+		t.Fatalf("objects end at offset %d, want %d", next-1, want-1)
+	}
+	if left := h.uploads(""); len(left) > 0 {
+		t.Errorf("incomplete uploads left: %v", left)
 	}
 }
