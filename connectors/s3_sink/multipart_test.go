@@ -157,24 +157,10 @@ func TestMultipartMemoryBound(t *testing.T) {
 	recs := benchRecords(1024, 1024)
 	one := len(h.sink.fmt.appendRecord(nil, &recs[0], true, metaTail("orders.eu", 0)))
 	total := (200 << 20) / one
-	batch := make([]sdk.Record, len(recs))
 	runtime.GC()
 	resetPeakRSS()
 	baseRSS := peakRSS()
-	ctx := context.Background()
-	for off := 0; off < total; off += len(batch) {
-		n := min(len(batch), total-off)
-		for i := range n {
-			batch[i] = recs[i]
-			batch[i].Offset = int64(1000 + off + i)
-		}
-		if err := h.sink.Consume(ctx, batch[:n]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := h.sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	feedFrom1000(t, h.sink, recs, total)
 	grown := peakRSS() - baseRSS
 	t.Logf("%d records, %d MiB; peak held %.1f MiB of %d MiB; peak RSS %.1f MiB above the baseline %.1f MiB",
 		total, total*one>>20, float64(h.sink.peakHeld)/(1<<20), bound>>20, float64(grown)/(1<<20), float64(baseRSS)/(1<<20))
@@ -203,5 +189,26 @@ func TestMultipartMemoryBound(t *testing.T) {
 	}
 	if left := h.uploads(""); len(left) > 0 {
 		t.Errorf("incomplete uploads left: %v", left)
+	}
+}
+
+// feedFrom1000 consumes n records, recs over and over from offset 1000, in batches
+// of len(recs), then closes s.
+func feedFrom1000(tb testing.TB, s *Sink, recs []sdk.Record, n int) {
+	tb.Helper()
+	batch := make([]sdk.Record, len(recs))
+	ctx := context.Background()
+	for off := 0; off < n; off += len(batch) {
+		k := min(len(batch), n-off)
+		for i := range k {
+			batch[i] = recs[i]
+			batch[i].Offset = int64(1000 + off + i)
+		}
+		if err := s.Consume(ctx, batch[:k]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		tb.Fatal(err)
 	}
 }
