@@ -3,15 +3,19 @@ package s3sink
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
+	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -211,4 +215,67 @@ func feedFrom1000(tb testing.TB, s *Sink, recs []sdk.Record, n int) {
 	if err := s.Close(ctx); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// TestMultipartCrash crashes a sink while a multipart upload is in
+// progress and its abort cannot reach the store, as after a SIGKILL: the
+// incomplete upload stays. The next sink, resumed from the last Durable,
+// aborts it before it writes, and the bucket ends with every offset in
+// exactly one object and no incomplete upload under the prefix.
+func TestMultipartCrash(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	client := s3test.NewClient(srv.Endpoint, srv.AccessKey, srv.SecretKey)
+	mod := func(o *options) { o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 12<<20, 64<<20 }
+	const n = 25_000 // about 29 MiB: one file uploaded, the next in parts when the sink dies
+	recs := benchRecords(n, 1024)
+	for i := range recs {
+		recs[i].Offset = int64(i)
+	}
+	incomplete := func() []string {
+		out, err := client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
+			Bucket: aws.String(srv.Bucket), Prefix: aws.String("mpu/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, u := range out.Uploads {
+			keys = append(keys, aws.ToString(u.Key))
+		}
+		return keys
+	}
+	isPart := func(r *http.Request) bool { return r.Method == http.MethodPut && r.URL.Query().Has("partNumber") }
+	isAbort := func(r *http.Request) bool { return r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") }
+
+	s := openAt(t, srv, proxy.URL, "mpu", mod)
+	feed(t, s, recs[:11_000], 500) // the first file (12 MiB) uploads
+	s.settle()
+	committed, _ := durableOf(s, "orders.eu")
+	// The second file's parts hang; its abort fails.
+	proxy.InjectMatching(isPart, 100, faultproxy.Fault{Delay: time.Minute})
+	proxy.InjectMatching(isAbort, 100, faultproxy.Fault{Status: http.StatusServiceUnavailable})
+	feed(t, s, recs[11_000:], 500)
+	for start := time.Now(); len(incomplete()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > time.Minute {
+			t.Fatal("no multipart upload started")
+		}
+	}
+	s.crash()
+	left := incomplete()
+	if len(left) != 1 {
+		t.Fatalf("incomplete uploads after the crash: %v, want the file in progress", left)
+	}
+	proxy.Clear()
+
+	s = openAt(t, srv, proxy.URL, "mpu", mod)
+	feed(t, s, recs[committed:], 500)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := readObjects(t, srv, "mpu/")
+	wantExactlyOnce(t, got, n)
+	if left := incomplete(); len(left) > 0 {
+		t.Fatalf("incomplete uploads after the replay: %v", left)
+	}
+	t.Logf("resumed from %d; the replay aborted %s; %d objects", committed, left, len(got))
 }
