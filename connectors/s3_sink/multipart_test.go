@@ -1,8 +1,10 @@
 package s3sink
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -278,4 +280,54 @@ func TestMultipartCrash(t *testing.T) {
 		t.Fatalf("incomplete uploads after the replay: %v", left)
 	}
 	t.Logf("resumed from %d; the replay aborted %s; %d objects", committed, left, len(got))
+}
+
+// TestMultipartObjectSettingsMinio: a file uploaded in parts to MinIO over
+// TLS with SSE-C, a storage class, tags and a SHA256 checksum keeps them
+// all: HEAD (with the key) shows the class and a SHA256 checksum of the
+// parts, GET without the key fails, and GET with it reads the records.
+func TestMultipartObjectSettingsMinio(t *testing.T) {
+	srv := s3test.StartMinio(t, s3test.MinioOptions{TLS: true})
+	sse := sseKey(t)
+	s, err := openWith(t, srv, nil, func(o *options) {
+		o.CAFile, o.Prefix, o.PathTemplate = srv.CAFile, "mpu", mustTemplate(t, "{topic}")
+		o.PartSize, o.MaxFileSize = 5<<20, 64<<20
+		o.Object.SSECKey, o.Object.StorageClass, o.Object.Checksum = sse, "REDUCED_REDUNDANCY", "SHA256"
+		o.Object.Tags = map[string]string{"team": "lake"}
+	})
+	if err != nil {
+		t.Fatalf("Open: %v\n%s", err, srv.Logs())
+	}
+	recs := benchRecords(10_000, 1024) // about 12 MiB: one file of three parts
+	feedFrom1000(t, s, recs, len(recs))
+	var k string
+	var want []byte
+	hs := &harness{t: t, srv: srv, sink: s}
+	hs.filesOf(recs, 64<<20, func(key string, body []byte) { k, want = "mpu/"+key, append([]byte(nil), body...) })
+	ctx := context.Background()
+	if _, err := srv.Get(ctx, k); err == nil {
+		t.Fatalf("GET %s without the key read it", k)
+	}
+	o := objectSettings{SSECKey: sse}
+	h := head(t, srv, k, func(in *s3.HeadObjectInput) {
+		in.ChecksumMode = types.ChecksumModeEnabled
+		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = o.sseCustomer()
+	})
+	if string(h.StorageClass) != "REDUCED_REDUNDANCY" || aws.ToString(h.ChecksumSHA256) == "" || !strings.HasSuffix(aws.ToString(h.ETag), `-3"`) {
+		t.Fatalf("%s: storage class %q, SHA256 %q, ETag %s; want REDUCED_REDUNDANCY, a checksum, 3 parts", k, h.StorageClass, aws.ToString(h.ChecksumSHA256), aws.ToString(h.ETag))
+	}
+	in := &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(k)}
+	in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = o.sseCustomer()
+	out, err := srv.Client.GetObject(ctx, in)
+	if err != nil {
+		t.Fatalf("GET %s with the key: %v", k, err)
+	}
+	defer out.Body.Close()
+	if body, err := io.ReadAll(out.Body); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("GET %s with the key: %d bytes, %v; want the %d bytes of the records", k, len(body), err, len(want))
+	}
+	tags, err := srv.Client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(srv.Bucket), Key: aws.String(k)})
+	if err != nil || len(tags.TagSet) != 1 {
+		t.Fatalf("%s: tags %v, %v", k, tags, err)
+	}
 }
