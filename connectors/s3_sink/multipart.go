@@ -3,6 +3,7 @@ package s3sink
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,74 +16,107 @@ import (
 // max_in_flight at once, and appears whole at CompleteMultipartUpload under
 // its key, as a PutObject would. The boundaries depend only on the bytes,
 // so a replay writes the same object with the same ETag. A failed attempt
-// aborts its upload; one a crash left behind is aborted when the partition
-// is assigned again (abortStale in recovery.go), or by the bucket's
-// lifecycle rule.
+// leaves its upload to the next, which sends only the missing parts; a
+// dropped file's upload is aborted; one a crash left behind is aborted
+// when the partition is assigned again (abortStale in recovery.go), or by
+// the bucket's lifecycle rule.
 
 // multipart reports whether a file of size bytes uploads in parts.
 func (s *Sink) multipart(size int64) bool {
 	return s.opts.PartSize > 0 && size > s.opts.PartSize
 }
 
-// putMultipart uploads the body put describes, the chunks of size bytes,
-// in parts. It aborts the upload when any step fails.
-func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, chunks [][]byte, size int64) error {
+// putMultipart uploads f, whose body put describes, in parts: it starts
+// f's upload, or resumes the one a failed attempt left, sends the parts
+// not yet in and completes it. A failed attempt keeps the upload for the
+// next one, unless the store no longer has it (404: aborted meanwhile).
+func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, f *file) error {
 	create := createMultipart(put)
-	out, err := s.client.CreateMultipartUpload(ctx, create)
-	if err != nil {
-		return err
+	if f.mpu == nil {
+		out, err := s.client.CreateMultipartUpload(ctx, create)
+		if err != nil {
+			return err
+		}
+		f.mpu = &mpuState{id: out.UploadId, parts: make([]types.CompletedPart, (f.size+s.opts.PartSize-1)/s.opts.PartSize)}
 	}
-	id := out.UploadId
-	parts, err := s.uploadParts(ctx, create, id, chunks, size)
+	err := s.uploadParts(ctx, create, f.mpu, f.chunks, f.size)
 	if err == nil {
 		_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
-			Bucket: put.Bucket, Key: put.Key, UploadId: id,
-			MultipartUpload:      &types.CompletedMultipartUpload{Parts: parts},
+			Bucket: put.Bucket, Key: put.Key, UploadId: f.mpu.id,
+			MultipartUpload:      &types.CompletedMultipartUpload{Parts: f.mpu.parts},
 			SSECustomerAlgorithm: put.SSECustomerAlgorithm, SSECustomerKey: put.SSECustomerKey, SSECustomerKeyMD5: put.SSECustomerKeyMD5,
 		})
 	}
-	if err != nil {
-		// The attempt's context may be over: abort within a bound of its own.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.attemptTimeout(0))
-		defer cancel()
-		if _, aerr := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: put.Bucket, Key: put.Key, UploadId: id}); aerr != nil {
-			s.log.Warn("S3 sink could not abort a failed multipart upload; the next assignment of the partition or the bucket's lifecycle rule removes it",
-				"key", aws.ToString(put.Key), "upload_id", aws.ToString(id), "error", aerr)
-		}
-		return fmt.Errorf("multipart upload of %d bytes in parts of %s: %w", size, formatSize(s.opts.PartSize), err)
+	if err == nil {
+		f.mpu = nil
+		return nil
 	}
-	return nil
+	if _, status := classify(ctx, err); status == http.StatusNotFound {
+		f.mpu = nil // NoSuchUpload: the next attempt starts a new one
+	}
+	return fmt.Errorf("multipart upload of %d bytes in parts of %s: %w", f.size, formatSize(s.opts.PartSize), err)
 }
 
-// uploadParts sends the parts of the chunks, up to max_in_flight at once,
-// and returns them in order for CompleteMultipartUpload. The first failure
-// cancels the others.
-func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, id *string, chunks [][]byte, size int64) ([]types.CompletedPart, error) {
-	n := int((size + s.opts.PartSize - 1) / s.opts.PartSize)
-	parts := make([]types.CompletedPart, n)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+// dropMultipart aborts the upload a file leaves unfinished (dropped after
+// failed attempts, or its partition released), in the background. It runs
+// in f's upload goroutine, with the lock held.
+func (s *Sink) dropMultipart(f *file) {
+	m := f.mpu
+	if m == nil {
+		return
+	}
+	f.mpu = nil
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		// The sink's context may be over (Close): abort within a bound of
+		// its own.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.attemptTimeout(0))
+		defer cancel()
+		if _, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(f.key), UploadId: m.id}); err != nil {
+			s.log.Warn("S3 sink could not abort the multipart upload of a file it dropped; the next assignment of the partition or the bucket's lifecycle rule removes it",
+				"key", f.key, "upload_id", aws.ToString(m.id), "error", err)
+		}
+	}()
+}
+
+// uploadParts sends the parts of the chunks not yet in m, up to
+// max_in_flight at once, and records each in m. After a failure no part
+// starts; those on their way finish, so the next attempt sends only the
+// parts still missing.
+func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, m *mpuState, chunks [][]byte, size int64) error {
+	n := len(m.parts)
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	failed := make(chan struct{})
 	next := make(chan int)
-	var wg sync.WaitGroup
 	for range min(n, s.opts.MaxInFlight) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
 				off := int64(i) * s.opts.PartSize
-				body := sliceChunks(chunks, off, min(s.opts.PartSize, size-off))
+				length := min(s.opts.PartSize, size-off)
 				in := &s3.UploadPartInput{
-					Bucket: create.Bucket, Key: create.Key, UploadId: id, PartNumber: aws.Int32(int32(i + 1)),
-					Body: newChunkReader(body), ContentLength: aws.Int64(min(s.opts.PartSize, size-off)),
+					Bucket: create.Bucket, Key: create.Key, UploadId: m.id, PartNumber: aws.Int32(int32(i + 1)),
+					Body: newChunkReader(sliceChunks(chunks, off, length)), ContentLength: aws.Int64(length),
 					ChecksumAlgorithm:    create.ChecksumAlgorithm,
 					SSECustomerAlgorithm: create.SSECustomerAlgorithm, SSECustomerKey: create.SSECustomerKey, SSECustomerKeyMD5: create.SSECustomerKeyMD5,
 				}
 				out, err := s.client.UploadPart(ctx, in)
 				if err != nil {
-					cancel(fmt.Errorf("part %d of %d: %w", i+1, n, err))
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("part %d of %d: %w", i+1, n, err)
+						close(failed)
+					}
+					mu.Unlock()
 					continue
 				}
-				parts[i] = types.CompletedPart{
+				m.parts[i] = types.CompletedPart{
 					PartNumber: in.PartNumber, ETag: out.ETag,
 					ChecksumCRC32: out.ChecksumCRC32, ChecksumCRC32C: out.ChecksumCRC32C, ChecksumCRC64NVME: out.ChecksumCRC64NVME,
 					ChecksumSHA1: out.ChecksumSHA1, ChecksumSHA256: out.ChecksumSHA256,
@@ -92,18 +126,23 @@ func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUpload
 	}
 feed:
 	for i := range n {
+		if m.parts[i].ETag != nil {
+			continue // in since an earlier attempt
+		}
 		select {
 		case next <- i:
+		case <-failed:
+			break feed
 		case <-ctx.Done():
 			break feed
 		}
 	}
 	close(next)
 	wg.Wait()
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+	if first != nil {
+		return first
 	}
-	return parts, nil
+	return ctx.Err()
 }
 
 // sliceChunks returns the bytes [off, off+n) of chunks as slices of them,

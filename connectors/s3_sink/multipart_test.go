@@ -331,3 +331,48 @@ func TestMultipartObjectSettingsMinio(t *testing.T) {
 		t.Fatalf("%s: tags %v, %v", k, tags, err)
 	}
 }
+
+// TestMultipartResumesAndAborts: a part the store refuses once is sent
+// again alone, in the same upload (one create, one complete, one PUT more
+// than the parts); a file dropped after failed attempts (buffered
+// delivery) has its upload aborted, so none is left.
+func TestMultipartResumesAndAborts(t *testing.T) {
+	isPart2 := func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2"
+	}
+	recs := benchRecords(10_000, 1024) // about 12 MiB: one file of three parts
+	mod := func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.PartSize, o.MaxFileSize = 5<<20, 64<<20
+	}
+	t.Run("resume", func(t *testing.T) {
+		h := newHarness(t, mod)
+		h.proxy.InjectMatching(isPart2, 1, faultproxy.Fault{Status: http.StatusInternalServerError})
+		feedFrom1000(t, h.sink, recs, len(recs))
+		want := h.filesOf(recs, 64<<20, func(k string, body []byte) { h.wantBody(k, string(body)) })
+		h.wantKeys(want...)
+		if post, put, del := h.proxy.Count(http.MethodPost), h.proxy.Count(http.MethodPut), h.proxy.Count(http.MethodDelete); post != 2 || put != 4 || del != 0 {
+			t.Fatalf("%d POST, %d PUT, %d DELETE; want one create and one complete, 3 parts and the refused one, no abort\n%+v", post, put, del, h.proxy.Log())
+		}
+	})
+	t.Run("dropped", func(t *testing.T) {
+		h := newHarness(t, func(o *options) { mod(o); buffered(o) })
+		h.proxy.InjectMatching(isPart2, 1000, faultproxy.Fault{Status: http.StatusInternalServerError})
+		batch := recs
+		for i := range batch {
+			batch[i].Offset = int64(1000 + i)
+		}
+		if err := h.sink.Consume(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.sink.Close(context.Background()); err == nil || !strings.Contains(err.Error(), "part 2 of 3") {
+			t.Fatalf("Close: %v; want the file reported lost, part 2 refused", err)
+		}
+		if left := h.uploads(""); len(left) > 0 {
+			t.Fatalf("incomplete uploads after the file was dropped: %v", left)
+		}
+		if keys := h.keys(); len(keys) != 1 || !strings.HasSuffix(keys[0], LostSuffix) {
+			t.Fatalf("objects %v, want the .lost marker alone", keys)
+		}
+	})
+}

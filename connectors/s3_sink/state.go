@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -171,16 +172,26 @@ type file struct {
 	replayable bool
 	uploaded   bool // done: in the bucket
 	// lead: the last file of its group; siblings are the others.
-	lead      bool
-	siblings  []*file
-	mark      *groupMark // exactly_once, a group of several files: its marker
-	rounds    int        // failed rounds of max_attempts
-	err       error      // buffered: why the file was lost
-	encoded   bool       // its chunks are the object's bytes (Parquet, compressed)
-	encodeErr error      // parquet: the encoding failed, for good
+	lead     bool
+	siblings []*file
+	mark     *groupMark // exactly_once, a group of several files: its marker
+	rounds   int        // failed rounds of max_attempts
+	err      error      // buffered: why the file was lost
+	encoded  bool       // its chunks are the object's bytes (Parquet, compressed)
+	// mpu: its multipart upload, kept across failed attempts so the next
+	// one sends only the parts not yet in (multipart.go); nil when none.
+	mpu       *mpuState
+	encodeErr error // parquet: the encoding failed, for good
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
+}
+
+// mpuState is a file's multipart upload: its id, and each part once it is
+// in (a nil ETag: not yet).
+type mpuState struct {
+	id    *string
+	parts []types.CompletedPart
 }
 
 // span is the offsets of a file in the bucket.

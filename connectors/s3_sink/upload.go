@@ -101,7 +101,7 @@ func (s *Sink) upload(f *file) {
 		}
 		s.opts.Object.putObject(in)
 		if s.multipart(f.size) {
-			return s.putMultipart(ctx, in, f.chunks, f.size)
+			return s.putMultipart(ctx, in, f)
 		}
 		_, err := s.client.PutObject(ctx, in)
 		return err
@@ -190,6 +190,7 @@ func (s *Sink) requeue(f *file) {
 // only after every earlier one, whatever order uploads finish in.
 func (s *Sink) finish(f *file) {
 	f.state = done
+	s.dropMultipart(f)
 	f.cancel()
 	s.free(f.chunks)
 	f.chunks = nil
