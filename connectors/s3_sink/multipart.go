@@ -32,6 +32,10 @@ func (s *Sink) multipart(size int64) bool {
 // next one, unless the store no longer has it (404: aborted meanwhile).
 func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, f *file) error {
 	create := createMultipart(put)
+	if f.mpu == nil && f.base > 0 {
+		// Its first parts' bytes are gone: only a replay can write it.
+		return fmt.Errorf("the multipart upload of %s was aborted by someone else after %d bytes of it were sent and freed; its records are written again after a restart replays them", f.key, f.base)
+	}
 	if f.mpu == nil {
 		out, err := s.client.CreateMultipartUpload(ctx, create)
 		if err != nil {
@@ -39,7 +43,7 @@ func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, f *file
 		}
 		f.mpu = &mpuState{id: out.UploadId, parts: make([]types.CompletedPart, (f.size+s.opts.PartSize-1)/s.opts.PartSize)}
 	}
-	err := s.uploadParts(ctx, create, f.mpu, f.chunks, f.size)
+	err := s.uploadParts(ctx, create, f)
 	if err == nil {
 		_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 			Bucket: put.Bucket, Key: put.Key, UploadId: f.mpu.id,
@@ -80,11 +84,13 @@ func (s *Sink) dropMultipart(f *file) {
 	}()
 }
 
-// uploadParts sends the parts of the chunks not yet in m, up to
-// max_in_flight at once, and records each in m. After a failure no part
-// starts; those on their way finish, so the next attempt sends only the
-// parts still missing.
-func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, m *mpuState, chunks [][]byte, size int64) error {
+// uploadParts sends the parts of f not yet in f.mpu, up to max_in_flight
+// at once, and records each. After a failure no part starts; those on
+// their way finish, so the next attempt sends only the parts still
+// missing. The chunks below the parts in go back to the pool as the parts
+// go up (partIn), so an upload holds less and less of its file.
+func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, f *file) error {
+	m, size := f.mpu, f.size
 	n := len(m.parts)
 	var (
 		mu    sync.Mutex
@@ -102,7 +108,7 @@ func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUpload
 				length := min(s.opts.PartSize, size-off)
 				in := &s3.UploadPartInput{
 					Bucket: create.Bucket, Key: create.Key, UploadId: m.id, PartNumber: aws.Int32(int32(i + 1)),
-					Body: newChunkReader(sliceChunks(chunks, off, length)), ContentLength: aws.Int64(length),
+					Body: newChunkReader(s.partChunks(f, off, length)), ContentLength: aws.Int64(length),
 					ChecksumAlgorithm:    create.ChecksumAlgorithm,
 					SSECustomerAlgorithm: create.SSECustomerAlgorithm, SSECustomerKey: create.SSECustomerKey, SSECustomerKeyMD5: create.SSECustomerKeyMD5,
 				}
@@ -116,11 +122,11 @@ func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUpload
 					mu.Unlock()
 					continue
 				}
-				m.parts[i] = types.CompletedPart{
+				s.partIn(f, i, types.CompletedPart{
 					PartNumber: in.PartNumber, ETag: out.ETag,
 					ChecksumCRC32: out.ChecksumCRC32, ChecksumCRC32C: out.ChecksumCRC32C, ChecksumCRC64NVME: out.ChecksumCRC64NVME,
 					ChecksumSHA1: out.ChecksumSHA1, ChecksumSHA256: out.ChecksumSHA256,
-				}
+				})
 			}
 		}()
 	}
@@ -143,6 +149,41 @@ feed:
 		return first
 	}
 	return ctx.Err()
+}
+
+// partChunks returns the chunks of f's bytes [off, off+n).
+func (s *Sink) partChunks(f *file, off, n int64) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sliceChunks(f.chunks, off-f.base, n)
+}
+
+// partIn records part i of f as in, and frees the chunks of f that end
+// below its first part not yet in: no part still to send reads them.
+func (s *Sink) partIn(f *file, i int, part types.CompletedPart) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.mpu.parts[i] = part
+	in := int64(0)
+	for _, p := range f.mpu.parts {
+		if p.ETag == nil {
+			break
+		}
+		in += s.opts.PartSize
+	}
+	k := 0
+	for end := f.base; k < len(f.chunks) && end+int64(len(f.chunks[k])) <= in; k++ {
+		end += int64(len(f.chunks[k]))
+	}
+	if k == 0 {
+		return
+	}
+	for _, c := range f.chunks[:k] {
+		f.base += int64(len(c))
+	}
+	s.free(f.chunks[:k])
+	f.chunks = f.chunks[k:]
+	s.cond.Broadcast()
 }
 
 // sliceChunks returns the bytes [off, off+n) of chunks as slices of them,

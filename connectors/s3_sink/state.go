@@ -172,16 +172,18 @@ type file struct {
 	replayable bool
 	uploaded   bool // done: in the bucket
 	// lead: the last file of its group; siblings are the others.
-	lead     bool
-	siblings []*file
-	mark     *groupMark // exactly_once, a group of several files: its marker
-	rounds   int        // failed rounds of max_attempts
-	err      error      // buffered: why the file was lost
-	encoded  bool       // its chunks are the object's bytes (Parquet, compressed)
+	lead      bool
+	siblings  []*file
+	mark      *groupMark // exactly_once, a group of several files: its marker
+	rounds    int        // failed rounds of max_attempts
+	err       error      // buffered: why the file was lost
+	encoded   bool       // its chunks are the object's bytes (Parquet, compressed)
+	encodeErr error      // parquet: the encoding failed, for good
 	// mpu: its multipart upload, kept across failed attempts so the next
 	// one sends only the parts not yet in (multipart.go); nil when none.
-	mpu       *mpuState
-	encodeErr error // parquet: the encoding failed, for good
+	// base: the bytes before chunks[0], freed once their parts were in.
+	mpu  *mpuState
+	base int64
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
