@@ -13,7 +13,7 @@ import (
 // first), and reports MB/s and, for multipart, ratio_vs_single in the same
 // run. Run with -benchtime 2x or more.
 func BenchmarkMultipart(b *testing.B) {
-	const total = 256 << 20
+	const total = 512 << 20
 	var single float64
 	for _, c := range []struct {
 		name     string
