@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -257,11 +258,7 @@ func TestMultipartCrash(t *testing.T) {
 	proxy.InjectMatching(isPart, 100, faultproxy.Fault{Delay: time.Minute})
 	proxy.InjectMatching(isAbort, 100, faultproxy.Fault{Status: http.StatusServiceUnavailable})
 	feed(t, s, recs[11_000:], 500)
-	for start := time.Now(); len(incomplete()) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > time.Minute {
-			t.Fatal("no multipart upload started")
-		}
-	}
+	testwait.For(t, time.Minute, "the second file's multipart upload to start", func() bool { return len(incomplete()) > 0 })
 	s.crash()
 	left := incomplete()
 	if len(left) != 1 {
