@@ -39,6 +39,7 @@ func fromConfig(c s3sinkconfig.Config) options {
 		MaxOpenFiles:     c.MaxOpenFiles,
 		RotateByMessages: c.FileRotation == s3sinkconfig.FileRotationMessages,
 		MaxFileSize:      c.MaxFileSize.Bytes(),
+		PartSize:         c.PartSize.Bytes(),
 		IncludeMetadata:  c.IncludeMetadata,
 		IncludeHeaders:   c.IncludeHeaders,
 		MaxAttempts:      c.MaxAttempts,

@@ -112,12 +112,15 @@ func TestTroubleshootingThroughLoad(t *testing.T) {
 		{"invalid region", func(m map[string]any) { m["region"] = "europe" }, "Invalid S3 region 'europe'"},
 		{"messages without max", func(m map[string]any) { m["file_rotation"] = "messages" },
 			"file_rotation is 'messages' but max_messages_per_file is not configured"},
-		{"too large", func(m map[string]any) { m["max_file_size"] = "6GiB" }, "max_file_size (6GiB) exceeds S3 single PutObject limit of 5 GiB"},
+		{"too large", func(m map[string]any) { m["max_file_size"] = "6TiB" }, "max_file_size (6TiB) exceeds S3's largest object of 5 TiB"},
+		{"too many parts", func(m map[string]any) { m["max_file_size"] = "200GiB" },
+			"max_file_size (200GiB) needs more than S3's 10,000 parts of part_size (16MiB): raise part_size to at least 21MiB or lower max_file_size to at most 160000MiB"},
 	}
+	reg, _ := sdk.Lookup(s3sinkconfig.Path) // Load with the rules the schema cannot state, as validate runs it
 	for _, c := range cases {
 		m := base()
 		c.mod(m)
-		_, err := s3sinkconfig.Load(m, envPrefix, noEnv)
+		_, err := reg.Load(m, envPrefix, noEnv)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}

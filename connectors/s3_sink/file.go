@@ -16,13 +16,14 @@ import (
 // rotation thresholds and handed to upload.
 
 // maxObjectBytes is the most bytes a file may hold before it is closed:
-// S3's single PutObject limit, less room for the overhead of compression
-// or of Parquet's encoding (both run after the cut).
+// S3's largest object in parts of part_size (see options.objectLimit),
+// less room for the overhead of compression or of Parquet's encoding (both
+// run after the cut).
 func (s *Sink) maxObjectBytes() int64 {
 	if s.opts.Compression != compressNone || s.pq != nil {
-		return maxPutObjectSize - 64<<20
+		return s.opts.objectLimit() - 64<<20
 	}
-	return maxPutObjectSize
+	return s.opts.objectLimit()
 }
 
 // rotateBefore reports whether rec must start a new group of files: it

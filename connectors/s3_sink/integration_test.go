@@ -475,32 +475,46 @@ func TestFilesAcrossChunks(t *testing.T) {
 	recs[150].Payload = []byte(`"` + strings.Repeat("é", 20000) + `"`) // 40 KB, bigger than a chunk
 	recs[151].Schema = sdk.SchemaText
 	recs[152].Headers = []sdk.Header{{Key: "h", Value: []byte{0xff}}}
-	ctx := context.Background()
-	for i := 0; i < len(recs); i += 7 {
-		if err := h.sink.Consume(ctx, recs[i:min(i+7, len(recs))]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := h.sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Rebuild the expected files with one contiguous buffer.
-	f := newFormatter(&h.sink.opts)
-	var want []string
-	var cur []byte
-	first := 0
-	for i := range recs {
-		cur = f.appendRecord(cur, &recs[i], len(cur) == 0, metaTail("orders.eu", 0))
-		if len(cur) >= 64<<10 || i == len(recs)-1 {
-			want = append(want, key("orders.eu", 1000+first, 1000+i, "jsonl"))
-			h.wantBody(want[len(want)-1], string(cur))
-			cur, first = nil, i+1
-		}
-	}
+	h.consumeClose(recs, 7)
+	want := h.filesOf(recs, 64<<10, func(k string, body []byte) { h.wantBody(k, string(body)) })
 	h.wantKeys(want...)
 	if len(want) < 5 {
 		t.Fatalf("only %d files", len(want))
 	}
+}
+
+// consumeClose consumes recs (of orders.eu, from offset 1000) in batches
+// of n, then closes the sink.
+func (h *harness) consumeClose(recs []sdk.Record, n int) {
+	h.t.Helper()
+	ctx := context.Background()
+	for i := 0; i < len(recs); i += n {
+		if err := h.sink.Consume(ctx, recs[i:min(i+n, len(recs))]); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if err := h.sink.Close(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// filesOf rebuilds the JSON-lines files of recs (of orders.eu, from offset
+// 1000) cut at maxSize bytes, with one contiguous buffer, calls each with
+// every key and body, and returns the keys.
+func (h *harness) filesOf(recs []sdk.Record, maxSize int, each func(key string, body []byte)) []string {
+	f := newFormatter(&h.sink.opts)
+	var keys []string
+	var cur []byte
+	first := 0
+	for i := range recs {
+		cur = f.appendRecord(cur, &recs[i], len(cur) == 0, metaTail("orders.eu", 0))
+		if len(cur) >= maxSize || i == len(recs)-1 {
+			keys = append(keys, key("orders.eu", 1000+first, 1000+i, "jsonl"))
+			each(keys[len(keys)-1], cur)
+			cur, first = nil, i+1
+		}
+	}
+	return keys
 }
 
 // TestSlowServerTimesOutAndRetries delays the first PutObject past the

@@ -130,6 +130,23 @@ func (o *objectSettings) putObject(in *s3.PutObjectInput) {
 	}
 }
 
+// createMultipart returns the CreateMultipartUpload of the object put
+// would write: its key, content headers and every setting putObject set.
+// Without checksum_algorithm the parts carry CRC32, as the SDK's PutObject
+// does by default.
+func createMultipart(put *s3.PutObjectInput) *s3.CreateMultipartUploadInput {
+	in := &s3.CreateMultipartUploadInput{
+		Bucket: put.Bucket, Key: put.Key, ContentType: put.ContentType, ContentEncoding: put.ContentEncoding,
+		ServerSideEncryption: put.ServerSideEncryption, SSEKMSKeyId: put.SSEKMSKeyId, SSEKMSEncryptionContext: put.SSEKMSEncryptionContext,
+		SSECustomerAlgorithm: put.SSECustomerAlgorithm, SSECustomerKey: put.SSECustomerKey, SSECustomerKeyMD5: put.SSECustomerKeyMD5,
+		StorageClass: put.StorageClass, ACL: put.ACL, Tagging: put.Tagging, ChecksumAlgorithm: put.ChecksumAlgorithm,
+	}
+	if in.ChecksumAlgorithm == "" {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithmCrc32
+	}
+	return in
+}
+
 // sseCustomer returns the SSE-C headers: the algorithm, the key and the
 // base64 of the key's MD5, which the store checks the key against. Every
 // request that reads an object written with the key (GetObject,

@@ -35,8 +35,14 @@ func (f format) ext() string {
 	return "jsonl"
 }
 
-// maxPutObjectSize is S3's limit for a single PutObject.
-const maxPutObjectSize = 5 << 30
+// maxPutObjectSize is S3's limit for a single PutObject, maxObjectSize
+// its limit for an object of a multipart upload, and maxParts the most
+// parts of one upload.
+const (
+	maxPutObjectSize = 5 << 30
+	maxObjectSize    = 5 << 40
+	maxParts         = 10_000
+)
 
 // maxRetryDelay caps the back-off between attempts.
 const maxRetryDelay = 60 * time.Second
@@ -64,6 +70,9 @@ type options struct {
 	// RotateByMessages is file_rotation = "messages".
 	RotateByMessages bool
 	MaxFileSize      int64
+	// PartSize is part_size: a file above it uploads in parts of this
+	// size (multipart.go); 0 (options built in code) never does.
+	PartSize int64
 	// MaxMessages is max_messages_per_file; 0 when not configured.
 	MaxMessages     int
 	Format          format
@@ -113,6 +122,26 @@ func (o *options) checkLayout() error {
 	}
 	o.Location = loc
 	return nil
+}
+
+// objectLimit is the largest object the sink can write: 10,000 parts of
+// part_size, at most 5 TiB; a single PutObject's 5 GiB without part_size.
+func (o *options) objectLimit() int64 {
+	if o.PartSize <= 0 {
+		return maxPutObjectSize
+	}
+	return min(maxObjectSize, maxParts*o.PartSize)
+}
+
+// checkPartSize refuses a max_file_size that needs more than S3's 10,000
+// parts of part_size, naming both keys.
+func (o *options) checkPartSize() error {
+	if o.PartSize <= 0 || o.MaxFileSize <= maxParts*o.PartSize {
+		return nil
+	}
+	return confkit.Problems{{Key: "max_file_size", Value: formatSize(o.MaxFileSize), Rule: "part_size",
+		Message: fmt.Sprintf("max_file_size (%s) needs more than S3's 10,000 parts of part_size (%s): raise part_size to at least %s or lower max_file_size to at most %s",
+			formatSize(o.MaxFileSize), formatSize(o.PartSize), formatSize(((o.MaxFileSize+maxParts-1)/maxParts+1<<20-1)>>20<<20), formatSize(maxParts*o.PartSize))}}
 }
 
 // layout returns how object keys are rendered.

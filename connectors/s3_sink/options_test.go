@@ -44,7 +44,10 @@ func TestValidateMessages(t *testing.T) {
 		{"messages ok", func(c *s3sinkconfig.Config) {
 			c.FileRotation, c.MaxMessagesPerFile = s3sinkconfig.FileRotationMessages, confkit.Ptr(10)
 		}, ""},
-		{"size", func(c *s3sinkconfig.Config) { c.MaxFileSize = 6 * confkit.GiB }, "exceeds S3 single PutObject limit of 5 GiB"},
+		{"size", func(c *s3sinkconfig.Config) { c.MaxFileSize = 6 * confkit.TiB }, "max_file_size (6TiB) exceeds S3's largest object of 5 TiB"},
+		{"size above one PutObject, in parts", func(c *s3sinkconfig.Config) { c.MaxFileSize = 6 * confkit.GiB }, ""},
+		{"part too small", func(c *s3sinkconfig.Config) { c.PartSize = 4 * confkit.MiB }, "part_size (4MiB) is below S3's smallest part of 5 MiB"},
+		{"part too large", func(c *s3sinkconfig.Config) { c.PartSize = 6 * confkit.GiB }, "part_size (6GiB) exceeds S3's largest part of 5 GiB"},
 		{"size at limit", func(c *s3sinkconfig.Config) { c.MaxFileSize = 5 * confkit.GiB }, ""},
 		{"size zero", func(c *s3sinkconfig.Config) { c.MaxFileSize = 0 }, "max_file_size"},
 		{"attempts", func(c *s3sinkconfig.Config) { c.MaxAttempts = 0 }, "max_attempts (0) must be at least 1"},

@@ -167,6 +167,9 @@ func (o *options) validate() error {
 	if err := o.Role.validate(); err != nil {
 		return err
 	}
+	if err := o.checkPartSize(); err != nil {
+		return err
+	}
 	if o.Format != formatParquet {
 		return nil
 	}

@@ -52,7 +52,7 @@ func (s *Sink) pqLayoutOf(topic string) *pqLayout {
 }
 
 // pqFooterBound is room kept for a file's footer and page headers when
-// checking it against the single PutObject limit.
+// checking it against the largest object (maxObjectBytes).
 const pqFooterBound = 1 << 20
 
 // appendParquetRow appends the converted row of the record (s.row) to fb's

@@ -155,3 +155,60 @@ func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, tim
 		in.ContinuationToken = out.NextContinuationToken
 	}
 }
+
+// abortStale aborts the incomplete multipart uploads of p in dir that
+// start at first or later, which a crash during their upload left: the
+// replay from first writes them again. It runs once per assignment, before
+// the partition's first file, with the lock released. A failure (no
+// s3:ListBucketMultipartUploads, say) is logged, not returned: the bucket's
+// lifecycle rule removes what is left.
+func (s *Sink) abortStale(p *partition, dir string, first int64) error {
+	if s.opts.PartSize <= 0 || p.aborted {
+		return nil
+	}
+	p.aborted = true
+	client := s.client
+	s.mu.Unlock()
+	n, err := abortUploads(s.ctx, client, s.opts.Bucket, dir, p.partition, first, s.attemptTimeout(0))
+	s.mu.Lock()
+	if err != nil {
+		s.log.Warn("S3 sink could not abort the incomplete multipart uploads a crash may have left (it needs s3:ListBucketMultipartUploads and s3:AbortMultipartUpload); the bucket's lifecycle rule has to remove them",
+			"bucket", s.opts.Bucket, "prefix", dir, "topic", p.topic, "partition", p.partition, "error", err)
+	} else if n > 0 {
+		s.log.Info("S3 sink aborted incomplete multipart uploads left before the last commit; the replay writes them again",
+			"prefix", dir, "topic", p.topic, "partition", p.partition, "uploads", n, "first_offset", first)
+	}
+	if s.parts[p.bufferKey] != p || p.released {
+		return errReleased
+	}
+	return nil
+}
+
+// abortUploads aborts the incomplete multipart uploads of the data
+// objects of partition in dir whose first offset is from or above, and
+// returns how many it aborted.
+func abortUploads(ctx context.Context, client *s3.Client, bucket, dir string, partition int32, from int64, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	n := 0
+	for {
+		page, err := client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return n, err
+		}
+		for _, u := range page.Uploads {
+			if f, _, ok := offsetsOf(aws.ToString(u.Key), prefix); ok && f >= from {
+				if _, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId}); err != nil {
+					return n, err
+				}
+				n++
+			}
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return n, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}

@@ -326,6 +326,9 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			if err != nil {
 				return err
 			}
+			if err := s.abortStale(p, dir, rec.Offset); err != nil {
+				return err
+			}
 			if s.layout.perRecord {
 				// A group of files found in part is written again whole.
 				if err := s.lookUpGroup(p, dir, rec.Offset); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -25,7 +26,7 @@ import (
 //	keys_avro                               path_template's {field:...} of an Avro record
 //	state                                   this file
 //	compress, parquet_file, marker          encoders of a file, a group's marker
-//	upload, health                          a file's upload
+//	upload, multipart, health               a file's upload, in parts above part_size
 //	group                                   a partition's open files together
 //	file                                    a partition's open file: append, cut
 //	recovery                                replay after an assignment
@@ -99,6 +100,8 @@ type partition struct {
 	started bool
 	// recovering: the next file to start may already be in the bucket.
 	recovering bool
+	// aborted: the multipart uploads a crash left were looked for.
+	aborted bool
 	// released: Release gave the partition up; Durable reports next once.
 	released bool
 	// stuck (released): a file not uploaded came off pending; next stops
@@ -177,9 +180,21 @@ type file struct {
 	err       error      // buffered: why the file was lost
 	encoded   bool       // its chunks are the object's bytes (Parquet, compressed)
 	encodeErr error      // parquet: the encoding failed, for good
+	// mpu: its multipart upload, kept across failed attempts so the next
+	// one sends only the parts not yet in (multipart.go); nil when none.
+	// base: the bytes before chunks[0], freed once their parts were in.
+	mpu  *mpuState
+	base int64
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
+}
+
+// mpuState is a file's multipart upload: its id, and each part once it is
+// in (a nil ETag: not yet).
+type mpuState struct {
+	id    *string
+	parts []types.CompletedPart
 }
 
 // span is the offsets of a file in the bucket.

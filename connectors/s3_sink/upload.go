@@ -100,6 +100,9 @@ func (s *Sink) upload(f *file) {
 			in.ContentEncoding = aws.String(enc)
 		}
 		s.opts.Object.putObject(in)
+		if s.multipart(f.size) {
+			return s.putMultipart(ctx, in, f)
+		}
 		_, err := s.client.PutObject(ctx, in)
 		return err
 	})
@@ -187,6 +190,7 @@ func (s *Sink) requeue(f *file) {
 // only after every earlier one, whatever order uploads finish in.
 func (s *Sink) finish(f *file) {
 	f.state = done
+	s.dropMultipart(f)
 	f.cancel()
 	s.free(f.chunks)
 	f.chunks = nil

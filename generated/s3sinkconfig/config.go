@@ -62,9 +62,21 @@
 // | `tags` | `s3:PutObjectTagging` |
 // | `acl` | `s3:PutObjectAcl`, and a bucket whose Object Ownership allows ACLs |
 // | `storage_class`, `checksum_algorithm` | nothing more |
+// | a file above `part_size` (multipart upload) | `s3:PutObject` covers CreateMultipartUpload, UploadPart and CompleteMultipartUpload; `s3:AbortMultipartUpload` on `<prefix>/*` and `s3:ListBucketMultipartUploads` on the bucket, to abort the uploads a crash left (see **Multipart uploads**) |
 // | `role_arn` | `sts:AssumeRole` on the role for the sink's own credentials, and a trust policy on the role that allows them (with an `sts:ExternalId` condition when `external_id` is set) |
 //
 // `pico-connectors check` writes the probe object with these settings and names them in its `encryption` row.
+//
+// **Multipart uploads.** A file whose encoded size is above `part_size` (default 16MiB) uploads as an S3 multipart upload under its own key: CreateMultipartUpload, then its parts of exactly `part_size` bytes (the last one smaller), up to `max_in_flight` of them at once, then CompleteMultipartUpload. Every object setting applies (encryption, the SSE-C key on each part, storage class, tags, ACL, and `checksum_algorithm` on the upload and on each part). The object appears only at the completion, whole, so `exactly_once` holds as for a single PutObject; a failed part stops the attempt (the parts on their way finish), and the next attempt, in the same upload, sends only the parts not yet in; the upload of a file the sink drops (`buffered` after its attempts, or a revoked partition's) is aborted. The parts' boundaries depend only on the file's bytes, which depend only on the records, so a replay writes the same object with the same ETag (`<md5 of the parts' md5s>-<parts>`). S3 allows at most 10,000 parts, so `max_file_size` may be at most 10,000 times `part_size`, and at most 5TiB. The parts go up once the file is cut, not while it fills: its key names its last record, known only at the cut, and a multipart upload's key is fixed when it starts. So the whole file is held in memory until its upload starts, counted in `max_buffer_size` (its bytes go back as its parts go up), and a file never grows past that bound (the largest open file is cut and uploaded at it): size `max_buffer_size` for the files you want, whatever `max_file_size` allows.
+//
+// Orphaned uploads: a crash or a kill during a multipart upload leaves an incomplete upload, which the store bills for until it is aborted. When a partition is assigned, before it writes its first file, the sink lists the incomplete uploads (ListMultipartUploads) of that file's directory and aborts those of the partition that start at the resumed offset or later: the replay writes them again. Uploads in other directories (a group of files from a `path_template` with placeholders read from each record) and those of partitions no longer written are left to the bucket's lifecycle rule, which every bucket written with multipart uploads should have:
+//
+// ```json
+// {"Rules": [{"ID": "abort-incomplete-multipart", "Status": "Enabled", "Filter": {"Prefix": "raw/"},
+// "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]}
+// ```
+//
+// (`aws s3api put-bucket-lifecycle-configuration --bucket BUCKET --lifecycle-configuration file://rule.json`; `Prefix` is the sink's `prefix`.)
 //
 // **Laying out a data lake.** `path_template` can take its directories from each record, so that query engines find partitions in the key: with `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"` a record of `orders` whose JSON payload has `"region": "eu"` lands in `raw/orders/dt=2026-09-04/region=eu/00000-<first>-<last>.jsonl`, the Hive layout that Athena, Spark, Trino and Hive read as the partition columns `dt` and `region`. `{field:PATH}` reads a dotted path of a JSON or Avro payload (`{field:customer.region}`), `{header:NAME}` a header and `{key}` the record key; a missing, null or empty value gives `default_partition_value` (`__unknown`), and every value is sanitised as topic names are (letters, digits, `.`, `_` and `-` kept, anything else `_`), so a value can never add a directory. An Avro topic (`schema = "avro"` with its `avro_schema_json` or `avro_schema_path` in the `[[topics]]` block) is read from its Avro binary with that schema: the path goes through record fields (a union of null and a record too); a string or bytes value gives its text, an enum its symbol, a number or boolean its text, and null, a record, an array, a map, or a payload the schema does not decode up to the last field the paths read, give `default_partition_value`. `pico-connectors validate` refuses a path the Avro schema does not have (naming the fields it has), one through an array or a map, or to a decimal, and a `{field:...}` on a topic whose schema is neither `json` nor `avro` (`raw`, `text`, `proto`, `flatbuffer`), naming the `[[topics]]` block and `path_template`.
 //
@@ -118,6 +130,7 @@ const (
 	KeyDefaultPartitionValue = "default_partition_value"
 	KeyFileRotation          = "file_rotation"
 	KeyMaxFileSize           = "max_file_size"
+	KeyPartSize              = "part_size"
 	KeyMaxMessagesPerFile    = "max_messages_per_file"
 	KeyRotateInterval        = "rotate_interval"
 	KeyFlushInterval         = "flush_interval"
@@ -357,10 +370,15 @@ type Config struct {
 	// Default: size.
 	FileRotation FileRotation
 
-	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression; for parquet, its rows' raw size, so the encoded file is smaller), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5GiB; a record that would take a file past 5 GiB starts the next one.
+	// MaxFileSize is the max_file_size key: Rotation threshold: a file is closed once it holds at least this many bytes (before compression; for parquet, its rows' raw size, so the encoded file is smaller), under file_rotation = "messages" too. Binary and decimal units both parse, 8MiB and 10MB. Must be above 0 and at most 5TiB, and at most 10,000 times part_size (S3's most parts per upload); a record that would take a file past that bound starts the next one. A file larger than part_size uploads as a multipart upload (see Multipart uploads); a file must fit in max_buffer_size while it is open and uploads.
 	//
 	// Default: 8MiB.
 	MaxFileSize confkit.Size
+
+	// PartSize is the part_size key: A file whose encoded size (after compression or Parquet encoding) is above this uploads as an S3 multipart upload in parts of exactly this size (the last one smaller): CreateMultipartUpload, UploadPart for each part, up to max_in_flight of one file at once, and CompleteMultipartUpload, under the file's key and with every object setting (encryption, the SSE-C key on each part, storage class, tags, ACL, checksum_algorithm on the upload and each part). The object appears whole at the completion, so delivery = "exactly_once" is unchanged, and the part boundaries depend only on the bytes, so a replay writes the same object with the same ETag. A file at or below it is one PutObject. S3 allows 5MiB to 5GiB, and at most 10,000 parts, so max_file_size may be at most 10,000 times part_size. Binary and decimal units both parse.
+	//
+	// Default: 16MiB.
+	PartSize confkit.Size
 
 	// MaxMessagesPerFile is the max_messages_per_file key: Rotation threshold for messages, required in that mode. Accepted but ignored under size.
 	MaxMessagesPerFile *int
@@ -518,6 +536,7 @@ func Default() Config {
 		DefaultPartitionValue: "__unknown",
 		FileRotation:          FileRotationSize,
 		MaxFileSize:           8 * confkit.MiB,
+		PartSize:              16 * confkit.MiB,
 		RotateInterval:        0,
 		FlushInterval:         0,
 		OutputFormat:          OutputFormatJSONLines,
@@ -559,7 +578,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "part_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -578,7 +597,8 @@ var spec = confgen.Spec{
 			"sts_endpoint":            {Messages: map[string]string{"pattern": "sts_endpoint '{value}' is not a URL: use http://host:port or https://host"}},
 			"timezone":                {Messages: map[string]string{"minLength": "timezone must name an IANA time zone such as UTC or Europe/Berlin"}},
 			"default_partition_value": {Messages: map[string]string{"pattern": "default_partition_value '{value}' must be letters, digits, '.', '_', '-' and '=' only, not only dots, so that it stays one path segment"}},
-			"max_file_size":           {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB"}},
+			"max_file_size":           {Messages: map[string]string{"x-exclusive-minimum": "max_file_size ({value}) must be above 0", "x-maximum": "max_file_size ({value}) exceeds S3's largest object of 5 TiB"}},
+			"part_size":               {Messages: map[string]string{"x-maximum": "part_size ({value}) exceeds S3's largest part of 5 GiB", "x-minimum": "part_size ({value}) is below S3's smallest part of 5 MiB"}},
 			"max_messages_per_file":   {Messages: map[string]string{"minimum": "max_messages_per_file ({value}) must be at least 1", "x-required-if": "file_rotation is 'messages' but max_messages_per_file is not configured"}},
 			"rotate_interval":         {Messages: map[string]string{"x-maximum": "rotate_interval ({value}) must be at most 168h", "x-minimum": "rotate_interval ({value}) must be 0s (off) or more"}},
 			"flush_interval":          {Messages: map[string]string{"x-maximum": "flush_interval ({value}) must be at most 24h", "x-minimum": "flush_interval ({value}) must be 0s (off) or more"}},
@@ -623,6 +643,7 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"default_partition_value"}, Suffix: "DEFAULT_PARTITION_VALUE"},
 		{Kind: confgen.EnvString, Path: []string{"file_rotation"}, Suffix: "FILE_ROTATION"},
 		{Kind: confgen.EnvString, Path: []string{"max_file_size"}, Suffix: "MAX_FILE_SIZE"},
+		{Kind: confgen.EnvString, Path: []string{"part_size"}, Suffix: "PART_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_messages_per_file"}, Suffix: "MAX_MESSAGES_PER_FILE"},
 		{Kind: confgen.EnvString, Path: []string{"rotate_interval"}, Suffix: "ROTATE_INTERVAL"},
 		{Kind: confgen.EnvString, Path: []string{"flush_interval"}, Suffix: "FLUSH_INTERVAL"},
@@ -655,7 +676,7 @@ var spec = confgen.Spec{
 		"server_side_encryption": {"aes256": "AES256", "sse-kms": "aws:kms", "sse-s3": "AES256"},
 		"checksum_algorithm":     {"crc32": "CRC32", "crc32c": "CRC32C", "sha1": "SHA1", "sha256": "SHA256"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "part_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -708,7 +729,11 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	confgen.Decode(d, "file_rotation", confgen.Enum[FileRotation], &c.FileRotation)
 	if confgen.Decode(d, "max_file_size", confgen.Size, &c.MaxFileSize) {
 		d.Bound("max_file_size", c.MaxFileSize <= 0, "x-exclusive-minimum", "max_file_size ({value}) must be above 0")
-		d.Bound("max_file_size", c.MaxFileSize > 5*confkit.GiB, "x-maximum", "max_file_size ({value}) exceeds S3 single PutObject limit of 5 GiB")
+		d.Bound("max_file_size", c.MaxFileSize > 5*confkit.TiB, "x-maximum", "max_file_size ({value}) exceeds S3's largest object of 5 TiB")
+	}
+	if confgen.Decode(d, "part_size", confgen.Size, &c.PartSize) {
+		d.Bound("part_size", c.PartSize < 5*confkit.MiB, "x-minimum", "part_size ({value}) is below S3's smallest part of 5 MiB")
+		d.Bound("part_size", c.PartSize > 5*confkit.GiB, "x-maximum", "part_size ({value}) exceeds S3's largest part of 5 GiB")
 	}
 	confgen.Decode(d, "max_messages_per_file", confgen.Optional(confgen.Int), &c.MaxMessagesPerFile)
 	if confgen.Decode(d, "rotate_interval", confgen.Duration, &c.RotateInterval) {
@@ -814,6 +839,7 @@ func (c Config) table() map[string]any {
 		"default_partition_value": c.DefaultPartitionValue,
 		"file_rotation":           string(c.FileRotation),
 		"max_file_size":           c.MaxFileSize.String(),
+		"part_size":               c.PartSize.String(),
 		"rotate_interval":         c.RotateInterval.String(),
 		"flush_interval":          c.FlushInterval.String(),
 		"output_format":           string(c.OutputFormat),
@@ -897,6 +923,7 @@ func (c Config) Redacted() map[string]any {
 		"default_partition_value": c.DefaultPartitionValue,
 		"file_rotation":           string(c.FileRotation),
 		"max_file_size":           c.MaxFileSize.String(),
+		"part_size":               c.PartSize.String(),
 		"max_messages_per_file":   confgen.PtrValue(c.MaxMessagesPerFile),
 		"rotate_interval":         c.RotateInterval.String(),
 		"flush_interval":          c.FlushInterval.String(),
