@@ -62,7 +62,7 @@ func TestS3QuickStartAndDefaults(t *testing.T) {
 		MaxBufferSize: 256 * confkit.MiB, MaxInFlight: 4, ParquetCompression: s3sinkconfig.ParquetCompressionSnappy,
 		CompressionLevel: s3sinkconfig.CompressionLevelFastest, ParquetRowGroupSize: 128 * confkit.MiB,
 		RoleSessionName: "pico-connectors", RoleDuration: time.Hour, ServerSideEncryption: s3sinkconfig.ServerSideEncryptionNone,
-		Timezone: "UTC", DefaultPartitionValue: "__unknown", MaxOpenFiles: 100,
+		Timezone: "UTC", DefaultPartitionValue: "__unknown", MaxOpenFiles: 100, PartSize: 16 * confkit.MiB,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
