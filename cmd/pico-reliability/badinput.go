@@ -152,7 +152,7 @@ func (s *suite) badInput() {
 		one("s3 bucket missing", s3.set("plugin", "bucket", ""), "bucket"),
 		one("s3 region not AWS without endpoint", s3.set("plugin", "endpoint", "").set("plugin", "region", `"mars-north-1"`), "region"),
 		one("s3 negative size", s3.set("plugin", "max_file_size", `"-5MiB"`), "plugin_config.max_file_size"),
-		one("s3 size above 5 GiB", s3.set("plugin", "max_file_size", `"6GiB"`), "max_file_size"),
+		one("s3 size above 5 TiB", s3.set("plugin", "max_file_size", `"6TiB"`), "max_file_size"),
 		one("s3 huge size", s3.set("plugin", "max_file_size", `"99999999999999999999999TiB"`), "plugin_config.max_file_size"),
 		one("s3 zero size", s3.set("plugin", "max_file_size", "0"), "plugin_config.max_file_size"),
 		one("s3 size not a size", s3.set("plugin", "max_file_size", `"lots"`), "plugin_config.max_file_size"),
