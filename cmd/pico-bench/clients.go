@@ -9,6 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/picomq/pico-connectors/runtime/servertest/fleet"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -77,7 +78,9 @@ func payload(i, size int) []byte {
 // fill writes n records of size bytes to each topic with franz-go, fast,
 // and waits until every one is acknowledged.
 func fill(addr string, topics []string, n, size int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(),
+	// fleet logs in to the brokers a fleet runtime embeds (SASL), and
+	// only to those.
+	cl, err := fleet.NewClient(addr, kgo.AllowAutoTopicCreation(),
 		kgo.ProducerBatchMaxBytes(4<<20), kgo.MaxBufferedRecords(200000), kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
 		return err
