@@ -92,14 +92,7 @@ func NewBrokerStore(cfg BrokerConfig) (*BrokerStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cm, err := clientconf.ConfigMap(cfg.BootstrapServers, kafka.ConfigMap{
-		"client.id":                 "pico-connectors-state",
-		"acks":                      "all",
-		"enable.idempotence":        true,
-		"linger.ms":                 0,
-		"allow.auto.create.topics":  false,
-		"go.delivery.report.fields": "none",
-	}, definition.ReservedStateStore, cfg.Properties)
+	cm, err := producerConfig(cfg, "")
 	if err != nil {
 		return nil, fmt.Errorf("broker state store: %w", err)
 	}
@@ -108,6 +101,24 @@ func NewBrokerStore(cfg BrokerConfig) (*BrokerStore, error) {
 		return nil, fmt.Errorf("broker state store: %w", err)
 	}
 	return &BrokerStore{cfg: cfg, clients: c, admin: c.Admin, logCtx: c.LogContext, ready: map[string]bool{}, writers: map[string]*kafka.Producer{}}, nil
+}
+
+// producerConfig is the configuration of the store's producers: the one
+// its admin client comes from (transactionalID empty) and each source's
+// checkpoint writer.
+func producerConfig(cfg BrokerConfig, transactionalID string) (kafka.ConfigMap, error) {
+	own := kafka.ConfigMap{
+		"client.id":                 "pico-connectors-state",
+		"acks":                      "all",
+		"enable.idempotence":        true,
+		"linger.ms":                 0,
+		"allow.auto.create.topics":  false,
+		"go.delivery.report.fields": "none",
+	}
+	if transactionalID != "" {
+		own["transactional.id"] = transactionalID
+	}
+	return clientconf.ConfigMap(cfg.BootstrapServers, own, definition.ReservedStateStore, cfg.Properties)
 }
 
 // Topic is the topic that holds key's checkpoints.
@@ -240,15 +251,7 @@ func (s *BrokerStore) writer(ctx context.Context, key string) (*kafka.Producer, 
 	if w := s.writers[key]; w != nil {
 		return w, nil
 	}
-	cm, err := clientconf.ConfigMap(s.cfg.BootstrapServers, kafka.ConfigMap{
-		"client.id":                 "pico-connectors-state",
-		"transactional.id":          WriterID(key),
-		"acks":                      "all",
-		"enable.idempotence":        true,
-		"linger.ms":                 0,
-		"allow.auto.create.topics":  false,
-		"go.delivery.report.fields": "none",
-	}, definition.ReservedStateStore, s.cfg.Properties)
+	cm, err := producerConfig(s.cfg, WriterID(key))
 	if err != nil {
 		return nil, err
 	}
