@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -100,54 +99,13 @@ cdc_reader = %q
 		writerDone <- nil
 	}()
 
-	type kill struct {
-		hw int64
-		cp pglogrepl.LSN
-	}
-	var kills []kill
+	run := &killRun{t: t, b: b, topic: topic, rows: rows, start: start, checkpoint: checkpoint, cmd: cmd, out: out}
+	var kills []cdcKill
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for i := 0; i < 5; i++ {
-		// Wait for progress, then kill at a random moment.
-		base := b.HighWatermark(topic)
-		deadline := time.Now().Add(30 * time.Second)
-		for b.HighWatermark(topic) < base+500 {
-			if written.Load() {
-				if caughtUp(t, b, topic, rows) {
-					break // everything is there: no more progress to wait for
-				}
-				time.Sleep(300 * time.Millisecond)
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("no progress before kill %d (topic at %d); runtime output:\n%s", i+1, b.HighWatermark(topic), out.String())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		k := kill{hw: b.HighWatermark(topic), cp: checkpoint()}
-		kills = append(kills, k)
-		t.Logf("kill %d: %d records on the topic, checkpoint %s", i+1, k.hw, k.cp)
-		cmd, out = start()
+		kills = append(kills, run.kill(i, 500, 400*time.Millisecond, rng, &written))
 	}
-	if err := <-writerDone; err != nil {
-		cmd.Process.Kill()
-		t.Fatal(err)
-	}
-	// Let the last run catch up with every row, then stop it gracefully.
-	deadline = time.Now().Add(60 * time.Second)
-	for !caughtUp(t, b, topic, rows) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("runtime did not catch up (topic at %d, checkpoint %s); output:\n%s", b.HighWatermark(topic), checkpoint(), out.String())
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("graceful stop: %v\n%s", err, out.String())
-	}
+	run.finish(writerDone)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

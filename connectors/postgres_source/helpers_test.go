@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,4 +306,75 @@ func runtimeSetup(t *testing.T) (dir, bin string, b *broker.Broker) {
 	}
 	t.Cleanup(func() { b.Close() })
 	return t.TempDir(), bin, b
+}
+
+// cdcKill is what one SIGKILL left: the topic's high watermark and the
+// saved checkpoint right after it.
+type cdcKill struct {
+	hw int64
+	cp pglogrepl.LSN
+}
+
+// killRun is a runtime process SIGKILLed and restarted while a writer
+// writes rows to one topic.
+type killRun struct {
+	t          *testing.T
+	b          *broker.Broker
+	topic      string
+	rows       int
+	start      func() (*exec.Cmd, *runtimebin.Output)
+	checkpoint func() pglogrepl.LSN
+	cmd        *exec.Cmd
+	out        *runtimebin.Output
+}
+
+// kill waits until step more records reached the topic (or every row
+// did), sleeps a random moment below pause, SIGKILLs the runtime, notes
+// what it left and starts it again.
+func (r *killRun) kill(i int, step int64, pause time.Duration, rng *rand.Rand, written *atomic.Bool) cdcKill {
+	t, b := r.t, r.b
+	base := b.HighWatermark(r.topic)
+	deadline := time.Now().Add(30 * time.Second)
+	for b.HighWatermark(r.topic) < base+step {
+		if written.Load() {
+			if caughtUp(t, b, r.topic, r.rows) {
+				break // everything is there: no more progress to wait for
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			r.cmd.Process.Kill()
+			t.Fatalf("no progress before kill %d (topic at %d); runtime output:\n%s", i+1, b.HighWatermark(r.topic), r.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Duration(rng.IntN(int(pause.Milliseconds()))) * time.Millisecond)
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	k := cdcKill{hw: b.HighWatermark(r.topic), cp: r.checkpoint()}
+	t.Logf("kill %d: %d records on %s, checkpoint %s", i+1, k.hw, r.topic, k.cp)
+	r.cmd, r.out = r.start()
+	return k
+}
+
+// finish waits for the writer, lets the last run catch up with every row,
+// then stops it gracefully.
+func (r *killRun) finish(writerDone <-chan error) {
+	t := r.t
+	if err := <-writerDone; err != nil {
+		r.cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !caughtUp(t, r.b, r.topic, r.rows) {
+		if time.Now().After(deadline) {
+			r.cmd.Process.Kill()
+			t.Fatalf("runtime did not catch up (topic at %d, checkpoint %s); output:\n%s", r.b.HighWatermark(r.topic), r.checkpoint(), r.out.String())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("graceful stop: %v\n%s", err, r.out.String())
+	}
 }

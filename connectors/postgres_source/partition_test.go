@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -317,52 +316,13 @@ ALTER TABLE orders ATTACH PARTITION orders_p4 FOR VALUES FROM (30001) TO (40001)
 		writerDone <- nil
 	}()
 
-	type kill struct {
-		hw int64
-		cp pglogrepl.LSN
-	}
-	var kills []kill
+	run := &killRun{t: t, b: b, topic: topic, rows: rows, start: start, checkpoint: checkpoint, cmd: cmd, out: out}
+	var kills []cdcKill
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for i := 0; i < 5; i++ {
-		base := b.HighWatermark(topic)
-		deadline := time.Now().Add(30 * time.Second)
-		for b.HighWatermark(topic) < base+int64(rows/7) { // spread over the writing, some after the attach
-			if written.Load() {
-				if caughtUp(t, b, topic, rows) {
-					break
-				}
-				time.Sleep(300 * time.Millisecond)
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("no progress before kill %d (topic at %d); runtime output:\n%s", i+1, b.HighWatermark(topic), out.String())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		k := kill{hw: b.HighWatermark(topic), cp: checkpoint()}
-		kills = append(kills, k)
-		t.Logf("kill %d: %d records on %s, checkpoint %s", i+1, k.hw, topic, k.cp)
-		cmd, out = start()
+		kills = append(kills, run.kill(i, int64(rows/7), 300*time.Millisecond, rng, &written)) // spread over the writing, some after the attach
 	}
-	if err := <-writerDone; err != nil {
-		cmd.Process.Kill()
-		t.Fatal(err)
-	}
-	deadline = time.Now().Add(60 * time.Second)
-	for !caughtUp(t, b, topic, rows) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("runtime did not catch up (topic at %d); output:\n%s", b.HighWatermark(topic), out.String())
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("graceful stop: %v\n%s", err, out.String())
-	}
+	run.finish(writerDone)
 	for _, p := range []string{"orders_p1", "orders_p2", "orders_p3", "orders_p4"} {
 		if hw := b.HighWatermark("pg.public." + p); hw > 0 { // -1: no such topic
 			t.Errorf("%d records went to the partition's topic pg.public.%s", hw, p)
