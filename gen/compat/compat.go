@@ -10,6 +10,7 @@
 package compat
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,10 +171,10 @@ func compareObject(path string, o, n *model.Object, cs *[]Change) {
 	}
 	// dependentRequired that is new or names more keys.
 	if oc, nc := canonical(o.DependentRequired), canonical(n.DependentRequired); nc != "" && oc != nc && !isSubsetJSON(n.DependentRequired, o.DependentRequired) {
-		add(orTop(path), RequiredAdded, "dependentRequired changed from %s to %s", orNone(oc), nc)
+		add(cmp.Or(path, "(top level)"), RequiredAdded, "dependentRequired changed from %s to %s", cmp.Or(oc, "none"), nc)
 	}
 	if !o.Closed && n.Closed {
-		add(orTop(path), BoundsNarrowed, "additional keys were allowed and are now rejected")
+		add(cmp.Or(path, "(top level)"), BoundsNarrowed, "additional keys were allowed and are now rejected")
 	}
 }
 
@@ -183,13 +184,13 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 		*cs = append(*cs, Change{Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	if len(o.Types) > 0 && !widens(o.Types, n.Types) {
-		add(TypeChanged, "%s became %s", strings.Join(o.Types, " or "), orAny(strings.Join(n.Types, " or ")))
+		add(TypeChanged, "%s became %s", strings.Join(o.Types, " or "), cmp.Or(strings.Join(n.Types, " or "), "any type"))
 	}
 	if o.XType != n.XType {
-		add(TypeChanged, "x-type %s became %s", orNone(o.XType), orNone(n.XType))
+		add(TypeChanged, "x-type %s became %s", cmp.Or(o.XType, "none"), cmp.Or(n.XType, "none"))
 	}
 	if of, nf := str(o.Standard["format"]), str(n.Standard["format"]); nf != "" && of != nf {
-		add(TypeChanged, "format %s became %s", orNone(of), nf)
+		add(TypeChanged, "format %s became %s", cmp.Or(of, "none"), nf)
 	}
 	if ok, nk := itemKind(o), itemKind(n); ok != "" && nk != "" && ok != nk {
 		*cs = append(*cs, Change{Key: key + "[]", Kind: TypeChanged, Detail: fmt.Sprintf("items of %s became items of %s", ok, nk)})
@@ -220,7 +221,7 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 	// Conditional rules of the dialect: a new or changed one may reject
 	// files the old schema accepted.
 	if oc, nc := condText(o.RequiredIf), condText(n.RequiredIf); nc != "" && oc != nc && !hasDefault(n) {
-		add(RequiredAdded, "now required when %s (was %s)", nc, orNone(oc))
+		add(RequiredAdded, "now required when %s (was %s)", nc, cmp.Or(oc, "none"))
 	}
 	if n.Unique != nil && (o.Unique == nil || o.Unique.Key != n.Unique.Key) {
 		add(BoundsNarrowed, "elements must now have different values of %s", n.Unique.Key)
@@ -229,7 +230,7 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 		add(RequiredAdded, "now must be set together with %s", n.BothOrNeither)
 	}
 	if oc, nc := patternUnless(o), patternUnless(n); nc != "" && oc != nc {
-		add(BoundsNarrowed, "x-pattern-unless %s became %s", orNone(oc), nc)
+		add(BoundsNarrowed, "x-pattern-unless %s became %s", cmp.Or(oc, "none"), nc)
 	}
 
 	if o.HasDefault && !(n.HasDefault && sameValue(o.Default, n.Default, o.XType)) {
@@ -237,10 +238,10 @@ func compareKey(key string, o, n *model.Property, cs *[]Change) {
 		if n.HasDefault {
 			nd = canonical(n.Default)
 		}
-		add(DefaultChanged, "%s became %s", canonical(o.Default), orNone(nd))
+		add(DefaultChanged, "%s became %s", canonical(o.Default), cmp.Or(nd, "none"))
 	}
 	if oc, nc := defaultIf(o), defaultIf(n); oc != "" && oc != nc {
-		add(DefaultChanged, "conditional default %s became %s", oc, orNone(nc))
+		add(DefaultChanged, "conditional default %s became %s", oc, cmp.Or(nc, "none"))
 	}
 
 	if o.Object != nil && n.Object != nil {
@@ -361,7 +362,7 @@ func compareBounds(o, n *model.Property, add func(Kind, string, ...any)) {
 		}
 	}
 	if o.Pattern != n.Pattern && n.Pattern != "" {
-		add(BoundsNarrowed, "pattern %s became %q", orNone(quoteOrEmpty(o.Pattern)), n.Pattern)
+		add(BoundsNarrowed, "pattern %s became %q", cmp.Or(quoteOrEmpty(o.Pattern), "none"), n.Pattern)
 	}
 }
 
@@ -467,27 +468,6 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
-}
-
-func orAny(s string) string {
-	if s == "" {
-		return "any type"
-	}
-	return s
-}
-
-func orTop(path string) string {
-	if path == "" {
-		return "(top level)"
-	}
-	return path
 }
 
 // magnitude reads a default of a size or duration key as bytes or
