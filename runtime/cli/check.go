@@ -352,17 +352,9 @@ func newCheckAdmin(bootstrap string, props map[string]string) (*kafka.AdminClien
 
 // validateCreate asks the broker whether it would create topic.
 func validateCreate(ctx context.Context, admin *kafka.AdminClient, topic string) error {
-	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
-	defer cancel()
-	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}},
-		kafka.SetAdminValidateOnly(true), kafka.SetAdminOperationTimeout(brokerTimeout))
-	if err != nil {
+	spec := kafka.TopicSpecification{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}
+	if err := clientconf.CreateTopic(ctx, admin, spec, brokerTimeout, kafka.SetAdminValidateOnly(true)); err != nil {
 		return fmt.Errorf("topic %q is missing and cannot be created: %v", topic, err)
-	}
-	for _, r := range res {
-		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
-			return fmt.Errorf("topic %q is missing and cannot be created: %v", topic, r.Error)
-		}
 	}
 	return nil
 }

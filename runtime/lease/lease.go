@@ -169,17 +169,9 @@ func Start(ctx context.Context, cfg Config) (*Lease, error) {
 
 // EnsureTopic creates a one-partition topic with configs unless it exists.
 func EnsureTopic(ctx context.Context, admin *kafka.AdminClient, topic string, configs map[string]string) error {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res, err := admin.CreateTopics(cctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1, Config: configs}},
-		kafka.SetAdminOperationTimeout(10*time.Second))
-	if err != nil {
+	spec := kafka.TopicSpecification{Topic: topic, NumPartitions: 1, ReplicationFactor: 1, Config: configs}
+	if err := clientconf.CreateTopic(ctx, admin, spec, 10*time.Second); err != nil {
 		return fmt.Errorf("create topic %q: %w", topic, err)
-	}
-	for _, r := range res {
-		if code := r.Error.Code(); code != kafka.ErrNoError && code != kafka.ErrTopicAlreadyExists {
-			return fmt.Errorf("create topic %q: %v", topic, r.Error)
-		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 )
 
 // ensureTopics makes sure every destination exists: created through the
@@ -35,17 +36,9 @@ func (l *loop) ensureTopics(ctx context.Context, out []outRecord) error {
 	timeout := 10 * time.Second
 	for _, n := range missing {
 		if n.b.admin != nil {
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			res, err := n.b.admin.CreateTopics(cctx, []kafka.TopicSpecification{{Topic: n.topic, NumPartitions: 1, ReplicationFactor: 1}},
-				kafka.SetAdminOperationTimeout(timeout))
-			cancel()
-			if err != nil {
+			spec := kafka.TopicSpecification{Topic: n.topic, NumPartitions: 1, ReplicationFactor: 1}
+			if err := clientconf.CreateTopic(ctx, n.b.admin, spec, timeout); err != nil {
 				return fmt.Errorf("create topic %q: %w", n.topic, err)
-			}
-			for _, r := range res {
-				if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
-					return fmt.Errorf("create topic %q: %v", n.topic, r.Error)
-				}
 			}
 			l.known[n.topic] = true
 			continue

@@ -118,3 +118,22 @@ func (c *ProducerAdmin) Close(flush time.Duration) {
 	c.Producer.Close()
 	c.stopLogs()
 }
+
+// CreateTopic creates one topic, waiting at most timeout; a topic that
+// exists already is not an error. More options (such as
+// kafka.SetAdminValidateOnly) go after the operation timeout. The error is
+// the request's or the broker's answer for the topic, unprefixed.
+func CreateTopic(ctx context.Context, admin *kafka.AdminClient, spec kafka.TopicSpecification, timeout time.Duration, opts ...kafka.CreateTopicsAdminOption) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{spec}, append([]kafka.CreateTopicsAdminOption{kafka.SetAdminOperationTimeout(timeout)}, opts...)...)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+			return r.Error
+		}
+	}
+	return nil
+}
