@@ -63,13 +63,8 @@ func checkCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 		fmt.Fprintf(stderr, "pico-connectors check: one KEY at most, got %q\n%s", pos, checkUsage)
 		return 2
 	}
-	cfg, err := definition.Load(path, definition.Environ(environ))
-	if err == nil {
-		err = checkLoops(cfg)
-	}
-	if err != nil {
-		fmt.Fprintf(stdout, "%s has problems; nothing was checked (pico-connectors validate lists them):\n", path)
-		printProblems(stdout, err)
+	cfg := loadChecked(path, environ, stdout, "%s has problems; nothing was checked (pico-connectors validate lists them):\n")
+	if cfg == nil {
 		return 1
 	}
 	defs := cfg.Connectors

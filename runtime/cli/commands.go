@@ -55,6 +55,35 @@ func parseFlags(name string, args []string, stderr io.Writer, withJSON bool) (pa
 	return path, asJSON, pos, true
 }
 
+// parseNoArgs parses the flags of a command that takes no argument
+// besides them.
+func parseNoArgs(name string, args []string, stderr io.Writer) (path string, ok bool) {
+	path, _, pos, ok := parseFlags(name, args, stderr, false)
+	if ok && len(pos) > 0 {
+		fmt.Fprintf(stderr, "pico-connectors %s: unexpected argument %q\n", name, pos[0])
+		return "", false
+	}
+	return path, ok
+}
+
+// loadChecked loads the runtime config at path and checks its loops
+// (checkLoops). On a problem it writes header (a format with the path as
+// its argument, or "") and the problems to w, and returns nil.
+func loadChecked(path string, environ []string, w io.Writer, header string) *definition.Config {
+	cfg, err := definition.Load(path, definition.Environ(environ))
+	if err == nil {
+		err = checkLoops(cfg)
+	}
+	if err != nil {
+		if header != "" {
+			fmt.Fprintf(w, header, path)
+		}
+		printProblems(w, err)
+		return nil
+	}
+	return cfg
+}
+
 // checkLoops checks each definition's [[topics]] blocks the way its sink or
 // source loop will use them, so what would stop a loop at start is refused
 // up front; each problem names the definition file.
@@ -121,20 +150,12 @@ func printProblems(w io.Writer, err error) {
 }
 
 func validateCmd(args []string, stdout, stderr io.Writer, environ []string) int {
-	path, _, pos, ok := parseFlags("validate", args, stderr, false)
+	path, ok := parseNoArgs("validate", args, stderr)
 	if !ok {
 		return 2
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "pico-connectors validate: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	cfg, err := definition.Load(path, definition.Environ(environ))
-	if err == nil {
-		err = checkLoops(cfg)
-	}
-	if err != nil {
-		printProblems(stdout, err)
+	cfg := loadChecked(path, environ, stdout, "")
+	if cfg == nil {
 		return 1
 	}
 	var names []string
@@ -337,21 +358,12 @@ func newLogger(w io.Writer, cfg definition.Log) *slog.Logger {
 const duplicateSignalWindow = 250 * time.Millisecond
 
 func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
-	path, _, pos, ok := parseFlags("run", args, stderr, false)
+	path, ok := parseNoArgs("run", args, stderr)
 	if !ok {
 		return 2
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "pico-connectors run: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	cfg, err := definition.Load(path, definition.Environ(environ))
-	if err == nil {
-		err = checkLoops(cfg)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "pico-connectors: %s has problems; nothing was started (check with pico-connectors validate):\n", path)
-		printProblems(stderr, err)
+	cfg := loadChecked(path, environ, stderr, "pico-connectors: %s has problems; nothing was started (check with pico-connectors validate):\n")
+	if cfg == nil {
 		return 1
 	}
 	logger := newLogger(stderr, cfg.Runtime.Log)
