@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/hamba/avro/v2"
+	"github.com/picomq/pico-connectors/sdk/confgen"
 )
 
 // Conform converts a decoded JSON value (numbers as json.Number or
@@ -307,22 +308,17 @@ func toInt(v any) (int64, error) {
 	return 0, fmt.Errorf("want an integer, got %T", v)
 }
 
+// toFloat reads a number the way config values are read
+// (confgen.AsFloat), and a float32 besides.
 func toFloat(v any) (float64, error) {
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		if err != nil {
-			return 0, fmt.Errorf("want a number, got %s", n)
-		}
+	if f, ok := v.(float32); ok {
+		return float64(f), nil
+	}
+	if f, ok := confgen.AsFloat(v); ok {
 		return f, nil
-	case float64:
-		return n, nil
-	case float32:
-		return float64(n), nil
-	case int:
-		return float64(n), nil
-	case int64:
-		return float64(n), nil
+	}
+	if n, ok := v.(json.Number); ok {
+		return 0, fmt.Errorf("want a number, got %s", n)
 	}
 	return 0, fmt.Errorf("want a number, got %T", v)
 }
