@@ -23,13 +23,17 @@ func init() {
 		sdk.AdminCommand{
 			Name:    "slots",
 			Summary: "list this source's replication slot and every other picomq_* slot of its database (name, active, wal_status, retained WAL, confirmed_flush_lsn)",
-			Run:     adminSlots,
+			Run: func(ctx context.Context, req sdk.AdminRequest) error {
+				return withSlots(ctx, req, 0, "slots takes no arguments", printSlots)
+			},
 		},
 		sdk.AdminCommand{
 			Name:    "drop-slot",
 			Args:    "[NAME]",
 			Summary: "drop this source's replication slot (or NAME, one the slots command lists); refuses a slot in use",
-			Run:     adminDropSlot,
+			Run: func(ctx context.Context, req sdk.AdminRequest) error {
+				return withSlots(ctx, req, 1, "drop-slot takes at most one slot name", dropSlot)
+			},
 		},
 	)
 }
@@ -59,29 +63,29 @@ func adminConnect(ctx context.Context, req sdk.AdminRequest) (*pgconn.PgConn, st
 	return conn, cfg.ReplicationSlot, nil
 }
 
-// adminListSlots connects and lists the slots (listSlots).
-func adminListSlots(ctx context.Context, req sdk.AdminRequest) (*pgconn.PgConn, string, []slotRow, error) {
+// withSlots runs an admin command: it refuses more than maxArgs arguments
+// (tooMany says what the command takes), connects, lists the slots
+// (listSlots) and runs do with the connection, the source's slot name and
+// the slots, then closes the connection.
+func withSlots(ctx context.Context, req sdk.AdminRequest, maxArgs int, tooMany string,
+	do func(ctx context.Context, req sdk.AdminRequest, conn *pgconn.PgConn, slot string, rows []slotRow) error) error {
+	if len(req.Args) > maxArgs {
+		return fmt.Errorf("%s, got %q", tooMany, req.Args)
+	}
 	conn, slot, err := adminConnect(ctx, req)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	rows, err := listSlots(ctx, conn, slot)
-	if err != nil {
-		conn.Close(context.Background())
-		return nil, "", nil, fmt.Errorf("reading pg_replication_slots: %w", err)
-	}
-	return conn, slot, rows, nil
-}
-
-func adminSlots(ctx context.Context, req sdk.AdminRequest) error {
-	if len(req.Args) > 0 {
-		return fmt.Errorf("slots takes no arguments, got %q", req.Args)
-	}
-	conn, slot, rows, err := adminListSlots(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
+	rows, err := listSlots(ctx, conn, slot)
+	if err != nil {
+		return fmt.Errorf("reading pg_replication_slots: %w", err)
+	}
+	return do(ctx, req, conn, slot, rows)
+}
+
+// printSlots is the slots command.
+func printSlots(_ context.Context, req sdk.AdminRequest, _ *pgconn.PgConn, slot string, rows []slotRow) error {
 	tw := tabwriter.NewWriter(req.Out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tACTIVE\tWAL_STATUS\tRETAINED_WAL\tCONFIRMED_FLUSH_LSN\tOWNER")
 	mine := false
@@ -109,15 +113,8 @@ func adminSlots(ctx context.Context, req sdk.AdminRequest) error {
 	return nil
 }
 
-func adminDropSlot(ctx context.Context, req sdk.AdminRequest) error {
-	if len(req.Args) > 1 {
-		return fmt.Errorf("drop-slot takes at most one slot name, got %q", req.Args)
-	}
-	conn, slot, rows, err := adminListSlots(ctx, req)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
+// dropSlot is the drop-slot command.
+func dropSlot(ctx context.Context, req sdk.AdminRequest, conn *pgconn.PgConn, slot string, rows []slotRow) error {
 	name := slot
 	if len(req.Args) == 1 {
 		name = req.Args[0]
