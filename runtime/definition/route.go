@@ -11,8 +11,14 @@ import (
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
 
-// routeKeys are the keys of a routing rule table.
+// routeKeys are the keys of a routing rule table, in the order of
+// Route.ruleFields.
 var routeKeys = []string{"strategy", "path", "template", "fallback"}
+
+// ruleFields are the rule's fields, in the order of routeKeys.
+func (r *Route) ruleFields() []*string {
+	return []*string{&r.Strategy, &r.Path, &r.Template, &r.Fallback}
+}
 
 // IsRule reports whether the route is a rule rather than a literal name.
 func (r Route) IsRule() bool {
@@ -67,16 +73,10 @@ func decodeRule(t map[string]any) (Route, confkit.Problems) {
 	return r, ps
 }
 
+// setRuleKey sets the field of rule key k, one of routeKeys.
 func (r *Route) setRuleKey(k, s string) {
-	switch k {
-	case "strategy":
-		r.Strategy = s
-	case "path":
-		r.Path = s
-	case "template":
-		r.Template = s
-	case "fallback":
-		r.Fallback = s
+	if i := slices.Index(routeKeys, k); i >= 0 {
+		*r.ruleFields()[i] = s
 	}
 }
 
@@ -97,16 +97,13 @@ func (r *Route) UnmarshalJSON(b []byte) error {
 	return r.UnmarshalTOML(v)
 }
 
+// ruleMap is the rule as a table: strategy, and each other key that is set.
 func (r Route) ruleMap() map[string]any {
-	m := map[string]any{"strategy": r.Strategy}
-	if r.Path != "" {
-		m["path"] = r.Path
-	}
-	if r.Template != "" {
-		m["template"] = r.Template
-	}
-	if r.Fallback != "" {
-		m["fallback"] = r.Fallback
+	m := map[string]any{}
+	for i, f := range r.ruleFields() {
+		if *f != "" || routeKeys[i] == "strategy" {
+			m[routeKeys[i]] = *f
+		}
 	}
 	return m
 }
