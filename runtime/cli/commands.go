@@ -55,15 +55,20 @@ func parseFlags(name string, args []string, stderr io.Writer, withJSON bool) (pa
 	return path, asJSON, pos, true
 }
 
-// parseNoArgs parses the flags of a command that takes no argument
-// besides them.
-func parseNoArgs(name string, args []string, stderr io.Writer) (path string, ok bool) {
+// loadNoArgs starts a command that takes no argument besides its flags:
+// it parses them (usage errors to stderr) and loads the config
+// (loadChecked, problems to w under header). When cfg is nil the command
+// exits with code.
+func loadNoArgs(name string, args []string, environ []string, stderr, w io.Writer, header string) (cfg *definition.Config, path string, code int) {
 	path, _, pos, ok := parseFlags(name, args, stderr, false)
 	if ok && len(pos) > 0 {
 		fmt.Fprintf(stderr, "pico-connectors %s: unexpected argument %q\n", name, pos[0])
-		return "", false
+		ok = false
 	}
-	return path, ok
+	if !ok {
+		return nil, "", 2
+	}
+	return loadChecked(path, environ, w, header), path, 1
 }
 
 // loadChecked loads the runtime config at path and checks its loops
@@ -150,13 +155,9 @@ func printProblems(w io.Writer, err error) {
 }
 
 func validateCmd(args []string, stdout, stderr io.Writer, environ []string) int {
-	path, ok := parseNoArgs("validate", args, stderr)
-	if !ok {
-		return 2
-	}
-	cfg := loadChecked(path, environ, stdout, "")
+	cfg, path, code := loadNoArgs("validate", args, environ, stderr, stdout, "")
 	if cfg == nil {
-		return 1
+		return code
 	}
 	var names []string
 	for _, d := range cfg.Connectors {
@@ -358,13 +359,9 @@ func newLogger(w io.Writer, cfg definition.Log) *slog.Logger {
 const duplicateSignalWindow = 250 * time.Millisecond
 
 func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
-	path, ok := parseNoArgs("run", args, stderr)
-	if !ok {
-		return 2
-	}
-	cfg := loadChecked(path, environ, stderr, "pico-connectors: %s has problems; nothing was started (check with pico-connectors validate):\n")
+	cfg, _, code := loadNoArgs("run", args, environ, stderr, stderr, "pico-connectors: %s has problems; nothing was started (check with pico-connectors validate):\n")
 	if cfg == nil {
-		return 1
+		return code
 	}
 	logger := newLogger(stderr, cfg.Runtime.Log)
 	slog.SetDefault(logger)
@@ -428,7 +425,7 @@ func runCmd(args []string, stdout, stderr io.Writer, environ []string) int {
 			os.Exit(1)
 		}
 	}()
-	code := 0
+	code = 0
 	start := time.Now()
 	if err := sup.Stop(context.Background()); err != nil {
 		logger.Error("graceful stop incomplete", "error", err.Error())
