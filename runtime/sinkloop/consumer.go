@@ -3,7 +3,6 @@ package sinkloop
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -59,15 +58,11 @@ func (l *loop) subscribe(logCtx context.Context) error {
 	}
 	l.pauseAfter = time.Second
 	l.strandAfter = 15 * time.Second // librdkafka's 45 s session, a third
-	if v, ok := cm["session.timeout.ms"]; ok {
-		if ms, err := strconv.Atoi(fmt.Sprint(v)); err == nil && ms > 0 {
-			l.strandAfter = time.Duration(ms) * time.Millisecond / 3
-		}
+	if d, ok := clientconf.Millis(cm, "session.timeout.ms"); ok {
+		l.strandAfter = d / 3
 	}
-	if v, ok := cm["max.poll.interval.ms"]; ok {
-		if ms, err := strconv.Atoi(fmt.Sprint(v)); err == nil && ms > 0 {
-			l.pauseAfter = min(l.pauseAfter, time.Duration(ms)*time.Millisecond/4)
-		}
+	if d, ok := clientconf.Millis(cm, "max.poll.interval.ms"); ok {
+		l.pauseAfter = min(l.pauseAfter, d/4)
 	}
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {

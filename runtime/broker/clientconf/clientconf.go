@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,4 +137,19 @@ func CreateTopic(ctx context.Context, admin *kafka.AdminClient, spec kafka.Topic
 		}
 	}
 	return nil
+}
+
+// Millis reads a setting of m in milliseconds (such as session.timeout.ms),
+// whether it is held as a number or a string; ok is false when it is
+// missing, not a whole number or not above zero.
+func Millis(m kafka.ConfigMap, key string) (d time.Duration, ok bool) {
+	v, found := m[key]
+	if !found {
+		return 0, false
+	}
+	ms, err := strconv.Atoi(fmt.Sprint(v))
+	if err != nil || ms <= 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }

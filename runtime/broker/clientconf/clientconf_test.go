@@ -3,6 +3,7 @@ package clientconf
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -21,5 +22,19 @@ func TestConfigMapLayers(t *testing.T) {
 	}
 	if _, err := ConfigMap(" ", nil, nil); err == nil || !strings.Contains(err.Error(), "bootstrap") {
 		t.Fatalf("no servers: %v", err)
+	}
+}
+
+func TestMillis(t *testing.T) {
+	m := kafka.ConfigMap{"a.ms": 4500, "b.ms": "300", "c.ms": "soon", "d.ms": 0, "e.ms": "-5"}
+	for key, want := range map[string]time.Duration{"a.ms": 4500 * time.Millisecond, "b.ms": 300 * time.Millisecond} {
+		if d, ok := Millis(m, key); !ok || d != want {
+			t.Errorf("Millis(%s) = %v, %v; want %v, true", key, d, ok, want)
+		}
+	}
+	for _, key := range []string{"c.ms", "d.ms", "e.ms", "missing.ms"} {
+		if d, ok := Millis(m, key); ok {
+			t.Errorf("Millis(%s) = %v, true; want false", key, d)
+		}
 	}
 }
