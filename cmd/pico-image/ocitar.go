@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,26 +35,26 @@ func writeTarball(out string, img v1.Image, tag string, epoch time.Time) error {
 	if err != nil {
 		return fmt.Errorf("image tag %q: %v", tag, err)
 	}
+	// Every blob is stored under its content address, computed from its
+	// bytes: the image's digest, config name and layer digests are those.
 	blobs := map[string][]byte{}
 	blobPath := func(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
-	manifest, err := img.RawManifest()
+	put := func(b []byte, err error) (v1.Hash, []byte, error) {
+		if err != nil {
+			return v1.Hash{}, nil, err
+		}
+		h, _, err := v1.SHA256(bytes.NewReader(b))
+		blobs[blobPath(h)] = b
+		return h, b, err
+	}
+	digest, manifest, err := put(img.RawManifest())
 	if err != nil {
 		return err
 	}
-	digest, err := img.Digest()
+	configName, _, err := put(img.RawConfigFile())
 	if err != nil {
 		return err
 	}
-	blobs[blobPath(digest)] = manifest
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return err
-	}
-	configName, err := img.ConfigName()
-	if err != nil {
-		return err
-	}
-	blobs[blobPath(configName)] = config
 	layers, err := img.Layers()
 	if err != nil {
 		return err
@@ -67,20 +68,15 @@ func writeTarball(out string, img v1.Image, tag string, epoch time.Time) error {
 	}
 	dm := dockerManifest{Config: blobPath(configName), RepoTags: []string{familiar}}
 	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			return err
-		}
 		rc, err := l.Compressed()
 		if err != nil {
 			return err
 		}
-		b, err := io.ReadAll(rc)
+		d, _, err := put(io.ReadAll(rc))
 		rc.Close()
 		if err != nil {
 			return err
 		}
-		blobs[blobPath(d)] = b
 		dm.Layers = append(dm.Layers, blobPath(d))
 	}
 	index := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{{
