@@ -44,11 +44,11 @@ type Server struct {
 	// Port is the TCP port on 127.0.0.1.
 	Port int
 
-	binDir string
-	asUser string // "" when running as the current user
-	mu     sync.Mutex
-	up     bool
-	closed bool
+	binDir    string
+	asUser    string // "" when running as the current user
+	mu        sync.Mutex
+	up        bool
+	closeOnce sync.Once
 }
 
 // BinDir returns the folder with initdb, pg_ctl and postgres, or "" when
@@ -243,20 +243,16 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
-// Close stops the server and removes its folder. It is safe to call twice.
+// Close stops the server and removes its folder. It is safe to call twice;
+// a second call returns once the first is done.
 func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	s.mu.Unlock()
-	if err := s.Stop(); err != nil {
-		// Leave nothing running: an immediate stop as a last resort.
-		_, _ = s.run("pg_ctl", "-D", s.DataDir, "-m", "immediate", "stop")
-	}
-	_ = os.RemoveAll(s.Dir)
+	s.closeOnce.Do(func() {
+		if err := s.Stop(); err != nil {
+			// Leave nothing running: an immediate stop as a last resort.
+			_, _ = s.run("pg_ctl", "-D", s.DataDir, "-m", "immediate", "stop")
+		}
+		_ = os.RemoveAll(s.Dir)
+	})
 }
 
 // DSN returns a connection string for the postgres superuser and the
