@@ -103,11 +103,15 @@ func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[T
 	defer t.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		res, err := t.commitOnce(ctx, files, next, expect)
+		res.Retries = attempt
+		if err == nil && res.committed {
+			res.ExpireErr = t.clean(t.expire(ctx))
+		}
 		if err == nil || !isConflict(err) || attempt >= maxAttempts {
 			return res, t.clean(err)
 		}
 		if err := t.reload(ctx, attempt); err != nil {
-			return CommitResult{}, t.clean(err)
+			return CommitResult{Retries: attempt + 1}, t.clean(err)
 		}
 	}
 }
@@ -204,7 +208,52 @@ func (t *Table) commitOnce(ctx context.Context, files []DataFile, next, expect m
 	if s := committed.CurrentSnapshot(); s != nil {
 		res.SnapshotID = s.SnapshotID
 	}
+	res.committed = true
 	return res, nil
+}
+
+// expireBatch is how many snapshots must be past the table's retention
+// (history.expire.max-snapshot-age-ms, beyond the
+// history.expire.min-snapshots-to-keep newest) for Commit to expire them:
+// an expiry is a commit of its own, not worth making for one snapshot.
+const expireBatch = 20
+
+// expire expires the snapshots past the table's retention when there are
+// expireBatch of them. Only snapshot metadata and the manifests only they
+// reference go: every data file of an append-only table stays in the
+// current snapshot. A conflict is left to a later commit.
+func (t *Table) expire(ctx context.Context) error {
+	tbl := t.tbl
+	props := tbl.Properties()
+	maxAge := props.GetInt64(table.MaxSnapshotAgeMsKey, table.MaxSnapshotAgeMsDefault)
+	keep := props.GetInt(table.MinSnapshotsToKeepKey, table.MinSnapshotsToKeepDefault)
+	snaps := tbl.Metadata().Snapshots()
+	cutoff := time.Now().UnixMilli() - maxAge
+	old := 0
+	for _, s := range snaps {
+		if s.TimestampMs < cutoff {
+			old++
+		}
+	}
+	if old > len(snaps)-keep {
+		old = len(snaps) - keep
+	}
+	if old < expireBatch {
+		return nil
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(); err != nil {
+		return fmt.Errorf("iceberg table %s: expiring snapshots: %w", t.cfg.Table, err)
+	}
+	next, err := txn.Commit(ctx)
+	if isConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("iceberg table %s: expiring snapshots: %w", t.cfg.Table, err)
+	}
+	t.tbl = next
+	return nil
 }
 
 // dataFile is f as an Iceberg data file of spec.

@@ -143,6 +143,15 @@ type CommitResult struct {
 	// accepted it) shows here on its retry: the table then holds the
 	// offsets it committed (Offsets).
 	Dropped []TopicPartition
+	// Retries is how many times the commit lost an optimistic-concurrency
+	// race to another writer and was retried on the new table state.
+	Retries int
+	// ExpireErr is the error of the snapshot expiry that follows a commit
+	// once enough snapshots are past the table's retention
+	// (history.expire.max-snapshot-age-ms): the commit itself landed.
+	ExpireErr error
+
+	committed bool // a snapshot was made
 }
 
 // Table is an open Iceberg table. Its methods are safe for concurrent

@@ -153,8 +153,8 @@ func TestConflictRetry(t *testing.T) {
 			t.Fatalf("round %d: a.Commit: %v", i, err)
 		}
 		res, err := b.Commit(ctx, []DataFile{fb}, map[TopicPartition]int64{tpB: int64(2*i + 2)}, expect(tpB))
-		if err != nil || len(res.Dropped) != 0 {
-			t.Fatalf("round %d: b.Commit = %+v, %v; want it retried and landed", i, res, err)
+		if err != nil || len(res.Dropped) != 0 || res.Retries != 1 {
+			t.Fatalf("round %d: b.Commit = %+v, %v; want it retried once and landed", i, res, err)
 		}
 	}
 	offs, _, err := a.Offsets(ctx)
@@ -300,5 +300,99 @@ func TestErrorsHideSecrets(t *testing.T) {
 		if _, err := Open(t.Context(), c.cfg, baseCols, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%+v) = %v; want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// TestConcurrentWriters: two writers commit their own partitions at the
+// same time, each on its own table handle; every commit lands.
+func TestConcurrentWriters(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	const rounds = 5
+	writers := []*Table{e.open(baseCols, daySpec), e.open(baseCols, daySpec)}
+	errs := make(chan error, len(writers))
+	retries := make(chan int, len(writers)*rounds)
+	for w, tbl := range writers {
+		tp := TopicPartition{"t", int32(w)}
+		files := make([]DataFile, rounds)
+		for i := range files {
+			files[i] = uploadRows(e, fmt.Sprintf("w%d-%d.parquet", w, i), tp, int64(3*i), 3, day0)
+		}
+		go func() {
+			for i, f := range files {
+				expect := int64(3 * i)
+				if i == 0 {
+					expect = -1 // none yet
+				}
+				res, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: int64(3*i + 3)}, map[TopicPartition]int64{tp: expect})
+				if err == nil && len(res.Dropped) > 0 {
+					err = fmt.Errorf("writer %d round %d: dropped %v", w, i, res.Dropped)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				retries <- res.Retries
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(retries)
+	total := 0
+	for r := range retries {
+		total += r
+	}
+	t.Logf("%d commits retried %d times", 2*rounds, total)
+	offs, _, err := writers[0].Offsets(ctx)
+	if want := map[TopicPartition]int64{{"t", 0}: 3 * rounds, {"t", 1}: 3 * rounds}; err != nil || !reflect.DeepEqual(offs, want) {
+		t.Fatalf("Offsets = %v, %v; want %v", offs, err, want)
+	}
+	if n := len(scan(t, writers[0])); n != 2*3*rounds {
+		t.Fatalf("%d rows; want %d", n, 2*3*rounds)
+	}
+}
+
+// TestExpireSnapshots: once enough snapshots are past the table's
+// retention, Commit expires them; every row stays.
+func TestExpireSnapshots(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	tbl := e.open(baseCols, daySpec)
+	txn := tbl.tbl.NewTransaction()
+	if err := txn.SetProperties(map[string]string{"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl.tbl = next
+	tp := TopicPartition{"t", 0}
+	most := 0
+	for i := 0; i < expireBatch+4; i++ {
+		f := uploadRows(e, fmt.Sprintf("f%d.parquet", i), tp, int64(i), 1, day0)
+		expect := int64(i)
+		if i == 0 {
+			expect = -1
+		}
+		res, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: int64(i + 1)}, map[TopicPartition]int64{tp: expect})
+		if err != nil || res.ExpireErr != nil || len(res.Dropped) > 0 {
+			t.Fatalf("commit %d = %+v, %v", i, res, err)
+		}
+		most = max(most, len(tbl.tbl.Metadata().Snapshots()))
+	}
+	if n := len(tbl.tbl.Metadata().Snapshots()); n >= expireBatch+3 || most > expireBatch+3 {
+		t.Fatalf("%d snapshots (at most %d) after %d commits; want them expired after %d", n, most, expireBatch+4, expireBatch+3)
+	}
+	if n := len(scan(t, tbl)); n != expireBatch+4 {
+		t.Fatalf("%d rows; want %d", n, expireBatch+4)
+	}
+	if got, err := tbl.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
+		t.Fatalf("Orphans after expiry = %v, %v; want none", got, err)
 	}
 }

@@ -14,12 +14,17 @@ import (
 )
 
 // tableProps are the properties a new table is created with: format
-// version 2 (version 3 wants a first row id from every added file), and
-// manifests merged on append so that a commit every minute does not grow
-// the manifest list by one manifest each time.
+// version 2 (version 3 wants a first row id from every added file);
+// manifests merged on append, so that a commit every minute does not grow
+// the manifest list by one manifest each time; snapshots kept for a day
+// (every snapshot's summary holds every partition's offset, and the
+// metadata file, rewritten at every commit, holds every snapshot), and the
+// 100 previous metadata files only.
 var tableProps = iceberg.Properties{
-	table.PropertyFormatVersion:   "2",
-	table.ManifestMergeEnabledKey: "true",
+	table.PropertyFormatVersion:               "2",
+	table.ManifestMergeEnabledKey:             "true",
+	table.MaxSnapshotAgeMsKey:                 "86400000",
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
 }
 
 // icebergType is the Iceberg type of a sink column type.
