@@ -73,13 +73,10 @@ func snapshotOffsets(snap *table.Snapshot) map[TopicPartition]int64 {
 // "pico.offset.TOPIC.PARTITION"), and that snapshot's id (0: none). It
 // reloads the table from the catalog first.
 func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tbl, err := t.cat.LoadTable(ctx, t.ident)
+	tbl, err := t.refresh(ctx)
 	if err != nil {
-		return nil, 0, t.clean(fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err))
+		return nil, 0, t.clean(err)
 	}
-	t.tbl = tbl
 	snap := tbl.CurrentSnapshot()
 	var id int64
 	if snap != nil {
@@ -292,9 +289,24 @@ func (t *Table) reload(ctx context.Context, attempt int) error {
 		return ctx.Err()
 	case <-timer.C:
 	}
+	return t.load(ctx)
+}
+
+// refresh loads the table from the catalog, holding t.mu, and returns it.
+func (t *Table) refresh(ctx context.Context) (*table.Table, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.load(ctx); err != nil {
+		return nil, err
+	}
+	return t.tbl, nil
+}
+
+// load loads the table from the catalog into t.tbl; t.mu is held.
+func (t *Table) load(ctx context.Context) error {
 	tbl, err := t.cat.LoadTable(ctx, t.ident)
 	if err != nil {
-		return fmt.Errorf("iceberg table %s: reloading after a conflict: %w", t.cfg.Table, err)
+		return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
 	}
 	t.tbl = tbl
 	return nil

@@ -91,6 +91,13 @@ func (e *env) open(cols []Column, spec []PartitionField) *Table {
 	return tbl
 }
 
+// newPair is newEnv with two handles on its table, as two writers have.
+func newPair(t *testing.T) (*env, *Table, *Table) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.open(baseCols, daySpec), e.open(baseCols, daySpec)
+}
+
 // baseCols are the sink's metadata columns and two payload columns.
 var baseCols = []Column{
 	{Name: "offset", Type: "int64"},

@@ -88,10 +88,8 @@ func TestCommitScan(t *testing.T) {
 // TestFence: a writer whose expected offset is stale has its partition's
 // files dropped, while its other partitions land.
 func TestFence(t *testing.T) {
-	e := newEnv(t)
+	e, a, b := newPair(t)
 	ctx := t.Context()
-	a := e.open(baseCols, daySpec)
-	b := e.open(baseCols, daySpec)
 	tp0, tp1 := TopicPartition{"t", 0}, TopicPartition{"t", 1}
 
 	fa := uploadRows(e, "a.parquet", tp0, 0, 3, day0)
@@ -132,10 +130,8 @@ func TestFence(t *testing.T) {
 // state and lands, and every snapshot's summary keeps the other writer's
 // offsets.
 func TestConflictRetry(t *testing.T) {
-	e := newEnv(t)
+	e, a, b := newPair(t)
 	ctx := t.Context()
-	a := e.open(baseCols, daySpec)
-	b := e.open(baseCols, daySpec)
 	tpA, tpB := TopicPartition{"t", 0}, TopicPartition{"t", 1}
 	const rounds = 4
 	for i := 0; i < rounds; i++ {
