@@ -204,7 +204,7 @@ func scan(t *testing.T, tbl *Table) []scanned {
 				case f.Type.ID() == arrow.TIMESTAMP:
 					ts := col.(*array.Timestamp)
 					unit := f.Type.(*arrow.TimestampType).Unit
-					r[f.Name] = ts.Value(i).ToTime(unit).UTC().Format(time.RFC3339)
+					r[f.Name] = ts.Value(i).ToTime(unit).UTC().Format(time.RFC3339Nano)
 				default:
 					r[f.Name] = col.ValueStr(i)
 				}
