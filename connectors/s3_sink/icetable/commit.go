@@ -95,9 +95,11 @@ func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, e
 // is retried on the fresh table state, fence included (bounded, with
 // back-off). With nothing to commit it does nothing and returns the
 // current snapshot id.
-func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[TopicPartition]int64) (CommitResult, error) {
+func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[TopicPartition]int64) (_ CommitResult, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { err = t.clean(err) }()
+	defer recoverError(&err)
 	for attempt := 0; ; attempt++ {
 		res, err := t.commitOnce(ctx, files, next, expect)
 		res.Retries = attempt
@@ -105,10 +107,10 @@ func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[T
 			res.ExpireErr = t.clean(t.expire(ctx))
 		}
 		if err == nil || !isConflict(err) || attempt >= maxAttempts {
-			return res, t.clean(err)
+			return res, err
 		}
 		if err := t.reload(ctx, attempt); err != nil {
-			return CommitResult{Retries: attempt + 1}, t.clean(err)
+			return CommitResult{Retries: attempt + 1}, err
 		}
 	}
 }

@@ -180,13 +180,9 @@ type scanned map[string]string
 // partition and offset.
 func scan(t *testing.T, tbl *Table) []scanned {
 	t.Helper()
-	ctx := t.Context()
-	if _, _, err := tbl.Offsets(ctx); err != nil { // reloads
-		t.Fatal(err)
-	}
-	at, err := tbl.tbl.Scan().ToArrowTable(ctx)
+	at, err := tbl.ReadAll(t.Context())
 	if err != nil {
-		t.Fatalf("scan: %v", err)
+		t.Fatal(err)
 	}
 	defer at.Release()
 	var out []scanned

@@ -178,8 +178,10 @@ type Table struct {
 // definition makes optional or leaves out becomes optional. A change
 // Iceberg cannot make (another type change, a different partition spec) is
 // an error naming the column and the reason.
-func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (*Table, error) {
+func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (_ *Table, err error) {
 	t := &Table{cfg: cfg, secrets: secretsOf(cfg)}
+	defer func() { err = t.clean(err) }()
+	defer recoverError(&err)
 	ident, err := parseIdent(cfg.Table)
 	if err != nil {
 		return nil, err
@@ -189,11 +191,11 @@ func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField)
 		return nil, errors.New("iceberg: the table needs at least one column")
 	}
 	if err := t.openCatalog(ctx); err != nil {
-		return nil, t.clean(err)
+		return nil, err
 	}
 	if err := t.prepare(ctx, cols, spec); err != nil {
 		t.Close()
-		return nil, t.clean(err)
+		return nil, err
 	}
 	return t, nil
 }
@@ -262,8 +264,7 @@ func (t *Table) openCatalog(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("iceberg sql catalog: %w", err)
 		}
-		props["init_catalog_tables"] = "true"
-		cat, err := sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
+		cat, err := newSQLCatalog(ctx, name, db, props)
 		if err != nil {
 			db.Close()
 			return fmt.Errorf("iceberg sql catalog at %s: %w", t.cfg.URI, err)
@@ -319,6 +320,35 @@ func (t *Table) awsConfig(ctx context.Context) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("iceberg: AWS configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// catalogLock is the key of the PostgreSQL advisory lock under which
+// writers create the sql catalog's tables: CREATE TABLE IF NOT EXISTS of
+// two sessions at once fails one of them (duplicate key, type or table).
+const catalogLock = 0x7069636f69636562 // "picoiceb"
+
+// newSQLCatalog is the sql catalog on db, its tables created if missing.
+func newSQLCatalog(ctx context.Context, name string, db *sql.DB, props iceberg.Properties) (*sqlcat.Catalog, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(catalogLock)); err != nil {
+		return nil, err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(catalogLock))
+	props["init_catalog_tables"] = "true"
+	return sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
+}
+
+// recoverError turns a panic of iceberg-go (it has a few, on metadata it
+// finds inconsistent) into *err, so that it does not stop the runtime and
+// every connector in it.
+func recoverError(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("iceberg: internal error in iceberg-go: %v", r)
+	}
 }
 
 // secretsOf lists the secret values of cfg, longest first, for clean.

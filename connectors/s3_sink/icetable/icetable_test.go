@@ -110,9 +110,9 @@ func TestFence(t *testing.T) {
 	if got := offsetsOf(scan(t, b)); got != "t/0:0 t/0:1 t/0:2 t/1:0 t/1:1" {
 		t.Fatalf("scanned %s; want t/0 0-2 once and t/1 0-1", got)
 	}
-	paths := dataFilePaths(t, b)
-	if _, ok := paths[fb.Path]; ok {
-		t.Fatalf("the dropped file %s is in the table", fb.Path)
+	paths, err := b.DataFiles(ctx)
+	if want := []string{fa.Path, fb1.Path}; err != nil || !reflect.DeepEqual(paths, want) {
+		t.Fatalf("DataFiles = %v, %v; want %v (not the dropped %s)", paths, err, want, fb.Path)
 	}
 	// The fence holds for offsets alone too.
 	res, err = b.Commit(ctx, nil, map[TopicPartition]int64{tp0: 9}, map[TopicPartition]int64{tp0: 0})
@@ -162,17 +162,24 @@ func TestConflictRetry(t *testing.T) {
 		t.Fatalf("%d rows; want %d: %s", len(got), 4*rounds, offsetsOf(got))
 	}
 	// Offsets never go backwards along the snapshots.
+	snaps, err := a.Snapshots(ctx)
+	if err != nil || len(snaps) != 2*rounds {
+		t.Fatalf("Snapshots = %d, %v; want %d", len(snaps), err, 2*rounds)
+	}
 	last := map[TopicPartition]int64{}
-	for _, s := range a.tbl.Metadata().Snapshots() {
-		for tp, off := range snapshotOffsets(&s) {
+	for i, s := range snaps {
+		if i > 0 && s.ParentID != snaps[i-1].ID || s.AddedFiles != 1 || s.AddedRecords != 2 {
+			t.Fatalf("snapshot %d: %+v; want parent %d, 1 file of 2 records", i, s, snaps[i-1].ID)
+		}
+		for tp, off := range s.Offsets {
 			if off < last[tp] {
-				t.Fatalf("snapshot %d: %s went back from %d to %d", s.SnapshotID, tp, last[tp], off)
+				t.Fatalf("snapshot %d: %s went back from %d to %d", s.ID, tp, last[tp], off)
 			}
 			last[tp] = off
 		}
 		for tp := range last {
-			if _, ok := snapshotOffsets(&s)[tp]; !ok {
-				t.Fatalf("snapshot %d lost the offset of %s", s.SnapshotID, tp)
+			if _, ok := s.Offsets[tp]; !ok {
+				t.Fatalf("snapshot %d lost the offset of %s", s.ID, tp)
 			}
 		}
 	}
@@ -390,5 +397,35 @@ func TestExpireSnapshots(t *testing.T) {
 	}
 	if got, err := tbl.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
 		t.Fatalf("Orphans after expiry = %v, %v; want none", got, err)
+	}
+}
+
+// TestOpenRace: writers that open a missing table at the same time all
+// get it, created once, with the column one of them adds.
+func TestOpenRace(t *testing.T) {
+	e := newEnv(t)
+	const n = 4
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		cols := baseCols
+		if i == n-1 {
+			cols = append(append([]Column{}, baseCols...), Column{Name: "note", Type: "string", Optional: true})
+		}
+		go func() {
+			tbl, err := Open(t.Context(), e.cfg, cols, daySpec)
+			if err == nil {
+				err = tbl.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Open: %v", err)
+		}
+	}
+	tbl := e.open(baseCols, daySpec)
+	if _, ok := tbl.tbl.Schema().FindFieldByName("note"); !ok {
+		t.Fatalf("schema %v lacks the column note", tbl.tbl.Schema())
 	}
 }

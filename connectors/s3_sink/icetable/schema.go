@@ -130,7 +130,10 @@ func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionFi
 	}
 	if !ok {
 		if err := t.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			return fmt.Errorf("iceberg: creating namespace %s: %w", strings.Join(ns, "."), err)
+			// Another writer may have created it at the same time.
+			if ok, _ := t.cat.CheckNamespaceExists(ctx, ns); !ok {
+				return fmt.Errorf("iceberg: creating namespace %s: %w", strings.Join(ns, "."), err)
+			}
 		}
 	}
 	tbl, err := t.cat.LoadTable(ctx, t.ident)
@@ -140,8 +143,10 @@ func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionFi
 			props[k] = v
 		}
 		tbl, err = t.cat.CreateTable(ctx, t.ident, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
-		if errors.Is(err, catalog.ErrTableAlreadyExists) { // another writer created it
-			tbl, err = t.cat.LoadTable(ctx, t.ident)
+		if err != nil { // another writer may have created it at the same time
+			if again, lerr := t.cat.LoadTable(ctx, t.ident); lerr == nil {
+				tbl, err = again, nil
+			}
 		}
 	}
 	if err != nil {
