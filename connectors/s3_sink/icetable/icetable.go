@@ -187,6 +187,9 @@ func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField)
 		return nil, err
 	}
 	t.ident = ident
+	if w := cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
+		return nil, fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
+	}
 	if len(cols) == 0 {
 		return nil, errors.New("iceberg: the table needs at least one column")
 	}

@@ -224,6 +224,11 @@ func TestSchemaEvolution(t *testing.T) {
 		t.Fatalf("schema id %d after a reopen with the same columns; want %d", id, before)
 	}
 
+	other := e.cfg
+	other.Table, other.Warehouse = "lake.other", ""
+	if _, err := Open(ctx, other, cols, daySpec); err == nil || !strings.Contains(err.Error(), "iceberg table lake.other does not exist and no warehouse is set") {
+		t.Fatalf("Open of a new table without a warehouse: %v", err)
+	}
 	bad := append([]Column{}, cols...)
 	bad[5] = Column{Name: "name", Type: "int64"}
 	_, err := Open(ctx, e.cfg, bad, daySpec)
@@ -299,6 +304,7 @@ func TestErrorsHideSecrets(t *testing.T) {
 		{Config{Catalog: "hive", Table: "a.b"}, "iceberg catalog 'hive' is not supported"},
 		{Config{Catalog: "sql", Table: "nodot"}, "must be namespace.table"},
 		{Config{Catalog: "sql", URI: "mysql://x", Table: "a.b"}, "not a PostgreSQL URL"},
+		{Config{Catalog: "sql", Table: "a.b", Warehouse: "gs://b/w"}, "iceberg warehouse 'gs://b/w' is not an S3 location"},
 	} {
 		if _, err := Open(t.Context(), c.cfg, baseCols, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%+v) = %v; want %q", c.cfg, err, c.want)

@@ -137,6 +137,9 @@ func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionFi
 		}
 	}
 	tbl, err := t.cat.LoadTable(ctx, t.ident)
+	if errors.Is(err, catalog.ErrNoSuchTable) && t.cfg.Warehouse == "" && t.cfg.Catalog != "rest" {
+		return fmt.Errorf("iceberg table %s does not exist and no warehouse is set to create it in: set the warehouse to s3://bucket/prefix", t.cfg.Table)
+	}
 	if errors.Is(err, catalog.ErrNoSuchTable) {
 		props := iceberg.Properties{table.DefaultNameMappingKey: nameMapping(sc)}
 		for k, v := range tableProps {
