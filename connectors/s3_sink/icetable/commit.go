@@ -171,6 +171,9 @@ func (t *Table) commitOnce(ctx context.Context, files []DataFile, next, expect m
 		if !fenced[f.TP] {
 			continue
 		}
+		if err := checkRange(f, recorded(cur, f.TP), next); err != nil {
+			return res, err
+		}
 		df, err := dataFile(spec, sc, f)
 		if err != nil {
 			return res, err
@@ -252,6 +255,25 @@ func (t *Table) expire(ctx context.Context) error {
 		return fmt.Errorf("iceberg table %s: expiring snapshots: %w", t.cfg.Table, err)
 	}
 	t.tbl = next
+	return nil
+}
+
+// checkRange refuses a file whose offsets are not between the table's
+// offset of its partition (at) and the offset the commit moves it to:
+// committing it would duplicate records, or leave the table's offset
+// behind records it holds.
+func checkRange(f DataFile, at int64, next map[TopicPartition]int64) error {
+	to, ok := next[f.TP]
+	switch {
+	case f.Last < f.First:
+		return fmt.Errorf("iceberg data file %s: offsets %d to %d are not a range", f.Path, f.First, f.Last)
+	case !ok:
+		return fmt.Errorf("iceberg data file %s of %s: the commit gives no next offset for %s", f.Path, f.TP, f.TP)
+	case f.First < at:
+		return fmt.Errorf("iceberg data file %s holds offsets %d to %d of %s, but the table holds %s up to %d already: it would duplicate records", f.Path, f.First, f.Last, f.TP, f.TP, at)
+	case f.Last >= to:
+		return fmt.Errorf("iceberg data file %s holds offsets %d to %d of %s, at or past the next offset %d the commit records", f.Path, f.First, f.Last, f.TP, to)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCommitScan commits real Parquet files to a day-partitioned table in
@@ -113,6 +114,19 @@ func TestFence(t *testing.T) {
 	paths, err := b.DataFiles(ctx)
 	if want := []string{fa.Path, fb1.Path}; err != nil || !reflect.DeepEqual(paths, want) {
 		t.Fatalf("DataFiles = %v, %v; want %v (not the dropped %s)", paths, err, want, fb.Path)
+	}
+	// A file outside the range from the table's offset to next is a
+	// caller's error, not a commit.
+	early := uploadRows(e, "early.parquet", tp1, 1, 2, day0)
+	if _, err := b.Commit(ctx, []DataFile{early}, map[TopicPartition]int64{tp1: 3}, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "would duplicate records") {
+		t.Fatalf("Commit of offsets 1-2 over a table at 2: %v; want a refusal", err)
+	}
+	late := uploadRows(e, "late.parquet", tp1, 2, 2, day0)
+	if _, err := b.Commit(ctx, []DataFile{late}, map[TopicPartition]int64{tp1: 3}, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "at or past the next offset 3") {
+		t.Fatalf("Commit of offsets 2-3 with next 3: %v; want a refusal", err)
+	}
+	if _, err := b.Commit(ctx, []DataFile{late}, nil, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "no next offset for t/1") {
+		t.Fatalf("Commit of a file without a next offset: %v; want a refusal", err)
 	}
 	// The fence holds for offsets alone too.
 	res, err = b.Commit(ctx, nil, map[TopicPartition]int64{tp0: 9}, map[TopicPartition]int64{tp0: 0})
@@ -273,6 +287,11 @@ func TestOrphans(t *testing.T) {
 	}
 	if err := tbl.DeleteOrphans(ctx, []string{orphan.Path, committed.Path}); err == nil || !strings.Contains(err.Error(), "not an orphan") {
 		t.Fatalf("DeleteOrphans of a committed file: %v; want a refusal", err)
+	}
+	e.cfg.OrphanMinAge = time.Hour
+	young := e.open(baseCols, daySpec)
+	if got, err := young.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
+		t.Fatalf("Orphans of objects younger than OrphanMinAge = %v, %v; want none", got, err)
 	}
 	if err := tbl.DeleteOrphans(ctx, got); err != nil {
 		t.Fatal(err)
