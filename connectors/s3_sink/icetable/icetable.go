@@ -177,7 +177,9 @@ type Table struct {
 // to double, a wider decimal precision) is widened, a required column the
 // definition makes optional or leaves out becomes optional. A change
 // Iceberg cannot make (another type change, a different partition spec) is
-// an error naming the column and the reason.
+// an error naming the column and the reason. With no columns, Open opens
+// the table as it is, for tools (Orphans, Offsets...): it neither creates
+// nor changes it.
 func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (_ *Table, err error) {
 	t := &Table{cfg: cfg, secrets: secretsOf(cfg)}
 	defer func() { err = t.clean(err) }()
@@ -189,9 +191,6 @@ func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField)
 	t.ident = ident
 	if w := cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
 		return nil, fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
-	}
-	if len(cols) == 0 {
-		return nil, errors.New("iceberg: the table needs at least one column")
 	}
 	if err := t.openCatalog(ctx); err != nil {
 		return nil, err

@@ -239,7 +239,11 @@ func TestSchemaEvolution(t *testing.T) {
 	}
 
 	other := e.cfg
-	other.Table, other.Warehouse = "lake.other", ""
+	other.Table = "lake.other"
+	if _, err := Open(ctx, other, nil, nil); err == nil || !strings.Contains(err.Error(), "iceberg table lake.other: table does not exist") {
+		t.Fatalf("Open of a missing table without columns: %v; want it not created", err)
+	}
+	other.Warehouse = ""
 	if _, err := Open(ctx, other, cols, daySpec); err == nil || !strings.Contains(err.Error(), "iceberg table lake.other does not exist and no warehouse is set") {
 		t.Fatalf("Open of a new table without a warehouse: %v", err)
 	}
@@ -289,7 +293,7 @@ func TestOrphans(t *testing.T) {
 		t.Fatalf("DeleteOrphans of a committed file: %v; want a refusal", err)
 	}
 	e.cfg.OrphanMinAge = time.Hour
-	young := e.open(baseCols, daySpec)
+	young := e.open(nil, nil) // as it is, as the admin command opens it
 	if got, err := young.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
 		t.Fatalf("Orphans of objects younger than OrphanMinAge = %v, %v; want none", got, err)
 	}

@@ -115,6 +115,14 @@ func newSpec(sc *iceberg.Schema, fields []PartitionField) (iceberg.PartitionSpec
 
 // prepare creates the namespace and the table, or evolves the table.
 func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionField) error {
+	if len(cols) == 0 {
+		tbl, err := t.cat.LoadTable(ctx, t.ident)
+		if err != nil {
+			return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
+		}
+		t.tbl = tbl
+		return nil
+	}
 	sc, err := newSchema(cols)
 	if err != nil {
 		return err
