@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // TestCommitScan commits real Parquet files to a day-partitioned table in
@@ -65,6 +68,15 @@ func TestCommitScan(t *testing.T) {
 		if fmt.Sprint(p[1000]) != fmt.Sprint(wantDay) {
 			t.Errorf("%s: partition %v; want timestamp_day %d", path, p, wantDay)
 		}
+	}
+
+	// The partition values prune: a scan of day 1 plans b.parquet only
+	// (the files carry no column statistics, so only the partition can
+	// leave the others out).
+	tasks, err := tbl.tbl.Scan(table.WithRowFilter(iceberg.GreaterThanEqual(iceberg.Reference("timestamp"),
+		iceberg.Timestamp(day0.Add(24*time.Hour).UnixMicro())))).PlanFiles(ctx)
+	if err != nil || len(tasks) != 1 || tasks[0].File.FilePath() != files[1].Path {
+		t.Fatalf("files planned for day 1: %d, %v; want only %s", len(tasks), err, files[1].Path)
 	}
 
 	// Offsets only: an empty snapshot that moves tp1 and keeps tp0.
