@@ -79,6 +79,20 @@ func TestCommitScan(t *testing.T) {
 		t.Fatalf("files planned for day 1: %d, %v; want only %s", len(tasks), err, files[1].Path)
 	}
 
+	// A snapshot of another engine (here an empty append without our
+	// summary properties, as a compaction would make) keeps the offsets.
+	other := tbl.tbl.NewTransaction()
+	if err := other.AddFiles(ctx, nil, iceberg.Properties{"engine": "other"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	offs, snap, err = tbl.Offsets(ctx)
+	if err != nil || !reflect.DeepEqual(offs, next) || snap == res.SnapshotID {
+		t.Fatalf("Offsets after another engine's snapshot = %v, %d, %v; want %v of the snapshot before, under a new current one", offs, snap, err, next)
+	}
+
 	// Offsets only: an empty snapshot that moves tp1 and keeps tp0.
 	res2, err := tbl.Commit(ctx, nil, map[TopicPartition]int64{tp1: 4}, map[TopicPartition]int64{tp1: 2})
 	if err != nil || res2.SnapshotID == res.SnapshotID {
