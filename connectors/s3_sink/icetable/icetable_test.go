@@ -416,13 +416,15 @@ func TestConcurrentWriters(t *testing.T) {
 }
 
 // TestExpireSnapshots: once enough snapshots are past the table's
-// retention, Commit expires them; every row stays.
+// retention, Commit expires them; manifests are merged (here every 4);
+// every row and data file stays.
 func TestExpireSnapshots(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	tbl := e.open(baseCols, daySpec)
 	txn := tbl.tbl.NewTransaction()
-	if err := txn.SetProperties(map[string]string{"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "3"}); err != nil {
+	if err := txn.SetProperties(map[string]string{"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "3",
+		"commit.manifest.min-count-to-merge": "4"}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := txn.Commit(ctx)
@@ -449,6 +451,22 @@ func TestExpireSnapshots(t *testing.T) {
 	}
 	if n := len(scan(t, tbl)); n != expireBatch+4 {
 		t.Fatalf("%d rows; want %d", n, expireBatch+4)
+	}
+	if paths, err := tbl.DataFiles(ctx); err != nil || len(paths) != expireBatch+4 {
+		t.Fatalf("DataFiles = %d, %v; want %d", len(paths), err, expireBatch+4)
+	}
+	fs, err := tbl.tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mfs, err := tbl.tbl.CurrentSnapshot().Manifests(fs); err != nil || len(mfs) >= 4 {
+		t.Fatalf("%d manifests, %v; want them merged below 4", len(mfs), err)
+	}
+	// The merged manifests keep the partition values: day 1 prunes every file.
+	tasks, err := tbl.tbl.Scan(table.WithRowFilter(iceberg.GreaterThanEqual(iceberg.Reference("timestamp"),
+		iceberg.Timestamp(day0.Add(24*time.Hour).UnixMicro())))).PlanFiles(ctx)
+	if err != nil || len(tasks) != 0 {
+		t.Fatalf("files planned for day 1: %d, %v; want none", len(tasks), err)
 	}
 	if got, err := tbl.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
 		t.Fatalf("Orphans after expiry = %v, %v; want none", got, err)
