@@ -502,3 +502,36 @@ func TestOpenRace(t *testing.T) {
 		t.Fatalf("schema %v lacks the column note", tbl.tbl.Schema())
 	}
 }
+
+// TestCatalogOutage: while the catalog's database is down Commit fails
+// (nothing committed, the error names the catalog without the password
+// of its URI); once it is back the same commit lands, on the same Table.
+func TestCatalogOutage(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	tbl := e.open(baseCols, daySpec)
+	tp := TopicPartition{"t", 0}
+	f := uploadRows(e, "a.parquet", tp, 0, 2, day0)
+	if err := shared.pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shared.pg.Start() })
+	_, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: 2}, nil)
+	if err == nil {
+		t.Fatal("Commit with the catalog down succeeded")
+	}
+	t.Logf("catalog down: %v", err)
+	if _, _, err := tbl.Offsets(ctx); err == nil {
+		t.Fatal("Offsets with the catalog down succeeded")
+	}
+	if err := shared.pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: 2}, nil)
+	if err != nil || len(res.Dropped) != 0 {
+		t.Fatalf("Commit after the catalog came back = %+v, %v", res, err)
+	}
+	if got := offsetsOf(scan(t, tbl)); got != "t/0:0 t/0:1" {
+		t.Fatalf("scanned %s; want offsets 0 and 1 once", got)
+	}
+}
