@@ -1,7 +1,11 @@
 package icetable
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -345,6 +349,29 @@ func TestErrorsHideSecrets(t *testing.T) {
 	}
 	if msg := err.Error(); strings.Contains(msg, "Hunter2Secret") || strings.Contains(msg, "S3SecretValue") {
 		t.Fatalf("the error quotes a secret: %s", msg)
+	}
+	// A REST catalog that quotes the request's credentials back in its
+	// error: the error Open returns still hides them.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		msg := fmt.Sprintf("bad request %s %s auth=%s body=%s", r.Method, r.URL, r.Header.Get("Authorization"), body)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "BadRequestException", "code": 400}})
+	}))
+	defer srv.Close()
+	for _, rc := range []Config{
+		{Catalog: "rest", URI: srv.URL, Token: "TokSecret123", Table: "a.b"},
+		{Catalog: "rest", URI: srv.URL, Credential: "client:CredSecret456", Table: "a.b"},
+	} {
+		_, err := Open(t.Context(), rc, baseCols, nil)
+		if err == nil {
+			t.Fatal("Open of a failing REST catalog succeeded")
+		}
+		if msg := err.Error(); strings.Contains(msg, "TokSecret123") || strings.Contains(msg, "CredSecret456") {
+			t.Fatalf("the error quotes a secret: %s", msg)
+		}
+		t.Logf("rest: %q", err.Error())
 	}
 	for _, c := range []struct {
 		cfg  Config
