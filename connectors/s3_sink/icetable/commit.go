@@ -181,6 +181,9 @@ func (t *Table) commitOnce(ctx context.Context, files []DataFile, next, expect m
 			moved = true
 		}
 	}
+	if err := checkOverlaps(files); err != nil {
+		return res, err
+	}
 	spec := tbl.Spec()
 	sc := tbl.Schema()
 	var dfs []iceberg.DataFile
@@ -290,6 +293,30 @@ func checkRange(f DataFile, at int64, next map[TopicPartition]int64) error {
 		return fmt.Errorf("iceberg data file %s holds offsets %d to %d of %s, but the table holds %s up to %d already: it would duplicate records", f.Path, f.First, f.Last, f.TP, f.TP, at)
 	case f.Last >= to:
 		return fmt.Errorf("iceberg data file %s holds offsets %d to %d of %s, at or past the next offset %d the commit records", f.Path, f.First, f.Last, f.TP, to)
+	}
+	return nil
+}
+
+// checkOverlaps refuses two files of one partition whose offsets overlap
+// (or one path given twice): together they would duplicate records.
+func checkOverlaps(files []DataFile) error {
+	byTP := map[TopicPartition][]DataFile{}
+	paths := map[string]bool{}
+	for _, f := range files {
+		if paths[f.Path] {
+			return fmt.Errorf("iceberg data file %s is given twice", f.Path)
+		}
+		paths[f.Path] = true
+		byTP[f.TP] = append(byTP[f.TP], f)
+	}
+	for tp, fs := range byTP {
+		sort.Slice(fs, func(i, j int) bool { return fs[i].First < fs[j].First })
+		for i := 1; i < len(fs); i++ {
+			if fs[i].First <= fs[i-1].Last {
+				return fmt.Errorf("iceberg data files %s (offsets %d to %d) and %s (offsets %d to %d) of %s overlap: together they would duplicate records",
+					fs[i-1].Path, fs[i-1].First, fs[i-1].Last, fs[i].Path, fs[i].First, fs[i].Last, tp)
+			}
+		}
 	}
 	return nil
 }

@@ -158,6 +158,13 @@ func TestFence(t *testing.T) {
 	if _, err := b.Commit(ctx, []DataFile{late}, nil, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "no next offset for t/1") {
 		t.Fatalf("Commit of a file without a next offset: %v; want a refusal", err)
 	}
+	f1, f2 := uploadRows(e, "o1.parquet", tp1, 2, 3, day0), uploadRows(e, "o2.parquet", tp1, 4, 2, day0)
+	if _, err := b.Commit(ctx, []DataFile{f2, f1}, map[TopicPartition]int64{tp1: 6}, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("Commit of files with offsets 2-4 and 4-5: %v; want a refusal", err)
+	}
+	if _, err := b.Commit(ctx, []DataFile{f1, f1}, map[TopicPartition]int64{tp1: 5}, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Fatalf("Commit of one file twice: %v; want a refusal", err)
+	}
 	// The fence holds for offsets alone too.
 	res, err = b.Commit(ctx, nil, map[TopicPartition]int64{tp0: 9}, map[TopicPartition]int64{tp0: 0})
 	if err != nil || !reflect.DeepEqual(res.Dropped, []TopicPartition{tp0}) {
