@@ -145,6 +145,8 @@ type fileBuffer struct {
 	last      int64
 	firstTime time.Time
 	pq        *pqFile // parquet output: its open row group
+	// stream: its parts go up as it fills (stream.go); nil until then.
+	stream *stream
 }
 
 type fileState int
@@ -188,6 +190,9 @@ type file struct {
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
+	// stream: the file was streamed while open (stream.go); its first
+	// parts are in an upload under a staging key.
+	stream *stream
 }
 
 // mpuState is a file's multipart upload: its id, and each part once it is
