@@ -569,8 +569,8 @@ func (e *bbEnv) listObjects(t *testing.T, prefix string) []object {
 				t.Errorf("exactly_once wrote a .lost marker: %s", k)
 				continue
 			}
-			if strings.HasSuffix(k, ".group") {
-				continue // the cut marker of a group of files, not data
+			if strings.HasSuffix(k, ".group") || strings.Contains(k, "/"+stagingFolder+"/") {
+				continue // the cut marker of a group of files, or a streamed file's staging object: not data
 			}
 			f, l, err := nameRange(k)
 			if err != nil {

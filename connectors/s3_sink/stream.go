@@ -12,9 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
-// Streamed files: once an open file's bytes pass part_size, its parts go
-// up while it fills, so a file holds at most about max_in_flight parts in
-// memory, not the whole file. A data object's key names its last offset,
+// Streamed files: once an open file's bytes pass part_size and a quarter
+// of max_buffer_size (streamAt), its parts go up while it fills, so it
+// holds at most max_in_flight parts in memory besides the one filling,
+// not the whole file. A data object's key names its last offset,
 // known only at the cut, and a multipart upload's key is fixed when it
 // starts: the parts go into an upload under a staging key,
 //
@@ -68,7 +69,16 @@ type stream struct {
 	cancel         context.CancelFunc
 }
 
-// streams reports whether files above part_size stream while they fill.
+// streamAt is the size above which an open file streams: part_size, and
+// a quarter of max_buffer_size, one file's share of the buffer (as the
+// chunk pool keeps for one file). Streaming costs the store a copy of the
+// object; a file within its share is held whole and goes up at its cut,
+// in parts above part_size, as before.
+func (s *Sink) streamAt() int64 {
+	return max(s.opts.PartSize, s.opts.MaxBufferSize/4)
+}
+
+// streams reports whether files above streamAt stream while they fill.
 func (s *Sink) streams() bool {
 	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.pq == nil && s.opts.Compression == compressNone
 }
@@ -91,7 +101,7 @@ func (s *Sink) streamOpen(p *partition) {
 	fb := &p.open
 	st := fb.stream
 	if st == nil {
-		if fb.size <= s.opts.PartSize || !s.streams() || s.full(p) {
+		if fb.size <= s.streamAt() || !s.streams() || s.full(p) {
 			return
 		}
 		st = &stream{key: string(appendPadded([]byte(s.stagingPrefix(p.topic, p.partition)), fb.first, 20)), chunks: &fb.chunks, size: &fb.size}
