@@ -104,13 +104,19 @@ func (e *bbEnv) stagingLeft(t *testing.T, prefix string) (uploads, objects []str
 // its first file, and returns the process's peak RSS (VmHWM) then, after
 // a graceful stop.
 func (e *bbEnv) runPeak(t *testing.T, key, topic, extra string, end int64) int64 {
-	r := e.newRuntime(t, map[string]string{key + ".toml": e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", extra)})
+	// librdkafka's queue of fetched records (64 MiB by default) held
+	// small, in both runs, so that the sink's memory shows.
+	def := strings.Replace(e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", extra),
+		`"session.timeout.ms" = "6000"`, `"session.timeout.ms" = "6000", "queued.max.messages.kbytes" = "8192"`, 1)
+	r := e.newRuntime(t, map[string]string{key + ".toml": def})
+	t0 := time.Now()
 	r.start()
 	adm := e.admin(t)
 	caughtUp(t, r, key, map[string]int64{}, map[string]int64{topic: end})
 	waitCommitted(t, adm, key, map[string]int64{topic: 1}, 0, r)
 	peak := r.rss("VmHWM")
 	r.stop()
+	t.Logf("sink %s wrote %d records in %s", key, end, time.Since(t0).Round(time.Millisecond))
 	wantCommitted(t, adm, key, map[string]int64{topic: end})
 	return peak
 }
@@ -124,7 +130,9 @@ func (e *bbEnv) runPeak(t *testing.T, key, topic, extra string, end int64) int64
 // difference is what the 200 MiB file holds.
 func (e *bbEnv) testStreamMemory(t *testing.T) {
 	const topic = "bb.mpmem"
+	t0 := time.Now()
 	end := e.produceJSON(t, topic, 205_000, 1000) // about 208 MiB as JSON lines
+	t.Logf("produced %d records in %s", end, time.Since(t0).Round(time.Millisecond))
 	base := e.runPeak(t, "bbmpbase", topic, `max_file_size = "1MiB"
 part_size = "8MiB"
 max_buffer_size = "64MiB"
@@ -148,7 +156,9 @@ max_buffer_size = "64MiB"
 	if uploads, staged := e.stagingLeft(t, "bbmpmem"); len(uploads)+len(staged) > 0 {
 		t.Errorf("left after the run: uploads %v, staging objects %v", uploads, staged)
 	}
+	t0 = time.Now()
 	e.audit(t, "bbmpmem", map[string]int64{topic: end})
+	t.Logf("audit in %s", time.Since(t0).Round(time.Millisecond))
 }
 
 // testStreamKills SIGKILLs the binary while a file's parts go up, several
@@ -160,12 +170,17 @@ func (e *bbEnv) testStreamKills(t *testing.T) {
 	end := e.produceJSON(t, topic, 100_000, 1000) // about 110 MiB: 4 files and a half
 	r := e.newRuntime(t, map[string]string{key + ".toml": e.sinkDef(key, fmt.Sprintf("topic = %q", topic), key+"-1", `max_file_size = "24MiB"
 part_size = "5MiB"
-max_buffer_size = "64MiB"
-`)})
+max_buffer_size = "32MiB"
+`)}) // files stream above 8 MiB, a quarter of max_buffer_size
 	adm := e.admin(t)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 26))
+	kills := 0
 	for i := range 4 {
+		if c, err := committed(adm, key); err != nil || c[topic] > end-15_000 {
+			break // too few records left for a file to stream
+		}
+		kills++
 		r.start()
 		testwait.For(t, 90*time.Second, "a staging upload to start", func() bool {
 			uploads, _ := e.stagingLeft(t, key)
@@ -176,7 +191,9 @@ max_buffer_size = "64MiB"
 			}
 			return false
 		})
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		// Mostly while parts go up, sometimes at a cut (staging
+		// completed, copied, deleted) or in the next file.
+		time.Sleep(time.Duration(rng.IntN(1200)) * time.Millisecond)
 		r.kill()
 		c, err := committed(adm, key)
 		if err != nil {
@@ -189,6 +206,9 @@ max_buffer_size = "64MiB"
 		}
 		uploads, staged := e.stagingLeft(t, key)
 		t.Logf("seed %d, SIGKILL %d: committed %d, bucket holds 0..%d in %d objects; left: %d uploads, %d staging objects", seed, i+1, c[topic], in-1, len(objs), len(uploads), len(staged))
+	}
+	if kills < 2 {
+		t.Fatalf("%d SIGKILLs while parts went up, want at least 2", kills)
 	}
 	from, err := committed(adm, key)
 	if err != nil {
