@@ -1,0 +1,92 @@
+package s3sink
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+)
+
+// TestStreamedCopyKeepsSettings: a file streamed under its staging key
+// reaches its own key with every object setting, whether the store copies
+// it in one CopyObject or in parts (UploadPartCopy, above copyObjectLimit,
+// here lowered): its bytes, tags, SHA256 checksum (in one copy), and
+// against MinIO its storage class and SSE-KMS key; no upload and no
+// staging object is left.
+func TestStreamedCopyKeepsSettings(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		minio bool
+		parts bool
+	}{{"versitygw", false, false}, {"versitygw-parts", false, true}, {"minio-kms", true, false}, {"minio-kms-parts", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			var srv *s3test.Server
+			if c.minio {
+				srv = s3test.StartMinio(t, s3test.MinioOptions{KMS: true})
+			} else {
+				srv = s3test.Start(t)
+			}
+			if c.parts {
+				limit := copyObjectLimit
+				copyObjectLimit = 1
+				t.Cleanup(func() { copyObjectLimit = limit })
+			}
+			s, err := openWith(t, srv, nil, func(o *options) {
+				o.Prefix, o.PathTemplate = "mpu", mustTemplate(t, "{topic}")
+				o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+				o.Object.Tags = map[string]string{"team": "lake"}
+				o.Object.Checksum = "SHA256"
+				if c.minio {
+					o.Object.StorageClass = "REDUCED_REDUNDANCY"
+					o.Object.SSE, o.Object.KMSKeyID = "aws:kms", srv.KMSKeyID
+				}
+			})
+			if err != nil {
+				t.Fatalf("Open: %v\n%s", err, srv.Logs())
+			}
+			recs := benchRecords(10_000, 1024) // about 12 MiB: one file of three parts
+			feedFrom1000(t, s, recs, len(recs))
+			h := &harness{t: t, srv: srv, sink: s}
+			var keys []string
+			h.filesOf(recs, 64<<20, func(k string, body []byte) {
+				keys = append(keys, "mpu/"+k)
+				h.wantBody("mpu/"+k, string(body))
+			})
+			h.wantKeys(keys...) // the staging object is gone
+			if len(keys) != 1 {
+				t.Fatalf("files %v, want one", keys)
+			}
+			ctx := context.Background()
+			k := keys[0]
+			tags, err := srv.Client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(srv.Bucket), Key: aws.String(k)})
+			if err != nil || len(tags.TagSet) != 1 || aws.ToString(tags.TagSet[0].Key) != "team" || aws.ToString(tags.TagSet[0].Value) != "lake" {
+				t.Fatalf("%s: tags %v, %v; want team=lake", k, tags, err)
+			}
+			// Copied in parts, the object has no checksum of its own (see
+			// copyStaged).
+			hd := head(t, srv, k, func(in *s3.HeadObjectInput) { in.ChecksumMode = types.ChecksumModeEnabled })
+			if sum := aws.ToString(hd.ChecksumSHA256); (sum == "") != c.parts {
+				t.Errorf("%s: SHA256 checksum %q, want one unless copied in parts", k, sum)
+			}
+			if c.parts && !strings.HasSuffix(aws.ToString(hd.ETag), `-3"`) {
+				t.Errorf("%s: ETag %s, want one of 3 copied parts", k, aws.ToString(hd.ETag))
+			}
+			if c.minio {
+				if string(hd.StorageClass) != "REDUCED_REDUNDANCY" {
+					t.Errorf("%s: storage class %q", k, hd.StorageClass)
+				}
+				if hd.ServerSideEncryption != types.ServerSideEncryptionAwsKms || !strings.HasSuffix(aws.ToString(hd.SSEKMSKeyId), srv.KMSKeyID) {
+					t.Errorf("%s: encryption %q, key %q; want aws:kms with %s", k, hd.ServerSideEncryption, aws.ToString(hd.SSEKMSKeyId), srv.KMSKeyID)
+				}
+			}
+			if left := h.uploads(""); len(left) > 0 {
+				t.Errorf("incomplete uploads left: %v", left)
+			}
+		})
+	}
+}
