@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 // TestStreamedCopyKeepsSettings: a file streamed under its staging key
@@ -88,5 +89,48 @@ func TestStreamedCopyKeepsSettings(t *testing.T) {
 				t.Errorf("incomplete uploads left: %v", left)
 			}
 		})
+	}
+}
+
+// TestReleaseStreamedFile: a partition revoked while its open file
+// streams drops the file: its staging upload is aborted once its parts
+// stop, nothing is written under the file's key, Durable stays at the
+// file's first offset (the next owner replays it), and its chunks are
+// freed.
+func TestReleaseStreamedFile(t *testing.T) {
+	h := newHarness(t, func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+	})
+	recs := benchRecords(12_000, 1024) // about 14 MiB: two parts go up while it fills
+	for i := range recs {
+		recs[i].Offset = int64(1000 + i)
+	}
+	ctx := context.Background()
+	if err := h.sink.Consume(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	h.sink.mu.Lock()
+	st := h.sink.parts[bufferKey{"orders.eu", 0}].open.stream
+	h.sink.mu.Unlock()
+	if st == nil {
+		t.Fatal("the open file does not stream")
+	}
+	tp := sdk.TopicPartition{Topic: "orders.eu"}
+	if err := h.sink.Release(ctx, []sdk.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.sink.Durable()[tp]; d != 1000 {
+		t.Fatalf("Durable after the release: %d, want 1000", d)
+	}
+	if err := h.sink.Close(ctx); err != nil { // waits for the abort
+		t.Fatal(err)
+	}
+	if left := h.uploads(""); len(left) > 0 {
+		t.Fatalf("uploads left after the release: %v", left)
+	}
+	h.wantKeys()
+	if h.sink.held != 0 {
+		t.Fatalf("%d bytes still held after the release", h.sink.held)
 	}
 }
