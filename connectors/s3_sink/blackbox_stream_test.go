@@ -195,17 +195,9 @@ max_buffer_size = "32MiB"
 		// completed, copied, deleted) or in the next file.
 		time.Sleep(time.Duration(rng.IntN(1200)) * time.Millisecond)
 		r.kill()
-		c, err := committed(adm, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs := e.listObjects(t, key)
-		in := covered(objs)
-		if c[topic] > in {
-			t.Errorf("kill %d: committed offset %d but the bucket holds only offsets below %d", i+1, c[topic], in)
-		}
+		_, line := e.afterKill(t, adm, key, topic, i+1)
 		uploads, staged := e.stagingLeft(t, key)
-		t.Logf("seed %d, SIGKILL %d: committed %d, bucket holds 0..%d in %d objects; left: %d uploads, %d staging objects", seed, i+1, c[topic], in-1, len(objs), len(uploads), len(staged))
+		t.Logf("seed %d, SIGKILL %d: %s; left: %d uploads, %d staging objects", seed, i+1, line, len(uploads), len(staged))
 	}
 	if kills < 2 {
 		t.Fatalf("%d SIGKILLs while parts went up, want at least 2", kills)

@@ -936,35 +936,15 @@ parquet_compression = "zstd"
 			t.Fatalf("pico-connectors exited by itself before kill %d:\n%s", i+1, r.tail())
 		}
 		r.kill()
-		var err error
 		var report []string
 		for key := range sinks {
-			c, err2 := committed(adm, key)
-			if err2 != nil {
-				err = err2
-			}
-			objs := e.listObjects(t, key)
-			in := covered(objs)
-			report = append(report, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[topic], in-1, len(objs)))
-			if c[topic] > in {
-				t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d: a commit ran ahead of the upload", i+1, key, c[topic], in)
-			}
+			objs, line := e.afterKill(t, adm, key, topic, i+1)
+			report = append(report, line)
 			firstETags(etags, key, objs)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
 		for key, st := range side {
-			c, err := committed(adm, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs := e.listObjects(t, key)
-			in := covered(objs)
-			if c[st] > in {
-				t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d", i+1, key, c[st], in)
-			}
-			report = append(report, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[st], in-1, len(objs)))
+			objs, line := e.afterKill(t, adm, key, st, i+1)
+			report = append(report, line)
 			firstETags(etags, key, objs)
 		}
 		p.check(t)
@@ -1069,6 +1049,23 @@ parquet_compression = "zstd"
 			bad.report(len(a.objects))
 		}
 	}
+}
+
+// afterKill checks, after SIGKILL number kill, that sink key committed
+// no offset of topic beyond what the bucket holds, and returns its
+// objects and a line for the log.
+func (e *bbEnv) afterKill(t *testing.T, adm *kadm.Client, key, topic string, kill int) ([]object, string) {
+	t.Helper()
+	c, err := committed(adm, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := e.listObjects(t, key)
+	in := covered(objs)
+	if c[topic] > in {
+		t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d: a commit ran ahead of the upload", kill, key, c[topic], in)
+	}
+	return objs, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[topic], in-1, len(objs))
 }
 
 // firstETags records the ETag of each of objs not seen before, by sink key.
