@@ -130,7 +130,9 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	}
 	fb.size += int64(len(*c) - before)
 	appended(p, rec)
-	s.streamOpen(p)
+	if !s.full(p) { // a full file is cut now: its upload sends its parts
+		s.streamOpen(p)
+	}
 	return nil
 }
 

@@ -27,6 +27,7 @@ import (
 //	state                                   this file
 //	compress, parquet_file, marker          encoders of a file, a group's marker
 //	upload, multipart, health               a file's upload, in parts above part_size
+//	stream                                  a large file's parts while it fills
 //	group                                   a partition's open files together
 //	file                                    a partition's open file: append, cut
 //	recovery                                replay after an assignment

@@ -94,14 +94,14 @@ func (s *Sink) stagingPrefix(topic string, partition int32) string {
 	return string(append(appendPadded(b, int64(partition), 5), '-'))
 }
 
-// streamOpen streams p's open file once it passes part_size, and starts
-// the uploads of its parts that are full. Consume calls it after each
-// append, with the lock held.
+// streamOpen streams p's open file once it passes streamAt, and starts
+// the uploads of its parts that are full. append calls it after each
+// record that does not fill the file, with the lock held.
 func (s *Sink) streamOpen(p *partition) {
 	fb := &p.open
 	st := fb.stream
 	if st == nil {
-		if fb.size <= s.streamAt() || !s.streams() || s.full(p) {
+		if fb.size <= s.streamAt() || !s.streams() {
 			return
 		}
 		st = &stream{key: string(appendPadded([]byte(s.stagingPrefix(p.topic, p.partition)), fb.first, 20)), chunks: &fb.chunks, size: &fb.size}
@@ -210,7 +210,9 @@ func (s *Sink) cutStream(fb *fileBuffer, f *file) {
 	context.AfterFunc(f.ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !st.handed {
+		// Closed: Close waits for its goroutines no more (the next
+		// assignment cleans up).
+		if !st.handed && !s.closed {
 			s.dropStream(st, nil)
 		}
 	})
