@@ -305,6 +305,13 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 // the group's offsets: one file per directory per group, so no two share
 // a key, and every file of the group names where the group ends.
 func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
+	if len(fb.chunks) == 0 && fb.size > 0 {
+		// Streamed, every byte up in parts: the format's end (json_array's
+		// ']') needs a chunk.
+		c := s.pool.get(0, 1)
+		s.grow(cap(c))
+		fb.chunks = append(fb.chunks, c)
+	}
 	if last := len(fb.chunks) - 1; last >= 0 {
 		c := &fb.chunks[last]
 		before, capBefore := len(*c), cap(*c)

@@ -1,14 +1,18 @@
 package s3sink
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -132,5 +136,55 @@ func TestReleaseStreamedFile(t *testing.T) {
 	h.wantKeys()
 	if h.sink.held != 0 {
 		t.Fatalf("%d bytes still held after the release", h.sink.held)
+	}
+}
+
+// TestStreamedWholeBeforeTheCut: a streamed json_array file whose every
+// byte is up in parts before it is cut (records sized to end at exactly
+// two parts, cut by Close) completes with its closing ']' as a last part
+// of one byte, and the object is its records.
+func TestStreamedWholeBeforeTheCut(t *testing.T) {
+	h := newHarness(t, func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.Format = formatJSONArray
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+	})
+	tail := metaTail("t", 0)
+	rec := func(off, pad int) sdk.Record {
+		return sdk.Record{Topic: "t", Offset: int64(off), Schema: sdk.SchemaJSON,
+			Payload: []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}`)}
+	}
+	var recs []sdk.Record
+	var body []byte
+	for i := range 9 {
+		recs = append(recs, rec(i, 1<<20))
+		body = h.sink.fmt.appendRecord(body, &recs[i], i == 0, tail)
+	}
+	last := rec(9, 0)
+	pad := 10<<20 - len(body) - len(h.sink.fmt.appendRecord(nil, &last, false, tail))
+	recs = append(recs, rec(9, pad))
+	if body = h.sink.fmt.appendRecord(body, &recs[9], false, tail); len(body) != 10<<20 {
+		t.Fatalf("records of %d bytes, want 10 MiB", len(body))
+	}
+	ctx := context.Background()
+	if err := h.sink.Consume(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, time.Minute, "both parts to be in", func() bool {
+		h.sink.mu.Lock()
+		defer h.sink.mu.Unlock()
+		st := h.sink.parts[bufferKey{"t", 0}].open.stream
+		return st != nil && st.running == 0 && len(st.mpu.parts) == 2 && st.mpu.parts[1].ETag != nil
+	})
+	if err := h.sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := key("t", 0, 9, "json")
+	h.wantKeys(k)
+	if got := h.srv.MustGet(t, k); !bytes.Equal(got, append(body, ']')) {
+		t.Fatalf("%s: %d bytes ending %q, want the %d bytes of the records and ']'", k, len(got), got[max(len(got)-8, 0):], len(body)+1)
+	}
+	if put := h.proxy.Count(http.MethodPut); put != 4 {
+		t.Errorf("%d PUT requests, want 3 parts (the last one ']') and the copy", put)
 	}
 }
