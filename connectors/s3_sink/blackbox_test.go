@@ -569,8 +569,8 @@ func (e *bbEnv) listObjects(t *testing.T, prefix string) []object {
 				t.Errorf("exactly_once wrote a .lost marker: %s", k)
 				continue
 			}
-			if strings.HasSuffix(k, ".group") {
-				continue // the cut marker of a group of files, not data
+			if strings.HasSuffix(k, ".group") || strings.Contains(k, "/"+stagingFolder+"/") {
+				continue // the cut marker of a group of files, or a streamed file's staging object: not data
 			}
 			f, l, err := nameRange(k)
 			if err != nil {
@@ -695,6 +695,7 @@ func (e *bbEnv) auditLayout(t *testing.T, prefix string, end map[string]int64, d
 	t.Helper()
 	a := audit{objects: e.listObjects(t, prefix), lines: map[string][]line{}}
 	seen := map[string]map[int64][]string{}
+	first := map[string]map[int64]line{} // the line of each offset in its first object
 	var records int
 	for _, o := range a.objects {
 		ls := e.readObject(t, o.Key)
@@ -721,6 +722,10 @@ func (e *bbEnv) auditLayout(t *testing.T, prefix string, end map[string]int64, d
 		for _, l := range ls {
 			if seen[l.Topic] == nil {
 				seen[l.Topic] = map[int64][]string{}
+				first[l.Topic] = map[int64]line{}
+			}
+			if len(seen[l.Topic][*l.Offset]) == 0 {
+				first[l.Topic][*l.Offset] = l
 			}
 			seen[l.Topic][*l.Offset] = append(seen[l.Topic][*l.Offset], o.Key)
 		}
@@ -750,17 +755,13 @@ func (e *bbEnv) auditLayout(t *testing.T, prefix string, end map[string]int64, d
 					t.Errorf("%s offset %d is in %d objects: %v", topic, off, len(keys), keys)
 				}
 			}
-			for _, l := range a.lines[keys[0]] {
-				if l.Topic == topic && *l.Offset == off {
-					var want, got bytes.Buffer
-					_ = json.Compact(&want, values[off])
-					_ = json.Compact(&got, l.Payload)
-					if !bytes.Equal(want.Bytes(), got.Bytes()) {
-						wrong++
-						if wrong == 1 {
-							t.Errorf("%s offset %d in %s: payload %.80s, the topic holds %.80s", topic, off, keys[0], got.String(), want.String())
-						}
-					}
+			var want, got bytes.Buffer
+			_ = json.Compact(&want, values[off])
+			_ = json.Compact(&got, first[topic][off].Payload)
+			if !bytes.Equal(want.Bytes(), got.Bytes()) {
+				wrong++
+				if wrong == 1 {
+					t.Errorf("%s offset %d in %s: payload %.80s, the topic holds %.80s", topic, off, keys[0], got.String(), want.String())
 				}
 			}
 		}
@@ -935,35 +936,15 @@ parquet_compression = "zstd"
 			t.Fatalf("pico-connectors exited by itself before kill %d:\n%s", i+1, r.tail())
 		}
 		r.kill()
-		var err error
 		var report []string
 		for key := range sinks {
-			c, err2 := committed(adm, key)
-			if err2 != nil {
-				err = err2
-			}
-			objs := e.listObjects(t, key)
-			in := covered(objs)
-			report = append(report, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[topic], in-1, len(objs)))
-			if c[topic] > in {
-				t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d: a commit ran ahead of the upload", i+1, key, c[topic], in)
-			}
+			objs, line := e.afterKill(t, adm, key, topic, i+1)
+			report = append(report, line)
 			firstETags(etags, key, objs)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
 		for key, st := range side {
-			c, err := committed(adm, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs := e.listObjects(t, key)
-			in := covered(objs)
-			if c[st] > in {
-				t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d", i+1, key, c[st], in)
-			}
-			report = append(report, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[st], in-1, len(objs)))
+			objs, line := e.afterKill(t, adm, key, st, i+1)
+			report = append(report, line)
 			firstETags(etags, key, objs)
 		}
 		p.check(t)
@@ -1068,6 +1049,23 @@ parquet_compression = "zstd"
 			bad.report(len(a.objects))
 		}
 	}
+}
+
+// afterKill checks, after SIGKILL number kill, that sink key committed
+// no offset of topic beyond what the bucket holds, and returns its
+// objects and a line for the log.
+func (e *bbEnv) afterKill(t *testing.T, adm *kadm.Client, key, topic string, kill int) ([]object, string) {
+	t.Helper()
+	c, err := committed(adm, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := e.listObjects(t, key)
+	in := covered(objs)
+	if c[topic] > in {
+		t.Errorf("kill %d: sink %s committed offset %d but the bucket holds only offsets below %d: a commit ran ahead of the upload", kill, key, c[topic], in)
+	}
+	return objs, fmt.Sprintf("%s committed %d, bucket holds 0..%d in %d objects", key, c[topic], in-1, len(objs))
 }
 
 // firstETags records the ETag of each of objs not seen before, by sink key.

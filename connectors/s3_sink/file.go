@@ -105,11 +105,11 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	fb := &p.open
 	n := len(fb.chunks)
 	if n == 0 || cap(fb.chunks[n-1])-len(fb.chunks[n-1]) < need {
-		if err := s.room(p, s.pool.capFor(n, need)); err != nil {
+		if err := s.room(p, s.pool.capFor(chunkClass(fb), need)); err != nil {
 			return err
 		}
 		n = len(fb.chunks) // room may have closed p's file
-		c := s.pool.get(n, need)
+		c := s.pool.get(chunkClass(fb), need)
 		s.grow(cap(c))
 		fb.chunks = append(fb.chunks, c)
 		n++
@@ -130,21 +130,40 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 	}
 	fb.size += int64(len(*c) - before)
 	appended(p, rec)
+	if !s.full(p) { // a full file is cut now: its upload sends its parts
+		s.streamOpen(p)
+	}
 	return nil
 }
 
+// chunkClass is the index of the chunk fb takes next, for the pool's
+// sizes: a streamed file, whose first chunks go back as its parts go up,
+// takes the largest.
+func chunkClass(fb *fileBuffer) int {
+	if fb.stream != nil {
+		return 64
+	}
+	return len(fb.chunks)
+}
+
 // room waits until n more bytes fit under max_buffer_size, less what
-// parquet encodings that may start need (encodeRoom). It waits for
-// uploads; when every held byte is in open files it closes the largest one
-// early (safe: its successors wait for it, and a replay finds it in the
-// bucket). It fails while uploads fail (exactly_once), or when p is
+// parquet encodings that may start need (encodeRoom), and until p's open
+// file, when it streams, holds at most max_in_flight parts besides the one
+// filling (streamAhead). It waits for uploads and parts; when every held
+// byte is in open files and no part is on its way it closes the largest
+// one early (safe: its successors wait for it, and a replay finds it in
+// the bucket). It fails while uploads fail (exactly_once), or when p is
 // released meanwhile.
 func (s *Sink) room(p *partition, n int) error {
-	for s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize-s.encodeRoom() {
+	for {
+		over := s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize-s.encodeRoom()
+		if !over && !s.streamAhead(p) {
+			return nil
+		}
 		if err := s.refuse(); err != nil {
 			return fmt.Errorf("s3 sink: max_buffer_size (%s) reached: %w", formatSize(s.opts.MaxBufferSize), err)
 		}
-		if s.pendingFiles() == 0 {
+		if over && s.pendingFiles() == 0 && !s.partsRunning() {
 			if big := s.largestOpen(); big != nil {
 				s.log.Debug("S3 sink at max_buffer_size: uploading the largest open file early",
 					"topic", big.topic, "partition", big.partition, "bytes", groupSize(big))
@@ -161,7 +180,6 @@ func (s *Sink) room(p *partition, n int) error {
 			return errors.New("s3 sink: closed during Consume")
 		}
 	}
-	return nil
 }
 
 func (s *Sink) pendingFiles() int {
@@ -287,6 +305,13 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 // the group's offsets: one file per directory per group, so no two share
 // a key, and every file of the group names where the group ends.
 func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
+	if len(fb.chunks) == 0 && fb.size > 0 {
+		// Streamed, every byte up in parts: the format's end (json_array's
+		// ']') needs a chunk.
+		c := s.pool.get(0, 1)
+		s.grow(cap(c))
+		fb.chunks = append(fb.chunks, c)
+	}
 	if last := len(fb.chunks) - 1; last >= 0 {
 		c := &fb.chunks[last]
 		before, capBefore := len(*c), cap(*c)
@@ -301,6 +326,7 @@ func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
 		key: fileKey(fb.dir, p.partition, g.first, g.last, s.opts.Format.ext()+s.opts.Compression.ext()),
 	}
 	f.ctx, f.cancel = context.WithCancel(s.ctx)
+	s.cutStream(fb, f)
 	p.pending = append(p.pending, f)
 	*fb = fileBuffer{}
 	s.open--

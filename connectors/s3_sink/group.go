@@ -67,6 +67,10 @@ func (s *Sink) dropFile(fb *fileBuffer) {
 		s.open--
 	}
 	s.dropParquet(fb)
+	if fb.stream != nil {
+		s.dropStream(fb.stream, fb.chunks) // freed once its parts stop reading them
+		fb.chunks = nil
+	}
 	s.free(fb.chunks)
 	*fb = fileBuffer{}
 }

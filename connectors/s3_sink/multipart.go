@@ -70,6 +70,10 @@ func (s *Sink) dropMultipart(f *file) {
 		return
 	}
 	f.mpu = nil
+	key := f.key
+	if f.stream != nil {
+		key = f.stream.key // a streamed file's parts are under its staging key
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -77,9 +81,9 @@ func (s *Sink) dropMultipart(f *file) {
 		// its own.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.attemptTimeout(0))
 		defer cancel()
-		if _, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(f.key), UploadId: m.id}); err != nil {
+		if _, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(key), UploadId: m.id}); err != nil {
 			s.log.Warn("S3 sink could not abort the multipart upload of a file it dropped; the next assignment of the partition or the bucket's lifecycle rule removes it",
-				"key", f.key, "upload_id", aws.ToString(m.id), "error", err)
+				"key", key, "upload_id", aws.ToString(m.id), "error", err)
 		}
 	}()
 }
@@ -92,6 +96,25 @@ func (s *Sink) dropMultipart(f *file) {
 func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, f *file) error {
 	m, size := f.mpu, f.size
 	n := len(m.parts)
+	return eachPart(ctx, n, s.opts.MaxInFlight, func(i int) bool { return m.parts[i].ETag != nil }, func(i int) error {
+		off := int64(i) * s.opts.PartSize
+		length := min(s.opts.PartSize, size-off)
+		part, err := s.sendPart(ctx, create, m.id, i, s.bodyOf(&f.chunks, &f.base, off, length), length)
+		if err != nil {
+			return fmt.Errorf("part %d of %d: %w", i+1, n, err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.partIn(m.parts, i, part, &f.chunks, &f.base)
+		return nil
+	})
+}
+
+// eachPart runs do for each part below n that done does not report,
+// up to limit at once. After a failure no part starts; those on their
+// way finish. It returns the first failure, or ctx's error when ctx ended
+// before every part started.
+func eachPart(ctx context.Context, n, limit int, done func(i int) bool, do func(i int) error) error {
 	var (
 		mu    sync.Mutex
 		first error
@@ -99,40 +122,25 @@ func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUpload
 	)
 	failed := make(chan struct{})
 	next := make(chan int)
-	for range min(n, s.opts.MaxInFlight) {
+	for range min(n, limit) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				off := int64(i) * s.opts.PartSize
-				length := min(s.opts.PartSize, size-off)
-				in := &s3.UploadPartInput{
-					Bucket: create.Bucket, Key: create.Key, UploadId: m.id, PartNumber: aws.Int32(int32(i + 1)),
-					Body: newChunkReader(s.partChunks(f, off, length)), ContentLength: aws.Int64(length),
-					ChecksumAlgorithm:    create.ChecksumAlgorithm,
-					SSECustomerAlgorithm: create.SSECustomerAlgorithm, SSECustomerKey: create.SSECustomerKey, SSECustomerKeyMD5: create.SSECustomerKeyMD5,
-				}
-				out, err := s.client.UploadPart(ctx, in)
-				if err != nil {
+				if err := do(i); err != nil {
 					mu.Lock()
 					if first == nil {
-						first = fmt.Errorf("part %d of %d: %w", i+1, n, err)
+						first = err
 						close(failed)
 					}
 					mu.Unlock()
-					continue
 				}
-				s.partIn(f, i, types.CompletedPart{
-					PartNumber: in.PartNumber, ETag: out.ETag,
-					ChecksumCRC32: out.ChecksumCRC32, ChecksumCRC32C: out.ChecksumCRC32C, ChecksumCRC64NVME: out.ChecksumCRC64NVME,
-					ChecksumSHA1: out.ChecksumSHA1, ChecksumSHA256: out.ChecksumSHA256,
-				})
 			}
 		}()
 	}
 feed:
 	for i := range n {
-		if m.parts[i].ETag != nil {
+		if done(i) {
 			continue // in since an earlier attempt
 		}
 		select {
@@ -151,38 +159,58 @@ feed:
 	return ctx.Err()
 }
 
-// partChunks returns the chunks of f's bytes [off, off+n).
-func (s *Sink) partChunks(f *file, off, n int64) [][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sliceChunks(f.chunks, off-f.base, n)
+// sendPart uploads part i (from 0) of the upload id that create started,
+// body its length bytes, and returns it as the completion lists it.
+func (s *Sink) sendPart(ctx context.Context, create *s3.CreateMultipartUploadInput, id *string, i int, body [][]byte, length int64) (types.CompletedPart, error) {
+	in := &s3.UploadPartInput{
+		Bucket: create.Bucket, Key: create.Key, UploadId: id, PartNumber: aws.Int32(int32(i + 1)),
+		Body: newChunkReader(body), ContentLength: aws.Int64(length),
+		ChecksumAlgorithm:    create.ChecksumAlgorithm,
+		SSECustomerAlgorithm: create.SSECustomerAlgorithm, SSECustomerKey: create.SSECustomerKey, SSECustomerKeyMD5: create.SSECustomerKeyMD5,
+	}
+	out, err := s.client.UploadPart(ctx, in)
+	if err != nil {
+		return types.CompletedPart{}, err
+	}
+	return types.CompletedPart{
+		PartNumber: in.PartNumber, ETag: out.ETag,
+		ChecksumCRC32: out.ChecksumCRC32, ChecksumCRC32C: out.ChecksumCRC32C, ChecksumCRC64NVME: out.ChecksumCRC64NVME,
+		ChecksumSHA1: out.ChecksumSHA1, ChecksumSHA256: out.ChecksumSHA256,
+	}, nil
 }
 
-// partIn records part i of f as in, and frees the chunks of f that end
-// below its first part not yet in: no part still to send reads them.
-func (s *Sink) partIn(f *file, i int, part types.CompletedPart) {
+// bodyOf returns the bytes [off, off+n) of a file held as chunks, whose
+// first base bytes were freed.
+func (s *Sink) bodyOf(chunks *[][]byte, base *int64, off, n int64) [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f.mpu.parts[i] = part
+	return sliceChunks(*chunks, off-*base, n)
+}
+
+// partIn records part i of a file's parts as in, and frees the chunks of
+// the file that end below its first part not yet in: no part still to
+// send reads them. The lock is held.
+func (s *Sink) partIn(parts []types.CompletedPart, i int, part types.CompletedPart, chunks *[][]byte, base *int64) {
+	parts[i] = part
 	in := int64(0)
-	for _, p := range f.mpu.parts {
+	for _, p := range parts {
 		if p.ETag == nil {
 			break
 		}
 		in += s.opts.PartSize
 	}
 	k := 0
-	for end := f.base; k < len(f.chunks) && end+int64(len(f.chunks[k])) <= in; k++ {
-		end += int64(len(f.chunks[k]))
+	for end := *base; k < len(*chunks) && end+int64(len((*chunks)[k])) <= in; k++ {
+		end += int64(len((*chunks)[k]))
 	}
 	if k == 0 {
 		return
 	}
-	for _, c := range f.chunks[:k] {
-		f.base += int64(len(c))
+	for _, c := range (*chunks)[:k] {
+		*base += int64(len(c))
 	}
-	s.free(f.chunks[:k])
-	f.chunks = f.chunks[k:]
+	s.free((*chunks)[:k])
+	*chunks = (*chunks)[k:]
 	s.cond.Broadcast()
 }
 

@@ -158,8 +158,10 @@ func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, tim
 
 // abortStale aborts the incomplete multipart uploads of p in dir that
 // start at first or later, which a crash during their upload left: the
-// replay from first writes them again. It runs once per assignment, before
-// the partition's first file, with the lock released. A failure (no
+// replay from first writes them again. When files stream, it also removes
+// p's staging uploads and objects (cleanStaging), wherever their files
+// were going. It runs once per assignment, before the partition's first
+// file, with the lock released. A failure (no
 // s3:ListBucketMultipartUploads, say) is logged, not returned: the bucket's
 // lifecycle rule removes what is left.
 func (s *Sink) abortStale(p *partition, dir string, first int64) error {
@@ -167,16 +169,22 @@ func (s *Sink) abortStale(p *partition, dir string, first int64) error {
 		return nil
 	}
 	p.aborted = true
-	client := s.client
+	client, streams := s.client, s.streams()
 	s.mu.Unlock()
 	n, err := abortUploads(s.ctx, client, s.opts.Bucket, dir, p.partition, first, s.attemptTimeout(0))
+	staged := 0
+	if err == nil && streams {
+		ctx, cancel := context.WithTimeout(s.ctx, s.attemptTimeout(0))
+		staged, err = s.cleanStaging(ctx, client, p)
+		cancel()
+	}
 	s.mu.Lock()
 	if err != nil {
-		s.log.Warn("S3 sink could not abort the incomplete multipart uploads a crash may have left (it needs s3:ListBucketMultipartUploads and s3:AbortMultipartUpload); the bucket's lifecycle rule has to remove them",
-			"bucket", s.opts.Bucket, "prefix", dir, "topic", p.topic, "partition", p.partition, "error", err)
-	} else if n > 0 {
-		s.log.Info("S3 sink aborted incomplete multipart uploads left before the last commit; the replay writes them again",
-			"prefix", dir, "topic", p.topic, "partition", p.partition, "uploads", n, "first_offset", first)
+		s.log.Warn("S3 sink could not abort the incomplete multipart uploads, or delete the staging objects, a crash may have left (it needs s3:ListBucketMultipartUploads, s3:AbortMultipartUpload and s3:DeleteObject); the bucket's lifecycle rule has to remove them",
+			"bucket", s.opts.Bucket, "prefix", dir, "staging_prefix", s.stagingPrefix(p.topic, p.partition), "topic", p.topic, "partition", p.partition, "error", err)
+	} else if n+staged > 0 {
+		s.log.Info("S3 sink aborted incomplete multipart uploads, or deleted staging objects, left before the last commit; the replay writes them again",
+			"prefix", dir, "topic", p.topic, "partition", p.partition, "uploads", n, "staging", staged, "first_offset", first)
 	}
 	if s.parts[p.bufferKey] != p || p.released {
 		return errReleased

@@ -27,6 +27,7 @@ import (
 //	state                                   this file
 //	compress, parquet_file, marker          encoders of a file, a group's marker
 //	upload, multipart, health               a file's upload, in parts above part_size
+//	stream                                  a large file's parts while it fills
 //	group                                   a partition's open files together
 //	file                                    a partition's open file: append, cut
 //	recovery                                replay after an assignment
@@ -145,6 +146,8 @@ type fileBuffer struct {
 	last      int64
 	firstTime time.Time
 	pq        *pqFile // parquet output: its open row group
+	// stream: its parts go up as it fills (stream.go); nil until then.
+	stream *stream
 }
 
 type fileState int
@@ -188,6 +191,9 @@ type file struct {
 	// ctx ends the retry waits of the file (Release, Close).
 	ctx    context.Context
 	cancel context.CancelFunc
+	// stream: the file was streamed while open (stream.go); its first
+	// parts are in an upload under a staging key.
+	stream *stream
 }
 
 // mpuState is a file's multipart upload: its id, and each part once it is

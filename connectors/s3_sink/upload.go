@@ -89,17 +89,11 @@ func (s *Sink) upload(f *file) {
 		if err := s.markGroup(ctx, f); err != nil {
 			return err
 		}
-		in := &s3.PutObjectInput{
-			Bucket:        aws.String(s.opts.Bucket),
-			Key:           aws.String(f.key),
-			Body:          newChunkReader(f.chunks),
-			ContentLength: aws.Int64(f.size),
-			ContentType:   aws.String(s.contentType()),
+		in := s.objectInput(f.key)
+		if f.stream != nil {
+			return s.putStreamed(ctx, in, f)
 		}
-		if enc := s.opts.Compression.encoding(); enc != "" {
-			in.ContentEncoding = aws.String(enc)
-		}
-		s.opts.Object.putObject(in)
+		in.Body, in.ContentLength = newChunkReader(f.chunks), aws.Int64(f.size)
 		if s.multipart(f.size) {
 			return s.putMultipart(ctx, in, f)
 		}
@@ -218,6 +212,21 @@ func (s *Sink) pop(p *partition) {
 		clear(p.pending[rest:])
 		p.pending = p.pending[:rest]
 	}
+}
+
+// objectInput returns the PutObject of a data object at key, without its
+// body: its content headers and every object setting.
+func (s *Sink) objectInput(key string) *s3.PutObjectInput {
+	in := &s3.PutObjectInput{
+		Bucket:      aws.String(s.opts.Bucket),
+		Key:         aws.String(key),
+		ContentType: aws.String(s.contentType()),
+	}
+	if enc := s.opts.Compression.encoding(); enc != "" {
+		in.ContentEncoding = aws.String(enc)
+	}
+	s.opts.Object.putObject(in)
+	return in
 }
 
 func (s *Sink) contentType() string {

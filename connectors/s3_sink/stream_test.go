@@ -1,0 +1,190 @@
+package s3sink
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/picomq/pico-connectors/internal/testwait"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// TestStreamedCopyKeepsSettings: a file streamed under its staging key
+// reaches its own key with every object setting, whether the store copies
+// it in one CopyObject or in parts (UploadPartCopy, above copyObjectLimit,
+// here lowered): its bytes, tags, SHA256 checksum (in one copy), and
+// against MinIO its storage class and SSE-KMS key; no upload and no
+// staging object is left.
+func TestStreamedCopyKeepsSettings(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		minio bool
+		parts bool
+	}{{"versitygw", false, false}, {"versitygw-parts", false, true}, {"minio-kms", true, false}, {"minio-kms-parts", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			var srv *s3test.Server
+			if c.minio {
+				srv = s3test.StartMinio(t, s3test.MinioOptions{KMS: true})
+			} else {
+				srv = s3test.Start(t)
+			}
+			if c.parts {
+				limit := copyObjectLimit
+				copyObjectLimit = 1
+				t.Cleanup(func() { copyObjectLimit = limit })
+			}
+			s, err := openWith(t, srv, nil, func(o *options) {
+				o.Prefix, o.PathTemplate = "mpu", mustTemplate(t, "{topic}")
+				o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+				o.Object.Tags = map[string]string{"team": "lake"}
+				o.Object.Checksum = "SHA256"
+				if c.minio {
+					o.Object.StorageClass = "REDUCED_REDUNDANCY"
+					o.Object.SSE, o.Object.KMSKeyID = "aws:kms", srv.KMSKeyID
+				}
+			})
+			if err != nil {
+				t.Fatalf("Open: %v\n%s", err, srv.Logs())
+			}
+			recs := benchRecords(10_000, 1024) // about 12 MiB: one file of three parts
+			feedFrom1000(t, s, recs, len(recs))
+			h := &harness{t: t, srv: srv, sink: s}
+			var keys []string
+			h.filesOf(recs, 64<<20, func(k string, body []byte) {
+				keys = append(keys, "mpu/"+k)
+				h.wantBody("mpu/"+k, string(body))
+			})
+			h.wantKeys(keys...) // the staging object is gone
+			if len(keys) != 1 {
+				t.Fatalf("files %v, want one", keys)
+			}
+			ctx := context.Background()
+			k := keys[0]
+			tags, err := srv.Client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(srv.Bucket), Key: aws.String(k)})
+			if err != nil || len(tags.TagSet) != 1 || aws.ToString(tags.TagSet[0].Key) != "team" || aws.ToString(tags.TagSet[0].Value) != "lake" {
+				t.Fatalf("%s: tags %v, %v; want team=lake", k, tags, err)
+			}
+			// Copied in parts, the object has no checksum of its own (see
+			// copyStaged).
+			hd := head(t, srv, k, func(in *s3.HeadObjectInput) { in.ChecksumMode = types.ChecksumModeEnabled })
+			if sum := aws.ToString(hd.ChecksumSHA256); (sum == "") != c.parts {
+				t.Errorf("%s: SHA256 checksum %q, want one unless copied in parts", k, sum)
+			}
+			if c.parts && !strings.HasSuffix(aws.ToString(hd.ETag), `-3"`) {
+				t.Errorf("%s: ETag %s, want one of 3 copied parts", k, aws.ToString(hd.ETag))
+			}
+			if c.minio {
+				if string(hd.StorageClass) != "REDUCED_REDUNDANCY" {
+					t.Errorf("%s: storage class %q", k, hd.StorageClass)
+				}
+				if hd.ServerSideEncryption != types.ServerSideEncryptionAwsKms || !strings.HasSuffix(aws.ToString(hd.SSEKMSKeyId), srv.KMSKeyID) {
+					t.Errorf("%s: encryption %q, key %q; want aws:kms with %s", k, hd.ServerSideEncryption, aws.ToString(hd.SSEKMSKeyId), srv.KMSKeyID)
+				}
+			}
+			if left := h.uploads(""); len(left) > 0 {
+				t.Errorf("incomplete uploads left: %v", left)
+			}
+		})
+	}
+}
+
+// TestReleaseStreamedFile: a partition revoked while its open file
+// streams drops the file: its staging upload is aborted once its parts
+// stop, nothing is written under the file's key, Durable stays at the
+// file's first offset (the next owner replays it), and its chunks are
+// freed.
+func TestReleaseStreamedFile(t *testing.T) {
+	h := newHarness(t, func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+	})
+	recs := benchRecords(12_000, 1024) // about 14 MiB: two parts go up while it fills
+	for i := range recs {
+		recs[i].Offset = int64(1000 + i)
+	}
+	ctx := context.Background()
+	if err := h.sink.Consume(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	h.sink.mu.Lock()
+	st := h.sink.parts[bufferKey{"orders.eu", 0}].open.stream
+	h.sink.mu.Unlock()
+	if st == nil {
+		t.Fatal("the open file does not stream")
+	}
+	tp := sdk.TopicPartition{Topic: "orders.eu"}
+	if err := h.sink.Release(ctx, []sdk.TopicPartition{tp}); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.sink.Durable()[tp]; d != 1000 {
+		t.Fatalf("Durable after the release: %d, want 1000", d)
+	}
+	if err := h.sink.Close(ctx); err != nil { // waits for the abort
+		t.Fatal(err)
+	}
+	if left := h.uploads(""); len(left) > 0 {
+		t.Fatalf("uploads left after the release: %v", left)
+	}
+	h.wantKeys()
+	if h.sink.held != 0 {
+		t.Fatalf("%d bytes still held after the release", h.sink.held)
+	}
+}
+
+// TestStreamedWholeBeforeTheCut: a streamed json_array file whose every
+// byte is up in parts before it is cut (records sized to end at exactly
+// two parts, cut by Close) completes with its closing ']' as a last part
+// of one byte, and the object is its records.
+func TestStreamedWholeBeforeTheCut(t *testing.T) {
+	h := newHarness(t, func(o *options) {
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.Format = formatJSONArray
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+	})
+	tail := metaTail("t", 0)
+	rec := func(off, pad int) sdk.Record {
+		return sdk.Record{Topic: "t", Offset: int64(off), Schema: sdk.SchemaJSON,
+			Payload: []byte(`{"pad":"` + strings.Repeat("x", pad) + `"}`)}
+	}
+	var recs []sdk.Record
+	var body []byte
+	for i := range 9 {
+		recs = append(recs, rec(i, 1<<20))
+		body = h.sink.fmt.appendRecord(body, &recs[i], i == 0, tail)
+	}
+	last := rec(9, 0)
+	pad := 10<<20 - len(body) - len(h.sink.fmt.appendRecord(nil, &last, false, tail))
+	recs = append(recs, rec(9, pad))
+	if body = h.sink.fmt.appendRecord(body, &recs[9], false, tail); len(body) != 10<<20 {
+		t.Fatalf("records of %d bytes, want 10 MiB", len(body))
+	}
+	ctx := context.Background()
+	if err := h.sink.Consume(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, time.Minute, "both parts to be in", func() bool {
+		h.sink.mu.Lock()
+		defer h.sink.mu.Unlock()
+		st := h.sink.parts[bufferKey{"t", 0}].open.stream
+		return st != nil && st.running == 0 && len(st.mpu.parts) == 2 && st.mpu.parts[1].ETag != nil
+	})
+	if err := h.sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := key("t", 0, 9, "json")
+	h.wantKeys(k)
+	if got := h.srv.MustGet(t, k); !bytes.Equal(got, append(body, ']')) {
+		t.Fatalf("%s: %d bytes ending %q, want the %d bytes of the records and ']'", k, len(got), got[max(len(got)-8, 0):], len(body)+1)
+	}
+	if put := h.proxy.Count(http.MethodPut); put != 4 {
+		t.Errorf("%d PUT requests, want 3 parts (the last one ']') and the copy", put)
+	}
+}
