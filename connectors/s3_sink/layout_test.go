@@ -389,3 +389,40 @@ func TestGroupsUploadSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupMarkersCarrySettings: behind a proxy that refuses, as a bucket
+// policy would, every PutObject without SSE-S3 and the tags, the cut
+// markers of groups of files get through as the data files do.
+func TestGroupMarkersCarrySettings(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	proxy.InjectMatching(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && (r.Header.Get("x-amz-server-side-encryption") != "AES256" || r.Header.Get("x-amz-tagging") != "team=lake")
+	}, -1, faultproxy.Fault{Status: http.StatusForbidden, Body: []byte(fmt.Sprintf(s3Error, "AccessDenied", "policy"))})
+	const n = 120
+	s := openAt(t, srv, proxy.URL, "enc", hive(t, func(o *options) {
+		o.RotateByMessages, o.MaxMessages = true, 7
+		o.Object.SSE, o.Object.Tags = "AES256", map[string]string{"team": "lake"}
+		o.MaxAttempts = 1
+	}))
+	feed(t, s, regionRecords(n), 13)
+	// Bounded: a refused marker would leave the files after it waiting.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantLaidOut(t, readObjects(t, srv, "enc/"), n)
+	markers := 0
+	for _, e := range proxy.Log() {
+		if e.Method == http.MethodPut && strings.HasSuffix(e.Path, ".group") {
+			if e.Status != http.StatusOK {
+				t.Fatalf("PUT %s: %d", e.Path, e.Status)
+			}
+			markers++
+		}
+	}
+	if markers == 0 {
+		t.Fatal("no group marker written")
+	}
+}
