@@ -38,6 +38,7 @@ type timedSink struct {
 	got        int
 	first      time.Time
 	firstBatch int
+	last       time.Time // when Consume took the n-th record
 	closed     time.Time
 }
 
@@ -53,6 +54,9 @@ func (t *timedSink) Consume(ctx context.Context, batch []sdk.Record) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.got += len(batch); t.got >= t.n {
+		if t.last.IsZero() {
+			t.last = time.Now()
+		}
 		t.stop()
 	}
 	return nil
@@ -188,6 +192,16 @@ func sinkRun(addr string, sink sdk.Sink, pattern string, n int, batch int) (int,
 
 // sinkRunBlock is sinkRun over one [[topics]] block.
 func sinkRunBlock(addr string, sink sdk.Sink, block definition.Topics, n int) (int, time.Duration, error) {
+	ts, err := runSink(addr, sink, block, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	return n - ts.firstBatch, ts.closed.Sub(ts.first), nil
+}
+
+// runSink runs the sink loop as sinkRunBlock does and returns the
+// timedSink that timed it.
+func runSink(addr string, sink sdk.Sink, block definition.Topics, n int) (*timedSink, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ts := &timedSink{Sink: sink, n: n, stop: cancel}
@@ -204,18 +218,18 @@ func sinkRunBlock(addr string, sink sdk.Sink, block definition.Topics, n int) (i
 	select {
 	case err := <-done:
 		if ctx.Err() == nil {
-			return 0, 0, fmt.Errorf("sink loop stopped early: %v", err)
+			return nil, fmt.Errorf("sink loop stopped early: %v", err)
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("sink loop: %w", err)
+			return nil, fmt.Errorf("sink loop: %w", err)
 		}
 	case <-time.After(3 * time.Minute):
 		cancel()
-		return 0, 0, fmt.Errorf("sink: %d of %d records consumed after 3 minutes (last error %q)", tr.Counters.Consumed.Load(), n, tr.Snapshot().LastError)
+		return nil, fmt.Errorf("sink: %d of %d records consumed after 3 minutes (last error %q)", tr.Counters.Consumed.Load(), n, tr.Snapshot().LastError)
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return n - ts.firstBatch, ts.closed.Sub(ts.first), nil
+	return ts, nil
 }
 
 // putObjects uploads count objects of size bytes, inFlight at a time as the
@@ -383,26 +397,6 @@ func (b *bench) s3Rows() []row {
 	}
 
 	return rows
-}
-
-// layoutRow compares, on the same 1 KiB records (fillHex's), a sink that
-// lays them out by {field:region} (10 values) and the date with one that
-// writes {topic} only, one round each.
-func (b *bench) layoutRow(srv *s3test.Server, addr string, n int) row {
-	rates := map[string]float64{}
-	for _, tmpl := range []string{"{topic}", "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"} {
-		prefix := fmt.Sprintf("layout-%d", len(rates))
-		sink, err := newS3Sink(targetOf(srv), map[string]any{"prefix": prefix, "max_file_size": "8MiB", "path_template": tmpl})
-		b.must(err)
-		timed, st := b.sinkRun(addr, sink, `s3fmt\.hex`, n, 10000)
-		rates[tmpl] = float64(timed) / st.Seconds()
-		_, objects := b.written(srv, prefix)
-		b.logf("s3: path_template %s: %.0f rec/s in %d objects", tmpl, rates[tmpl], objects)
-	}
-	field, topic := rates["{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"], rates["{topic}"]
-	return row{Name: "S3 sink, path_template by {field:region} (10 values) and date, 1 KiB records", Value: field, Unit: "rec/s",
-		BaseName: "path_template = {topic}, same records", BaseValue: topic, BaseUnit: "rec/s", Ratio: field / topic,
-		Note: fmt.Sprintf("%dk records, one round each; target 0.85", n/1000)}
 }
 
 // fillHex writes n JSON records of size bytes to topic whose filler is

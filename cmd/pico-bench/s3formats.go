@@ -127,7 +127,6 @@ func (b *bench) s3FormatRows() []row {
 		BaseName: "Parquet+snappy from JSON, same columns", BaseValue: base.rate, BaseUnit: "rec/s", Ratio: r.rate / base.rate,
 		Note: fmt.Sprintf("target >= 1.0 (no JSON walk); CPU per record (bench + S3 server): %.2f us against %.2f us, so %d busy cores carry at most %.2f of the baseline's rate; %.0f B/rec stored against %.0f; columns from the Avro schema + metadata; %dk records x %d interleaved rounds, %d objects per round",
 			r.cpuUS, base.cpuUS, runtime.NumCPU(), base.cpuUS/r.cpuUS, r.perRec, base.perRec, n/1000, rounds, r.objs)})
-	rows = append(rows, b.layoutRow(srv, br.Addr(), n))
 	return rows
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/picomq/pico-connectors/sdk"
 )
 
 func mustTemplate(t *testing.T, s string) pathTemplate {
@@ -121,6 +123,51 @@ func TestParseTemplateErrors(t *testing.T) {
 	for _, s := range []string{"{nope}", "{topic", "topic}", "{topic_segment}", "{topic_segment[x]}", "{date[1]}", "{topic_segment[0}"} {
 		if _, err := parsePathTemplate(s); err == nil {
 			t.Errorf("%q accepted", s)
+		}
+	}
+}
+
+// TestTimePlaceholdersInZone checks {yyyy} ... {mm} against time.In in
+// several zones, over records whose timestamps go back and forth across
+// minutes, days, daylight saving changes and every zone change since 1850
+// (some with offsets in seconds).
+func TestTimePlaceholdersInZone(t *testing.T) {
+	tmpl := mustTemplate(t, "{yyyy}-{MM}-{dd}T{HH}:{mm}")
+	for _, zone := range []string{"America/New_York", "Asia/Kolkata", "Europe/Dublin", "UTC"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := newKeyLayout("", tmpl, loc, "__unknown")
+		var stamps []time.Time
+		for _, base := range []time.Time{
+			time.Date(2026, 3, 8, 6, 59, 0, 0, time.UTC),   // New York's clocks go forward at 07:00 UTC
+			time.Date(2026, 11, 1, 5, 59, 30, 0, time.UTC), // and back at 06:00 UTC
+			time.Date(2026, 9, 3, 18, 29, 0, 0, time.UTC),  // midnight in Kolkata
+			time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC),
+		} {
+			for _, d := range []time.Duration{0, time.Second, 59 * time.Second, 30 * time.Second, 61 * time.Second, -time.Second,
+				2 * time.Minute, 90 * time.Second, 59*time.Minute + 59*time.Second, time.Hour, 500 * time.Millisecond, -90 * time.Second} {
+				stamps = append(stamps, base.Add(d))
+			}
+		}
+		// Either side of every zone change from 1850 to 2030, each way.
+		for ts := time.Date(1850, 1, 1, 0, 0, 0, 0, time.UTC); ; {
+			_, end := ts.In(loc).ZoneBounds()
+			if end.IsZero() || end.Year() > 2030 {
+				break
+			}
+			stamps = append(stamps, end.Add(-time.Second), end.Add(time.Second), end.Add(-time.Second), end.Add(-20*time.Second))
+			ts = end
+		}
+		for _, ts := range stamps {
+			got, err := l.appendDir(nil, &sdk.Record{Topic: "t", Timestamp: ts}, ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := ts.In(loc).Format("2006-01-02T15:04") + "/"; string(got) != want {
+				t.Errorf("%s %s: got %s want %s", zone, ts.Format(time.RFC3339Nano), got, want)
+			}
 		}
 	}
 }

@@ -317,3 +317,112 @@ func TestGroupMemoryAndOpenFiles(t *testing.T) {
 		t.Fatalf("%d objects, want %d", len(objs), n)
 	}
 }
+
+// TestGroupsUploadSideBySide: the next group's files upload while a file
+// of the group before is still on its way, once that group's marker is in
+// the bucket. After a crash there, the replay (without the flush_interval
+// that cut both groups) finds the first group in part by its marker and
+// the second whole by its lead, and cuts and skips them as they are: every
+// offset in exactly one object.
+func TestGroupsUploadSideBySide(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	const n = 120
+	recs := regionRecords(n)
+	// The first group's file of region us (record 1's; the lead is record
+	// 0's, of eu) hangs until the crash.
+	proxy.InjectMatching(func(r *http.Request) bool {
+		return dataPut(r) && strings.Contains(r.URL.Path, "/region=us/") &&
+			strings.Contains(r.URL.Path, "-00000000000000000000-") && !strings.HasSuffix(r.URL.Path, ".group")
+	}, 1, faultproxy.Fault{Delay: time.Minute})
+	flushed := hive(t, func(o *options) {
+		o.RotateByMessages, o.MaxMessages = true, 1000
+		o.FlushInterval = 20 * time.Millisecond
+	})
+	s := openAt(t, srv, proxy.URL, "side", flushed)
+	marker := "side/t/dt=2026-09-03/region=eu/_00000-00000000000000000000-00000000000000000039.group"
+	feed(t, s, recs[:40], 40)
+	sdktest.Eventually(t, 10*time.Second, func() error {
+		_, err := srv.Get(context.Background(), marker)
+		return err
+	})
+	feed(t, s, recs[40:80], 40)
+	// The second group, 40-79, lands whole beside the hanging file.
+	sdktest.Eventually(t, 10*time.Second, func() error {
+		objs, err := srv.List(context.Background(), "side/")
+		if err != nil {
+			return err
+		}
+		var keys []string
+		second, markers := 0, 0
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+			second += strings.Count(o.Key, "-00000000000000000040-00000000000000000079.jsonl")
+			markers += strings.Count(o.Key, ".group")
+			if strings.Contains(o.Key, "/region=us/00000-00000000000000000000-") {
+				t.Fatalf("%s is in the bucket though its upload hangs", o.Key)
+			}
+		}
+		if second < 4 || markers != 1 {
+			return fmt.Errorf("%d files of 40-79 and %d markers in the bucket: %v", second, markers, keys)
+		}
+		return nil
+	})
+	if d, _ := durableOf(s, "t"); d != 0 {
+		t.Fatalf("durable %d with a file of 0-39 not uploaded", d)
+	}
+	s.crash()
+	proxy.Clear()
+	s = openAt(t, srv, srv.Endpoint, "side", hive(t, func(o *options) { o.RotateByMessages, o.MaxMessages = true, 1000 }))
+	feed(t, s, recs, 13)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := readObjects(t, srv, "side/")
+	wantLaidOut(t, got, n)
+	for _, o := range got {
+		if strings.HasSuffix(o.key, ".group") {
+			t.Fatalf("marker %s left behind", o.key)
+		}
+		if g := [2]int64{o.first, o.last}; g != [2]int64{0, 39} && g != [2]int64{40, 79} && g != [2]int64{80, 119} {
+			t.Fatalf("%s: want the groups 0-39 and 40-79 as the first run cut them, then 80-119", o.key)
+		}
+	}
+}
+
+// TestGroupMarkersCarrySettings: behind a proxy that refuses, as a bucket
+// policy would, every PutObject without SSE-S3 and the tags, the cut
+// markers of groups of files get through as the data files do.
+func TestGroupMarkersCarrySettings(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	proxy.InjectMatching(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && (r.Header.Get("x-amz-server-side-encryption") != "AES256" || r.Header.Get("x-amz-tagging") != "team=lake")
+	}, -1, faultproxy.Fault{Status: http.StatusForbidden, Body: []byte(fmt.Sprintf(s3Error, "AccessDenied", "policy"))})
+	const n = 120
+	s := openAt(t, srv, proxy.URL, "enc", hive(t, func(o *options) {
+		o.RotateByMessages, o.MaxMessages = true, 7
+		o.Object.SSE, o.Object.Tags = "AES256", map[string]string{"team": "lake"}
+		o.MaxAttempts = 1
+	}))
+	feed(t, s, regionRecords(n), 13)
+	// Bounded: a refused marker would leave the files after it waiting.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantLaidOut(t, readObjects(t, srv, "enc/"), n)
+	markers := 0
+	for _, e := range proxy.Log() {
+		if e.Method == http.MethodPut && strings.HasSuffix(e.Path, ".group") {
+			if e.Status != http.StatusOK {
+				t.Fatalf("PUT %s: %d", e.Path, e.Status)
+			}
+			markers++
+		}
+	}
+	if markers == 0 {
+		t.Fatal("no group marker written")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -21,14 +22,26 @@ import (
 // same keys with the same bytes. Without a marker, the lead in the bucket
 // means every file is, and no lead means none is. The leading '_' makes
 // Hive, Spark, Trino and Athena skip the marker.
+//
+// Groups upload side by side too: a group's files may start while earlier
+// groups of the partition are on their way once each of those has its
+// marker in the bucket (mayStart). After a crash, then, every group from
+// the committed one on is either found in part by its marker, or whole by
+// its lead, or has no file in the bucket (and no later group has: it
+// would have waited for this one's marker); the replay looks up the group
+// after one it found in part, as it does after one it found whole.
 
 // groupMark is the marker of one group, shared by its files.
 type groupMark struct {
 	mu      sync.Mutex
 	key     string
-	written bool
-	left    int // files of the group not yet uploaded
+	written atomic.Bool // read by mayStart under the sink's lock
+	left    int         // files of the group not yet uploaded
 }
+
+// marked reports whether f is a file of a group whose marker is in the
+// bucket.
+func (f *file) marked() bool { return f.mark != nil && f.mark.written.Load() }
 
 // groupMarkerSuffix ends a marker's key.
 const groupMarkerSuffix = "group"
@@ -47,13 +60,13 @@ func (s *Sink) markGroup(ctx context.Context, f *file) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.written {
+	if m.written.Load() {
 		return nil
 	}
 	in := &s3.PutObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(m.key), Body: bytes.NewReader(nil)}
 	s.opts.Object.putObject(in) // an encryption-only bucket policy accepts the marker too
 	_, err := s.client.PutObject(ctx, in)
-	m.written = err == nil
+	m.written.Store(err == nil)
 	return err
 }
 

@@ -359,7 +359,9 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 				}
 				s.lookAhead(p, spans, rec.Offset)
 			}
-			p.recovering = false
+			// The group after one found in part may be in the bucket too
+			// (groups upload side by side, see marker.go): look it up.
+			p.recovering = p.group.recover
 		}
 		if err := s.append(p, rec); err != nil {
 			return err

@@ -28,9 +28,11 @@ func (s *Sink) refuse() error {
 }
 
 // kick starts uploads up to max_in_flight, the oldest files of every
-// partition first. A file uploads beside the earlier files of its
-// partition still on their way only when each of those was cut at a
-// replayable record and has its directory (see the package doc); in
+// partition first, among the first max_in_flight files of each (see
+// window). A file uploads beside the earlier files of its partition still
+// on their way only when each of those was cut at a replayable record and
+// has its directory (see the package doc), or, in a group of files, is of
+// its group or of one whose marker is in the bucket (marker.go); in
 // buffered delivery only the oldest file of a partition uploads.
 func (s *Sink) kick() {
 	for depth := 0; depth < s.opts.MaxInFlight && s.inFlight < s.opts.MaxInFlight; depth++ {
@@ -38,10 +40,11 @@ func (s *Sink) kick() {
 			if s.inFlight >= s.opts.MaxInFlight {
 				break
 			}
-			if depth >= len(p.pending) || p.pending[depth].state != queued || !s.mayStart(p, depth) {
+			i := s.window(p, depth)
+			if i >= len(p.pending) || p.pending[i].state != queued || !s.mayStart(p, i) {
 				continue
 			}
-			f := p.pending[depth]
+			f := p.pending[i]
 			f.state = uploading
 			s.inFlight++
 			s.wg.Add(1)
@@ -49,6 +52,26 @@ func (s *Sink) kick() {
 		}
 	}
 	s.m.inFlight.Set(float64(s.inFlight))
+}
+
+// window returns the index in p.pending of the file at depth in the
+// window kick starts uploads from: p's oldest files, done or not; in a
+// group of files, its oldest files not done, so the next group's start as
+// the files of one end, in whatever order they do.
+func (s *Sink) window(p *partition, depth int) int {
+	if !s.layout.perRecord {
+		return depth
+	}
+	for i, f := range p.pending {
+		if f.state == done {
+			continue
+		}
+		if depth == 0 {
+			return i
+		}
+		depth--
+	}
+	return len(p.pending)
 }
 
 // mayStart reports whether p.pending[i] may upload now.
@@ -61,16 +84,15 @@ func (s *Sink) mayStart(p *partition, i int) bool {
 		if g.state == done {
 			continue
 		}
-		if s.layout.perRecord && !sameGroup(g, f) || !s.layout.perRecord && (!g.replayable || g.dir != f.dir) {
+		if s.layout.perRecord && !sameGroup(g, f) && !g.marked() || !s.layout.perRecord && (!g.replayable || g.dir != f.dir) {
 			return false
 		}
 	}
 	return true
 }
 
-// sameGroup reports whether g, queued before f, may upload beside it in
-// a group of files (see group.go, marker.go): both of one group. No group
-// uploads before the previous one is in.
+// sameGroup reports whether g, queued before f, is of f's group of files
+// (see group.go, marker.go).
 func sameGroup(g, f *file) bool {
 	return g.info.FirstOffset == f.info.FirstOffset
 }
