@@ -46,11 +46,7 @@ func (b *bench) layoutRows() []row {
 // 10 times max_file_size, so the note gives the time Close took apart.
 func (b *bench) layoutRow(srv *s3test.Server, addr, pattern string, n int) row {
 	const rounds = 3
-	serverCPU := func() float64 {
-		t, err := procstat.CPUSeconds(srv.PID())
-		b.must(err)
-		return t
-	}
+	serverCPU := func() float64 { return b.serverCPU(srv) }
 	var timed [2]int
 	var took, tail [2]time.Duration
 	var cpu, server [2]float64
@@ -97,8 +93,11 @@ func (b *bench) layoutRow(srv *s3test.Server, addr, pattern string, n int) row {
 }
 
 // procCPU returns this process's CPU seconds.
-func procCPU(b *bench) float64 {
-	t, err := procstat.CPUSeconds(0)
+func procCPU(b *bench) float64 { return procCPUOf(b, 0) }
+
+// procCPUOf returns the CPU seconds of the process pid (0: this one).
+func procCPUOf(b *bench, pid int) float64 {
+	t, err := procstat.CPUSeconds(pid)
 	b.must(err)
 	return t
 }

@@ -4,19 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"time"
 
 	"github.com/hamba/avro/v2"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 )
-
-// formatRun is one output setting of s3FormatRows.
-type formatRun struct {
-	name string
-	cfg  map[string]any
-}
 
 // formatResult is what the rounds of one setting measured.
 type formatResult struct {
@@ -52,7 +45,7 @@ func (b *bench) s3FormatRows() []row {
 		map[string]any{"name": "user", "type": "string"},
 		map[string]any{"name": "pad", "type": "string"},
 	}
-	runs := []formatRun{
+	runs := []setting{
 		{"none", map[string]any{"compression": "none"}},
 		{"gzip", map[string]any{"compression": "gzip"}},
 		{"zstd", map[string]any{"compression": "zstd"}},
@@ -62,40 +55,21 @@ func (b *bench) s3FormatRows() []row {
 	}
 	// parquet-avro reads the Avro topic, its columns from the Avro schema
 	// (the same four as columns); the others the JSON one.
-	blocks := map[string]definition.Topics{
-		"parquet-avro": {Pattern: `s3fmt\.avro`, Schema: "avro", AvroSchemaJSON: hexAvroSchema, BatchLength: 10000, PollInterval: "100ms"},
-	}
-	cpuSeconds := b.cpuSeconds(srv)
-	took := map[string]time.Duration{}
-	timed := map[string]int{}
-	cpu := map[string]float64{}
-	for i := 0; i < rounds; i++ {
-		for _, f := range runs {
-			cfg := map[string]any{"prefix": fmt.Sprintf("fmt-%s/%d", f.name, i), "max_file_size": "8MiB", "include_metadata": true}
-			for k, v := range f.cfg {
-				cfg[k] = v
-			}
-			sink, err := newS3Sink(targetOf(srv), cfg)
-			b.must(err)
-			c0 := cpuSeconds()
-			block, ok := blocks[f.name]
-			if !ok {
-				block = definition.Topics{Pattern: `s3fmt\.hex`, Schema: "json", BatchLength: 10000, PollInterval: "100ms"}
-			}
-			k, t := b.sinkRunBlock(br.Addr(), sink, block, n)
-			cpu[f.name] += cpuSeconds() - c0
-			took[f.name] += t
-			timed[f.name] += k
-			b.logf("s3formats: round %d: %s %.0f rec/s", i+1, f.name, float64(k)/t.Seconds())
-		}
-	}
+	got := b.interleave(srv, br.Addr(), comparison{group: "s3formats", prefix: "fmt",
+		common: map[string]any{"max_file_size": "8MiB", "include_metadata": true}, runs: runs,
+		blocks: map[string]definition.Topics{
+			"parquet-avro": {Pattern: `s3fmt\.avro`, Schema: "avro", AvroSchemaJSON: hexAvroSchema, BatchLength: 10000, PollInterval: "100ms"},
+		},
+		block: definition.Topics{Pattern: `s3fmt\.hex`, Schema: "json", BatchLength: 10000, PollInterval: "100ms"},
+		n:     n, rounds: rounds})
 	res := map[string]formatResult{}
 	for _, f := range runs {
 		total, objs := b.written(srv, "fmt-"+f.name)
+		t := got[f.name]
 		res[f.name] = formatResult{
-			rate:   float64(timed[f.name]) / took[f.name].Seconds(),
+			rate:   t.rate(),
 			perRec: float64(total) / float64(rounds*n),
-			cpuUS:  cpu[f.name] / float64(rounds*n) * 1e6,
+			cpuUS:  t.selfUS() + t.serverUS(),
 			objs:   objs / rounds,
 		}
 	}
