@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/procstat"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -21,10 +20,6 @@ var layoutTemplates = [2]string{"{topic}", "{topic}/dt={yyyy}-{MM}-{dd}/region={
 // 1 KiB records out by a field and the date with the same sink writing
 // {topic} only (see layoutRow).
 func (b *bench) layoutRows() []row {
-	srv := b.startS3()
-	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	b.must(err)
-	defer br.Close()
 	// 400k records (410 MB) a round, as in the s3 rows: a group of files
 	// of 10 directories holds up to 10 x 8 MiB (78k records) before its
 	// first upload starts, and a round of 120k records, one and a half
@@ -32,8 +27,8 @@ func (b *bench) layoutRows() []row {
 	// uploads began two thirds into the round, and Close uploaded the
 	// last 40 MiB while {topic} had 3 MiB left).
 	const n = 400_000
-	b.logf("layout: writing %d records of 1 KiB with random hex filler to layout.hex", n)
-	b.must(fillHex(br.Addr(), "layout.hex", n, 1024))
+	srv, br := b.hexBench("layout", "layout.hex", n)
+	defer br.Close()
 	return []row{b.layoutRow(srv, br.Addr(), `layout\.hex`, n)}
 }
 

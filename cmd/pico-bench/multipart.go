@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 )
 
@@ -27,15 +26,11 @@ import (
 // The target is met when this process's CPU per record for the 64 MiB
 // files is within 10% of the single files'.
 func (b *bench) multipartRows() []row {
-	srv := b.startS3()
-	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	b.must(err)
-	defer br.Close()
 	// 400k records (460 MB stored) a round: seven 64 MiB files and a
 	// part, or 55 files of 8 MiB. Three rounds, each setting first once.
 	const n, rounds = 400_000, 3
-	b.logf("multipart: writing %d records of 1 KiB with random hex filler to mp.hex", n)
-	b.must(fillHex(br.Addr(), "mp.hex", n, 1024))
+	srv, br := b.hexBench("multipart", "mp.hex", n)
+	defer br.Close()
 	c := comparison{group: "multipart", prefix: "mp",
 		common: map[string]any{"include_metadata": true, "part_size": "16MiB"},
 		runs: []setting{

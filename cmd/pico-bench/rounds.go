@@ -5,6 +5,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 )
@@ -109,6 +110,20 @@ func (c comparison) blockOf(name string) definition.Topics {
 		return block
 	}
 	return c.block
+}
+
+// hexBench starts an S3 server and a broker whose topic holds n records
+// of 1 KiB of fillHex's; the caller closes the broker.
+func (b *bench) hexBench(group, topic string, n int) (*s3test.Server, *broker.Broker) {
+	srv := b.startS3()
+	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
+	b.must(err)
+	b.logf("%s: writing %d records of 1 KiB with random hex filler to %s", group, n, topic)
+	if err := fillHex(br.Addr(), topic, n, 1024); err != nil {
+		br.Close()
+		b.must(err)
+	}
+	return srv, br
 }
 
 // serverCPU returns the S3 server's CPU seconds.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/picomq/pico-connectors/runtime/broker"
 	"github.com/picomq/pico-connectors/runtime/definition"
 )
 
@@ -28,15 +27,11 @@ type formatResult struct {
 // this process and the S3 server: on a machine whose cores are all busy,
 // the ratio of the CPU per record is the ceiling of the ratio of rates.
 func (b *bench) s3FormatRows() []row {
-	srv := b.startS3()
-	br, err := broker.Start(broker.Config{Address: "127.0.0.1:0", AutoCreateTopics: true})
-	b.must(err)
-	defer br.Close()
 	// 120k records (123 MB) a round, three rounds: a round of 60k took
 	// half a second, in which a neighbour's burst moved a ratio by 0.1.
 	const n, rounds = 120_000, 3
-	b.logf("s3formats: writing %d records of 1 KiB with random hex filler to s3fmt.hex", n)
-	b.must(fillHex(br.Addr(), "s3fmt.hex", n, 1024))
+	srv, br := b.hexBench("s3formats", "s3fmt.hex", n)
+	defer br.Close()
 	b.logf("s3formats: the same records as Avro binary to s3fmt.avro")
 	b.must(fillHexAs(br.Addr(), "s3fmt.avro", n, 1024, hexAvro))
 	columns := []any{
