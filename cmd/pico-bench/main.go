@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	pico-bench [--markdown FILE] [--png FILE] [--only s3,s3formats,layout,multipart,pg,random,config,rss,sinkloop,fleet]
+//	pico-bench [--markdown FILE] [--png FILE] [--only s3,s3formats,layout,multipart,iceberg,pg,random,config,rss,sinkloop,fleet]
 //	           [--cpuprofile FILE] [--blockprofile FILE] [--mutexprofile FILE] [--trace FILE]
 //
 // The profile flags write pprof profiles (and a runtime/trace execution
@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	mdPath := fs.String("markdown", "", "also write the table as Markdown to `FILE`")
 	pngPath := fs.String("png", "", "also write a bar chart of the ratios to `FILE`")
-	only := fs.String("only", "s3,pg,random,config,rss,sinkloop,fleet", "comma-separated groups to run (s3 includes s3formats, the compression and Parquet rows, layout, the path_template row, and multipart, the 64 MiB files rows)")
+	only := fs.String("only", "s3,pg,random,config,rss,sinkloop,fleet", "comma-separated groups to run (s3 includes s3formats, the compression and Parquet rows, layout, the path_template row, multipart, the 64 MiB files rows, and iceberg, the Iceberg table row)")
 	cpuPath := fs.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
 	blockPath := fs.String("blockprofile", "", "write a goroutine blocking profile of the run to `FILE`")
 	mutexPath := fs.String("mutexprofile", "", "write a mutex contention profile of the run to `FILE`")
@@ -89,6 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	groups["s3formats"] = groups["s3formats"] || groups["s3"]
 	groups["layout"] = groups["layout"] || groups["s3"]
 	groups["multipart"] = groups["multipart"] || groups["s3"]
+	groups["iceberg"] = groups["iceberg"] || groups["s3"]
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	b := &bench{start: time.Now(), progress: stderr, load: loadAverage()}
@@ -117,6 +118,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	step("s3formats", b.s3FormatRows)  // compression and Parquet; s3 runs it too
 	step("layout", b.layoutRows)       // path_template by a field; s3 runs it too
 	step("multipart", b.multipartRows) // 64 MiB files in parts; s3 runs it too
+	step("iceberg", b.icebergRows)     // an Iceberg table's Parquet files; s3 runs it too
 	step("sinkloop", b.sinkLoopRows)
 	step("rss", b.rssRows)
 	step("pg", b.pgRows)

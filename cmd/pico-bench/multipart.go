@@ -48,25 +48,16 @@ func (b *bench) multipartRows() []row {
 	}
 	add := func(name, key, how string) row {
 		r := res[key]
-		var ratios []float64
-		for i := range r.rates {
-			ratios = append(ratios, r.rates[i]/single.rates[i])
-		}
-		// CPU-bound, the rates are at most in the inverse ratio of the CPU
-		// per record; with the server's extra work over the single files'
-		// off the machine, in that of the sink's process and the single
-		// files' server work.
-		base := single.selfUS() + single.serverUS()
-		ceiling := base / (r.selfUS() + r.serverUS())
-		offMachine := base / (r.selfUS() + single.serverUS())
-		met := "met"
-		if r.rate() < 0.9*single.rate() && r.selfUS() > 1.1*single.selfUS() {
-			met = "NOT met"
-		}
+		met, ceiling := r.verdict(single, 0.9)
+		// With the server's extra work over the single files' off the
+		// machine, the rates are at most in the ratio of the CPU per
+		// record of the sink's process and the single files' server work.
+		offMachine := (single.selfUS() + single.serverUS()) / (r.selfUS() + single.serverUS())
+		ratios := r.ratios(single)
 		return row{Name: name, Value: r.rate(), Unit: "rec/s",
 			BaseName: "8 MiB files, one PutObject each, same records", BaseValue: single.rate(), BaseUnit: "rec/s", Ratio: r.rate() / single.rate(),
-			Note: fmt.Sprintf("target >= 0.9 (issue 26), or where %d cores shared with the S3 server carry less, this process's CPU per record within 10%% of the baseline's: %s; CPU per record, this process (broker, consumer, sink) %.2f us against %.2f us (%+.1f%%), the S3 server %.2f us against %.2f us (%s), so %d busy cores carry at most %.2f of the baseline's rate, and %.2f with the server's extra work off the machine as on AWS; %dk records x %d interleaved rounds (ratios %.2f to %.2f), json_lines+metadata, part_size 16 MiB, %d and %d objects per round",
-				runtime.NumCPU(), met, r.selfUS(), single.selfUS(), (r.selfUS()/single.selfUS()-1)*100, r.serverUS(), single.serverUS(), how,
+			Note: fmt.Sprintf("target >= 0.9 (issue 26): %s; CPU per record, this process (broker, consumer, sink) %.2f us against %.2f us (%+.1f%%), the S3 server %.2f us against %.2f us (%s), so %d busy cores carry at most %.2f of the baseline's rate, and %.2f with the server's extra work off the machine as on AWS; %dk records x %d interleaved rounds (ratios %.2f to %.2f), json_lines+metadata, part_size 16 MiB, %d and %d objects per round",
+				met, r.selfUS(), single.selfUS(), (r.selfUS()/single.selfUS()-1)*100, r.serverUS(), single.serverUS(), how,
 				runtime.NumCPU(), ceiling, offMachine, n/1000, rounds, slices.Min(ratios), slices.Max(ratios), objects(key), objects("single"))}
 	}
 	return []row{

@@ -39,6 +39,9 @@ type comparison struct {
 	// of the next ones (the multipart rows' single files, 138k against
 	// 218k rec/s).
 	warmup bool
+	// each, when set, edits a run's plugin_config before its sink is
+	// built: round counts from 0, the warm-up is round -1.
+	each func(cfg map[string]any, round int)
 }
 
 // totals is what one setting's rounds measured.
@@ -49,6 +52,34 @@ type totals struct {
 	self     float64       // CPU seconds of this process (the sink)
 	server   float64       // CPU seconds of the S3 server
 	rates    []float64     // each round's records/s
+}
+
+// ratios returns each round's rate of t over base's.
+func (t *totals) ratios(base *totals) []float64 {
+	var r []float64
+	for i := range t.rates {
+		r = append(r, t.rates[i]/base.rates[i])
+	}
+	return r
+}
+
+// verdict says whether t meets target against base by the developers' rule
+// for a target above what the machine carries: the ratio of rates at
+// least target, or, where the cores (the sink's process and the S3 server
+// on the same ones) carry at most less, this process's CPU per record
+// within 10% of the baseline's. ceiling is the ratio of the CPU per record,
+// this process and the S3 server, of base over t.
+func (t *totals) verdict(base *totals, target float64) (met string, ceiling float64) {
+	ceiling = (base.selfUS() + base.serverUS()) / (t.selfUS() + t.serverUS())
+	switch {
+	case t.rate() >= target*base.rate():
+		return fmt.Sprintf("met (ratio >= %.2f)", target), ceiling
+	case ceiling < target && t.selfUS() <= 1.1*base.selfUS():
+		return fmt.Sprintf("met (the cores carry at most %.2f; this process's CPU per record within 10%% of the baseline's)", ceiling), ceiling
+	case ceiling < target:
+		return fmt.Sprintf("NOT met (the cores carry at most %.2f, but this process's CPU per record is more than 10%% above the baseline's)", ceiling), ceiling
+	}
+	return fmt.Sprintf("NOT met (the cores carry %.2f)", ceiling), ceiling
 }
 
 // rate is the records/s over the rounds' sums.
@@ -70,10 +101,7 @@ func (b *bench) interleave(srv *s3test.Server, addr string, c comparison) map[st
 		res[r.name] = &totals{}
 	}
 	if c.warmup {
-		cfg := map[string]any{"prefix": c.prefix + "-warmup"}
-		maps.Copy(cfg, c.common)
-		maps.Copy(cfg, c.runs[0].cfg)
-		sink, err := newS3Sink(targetOf(srv), cfg)
+		sink, err := newS3Sink(targetOf(srv), c.config(c.runs[0], -1))
 		b.must(err)
 		b.sinkRunBlock(addr, sink, c.blockOf(c.runs[0].name), c.n)
 		b.logf("%s: warmed up with %s", c.group, c.runs[0].name)
@@ -84,10 +112,7 @@ func (b *bench) interleave(srv *s3test.Server, addr string, c comparison) map[st
 				j = (i + j) % len(c.runs)
 			}
 			r := c.runs[j]
-			cfg := map[string]any{"prefix": fmt.Sprintf("%s-%s/%d", c.prefix, r.name, i)}
-			maps.Copy(cfg, c.common)
-			maps.Copy(cfg, r.cfg)
-			sink, err := newS3Sink(targetOf(srv), cfg)
+			sink, err := newS3Sink(targetOf(srv), c.config(r, i))
 			b.must(err)
 			self0, server0 := procCPU(b), b.serverCPU(srv)
 			k, t := b.sinkRunBlock(addr, sink, c.blockOf(r.name), c.n)
@@ -102,6 +127,21 @@ func (b *bench) interleave(srv *s3test.Server, addr string, c comparison) map[st
 		}
 	}
 	return res
+}
+
+// config returns the plugin_config of setting r in round i (-1: the
+// warm-up).
+func (c comparison) config(r setting, i int) map[string]any {
+	cfg := map[string]any{"prefix": fmt.Sprintf("%s-%s/%d", c.prefix, r.name, i)}
+	if i < 0 {
+		cfg["prefix"] = c.prefix + "-warmup"
+	}
+	maps.Copy(cfg, c.common)
+	maps.Copy(cfg, r.cfg)
+	if c.each != nil {
+		c.each(cfg, i)
+	}
+	return cfg
 }
 
 // blockOf returns the [[topics]] block the setting name reads.
