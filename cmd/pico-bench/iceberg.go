@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
@@ -22,16 +20,9 @@ import (
 // which creates the table, is not.
 func (b *bench) icebergRows() []row {
 	const n, rounds = 400_000, 4
+	dsn := b.pgDatabase("iceberg") // the SQL catalog's
 	srv, br := b.hexBench("iceberg", "ice.hex", n)
 	defer br.Close()
-	pg, err := pgtest.New()
-	if errors.Is(err, pgtest.ErrNoBinaries) {
-		b.must(fmt.Errorf("the SQL catalog needs PostgreSQL: %v", err))
-	}
-	b.must(err)
-	b.cleanups.Add(pg.Close)
-	b.must(pgtest.ExecDSN(pg.DSN(), "CREATE DATABASE iceberg"))
-	dsn := pg.DSNFor("postgres", "iceberg")
 	c := comparison{group: "iceberg", prefix: "ice",
 		common: map[string]any{"output_format": "parquet", "columns": hexColumns, "include_metadata": true, "max_file_size": "8MiB"},
 		runs: []setting{
@@ -56,12 +47,12 @@ func (b *bench) icebergRows() []row {
 	}
 	plain, ice := res["parquet"], res["iceberg"]
 	met, ceiling := ice.verdict(plain, 0.9)
-	ratios := ice.ratios(plain)
+	lo, hi := ice.ratioRange(plain)
 	_, plainObjs := b.written(srv, "ice-parquet")
 	_, iceObjs := b.written(srv, "ice-iceberg")
 	return []row{{Name: "S3 sink, Iceberg table (SQL catalog, commit_interval 10s), Parquet+snappy, 1 KiB records", Value: ice.rate(), Unit: "rec/s",
 		BaseName: "plain Parquet+snappy files, same columns", BaseValue: plain.rate(), BaseUnit: "rec/s", Ratio: ice.rate() / plain.rate(),
 		Note: fmt.Sprintf("target >= 0.9 (issue 31): %s; CPU per record, this process (broker, consumer, sink) %.2f us against %.2f us (%+.1f%%), the S3 server %.2f us against %.2f us (PostgreSQL's not counted), so %d busy cores carry at most %.2f of the baseline's rate; %dk records x %d interleaved rounds (ratios %.2f to %.2f), a table each, its one commit at Close in the time; 4 columns + metadata, 8 MiB files, %d and %d objects per round (the table's metadata files included)",
 			met, ice.selfUS(), plain.selfUS(), (ice.selfUS()/plain.selfUS()-1)*100, ice.serverUS(), plain.serverUS(),
-			runtime.NumCPU(), ceiling, n/1000, rounds, slices.Min(ratios), slices.Max(ratios), iceObjs/rounds, plainObjs/rounds)}}
+			runtime.NumCPU(), ceiling, n/1000, rounds, lo, hi, iceObjs/rounds, plainObjs/rounds)}}
 }

@@ -43,19 +43,25 @@ func pgDefaultReader() string {
 	return string(c.CDCReader)
 }
 
-// startPG launches PostgreSQL 15 and creates the benchmark table: pgRows
-// rows of about 200 bytes as JSON, written in transactions of 1,000 after
-// the slot "pristine" was created, so every pass re-reads the same WAL
-// from a copy of it.
-func (b *bench) startPG() string {
+// pgDatabase launches PostgreSQL 15, stopped when the bench ends, and
+// returns the connection string of a new database name in it.
+func (b *bench) pgDatabase(name string) string {
 	srv, err := pgtest.New()
 	if errors.Is(err, pgtest.ErrNoBinaries) {
 		b.must(fmt.Errorf("%v", err))
 	}
 	b.must(err)
 	b.cleanups.Add(srv.Close)
-	b.must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE bench"))
-	dsn := srv.DSNFor("postgres", "bench")
+	b.must(pgtest.ExecDSN(srv.DSN(), "CREATE DATABASE "+name))
+	return srv.DSNFor("postgres", name)
+}
+
+// startPG launches PostgreSQL 15 and creates the benchmark table: pgRows
+// rows of about 200 bytes as JSON, written in transactions of 1,000 after
+// the slot "pristine" was created, so every pass re-reads the same WAL
+// from a copy of it.
+func (b *bench) startPG() string {
+	dsn := b.pgDatabase("bench")
 	b.must(pgtest.ExecDSN(dsn, `CREATE TABLE ev (id bigint PRIMARY KEY, tenant text, amount numeric(12,2), created_at timestamptz, note text);
 CREATE PUBLICATION `+pgPub+` FOR TABLE ev`))
 	b.must(pgtest.ExecDSN(dsn, `SELECT pg_create_logical_replication_slot('pristine', 'pgoutput')`))

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/picomq/pico-connectors/runtime/broker"
@@ -54,13 +55,14 @@ type totals struct {
 	rates    []float64     // each round's records/s
 }
 
-// ratios returns each round's rate of t over base's.
-func (t *totals) ratios(base *totals) []float64 {
+// ratioRange returns the lowest and the highest of the rounds' rates of t
+// over base's.
+func (t *totals) ratioRange(base *totals) (lo, hi float64) {
 	var r []float64
 	for i := range t.rates {
 		r = append(r, t.rates[i]/base.rates[i])
 	}
-	return r
+	return slices.Min(r), slices.Max(r)
 }
 
 // verdict says whether t meets target against base by the developers' rule
