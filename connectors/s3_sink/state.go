@@ -32,6 +32,8 @@ import (
 //	recovery                                replay after an assignment
 //	place                                   a record's file in its group
 //	durable                                 Durable and Release
+//	iceberg_options, iceberg_columns        table_format = "iceberg": its keys, the table's columns
+//	iceberg, iceberg_admin                  the table's commits; the iceberg-orphans command
 //	credentials                             assumed role, HTTP client with ca_file
 //	sink, config                            New, Open, Consume, Close
 //
@@ -83,6 +85,9 @@ type Sink struct {
 	row pqRow
 	// avro: the Avro topics' layouts (SetTopics), nil before.
 	avro *avroTopics
+	// ice is the table of table_format = "iceberg" (iceberg.go); nil when
+	// the sink writes loose files.
+	ice *iceState
 }
 
 type bufferKey struct {
@@ -120,6 +125,8 @@ type partition struct {
 	group      groupState
 	lastAppend time.Time // wall clock, for flush_interval
 	pending    []*file   // closed files not yet uploaded, in offset order
+	// ice is the partition's table state (table_format = "iceberg").
+	ice icePart
 }
 
 // groupState is the open files of a partition together: the records they
@@ -145,6 +152,9 @@ type fileBuffer struct {
 	last      int64
 	firstTime time.Time
 	pq        *pqFile // parquet output: its open row group
+	// part is the table partition values of its first record
+	// (table_format = "iceberg" with iceberg_partition_by), nil otherwise.
+	part map[string]any
 }
 
 type fileState int
@@ -160,6 +170,7 @@ const (
 type file struct {
 	p      *partition
 	info   fileInfo
+	part   map[string]any // fileBuffer.part
 	key    string
 	dir    string
 	count  int
