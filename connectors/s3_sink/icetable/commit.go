@@ -73,13 +73,10 @@ func snapshotOffsets(snap *table.Snapshot) map[TopicPartition]int64 {
 // "pico.offset.TOPIC.PARTITION"), and that snapshot's id (0: none). It
 // reloads the table from the catalog first.
 func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tbl, err := t.cat.LoadTable(ctx, t.ident)
+	tbl, err := t.refresh(ctx)
 	if err != nil {
-		return nil, 0, t.clean(fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err))
+		return nil, 0, t.clean(err)
 	}
-	t.tbl = tbl
 	snap := tbl.CurrentSnapshot()
 	var id int64
 	if snap != nil {
@@ -98,16 +95,22 @@ func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, e
 // is retried on the fresh table state, fence included (bounded, with
 // back-off). With nothing to commit it does nothing and returns the
 // current snapshot id.
-func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[TopicPartition]int64) (CommitResult, error) {
+func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[TopicPartition]int64) (_ CommitResult, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { err = t.clean(err) }()
+	defer recoverError(&err)
 	for attempt := 0; ; attempt++ {
 		res, err := t.commitOnce(ctx, files, next, expect)
+		res.Retries = attempt
+		if err == nil && res.committed {
+			res.ExpireErr = t.clean(t.expire(ctx))
+		}
 		if err == nil || !isConflict(err) || attempt >= maxAttempts {
-			return res, t.clean(err)
+			return res, err
 		}
 		if err := t.reload(ctx, attempt); err != nil {
-			return CommitResult{}, t.clean(err)
+			return CommitResult{Retries: attempt + 1}, err
 		}
 	}
 }
@@ -168,6 +171,9 @@ func (t *Table) commitOnce(ctx context.Context, files []DataFile, next, expect m
 		if !fenced[f.TP] {
 			continue
 		}
+		if err := checkRange(f, recorded(cur, f.TP), next); err != nil {
+			return res, err
+		}
 		df, err := dataFile(spec, sc, f)
 		if err != nil {
 			return res, err
@@ -204,7 +210,71 @@ func (t *Table) commitOnce(ctx context.Context, files []DataFile, next, expect m
 	if s := committed.CurrentSnapshot(); s != nil {
 		res.SnapshotID = s.SnapshotID
 	}
+	res.committed = true
 	return res, nil
+}
+
+// expireBatch is how many snapshots must be past the table's retention
+// (history.expire.max-snapshot-age-ms, beyond the
+// history.expire.min-snapshots-to-keep newest) for Commit to expire them:
+// an expiry is a commit of its own, not worth making for one snapshot.
+const expireBatch = 20
+
+// expire expires the snapshots past the table's retention when there are
+// expireBatch of them. Only snapshot metadata and the manifests only they
+// reference go: every data file of an append-only table stays in the
+// current snapshot. A conflict is left to a later commit.
+func (t *Table) expire(ctx context.Context) error {
+	tbl := t.tbl
+	props := tbl.Properties()
+	maxAge := props.GetInt64(table.MaxSnapshotAgeMsKey, table.MaxSnapshotAgeMsDefault)
+	keep := props.GetInt(table.MinSnapshotsToKeepKey, table.MinSnapshotsToKeepDefault)
+	snaps := tbl.Metadata().Snapshots()
+	cutoff := time.Now().UnixMilli() - maxAge
+	old := 0
+	for _, s := range snaps {
+		if s.TimestampMs < cutoff {
+			old++
+		}
+	}
+	if old > len(snaps)-keep {
+		old = len(snaps) - keep
+	}
+	if old < expireBatch {
+		return nil
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(); err != nil {
+		return fmt.Errorf("iceberg table %s: expiring snapshots: %w", t.cfg.Table, err)
+	}
+	next, err := txn.Commit(ctx)
+	if isConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("iceberg table %s: expiring snapshots: %w", t.cfg.Table, err)
+	}
+	t.tbl = next
+	return nil
+}
+
+// checkRange refuses a file whose offsets are not between the table's
+// offset of its partition (at) and the offset the commit moves it to:
+// committing it would duplicate records, or leave the table's offset
+// behind records it holds.
+func checkRange(f DataFile, at int64, next map[TopicPartition]int64) error {
+	to, ok := next[f.TP]
+	switch {
+	case f.Last < f.First:
+		return fmt.Errorf("iceberg data file %s: offsets %d to %d are not a range", f.Path, f.First, f.Last)
+	case !ok:
+		return fmt.Errorf("iceberg data file %s of %s: the commit gives no next offset for %s", f.Path, f.TP, f.TP)
+	case f.First < at:
+		return fmt.Errorf("iceberg data file %s holds offsets %d to %d of %s, but the table holds %s up to %d already: it would duplicate records", f.Path, f.First, f.Last, f.TP, f.TP, at)
+	case f.Last >= to:
+		return fmt.Errorf("iceberg data file %s holds offsets %d to %d of %s, at or past the next offset %d the commit records", f.Path, f.First, f.Last, f.TP, to)
+	}
+	return nil
 }
 
 // dataFile is f as an Iceberg data file of spec.
@@ -243,9 +313,24 @@ func (t *Table) reload(ctx context.Context, attempt int) error {
 		return ctx.Err()
 	case <-timer.C:
 	}
+	return t.load(ctx)
+}
+
+// refresh loads the table from the catalog, holding t.mu, and returns it.
+func (t *Table) refresh(ctx context.Context) (*table.Table, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.load(ctx); err != nil {
+		return nil, err
+	}
+	return t.tbl, nil
+}
+
+// load loads the table from the catalog into t.tbl; t.mu is held.
+func (t *Table) load(ctx context.Context) error {
 	tbl, err := t.cat.LoadTable(ctx, t.ident)
 	if err != nil {
-		return fmt.Errorf("iceberg table %s: reloading after a conflict: %w", t.cfg.Table, err)
+		return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
 	}
 	t.tbl = tbl
 	return nil

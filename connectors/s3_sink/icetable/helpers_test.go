@@ -91,6 +91,13 @@ func (e *env) open(cols []Column, spec []PartitionField) *Table {
 	return tbl
 }
 
+// newPair is newEnv with two handles on its table, as two writers have.
+func newPair(t *testing.T) (*env, *Table, *Table) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.open(baseCols, daySpec), e.open(baseCols, daySpec)
+}
+
 // baseCols are the sink's metadata columns and two payload columns.
 var baseCols = []Column{
 	{Name: "offset", Type: "int64"},
@@ -173,13 +180,9 @@ type scanned map[string]string
 // partition and offset.
 func scan(t *testing.T, tbl *Table) []scanned {
 	t.Helper()
-	ctx := t.Context()
-	if _, _, err := tbl.Offsets(ctx); err != nil { // reloads
-		t.Fatal(err)
-	}
-	at, err := tbl.tbl.Scan().ToArrowTable(ctx)
+	at, err := tbl.ReadAll(t.Context())
 	if err != nil {
-		t.Fatalf("scan: %v", err)
+		t.Fatal(err)
 	}
 	defer at.Release()
 	var out []scanned
@@ -197,7 +200,7 @@ func scan(t *testing.T, tbl *Table) []scanned {
 				case f.Type.ID() == arrow.TIMESTAMP:
 					ts := col.(*array.Timestamp)
 					unit := f.Type.(*arrow.TimestampType).Unit
-					r[f.Name] = ts.Value(i).ToTime(unit).UTC().Format(time.RFC3339)
+					r[f.Name] = ts.Value(i).ToTime(unit).UTC().Format(time.RFC3339Nano)
 				default:
 					r[f.Name] = col.ValueStr(i)
 				}

@@ -143,6 +143,15 @@ type CommitResult struct {
 	// accepted it) shows here on its retry: the table then holds the
 	// offsets it committed (Offsets).
 	Dropped []TopicPartition
+	// Retries is how many times the commit lost an optimistic-concurrency
+	// race to another writer and was retried on the new table state.
+	Retries int
+	// ExpireErr is the error of the snapshot expiry that follows a commit
+	// once enough snapshots are past the table's retention
+	// (history.expire.max-snapshot-age-ms): the commit itself landed.
+	ExpireErr error
+
+	committed bool // a snapshot was made
 }
 
 // Table is an open Iceberg table. Its methods are safe for concurrent
@@ -168,23 +177,27 @@ type Table struct {
 // to double, a wider decimal precision) is widened, a required column the
 // definition makes optional or leaves out becomes optional. A change
 // Iceberg cannot make (another type change, a different partition spec) is
-// an error naming the column and the reason.
-func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (*Table, error) {
+// an error naming the column and the reason. With no columns, Open opens
+// the table as it is, for tools (Orphans, Offsets...): it neither creates
+// nor changes it.
+func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (_ *Table, err error) {
 	t := &Table{cfg: cfg, secrets: secretsOf(cfg)}
+	defer func() { err = t.clean(err) }()
+	defer recoverError(&err)
 	ident, err := parseIdent(cfg.Table)
 	if err != nil {
 		return nil, err
 	}
 	t.ident = ident
-	if len(cols) == 0 {
-		return nil, errors.New("iceberg: the table needs at least one column")
+	if w := cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
+		return nil, fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
 	}
 	if err := t.openCatalog(ctx); err != nil {
-		return nil, t.clean(err)
+		return nil, err
 	}
 	if err := t.prepare(ctx, cols, spec); err != nil {
 		t.Close()
-		return nil, t.clean(err)
+		return nil, err
 	}
 	return t, nil
 }
@@ -253,8 +266,7 @@ func (t *Table) openCatalog(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("iceberg sql catalog: %w", err)
 		}
-		props["init_catalog_tables"] = "true"
-		cat, err := sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
+		cat, err := newSQLCatalog(ctx, name, db, props)
 		if err != nil {
 			db.Close()
 			return fmt.Errorf("iceberg sql catalog at %s: %w", t.cfg.URI, err)
@@ -310,6 +322,35 @@ func (t *Table) awsConfig(ctx context.Context) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("iceberg: AWS configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// catalogLock is the key of the PostgreSQL advisory lock under which
+// writers create the sql catalog's tables: CREATE TABLE IF NOT EXISTS of
+// two sessions at once fails one of them (duplicate key, type or table).
+const catalogLock = 0x7069636f69636562 // "picoiceb"
+
+// newSQLCatalog is the sql catalog on db, its tables created if missing.
+func newSQLCatalog(ctx context.Context, name string, db *sql.DB, props iceberg.Properties) (*sqlcat.Catalog, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(catalogLock)); err != nil {
+		return nil, err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(catalogLock))
+	props["init_catalog_tables"] = "true"
+	return sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
+}
+
+// recoverError turns a panic of iceberg-go (it has a few, on metadata it
+// finds inconsistent) into *err, so that it does not stop the runtime and
+// every connector in it.
+func recoverError(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("iceberg: internal error in iceberg-go: %v", r)
+	}
 }
 
 // secretsOf lists the secret values of cfg, longest first, for clean.

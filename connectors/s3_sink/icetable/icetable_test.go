@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCommitScan commits real Parquet files to a day-partitioned table in
@@ -88,10 +89,8 @@ func TestCommitScan(t *testing.T) {
 // TestFence: a writer whose expected offset is stale has its partition's
 // files dropped, while its other partitions land.
 func TestFence(t *testing.T) {
-	e := newEnv(t)
+	e, a, b := newPair(t)
 	ctx := t.Context()
-	a := e.open(baseCols, daySpec)
-	b := e.open(baseCols, daySpec)
 	tp0, tp1 := TopicPartition{"t", 0}, TopicPartition{"t", 1}
 
 	fa := uploadRows(e, "a.parquet", tp0, 0, 3, day0)
@@ -112,9 +111,22 @@ func TestFence(t *testing.T) {
 	if got := offsetsOf(scan(t, b)); got != "t/0:0 t/0:1 t/0:2 t/1:0 t/1:1" {
 		t.Fatalf("scanned %s; want t/0 0-2 once and t/1 0-1", got)
 	}
-	paths := dataFilePaths(t, b)
-	if _, ok := paths[fb.Path]; ok {
-		t.Fatalf("the dropped file %s is in the table", fb.Path)
+	paths, err := b.DataFiles(ctx)
+	if want := []string{fa.Path, fb1.Path}; err != nil || !reflect.DeepEqual(paths, want) {
+		t.Fatalf("DataFiles = %v, %v; want %v (not the dropped %s)", paths, err, want, fb.Path)
+	}
+	// A file outside the range from the table's offset to next is a
+	// caller's error, not a commit.
+	early := uploadRows(e, "early.parquet", tp1, 1, 2, day0)
+	if _, err := b.Commit(ctx, []DataFile{early}, map[TopicPartition]int64{tp1: 3}, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "would duplicate records") {
+		t.Fatalf("Commit of offsets 1-2 over a table at 2: %v; want a refusal", err)
+	}
+	late := uploadRows(e, "late.parquet", tp1, 2, 2, day0)
+	if _, err := b.Commit(ctx, []DataFile{late}, map[TopicPartition]int64{tp1: 3}, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "at or past the next offset 3") {
+		t.Fatalf("Commit of offsets 2-3 with next 3: %v; want a refusal", err)
+	}
+	if _, err := b.Commit(ctx, []DataFile{late}, nil, map[TopicPartition]int64{tp1: 2}); err == nil || !strings.Contains(err.Error(), "no next offset for t/1") {
+		t.Fatalf("Commit of a file without a next offset: %v; want a refusal", err)
 	}
 	// The fence holds for offsets alone too.
 	res, err = b.Commit(ctx, nil, map[TopicPartition]int64{tp0: 9}, map[TopicPartition]int64{tp0: 0})
@@ -132,10 +144,8 @@ func TestFence(t *testing.T) {
 // state and lands, and every snapshot's summary keeps the other writer's
 // offsets.
 func TestConflictRetry(t *testing.T) {
-	e := newEnv(t)
+	e, a, b := newPair(t)
 	ctx := t.Context()
-	a := e.open(baseCols, daySpec)
-	b := e.open(baseCols, daySpec)
 	tpA, tpB := TopicPartition{"t", 0}, TopicPartition{"t", 1}
 	const rounds = 4
 	for i := 0; i < rounds; i++ {
@@ -153,8 +163,8 @@ func TestConflictRetry(t *testing.T) {
 			t.Fatalf("round %d: a.Commit: %v", i, err)
 		}
 		res, err := b.Commit(ctx, []DataFile{fb}, map[TopicPartition]int64{tpB: int64(2*i + 2)}, expect(tpB))
-		if err != nil || len(res.Dropped) != 0 {
-			t.Fatalf("round %d: b.Commit = %+v, %v; want it retried and landed", i, res, err)
+		if err != nil || len(res.Dropped) != 0 || res.Retries != 1 {
+			t.Fatalf("round %d: b.Commit = %+v, %v; want it retried once and landed", i, res, err)
 		}
 	}
 	offs, _, err := a.Offsets(ctx)
@@ -166,17 +176,24 @@ func TestConflictRetry(t *testing.T) {
 		t.Fatalf("%d rows; want %d: %s", len(got), 4*rounds, offsetsOf(got))
 	}
 	// Offsets never go backwards along the snapshots.
+	snaps, err := a.Snapshots(ctx)
+	if err != nil || len(snaps) != 2*rounds {
+		t.Fatalf("Snapshots = %d, %v; want %d", len(snaps), err, 2*rounds)
+	}
 	last := map[TopicPartition]int64{}
-	for _, s := range a.tbl.Metadata().Snapshots() {
-		for tp, off := range snapshotOffsets(&s) {
+	for i, s := range snaps {
+		if i > 0 && s.ParentID != snaps[i-1].ID || s.AddedFiles != 1 || s.AddedRecords != 2 {
+			t.Fatalf("snapshot %d: %+v; want parent %d, 1 file of 2 records", i, s, snaps[i-1].ID)
+		}
+		for tp, off := range s.Offsets {
 			if off < last[tp] {
-				t.Fatalf("snapshot %d: %s went back from %d to %d", s.SnapshotID, tp, last[tp], off)
+				t.Fatalf("snapshot %d: %s went back from %d to %d", s.ID, tp, last[tp], off)
 			}
 			last[tp] = off
 		}
 		for tp := range last {
-			if _, ok := snapshotOffsets(&s)[tp]; !ok {
-				t.Fatalf("snapshot %d lost the offset of %s", s.SnapshotID, tp)
+			if _, ok := s.Offsets[tp]; !ok {
+				t.Fatalf("snapshot %d lost the offset of %s", s.ID, tp)
 			}
 		}
 	}
@@ -221,6 +238,15 @@ func TestSchemaEvolution(t *testing.T) {
 		t.Fatalf("schema id %d after a reopen with the same columns; want %d", id, before)
 	}
 
+	other := e.cfg
+	other.Table = "lake.other"
+	if _, err := Open(ctx, other, nil, nil); err == nil || !strings.Contains(err.Error(), "iceberg table lake.other: table does not exist") {
+		t.Fatalf("Open of a missing table without columns: %v; want it not created", err)
+	}
+	other.Warehouse = ""
+	if _, err := Open(ctx, other, cols, daySpec); err == nil || !strings.Contains(err.Error(), "iceberg table lake.other does not exist and no warehouse is set") {
+		t.Fatalf("Open of a new table without a warehouse: %v", err)
+	}
 	bad := append([]Column{}, cols...)
 	bad[5] = Column{Name: "name", Type: "int64"}
 	_, err := Open(ctx, e.cfg, bad, daySpec)
@@ -266,6 +292,11 @@ func TestOrphans(t *testing.T) {
 	if err := tbl.DeleteOrphans(ctx, []string{orphan.Path, committed.Path}); err == nil || !strings.Contains(err.Error(), "not an orphan") {
 		t.Fatalf("DeleteOrphans of a committed file: %v; want a refusal", err)
 	}
+	e.cfg.OrphanMinAge = time.Hour
+	young := e.open(nil, nil) // as it is, as the admin command opens it
+	if got, err := young.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
+		t.Fatalf("Orphans of objects younger than OrphanMinAge = %v, %v; want none", got, err)
+	}
 	if err := tbl.DeleteOrphans(ctx, got); err != nil {
 		t.Fatal(err)
 	}
@@ -296,9 +327,134 @@ func TestErrorsHideSecrets(t *testing.T) {
 		{Config{Catalog: "hive", Table: "a.b"}, "iceberg catalog 'hive' is not supported"},
 		{Config{Catalog: "sql", Table: "nodot"}, "must be namespace.table"},
 		{Config{Catalog: "sql", URI: "mysql://x", Table: "a.b"}, "not a PostgreSQL URL"},
+		{Config{Catalog: "sql", Table: "a.b", Warehouse: "gs://b/w"}, "iceberg warehouse 'gs://b/w' is not an S3 location"},
 	} {
 		if _, err := Open(t.Context(), c.cfg, baseCols, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%+v) = %v; want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// TestConcurrentWriters: two writers commit their own partitions at the
+// same time, each on its own table handle; every commit lands.
+func TestConcurrentWriters(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	const rounds = 5
+	writers := []*Table{e.open(baseCols, daySpec), e.open(baseCols, daySpec)}
+	errs := make(chan error, len(writers))
+	retries := make(chan int, len(writers)*rounds)
+	for w, tbl := range writers {
+		tp := TopicPartition{"t", int32(w)}
+		files := make([]DataFile, rounds)
+		for i := range files {
+			files[i] = uploadRows(e, fmt.Sprintf("w%d-%d.parquet", w, i), tp, int64(3*i), 3, day0)
+		}
+		go func() {
+			for i, f := range files {
+				expect := int64(3 * i)
+				if i == 0 {
+					expect = -1 // none yet
+				}
+				res, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: int64(3*i + 3)}, map[TopicPartition]int64{tp: expect})
+				if err == nil && len(res.Dropped) > 0 {
+					err = fmt.Errorf("writer %d round %d: dropped %v", w, i, res.Dropped)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				retries <- res.Retries
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(retries)
+	total := 0
+	for r := range retries {
+		total += r
+	}
+	t.Logf("%d commits retried %d times", 2*rounds, total)
+	offs, _, err := writers[0].Offsets(ctx)
+	if want := map[TopicPartition]int64{{"t", 0}: 3 * rounds, {"t", 1}: 3 * rounds}; err != nil || !reflect.DeepEqual(offs, want) {
+		t.Fatalf("Offsets = %v, %v; want %v", offs, err, want)
+	}
+	if n := len(scan(t, writers[0])); n != 2*3*rounds {
+		t.Fatalf("%d rows; want %d", n, 2*3*rounds)
+	}
+}
+
+// TestExpireSnapshots: once enough snapshots are past the table's
+// retention, Commit expires them; every row stays.
+func TestExpireSnapshots(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	tbl := e.open(baseCols, daySpec)
+	txn := tbl.tbl.NewTransaction()
+	if err := txn.SetProperties(map[string]string{"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl.tbl = next
+	tp := TopicPartition{"t", 0}
+	most := 0
+	for i := 0; i < expireBatch+4; i++ {
+		f := uploadRows(e, fmt.Sprintf("f%d.parquet", i), tp, int64(i), 1, day0)
+		expect := int64(i)
+		if i == 0 {
+			expect = -1
+		}
+		res, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: int64(i + 1)}, map[TopicPartition]int64{tp: expect})
+		if err != nil || res.ExpireErr != nil || len(res.Dropped) > 0 {
+			t.Fatalf("commit %d = %+v, %v", i, res, err)
+		}
+		most = max(most, len(tbl.tbl.Metadata().Snapshots()))
+	}
+	if n := len(tbl.tbl.Metadata().Snapshots()); n >= expireBatch+3 || most > expireBatch+3 {
+		t.Fatalf("%d snapshots (at most %d) after %d commits; want them expired after %d", n, most, expireBatch+4, expireBatch+3)
+	}
+	if n := len(scan(t, tbl)); n != expireBatch+4 {
+		t.Fatalf("%d rows; want %d", n, expireBatch+4)
+	}
+	if got, err := tbl.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
+		t.Fatalf("Orphans after expiry = %v, %v; want none", got, err)
+	}
+}
+
+// TestOpenRace: writers that open a missing table at the same time all
+// get it, created once, with the column one of them adds.
+func TestOpenRace(t *testing.T) {
+	e := newEnv(t)
+	const n = 4
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		cols := baseCols
+		if i == n-1 {
+			cols = append(append([]Column{}, baseCols...), Column{Name: "note", Type: "string", Optional: true})
+		}
+		go func() {
+			tbl, err := Open(t.Context(), e.cfg, cols, daySpec)
+			if err == nil {
+				err = tbl.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Open: %v", err)
+		}
+	}
+	tbl := e.open(baseCols, daySpec)
+	if _, ok := tbl.tbl.Schema().FindFieldByName("note"); !ok {
+		t.Fatalf("schema %v lacks the column note", tbl.tbl.Schema())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -27,16 +28,11 @@ func (t *Table) orphans(ctx context.Context, prefix string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	tbl, err := t.cat.LoadTable(ctx, t.ident)
-	if err == nil {
-		t.tbl = tbl
-	}
-	t.mu.Unlock()
+	tbl, err := t.refresh(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
+		return nil, err
 	}
-	referenced, err := referencedFiles(ctx, t)
+	referenced, err := referencedFiles(ctx, t.cfg.Table, tbl)
 	if err != nil {
 		return nil, err
 	}
@@ -71,21 +67,17 @@ func (t *Table) orphans(ctx context.Context, prefix string) ([]string, error) {
 }
 
 // referencedFiles is every data file path in any manifest of any snapshot
-// of t's loaded table, deleted entries included (an older snapshot still
-// reads them).
-func referencedFiles(ctx context.Context, t *Table) (map[string]bool, error) {
-	t.mu.Lock()
-	tbl := t.tbl
-	t.mu.Unlock()
+// of tbl, deleted entries included (an older snapshot still reads them).
+func referencedFiles(ctx context.Context, name string, tbl *table.Table) (map[string]bool, error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
+		return nil, fmt.Errorf("iceberg table %s: %w", name, err)
 	}
 	out := map[string]bool{}
 	seen := map[string]bool{}
 	for mf, err := range tbl.AllManifests(ctx) {
 		if err != nil {
-			return nil, fmt.Errorf("iceberg table %s: reading manifests: %w", t.cfg.Table, err)
+			return nil, fmt.Errorf("iceberg table %s: reading manifests: %w", name, err)
 		}
 		if seen[mf.FilePath()] {
 			continue
@@ -93,7 +85,7 @@ func referencedFiles(ctx context.Context, t *Table) (map[string]bool, error) {
 		seen[mf.FilePath()] = true
 		for e, err := range mf.Entries(fs, false) {
 			if err != nil {
-				return nil, fmt.Errorf("iceberg table %s: reading manifest %s: %w", t.cfg.Table, mf.FilePath(), err)
+				return nil, fmt.Errorf("iceberg table %s: reading manifest %s: %w", name, mf.FilePath(), err)
 			}
 			out[e.DataFile().FilePath()] = true
 		}
@@ -112,16 +104,11 @@ func (t *Table) deleteOrphans(ctx context.Context, paths []string) error {
 	if len(paths) == 0 {
 		return nil
 	}
-	t.mu.Lock()
-	tbl, err := t.cat.LoadTable(ctx, t.ident)
-	if err == nil {
-		t.tbl = tbl
-	}
-	t.mu.Unlock()
+	tbl, err := t.refresh(ctx)
 	if err != nil {
-		return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
+		return err
 	}
-	referenced, err := referencedFiles(ctx, t)
+	referenced, err := referencedFiles(ctx, t.cfg.Table, tbl)
 	if err != nil {
 		return err
 	}

@@ -14,12 +14,17 @@ import (
 )
 
 // tableProps are the properties a new table is created with: format
-// version 2 (version 3 wants a first row id from every added file), and
-// manifests merged on append so that a commit every minute does not grow
-// the manifest list by one manifest each time.
+// version 2 (version 3 wants a first row id from every added file);
+// manifests merged on append, so that a commit every minute does not grow
+// the manifest list by one manifest each time; snapshots kept for a day
+// (every snapshot's summary holds every partition's offset, and the
+// metadata file, rewritten at every commit, holds every snapshot), and the
+// 100 previous metadata files only.
 var tableProps = iceberg.Properties{
-	table.PropertyFormatVersion:   "2",
-	table.ManifestMergeEnabledKey: "true",
+	table.PropertyFormatVersion:               "2",
+	table.ManifestMergeEnabledKey:             "true",
+	table.MaxSnapshotAgeMsKey:                 "86400000",
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
 }
 
 // icebergType is the Iceberg type of a sink column type.
@@ -110,6 +115,14 @@ func newSpec(sc *iceberg.Schema, fields []PartitionField) (iceberg.PartitionSpec
 
 // prepare creates the namespace and the table, or evolves the table.
 func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionField) error {
+	if len(cols) == 0 {
+		tbl, err := t.cat.LoadTable(ctx, t.ident)
+		if err != nil {
+			return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
+		}
+		t.tbl = tbl
+		return nil
+	}
 	sc, err := newSchema(cols)
 	if err != nil {
 		return err
@@ -125,18 +138,26 @@ func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionFi
 	}
 	if !ok {
 		if err := t.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			return fmt.Errorf("iceberg: creating namespace %s: %w", strings.Join(ns, "."), err)
+			// Another writer may have created it at the same time.
+			if ok, _ := t.cat.CheckNamespaceExists(ctx, ns); !ok {
+				return fmt.Errorf("iceberg: creating namespace %s: %w", strings.Join(ns, "."), err)
+			}
 		}
 	}
 	tbl, err := t.cat.LoadTable(ctx, t.ident)
+	if errors.Is(err, catalog.ErrNoSuchTable) && t.cfg.Warehouse == "" && t.cfg.Catalog != "rest" {
+		return fmt.Errorf("iceberg table %s does not exist and no warehouse is set to create it in: set the warehouse to s3://bucket/prefix", t.cfg.Table)
+	}
 	if errors.Is(err, catalog.ErrNoSuchTable) {
 		props := iceberg.Properties{table.DefaultNameMappingKey: nameMapping(sc)}
 		for k, v := range tableProps {
 			props[k] = v
 		}
 		tbl, err = t.cat.CreateTable(ctx, t.ident, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(props))
-		if errors.Is(err, catalog.ErrTableAlreadyExists) { // another writer created it
-			tbl, err = t.cat.LoadTable(ctx, t.ident)
+		if err != nil { // another writer may have created it at the same time
+			if again, lerr := t.cat.LoadTable(ctx, t.ident); lerr == nil {
+				tbl, err = again, nil
+			}
 		}
 	}
 	if err != nil {
