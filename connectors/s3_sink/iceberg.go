@@ -195,19 +195,10 @@ func (s *Sink) iceUploaded(f *file) {
 	})
 }
 
-// commitTimer commits every commit_interval until Close.
+// commitTimer commits every commit_interval until Close; a failure is
+// recorded in iceState and reported by Health.
 func (s *Sink) commitTimer() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.Iceberg.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		_ = s.commitTable(s.ctx) // recorded in iceState, reported by Health
-	}
+	s.every(s.opts.Iceberg.CommitInterval, func() { _ = s.commitTable(s.ctx) })
 }
 
 // iceBatch is what one commit takes: the files, and per partition the

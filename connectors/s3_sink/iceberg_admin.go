@@ -2,7 +2,6 @@ package s3sink
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,13 +48,9 @@ func adminOrphans(ctx context.Context, req sdk.AdminRequest) error {
 	if !o.Iceberg.Enabled {
 		return fmt.Errorf("sink %q has table_format = %q: iceberg-orphans needs table_format = \"iceberg\"", req.Key, cfg.TableFormat)
 	}
-	cols, spec, err := o.adminSchema()
-	if err != nil {
-		return fmt.Errorf("sink %q: %w", req.Key, err)
-	}
 	cfgT := o.tableConfig()
 	cfgT.OrphanMinAge = *minAge
-	t, err := icetable.Open(ctx, cfgT, cols, spec)
+	t, err := icetable.Open(ctx, cfgT, nil, nil)
 	if err != nil {
 		return fmt.Errorf("iceberg_table '%s' of %q: %w", o.Iceberg.Table, req.Key, err)
 	}
@@ -78,24 +73,6 @@ func adminOrphans(ctx context.Context, req sdk.AdminRequest) error {
 	}
 	fmt.Fprintf(req.Out, "deleted %d file(s)\n", len(paths))
 	return nil
-}
-
-// adminSchema is the table's columns and partition spec as the
-// definition gives them, which Open checks against the table (an admin
-// command has no [[topics]] blocks' Avro schemas: it needs columns).
-func (o *options) adminSchema() ([]icetable.Column, []icetable.PartitionField, error) {
-	if len(o.Columns) == 0 {
-		return nil, nil, errors.New("iceberg-orphans needs the columns of the table in columns; a sink whose columns come from Avro schemas is not supported yet")
-	}
-	l, err := newPQLayout(o)
-	if err != nil {
-		return nil, nil, err
-	}
-	spec, err := o.partitionSpec()
-	if err != nil {
-		return nil, nil, err
-	}
-	return iceColumns(l.cols), specFields(spec), nil
 }
 
 // tableConfig is how icetable reaches the catalog and the bucket.

@@ -431,9 +431,13 @@ func (s *Sink) partition(topic string, part int32) *partition {
 // flushTimer closes the open files of partitions that received no record
 // for flush_interval.
 func (s *Sink) flushTimer() {
+	s.every(min(max(s.opts.FlushInterval/4, 10*time.Millisecond), time.Second), s.flushIdle)
+}
+
+// every runs f every d until Close; the caller has counted it in s.wg.
+func (s *Sink) every(d time.Duration, f func()) {
 	defer s.wg.Done()
-	tick := min(max(s.opts.FlushInterval/4, 10*time.Millisecond), time.Second)
-	t := time.NewTicker(tick)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -441,18 +445,23 @@ func (s *Sink) flushTimer() {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		now := s.now()
-		for _, p := range s.parts {
-			// A partition replaying a hole waits for the file beyond it,
-			// one replaying a group found in part for its end.
-			if p.group.count > 0 && !p.released && len(p.ahead) == 0 && !p.group.recover && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
-				if f := s.closeFile(p); f != nil && s.opts.Buffered {
-					go s.reportLoss(f)
-				}
+		f()
+	}
+}
+
+// flushIdle closes the open files that are idle for flush_interval.
+func (s *Sink) flushIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, p := range s.parts {
+		// A partition replaying a hole waits for the file beyond it,
+		// one replaying a group found in part for its end.
+		if p.group.count > 0 && !p.released && len(p.ahead) == 0 && !p.group.recover && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
+			if f := s.closeFile(p); f != nil && s.opts.Buffered {
+				go s.reportLoss(f)
 			}
 		}
-		s.mu.Unlock()
 	}
 }
 

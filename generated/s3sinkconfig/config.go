@@ -129,6 +129,8 @@
 // | The table's offset of a partition moved by another writer since this sink read it (a runtime that lost the partition without a rebalance, a second sink on the table) | That partition's files are left out of the snapshot (the others commit), the sink logs an error and commits nothing more of that partition until it is assigned again; its records are replayed by whoever owns it. |
 // | Rebalance | Uploaded files of revoked partitions not yet in the table are forgotten; the next owner resumes from the table's offset and writes them again. |
 //
+// Metrics: `s3_sink_iceberg_snapshot_id` (the last snapshot committed), `s3_sink_iceberg_commit_lag_seconds` (since the oldest uploaded file not yet in the table was uploaded; 0 when none waits), `s3_sink_iceberg_uncommitted_files`, `s3_sink_iceberg_commits_total`, `s3_sink_iceberg_commit_failures_total` and `s3_sink_iceberg_files_committed_total`.
+//
 // Orphans: a file uploaded and never committed (its partition was revoked, or a replay after a crash cut a file where the first run's `flush_interval` or `max_buffer_size` did not) is in no snapshot. `pico-connectors admin --config runtime.toml KEY iceberg-orphans` lists the Parquet files under `prefix` that no snapshot references; `--delete` deletes those older than `--min-age` (default `1h`: a younger one may be a file the running sink has not committed yet; make it longer than your longest catalog outage).
 //
 // Querying with DuckDB: read the table's current metadata file from the SQL catalog, then scan it.

@@ -1,0 +1,232 @@
+package s3sink
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
+	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
+	"github.com/picomq/pico-connectors/runtime/servertest/pgtest"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// In-process tests of table_format = "iceberg" against versitygw and
+// PostgreSQL 15 as the SQL catalog: schema evolution, resuming from a
+// table ahead of the consumer group, the orphans command. The black-box
+// runs (SIGKILL, catalog outage) are in iceberg_blackbox_test.go.
+
+// iceHarness is a bucket and a catalog database.
+type iceHarness struct {
+	srv *s3test.Server
+	dsn string
+}
+
+func newIceHarness(t *testing.T) *iceHarness {
+	pg := pgtest.Start(t)
+	return &iceHarness{srv: s3test.Start(t), dsn: pg.CreateDatabase(t, "iceberg")}
+}
+
+// open opens an iceberg sink on table lake.NAME under prefix NAME, with
+// columns and commits only at Close (commit_interval 1h).
+func (h *iceHarness) open(t *testing.T, name string, cols []columnSpec) *Sink {
+	t.Helper()
+	return openAt(t, h.srv, h.srv.Endpoint, name, func(o *options) {
+		o.Format, o.Columns, o.MaxMessages, o.RotateByMessages = formatParquet, cols, 20, true
+		o.Iceberg = icebergSettings{Enabled: true, Catalog: "sql", URI: h.dsn, Table: "lake." + name, CommitInterval: time.Hour}
+	})
+}
+
+// table opens the table lake.NAME as it is.
+func (h *iceHarness) table(t *testing.T, name string) *icetable.Table {
+	t.Helper()
+	o := defaultOptions()
+	o.Bucket, o.Region, o.Endpoint, o.PathStyle = h.srv.Bucket, s3test.Region, h.srv.Endpoint, true
+	o.AccessKeyID, o.SecretAccessKey, o.Prefix = h.srv.AccessKey, h.srv.SecretKey, name
+	o.Iceberg = icebergSettings{Enabled: true, Catalog: "sql", URI: h.dsn, Table: "lake." + name}
+	tb, err := icetable.Open(context.Background(), o.tableConfig(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.Close() })
+	return tb
+}
+
+// iceRecords are JSON records from..to-1 of topic, partition 0: n, and
+// extra = "xN".
+func iceRecords(topic string, from, to int64) []sdk.Record {
+	var out []sdk.Record
+	for i := from; i < to; i++ {
+		out = append(out, sdk.Record{Topic: topic, Offset: i, Schema: sdk.SchemaJSON,
+			Timestamp: time.UnixMilli(1_790_000_000_000 + i).UTC(), Payload: fmt.Appendf(nil, `{"n":%d,"extra":"x%d"}`, i, i)})
+	}
+	return out
+}
+
+// readTable returns the table's rows: n and extra (nil for null) by
+// offset, and how many rows each offset has.
+func readTable(t *testing.T, tb *icetable.Table) (map[int64][2]any, map[int64]int) {
+	t.Helper()
+	tbl, err := tb.ReadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	rows, seen := map[int64][2]any{}, map[int64]int{}
+	rd := array.NewTableReader(tbl, 1024)
+	defer rd.Release()
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		idx := func(name string) int {
+			if f := rec.Schema().FieldIndices(name); len(f) == 1 {
+				return f[0]
+			}
+			return -1
+		}
+		off, n, extra := idx("offset"), idx("n"), idx("extra")
+		for i := 0; i < int(rec.NumRows()); i++ {
+			o := rec.Column(off).(*array.Int64).Value(i)
+			seen[o]++
+			var x any
+			if extra >= 0 && !rec.Column(extra).IsNull(i) {
+				x = rec.Column(extra).ValueStr(i)
+			}
+			rows[o] = [2]any{rec.Column(n).ValueStr(i), x}
+		}
+	}
+	return rows, seen
+}
+
+// wantOnce fails unless every offset below n is in seen exactly once.
+func wantOnce(t *testing.T, seen map[int64]int, n int64) {
+	t.Helper()
+	for o := int64(0); o < n; o++ {
+		if seen[o] != 1 {
+			t.Fatalf("offset %d is %d times in the table, want once (%d offsets, %d rows)", o, seen[o], n, len(seen))
+		}
+	}
+	if int64(len(seen)) != n {
+		t.Fatalf("the table holds %d offsets, want %d", len(seen), n)
+	}
+}
+
+// TestIcebergSchemaEvolution: a column added to the definition between
+// two runs is added to the table; the rows of the first run read it as
+// null, those of the second have it.
+func TestIcebergSchemaEvolution(t *testing.T) {
+	h := newIceHarness(t)
+	const topic = "evolve"
+	s := h.open(t, "evolve", []columnSpec{{Name: "n", Type: "int64"}})
+	feed(t, s, iceRecords(topic, 0, 50), 25)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := durableOf(s, topic); d != 50 {
+		t.Fatalf("Durable after Close = %d, want 50 (the last commit)", d)
+	}
+	s = h.open(t, "evolve", []columnSpec{{Name: "n", Type: "int64"}, {Name: "extra", Type: "string", Optional: true}})
+	feed(t, s, iceRecords(topic, 50, 100), 25)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows, seen := readTable(t, h.table(t, "evolve"))
+	wantOnce(t, seen, 100)
+	for o, r := range rows {
+		want := any(nil)
+		if o >= 50 {
+			want = fmt.Sprintf("x%d", o)
+		}
+		if r[1] != want || r[0] != fmt.Sprint(o) {
+			t.Fatalf("offset %d: n %v, extra %v; want n %d, extra %v", o, r[0], r[1], o, want)
+		}
+	}
+}
+
+// TestIcebergResumesFromTheTable: a sink handed records below the table's
+// offset (the consumer group behind the table) skips them, and Durable
+// reports the table's offset.
+func TestIcebergResumesFromTheTable(t *testing.T) {
+	h := newIceHarness(t)
+	const topic = "ahead"
+	cols := []columnSpec{{Name: "n", Type: "int64"}}
+	s := h.open(t, "ahead", cols)
+	feed(t, s, iceRecords(topic, 0, 100), 30)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s = h.open(t, "ahead", cols)
+	feed(t, s, iceRecords(topic, 40, 70), 30)
+	if d, ok := durableOf(s, topic); !ok || d != 100 {
+		t.Fatalf("Durable = %d, %v; want the table's 100 while records below it arrive", d, ok)
+	}
+	feed(t, s, iceRecords(topic, 70, 150), 30)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, seen := readTable(t, h.table(t, "ahead"))
+	wantOnce(t, seen, 150)
+}
+
+// TestIcebergOrphans: iceberg-orphans lists a Parquet file under the
+// prefix that no snapshot references, and --delete deletes it and nothing
+// else.
+func TestIcebergOrphans(t *testing.T) {
+	h := newIceHarness(t)
+	const name = "orph"
+	s := h.open(t, name, []columnSpec{{Name: "n", Type: "int64"}})
+	feed(t, s, iceRecords("orph", 0, 60), 30)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	orphan := name + "/orph/00000-00000000000000000060-00000000000000000079.parquet"
+	if _, err := h.srv.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(orphan), Body: strings.NewReader("PAR1")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s3sinkconfig.Load(map[string]any{"bucket": h.srv.Bucket, "region": s3test.Region, "endpoint": h.srv.Endpoint,
+		"access_key_id": h.srv.AccessKey, "secret_access_key": h.srv.SecretKey, "prefix": name, "output_format": "parquet",
+		"columns": []map[string]any{{"name": "n", "type": "int64"}}, "table_format": "iceberg", "iceberg_catalog": "sql",
+		"iceberg_catalog_uri": h.dsn, "iceberg_table": "lake." + name}, envPrefix, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd sdk.AdminCommand
+	for _, c := range sdk.AdminCommands(s3sinkconfig.Path) {
+		if c.Name == "iceberg-orphans" {
+			cmd = c
+		}
+	}
+	if cmd.Run == nil {
+		t.Fatal("iceberg-orphans is not registered")
+	}
+	run := func(args ...string) string {
+		var out bytes.Buffer
+		if err := cmd.Run(ctx, sdk.AdminRequest{Key: name, Config: cfg, Args: args, Out: &out}); err != nil {
+			t.Fatalf("iceberg-orphans %v: %v", args, err)
+		}
+		return out.String()
+	}
+	if out := run(); !strings.Contains(out, "0 file(s)") {
+		t.Fatalf("with the default --min-age of 1h a new file is no orphan yet:\n%s", out)
+	}
+	out := run("--min-age", "0s")
+	if !strings.Contains(out, "s3://"+h.srv.Bucket+"/"+orphan+"\n") || !strings.Contains(out, "1 file(s)") {
+		t.Fatalf("iceberg-orphans --min-age 0s:\n%s\nwant %s alone", out, orphan)
+	}
+	if out := run("--delete", "--min-age", "0s"); !strings.Contains(out, "deleted 1 file(s)") {
+		t.Fatalf("--delete:\n%s", out)
+	}
+	if _, err := h.srv.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(h.srv.Bucket), Key: aws.String(orphan)}); err == nil {
+		t.Fatalf("%s is still there after --delete", orphan)
+	}
+	_, seen := readTable(t, h.table(t, name))
+	wantOnce(t, seen, 60)
+}
