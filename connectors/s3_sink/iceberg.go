@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,7 +48,7 @@ type icePart struct {
 	// table holds for the partition, or where consumption started when
 	// the table is behind.
 	expect, durable int64
-	// files were uploaded and are not yet in the table, in upload order;
+	// files were uploaded and are not yet in the table, by first offset;
 	// since is when the oldest of them was uploaded.
 	files []icetable.DataFile
 	since time.Time
@@ -188,11 +189,16 @@ func (s *Sink) iceUploaded(f *file) {
 	if len(p.ice.files) == 0 {
 		p.ice.since = s.now()
 	}
-	p.ice.files = append(p.ice.files, icetable.DataFile{
+	df := icetable.DataFile{
 		Path: "s3://" + s.opts.Bucket + "/" + f.key, Size: f.size, Records: int64(f.count),
 		TP:    icetable.TopicPartition{Topic: p.topic, Partition: p.partition},
 		First: f.info.FirstOffset, Last: f.info.LastOffset, Partition: f.part,
-	})
+	}
+	// Uploads finish in any order: keep the files by first offset (the
+	// files of a group share it), so that those below an offset are a
+	// prefix (collect, adopt).
+	i := sort.Search(len(p.ice.files), func(i int) bool { return p.ice.files[i].First > df.First })
+	p.ice.files = slices.Insert(p.ice.files, i, df)
 }
 
 // commitTimer commits every commit_interval until Close; a failure is
@@ -246,17 +252,31 @@ func (s *Sink) collect() iceBatch {
 
 // commitTable appends the files uploaded since the last commit to the
 // table in one snapshot. A failure keeps them for the next commit; a
-// partition whose table offset another writer moved is fenced.
+// partition whose table offset another writer moved is adopted or fenced
+// (adopt), and an adopted one's later files are committed in a second
+// snapshot at once.
 func (s *Sink) commitTable(ctx context.Context) error {
+	s.ice.commitMu.Lock()
+	defer s.ice.commitMu.Unlock()
+	for range 3 {
+		again, err := s.commitRound(ctx)
+		if err != nil || !again {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitRound is one commit of commitTable; again reports a partition
+// adopted, whose files above the table's offset wait for another.
+func (s *Sink) commitRound(ctx context.Context) (again bool, err error) {
 	ice := s.ice
-	ice.commitMu.Lock()
-	defer ice.commitMu.Unlock()
 	s.mu.Lock()
 	b := s.collect()
 	if len(b.next) == 0 {
 		s.iceGauges()
 		s.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	ice.committing = true
 	s.mu.Unlock()
@@ -280,7 +300,7 @@ func (s *Sink) commitTable(ctx context.Context) error {
 		s.log.Warn("S3 sink could not commit to the Iceberg table; the uploaded files stay remembered and go into the next commit",
 			"table", s.opts.Iceberg.Table, "files", len(b.files), "failures", ice.failures, "error", err)
 		s.iceGauges()
-		return err
+		return false, err
 	}
 	if ice.failures > 0 {
 		s.log.Info("S3 sink committed to the Iceberg table again", "table", s.opts.Iceberg.Table, "failed_before", ice.failures)
@@ -293,7 +313,9 @@ func (s *Sink) commitTable(ctx context.Context) error {
 	committed := 0
 	for tp, p := range b.parts {
 		if dropped[tp] {
-			committed += s.adopt(p, tp, b.expect[tp], have[tp])
+			n, ok := s.adopt(p, tp, b.expect[tp], have[tp])
+			committed += n
+			again = again || ok
 			continue
 		}
 		n := b.taken[p]
@@ -312,7 +334,7 @@ func (s *Sink) commitTable(ctx context.Context) error {
 	ice.m.committed.Add(float64(committed))
 	s.log.Debug("S3 sink committed to the Iceberg table", "table", s.opts.Iceberg.Table, "snapshot", res.SnapshotID, "files", committed)
 	s.iceGauges()
-	return nil
+	return again, nil
 }
 
 // adopt settles a partition the table's commit left out because its
@@ -321,9 +343,9 @@ func (s *Sink) commitTable(ctx context.Context) error {
 // remembered files, the table holds the files below it already (an earlier commit that returned an error landed,
 // or another writer committed the same files: the cuts are the same on
 // every replay), and the partition goes on from have; it returns how many
-// files that settled. Otherwise another writer holds the partition, and
+// files that settled, and true. Otherwise another writer holds the partition, and
 // this sink fences it: it commits none of its files any more.
-func (s *Sink) adopt(p *partition, tp icetable.TopicPartition, expect, have int64) int {
+func (s *Sink) adopt(p *partition, tp icetable.TopicPartition, expect, have int64) (int, bool) {
 	files := p.ice.files
 	if have > expect && have <= s.durable(p) {
 		n := 0
@@ -335,14 +357,14 @@ func (s *Sink) adopt(p *partition, tp icetable.TopicPartition, expect, have int6
 			p.ice.expect, p.ice.durable = have, have
 			s.log.Info("S3 sink found its files in the table already (a commit that reported an error had landed); it goes on from the table's offset",
 				"table", s.opts.Iceberg.Table, "topic", tp.Topic, "partition", tp.Partition, "table_offset", have)
-			return n
+			return n, true
 		}
 	}
 	s.log.Error("S3 sink: another writer moved the table's offset of a partition (a runtime that lost it, or a second sink on the table); this sink commits none of its files any more, and they are not in the table",
 		"table", s.opts.Iceberg.Table, "topic", tp.Topic, "partition", tp.Partition, "expected", expect, "table_offset", have, "files_dropped", len(files))
 	p.ice.fenced = true
 	p.ice.files = nil
-	return 0
+	return 0, false
 }
 
 // iceGauges sets the commit lag and the uncommitted files' gauges.

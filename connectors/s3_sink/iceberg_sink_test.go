@@ -230,3 +230,51 @@ func TestIcebergOrphans(t *testing.T) {
 	_, seen := readTable(t, h.table(t, name))
 	wantOnce(t, seen, 60)
 }
+
+// TestIcebergTwoWriters: two sinks write one partition into one table, as
+// a runtime that lost it without a rebalance and its next owner do. The
+// second to commit finds the table's offset moved: when it lies at the
+// end of one of its files (the same records, cut alike) it goes on from
+// there, its files below it left out; inside one of its files it is
+// fenced and commits nothing more. Either way every committed offset is
+// in the table once.
+func TestIcebergTwoWriters(t *testing.T) {
+	h := newIceHarness(t)
+	cols := []columnSpec{{Name: "n", Type: "int64"}}
+	for _, c := range []struct {
+		name     string
+		first    int64 // the first writer's records, 0 to first-1
+		want     int64 // the table's offset at the end
+		fenced   bool
+		durableB int64
+	}{
+		{"adopted", 60, 100, false, 100}, // B's files end at 19, 39, 59: 60 is a boundary
+		{"fenced", 50, 50, true, 0},      // 50 is inside B's file 40-59
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "two" + c.name
+			b := h.open(t, name, cols) // starts first: reads the table empty
+			feed(t, b, iceRecords(name, 0, 1), 1)
+			a := h.open(t, name, cols)
+			feed(t, a, iceRecords(name, 0, c.first), 25)
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			feed(t, b, iceRecords(name, 1, 100), 25)
+			if err := b.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := durableOf(b, name); d != c.durableB {
+				t.Errorf("the second writer's Durable = %d, want %d", d, c.durableB)
+			}
+			b.mu.Lock()
+			fenced := b.parts[bufferKey{name, 0}].ice.fenced
+			b.mu.Unlock()
+			if fenced != c.fenced {
+				t.Errorf("fenced = %v, want %v", fenced, c.fenced)
+			}
+			_, seen := readTable(t, h.table(t, name))
+			wantOnce(t, seen, c.want)
+		})
+	}
+}
