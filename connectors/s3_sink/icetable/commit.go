@@ -68,21 +68,38 @@ func snapshotOffsets(snap *table.Snapshot) map[TopicPartition]int64 {
 	return out
 }
 
+// tableOffsets are the offsets of the newest snapshot, from the current
+// one back along its parents, whose summary records any: a snapshot
+// another engine made (a compaction, a delete) records none, and must not
+// reset them. Every snapshot Commit makes records them all.
+func tableOffsets(tbl *table.Table) map[TopicPartition]int64 {
+	for snap := tbl.CurrentSnapshot(); snap != nil; {
+		if offs := snapshotOffsets(snap); len(offs) > 0 {
+			return offs
+		}
+		if snap.ParentSnapshotID == nil {
+			break
+		}
+		snap = tbl.SnapshotByID(*snap.ParentSnapshotID)
+	}
+	return map[TopicPartition]int64{}
+}
+
 // Offsets returns, per topic partition, the next offset recorded in the
-// summary of the table's current snapshot (property
-// "pico.offset.TOPIC.PARTITION"), and that snapshot's id (0: none). It
+// summary (property "pico.offset.TOPIC.PARTITION") of the table's current
+// snapshot, or of its newest ancestor that records offsets when another
+// engine made the newer ones; and the current snapshot's id (0: none). It
 // reloads the table from the catalog first.
 func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, error) {
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, 0, t.clean(err)
 	}
-	snap := tbl.CurrentSnapshot()
 	var id int64
-	if snap != nil {
+	if snap := tbl.CurrentSnapshot(); snap != nil {
 		id = snap.SnapshotID
 	}
-	return snapshotOffsets(snap), id, nil
+	return tableOffsets(tbl), id, nil
 }
 
 // Commit appends files to the table in one snapshot whose summary holds,
@@ -123,7 +140,7 @@ func (t *Table) commitOnce(ctx context.Context, files []DataFile, next, expect m
 	if snap != nil {
 		res.SnapshotID = snap.SnapshotID
 	}
-	cur := snapshotOffsets(snap)
+	cur := tableOffsets(tbl)
 	recorded := func(m map[TopicPartition]int64, tp TopicPartition) int64 {
 		if v, ok := m[tp]; ok {
 			return v

@@ -1,11 +1,18 @@
 package icetable
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // TestCommitScan commits real Parquet files to a day-partitioned table in
@@ -65,6 +72,29 @@ func TestCommitScan(t *testing.T) {
 		if fmt.Sprint(p[1000]) != fmt.Sprint(wantDay) {
 			t.Errorf("%s: partition %v; want timestamp_day %d", path, p, wantDay)
 		}
+	}
+
+	// The partition values prune: a scan of day 1 plans b.parquet only
+	// (the files carry no column statistics, so only the partition can
+	// leave the others out).
+	tasks, err := tbl.tbl.Scan(table.WithRowFilter(iceberg.GreaterThanEqual(iceberg.Reference("timestamp"),
+		iceberg.Timestamp(day0.Add(24*time.Hour).UnixMicro())))).PlanFiles(ctx)
+	if err != nil || len(tasks) != 1 || tasks[0].File.FilePath() != files[1].Path {
+		t.Fatalf("files planned for day 1: %d, %v; want only %s", len(tasks), err, files[1].Path)
+	}
+
+	// A snapshot of another engine (here an empty append without our
+	// summary properties, as a compaction would make) keeps the offsets.
+	other := tbl.tbl.NewTransaction()
+	if err := other.AddFiles(ctx, nil, iceberg.Properties{"engine": "other"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	offs, snap, err = tbl.Offsets(ctx)
+	if err != nil || !reflect.DeepEqual(offs, next) || snap == res.SnapshotID {
+		t.Fatalf("Offsets after another engine's snapshot = %v, %d, %v; want %v of the snapshot before, under a new current one", offs, snap, err, next)
 	}
 
 	// Offsets only: an empty snapshot that moves tp1 and keeps tp0.
@@ -320,6 +350,29 @@ func TestErrorsHideSecrets(t *testing.T) {
 	if msg := err.Error(); strings.Contains(msg, "Hunter2Secret") || strings.Contains(msg, "S3SecretValue") {
 		t.Fatalf("the error quotes a secret: %s", msg)
 	}
+	// A REST catalog that quotes the request's credentials back in its
+	// error: the error Open returns still hides them.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		msg := fmt.Sprintf("bad request %s %s auth=%s body=%s", r.Method, r.URL, r.Header.Get("Authorization"), body)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "BadRequestException", "code": 400}})
+	}))
+	defer srv.Close()
+	for _, rc := range []Config{
+		{Catalog: "rest", URI: srv.URL, Token: "TokSecret123", Table: "a.b"},
+		{Catalog: "rest", URI: srv.URL, Credential: "client:CredSecret456", Table: "a.b"},
+	} {
+		_, err := Open(t.Context(), rc, baseCols, nil)
+		if err == nil {
+			t.Fatal("Open of a failing REST catalog succeeded")
+		}
+		if msg := err.Error(); strings.Contains(msg, "TokSecret123") || strings.Contains(msg, "CredSecret456") {
+			t.Fatalf("the error quotes a secret: %s", msg)
+		}
+		t.Logf("rest: %q", err.Error())
+	}
 	for _, c := range []struct {
 		cfg  Config
 		want string
@@ -390,13 +443,15 @@ func TestConcurrentWriters(t *testing.T) {
 }
 
 // TestExpireSnapshots: once enough snapshots are past the table's
-// retention, Commit expires them; every row stays.
+// retention, Commit expires them; manifests are merged (here every 4);
+// every row and data file stays.
 func TestExpireSnapshots(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	tbl := e.open(baseCols, daySpec)
 	txn := tbl.tbl.NewTransaction()
-	if err := txn.SetProperties(map[string]string{"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "3"}); err != nil {
+	if err := txn.SetProperties(map[string]string{"history.expire.max-snapshot-age-ms": "1", "history.expire.min-snapshots-to-keep": "3",
+		"commit.manifest.min-count-to-merge": "4"}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := txn.Commit(ctx)
@@ -423,6 +478,22 @@ func TestExpireSnapshots(t *testing.T) {
 	}
 	if n := len(scan(t, tbl)); n != expireBatch+4 {
 		t.Fatalf("%d rows; want %d", n, expireBatch+4)
+	}
+	if paths, err := tbl.DataFiles(ctx); err != nil || len(paths) != expireBatch+4 {
+		t.Fatalf("DataFiles = %d, %v; want %d", len(paths), err, expireBatch+4)
+	}
+	fs, err := tbl.tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mfs, err := tbl.tbl.CurrentSnapshot().Manifests(fs); err != nil || len(mfs) >= 4 {
+		t.Fatalf("%d manifests, %v; want them merged below 4", len(mfs), err)
+	}
+	// The merged manifests keep the partition values: day 1 prunes every file.
+	tasks, err := tbl.tbl.Scan(table.WithRowFilter(iceberg.GreaterThanEqual(iceberg.Reference("timestamp"),
+		iceberg.Timestamp(day0.Add(24*time.Hour).UnixMicro())))).PlanFiles(ctx)
+	if err != nil || len(tasks) != 0 {
+		t.Fatalf("files planned for day 1: %d, %v; want none", len(tasks), err)
 	}
 	if got, err := tbl.Orphans(ctx, e.prefix); err != nil || len(got) != 0 {
 		t.Fatalf("Orphans after expiry = %v, %v; want none", got, err)
@@ -456,5 +527,38 @@ func TestOpenRace(t *testing.T) {
 	tbl := e.open(baseCols, daySpec)
 	if _, ok := tbl.tbl.Schema().FindFieldByName("note"); !ok {
 		t.Fatalf("schema %v lacks the column note", tbl.tbl.Schema())
+	}
+}
+
+// TestCatalogOutage: while the catalog's database is down Commit fails
+// (nothing committed, the error names the catalog without the password
+// of its URI); once it is back the same commit lands, on the same Table.
+func TestCatalogOutage(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	tbl := e.open(baseCols, daySpec)
+	tp := TopicPartition{"t", 0}
+	f := uploadRows(e, "a.parquet", tp, 0, 2, day0)
+	if err := shared.pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shared.pg.Start() })
+	_, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: 2}, nil)
+	if err == nil {
+		t.Fatal("Commit with the catalog down succeeded")
+	}
+	t.Logf("catalog down: %v", err)
+	if _, _, err := tbl.Offsets(ctx); err == nil {
+		t.Fatal("Offsets with the catalog down succeeded")
+	}
+	if err := shared.pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tbl.Commit(ctx, []DataFile{f}, map[TopicPartition]int64{tp: 2}, nil)
+	if err != nil || len(res.Dropped) != 0 {
+		t.Fatalf("Commit after the catalog came back = %+v, %v", res, err)
+	}
+	if got := offsetsOf(scan(t, tbl)); got != "t/0:0 t/0:1" {
+		t.Fatalf("scanned %s; want offsets 0 and 1 once", got)
 	}
 }

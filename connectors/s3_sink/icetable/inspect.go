@@ -13,7 +13,8 @@ import (
 type Snapshot struct {
 	ID, ParentID int64 // ParentID 0: none
 	Time         time.Time
-	// Offsets are the next offsets its summary records.
+	// Offsets are the next offsets its summary records: all of them for a
+	// snapshot Commit made, none for one another engine made.
 	Offsets map[TopicPartition]int64
 	// AddedFiles and AddedRecords are what it appended.
 	AddedFiles, AddedRecords int64

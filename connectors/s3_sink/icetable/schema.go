@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,14 +17,16 @@ import (
 // tableProps are the properties a new table is created with: format
 // version 2 (version 3 wants a first row id from every added file);
 // manifests merged on append, so that a commit every minute does not grow
-// the manifest list by one manifest each time; snapshots kept for a day
-// (every snapshot's summary holds every partition's offset, and the
-// metadata file, rewritten at every commit, holds every snapshot), and the
-// 100 previous metadata files only.
+// the manifest list by one manifest each time; snapshots kept for 6 hours
+// (every snapshot's summary holds every partition's offset, about 45 bytes
+// each, and the metadata file, rewritten at every commit, holds every
+// snapshot: with 100 partitions and a commit a minute that is 1.6 MB),
+// and the 100 previous metadata files only. Any engine can change them
+// (ALTER TABLE ... SET TBLPROPERTIES).
 var tableProps = iceberg.Properties{
 	table.PropertyFormatVersion:               "2",
 	table.ManifestMergeEnabledKey:             "true",
-	table.MaxSnapshotAgeMsKey:                 "86400000",
+	table.MaxSnapshotAgeMsKey:                 "21600000",
 	table.MetadataDeleteAfterCommitEnabledKey: "true",
 }
 
@@ -169,11 +172,47 @@ func (t *Table) prepare(ctx context.Context, cols []Column, fields []PartitionFi
 
 // nameMapping is the name mapping JSON of sc.
 func nameMapping(sc *iceberg.Schema) string {
-	b, err := json.Marshal(sc.NameMapping())
+	return mappingJSON(sc.NameMapping())
+}
+
+func mappingJSON(nm iceberg.NameMapping) string {
+	b, err := json.Marshal(nm)
 	if err != nil { // a name mapping is names and ints
 		return "[]"
 	}
 	return string(b)
+}
+
+// extendMapping is the table's name mapping cur (nil: none) with an entry
+// for every top-level column of sc that it does not map by its name to
+// its id, and whether it changed. A name cur maps to another id is taken
+// off that entry (names are unique); entries another tool wrote (aliases,
+// nested fields) stay as they are otherwise.
+func extendMapping(cur iceberg.NameMapping, sc *iceberg.Schema) (iceberg.NameMapping, bool) {
+	if cur == nil {
+		return sc.NameMapping(), true
+	}
+	out := append(iceberg.NameMapping{}, cur...)
+	changed := false
+	for _, want := range sc.NameMapping() {
+		name, found := want.Names[0], false
+		for i, f := range out {
+			if !slices.Contains(f.Names, name) {
+				continue
+			}
+			if f.FieldID != nil && want.FieldID != nil && *f.FieldID == *want.FieldID {
+				found = true
+				break
+			}
+			f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return n == name })
+			out[i] = f
+		}
+		if !found {
+			out = append(out, want)
+			changed = true
+		}
+	}
+	return slices.DeleteFunc(out, func(f iceberg.MappedField) bool { return len(f.Names) == 0 }), changed
 }
 
 // evolve brings the loaded table's schema to cols (see Open), checks its
@@ -194,8 +233,8 @@ func (t *Table) evolve(ctx context.Context, cols []Column, fields []PartitionFie
 		if err != nil {
 			return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
 		}
-		if nm := nameMapping(staged.Schema()); tbl.Properties()[table.DefaultNameMappingKey] != nm {
-			if err := txn.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: nm}); err != nil {
+		if nm, ok := extendMapping(tbl.NameMapping(), staged.Schema()); ok {
+			if err := txn.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: mappingJSON(nm)}); err != nil {
 				return fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err)
 			}
 			changed = true

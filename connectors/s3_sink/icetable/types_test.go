@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go"
 )
 
 // allTypes is a record with a column of every sink column type, written as
@@ -139,5 +141,27 @@ func TestOffsetKeys(t *testing.T) {
 	}
 	if _, err := newSchema([]Column{{Name: "x", Type: "decimal", Precision: 40}}); err == nil || !strings.Contains(err.Error(), "decimal(40,0)") {
 		t.Errorf("newSchema with decimal(40,0): %v", err)
+	}
+}
+
+// TestExtendMapping: the table's name mapping gains what the schema adds,
+// keeps another tool's aliases, and gives a name to one id only.
+func TestExtendMapping(t *testing.T) {
+	sc, err := newSchema([]Column{{Name: "a", Type: "string"}, {Name: "b", Type: "int64"}, {Name: "c", Type: "int64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(n int) *int { return &n }
+	if got, changed := extendMapping(nil, sc); !changed || mappingJSON(got) != nameMapping(sc) {
+		t.Fatalf("no mapping: %s, %v; want the schema's", mappingJSON(got), changed)
+	}
+	cur := iceberg.NameMapping{{FieldID: id(1), Names: []string{"a", "alias_a"}}, {FieldID: id(9), Names: []string{"b", "old_b"}}}
+	got, changed := extendMapping(cur, sc)
+	want := `[{"names":["a","alias_a"],"field-id":1},{"names":["old_b"],"field-id":9},{"names":["b"],"field-id":2},{"names":["c"],"field-id":3}]`
+	if !changed || mappingJSON(got) != want {
+		t.Fatalf("extended mapping %s, %v\nwant %s", mappingJSON(got), changed, want)
+	}
+	if again, changed := extendMapping(got, sc); changed || mappingJSON(again) != want {
+		t.Fatalf("a complete mapping changed: %s", mappingJSON(again))
 	}
 }
