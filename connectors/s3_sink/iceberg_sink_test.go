@@ -278,3 +278,48 @@ func TestIcebergTwoWriters(t *testing.T) {
 		})
 	}
 }
+
+// TestIcebergAvroColumns: without columns, an Avro topic's fields become
+// the table's columns (metadata first), with their types; a record field
+// is refused with its name.
+func TestIcebergAvroColumns(t *testing.T) {
+	h := newIceHarness(t)
+	const schema = `{"type":"record","name":"r","fields":[{"name":"n","type":"long"},{"name":"s","type":["null","string"]},{"name":"d","type":"double"}]}`
+	ice := func(name string) func(*options) {
+		return func(o *options) {
+			o.Iceberg = icebergSettings{Enabled: true, Catalog: "sql", URI: h.dsn, Table: "lake." + name, CommitInterval: time.Hour}
+		}
+	}
+	s := openAvro(t, h.srv, "avroice", schema, ice("avroice"))
+	var vals []map[string]any
+	for i := range 30 {
+		vals = append(vals, map[string]any{"n": int64(i), "s": map[string]any{"string": fmt.Sprint("v", i)}, "d": float64(i) / 2})
+	}
+	feed(t, s, avroRecords(t, schema, vals), 10)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tb := h.table(t, "avroice")
+	tbl, err := tb.ReadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	var got []string
+	for _, f := range tbl.Schema().Fields() {
+		got = append(got, f.Name+":"+f.Type.String())
+	}
+	if want := "offset:int64 timestamp:timestamp[us, tz=UTC] topic:utf8 partition:int32 key:binary n:int64 s:utf8 d:float64"; strings.Join(got, " ") != want || tbl.NumRows() != 30 {
+		t.Fatalf("table columns %s with %d rows, want %s with 30", strings.Join(got, " "), tbl.NumRows(), want)
+	}
+	o := defaultOptions()
+	o.Format = formatParquet
+	nested := `{"type":"record","name":"r","fields":[{"name":"in","type":{"type":"record","name":"i","fields":[{"name":"x","type":"int"}]}}]}`
+	bad := newSink(o, sinkEnv("avro", sdk.DiscardMetrics))
+	if err := bad.SetTopics([]sdk.TopicSchema{{Topic: "t", Schema: sdk.SchemaAvro, AvroSchema: nested}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.tableColumns(); err == nil || !strings.Contains(err.Error(), "field in is a record, an array or a map") {
+		t.Fatalf("a record field: %v", err)
+	}
+}
