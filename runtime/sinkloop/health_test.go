@@ -18,13 +18,8 @@ import (
 // healthyDefer is a deferSink with a sdk.Health condition set by the test.
 type healthyDefer struct {
 	*deferSink
-	mu  sync.Mutex
-	err error
+	healthFlag
 }
-
-func (s *healthyDefer) Health() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
-
-func (s *healthyDefer) set(err error) { s.mu.Lock(); s.err = err; s.mu.Unlock() }
 
 // TestSinkHealthWhileBatchesFlow: a DeferredSink's Health is read every
 // CommitInterval even while batches keep coming (each batch commits the
