@@ -63,6 +63,7 @@ func TestS3QuickStartAndDefaults(t *testing.T) {
 		CompressionLevel: s3sinkconfig.CompressionLevelFastest, ParquetRowGroupSize: 128 * confkit.MiB,
 		RoleSessionName: "pico-connectors", RoleDuration: time.Hour, ServerSideEncryption: s3sinkconfig.ServerSideEncryptionNone,
 		Timezone: "UTC", DefaultPartitionValue: "__unknown", MaxOpenFiles: 100, PartSize: 16 * confkit.MiB,
+		TableFormat: s3sinkconfig.TableFormatNone, CommitInterval: time.Minute,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)

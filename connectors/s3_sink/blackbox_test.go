@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +79,19 @@ func init() {
 // TestBlackbox builds the binary once and runs the three scenarios; -short
 // kills fewer times and shortens the outage.
 func TestBlackbox(t *testing.T) {
+	kcat := needKcat(t)
+	srv := s3test.Start(t)
+	bin := runtimebin.Build(t)
+	t.Cleanup(runtimebin.Remove)
+	env := &bbEnv{bin: bin, kcat: kcat, srv: srv, broker: startBroker(t)}
+	t.Run("SIGKILL", env.testKills)
+	t.Run("Outage", env.testOutage)
+	t.Run("Group", env.testGroup)
+}
+
+// needKcat returns kcat's path, the black-box tests' external producer,
+// and skips the test without it (fails it in CI).
+func needKcat(t *testing.T) string {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		msg := "kcat not found on PATH: the black-box tests produce with it; install it with: apt-get install kcat"
@@ -85,13 +100,7 @@ func TestBlackbox(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	srv := s3test.Start(t)
-	bin := runtimebin.Build(t)
-	t.Cleanup(runtimebin.Remove)
-	env := &bbEnv{bin: bin, kcat: kcat, srv: srv, broker: startBroker(t)}
-	t.Run("SIGKILL", env.testKills)
-	t.Run("Outage", env.testOutage)
-	t.Run("Group", env.testGroup)
+	return kcat
 }
 
 // bbEnv is what the scenarios share: one bucket, one broker process.
@@ -430,6 +439,20 @@ func committed(adm *kadm.Client, key string) (map[string]int64, error) {
 		}
 	})
 	return out, nil
+}
+
+// committedOf returns the committed offsets of each sink of keys.
+func committedOf(t *testing.T, adm *kadm.Client, keys []string) map[string]map[string]int64 {
+	t.Helper()
+	out := map[string]map[string]int64{}
+	for _, key := range keys {
+		c, err := committed(adm, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[key] = c
+	}
+	return out
 }
 
 // waitCommitted waits until the sink's commit is within slack records of
@@ -962,21 +985,8 @@ parquet_compression = "zstd"
 		sideEnd[key] = ends(t, adm, st)
 	}
 	t.Logf("producers stopped: %d records on %s, %d on %s, %d on %s; restart, catch up, SIGTERM", end[topic], topic, sideEnd["bbflush"][flushTopic], flushTopic, sideEnd["bbavro"][avroTopic], avroTopic)
-	from := map[string]map[string]int64{}
-	for key := range sinks {
-		c, err := committed(adm, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		from[key] = c
-	}
-	for key := range side {
-		c, err := committed(adm, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		from[key] = c
-	}
+	from := committedOf(t, adm, slices.Collect(maps.Keys(sinks)))
+	maps.Copy(from, committedOf(t, adm, slices.Collect(maps.Keys(side))))
 	r.start()
 	for key := range sinks {
 		caughtUp(t, r, key, from[key], end)
@@ -1149,13 +1159,7 @@ retry_delay = "100ms"
 	r := e.newRuntime(t, map[string]string{key + ".toml": def})
 	adm := e.admin(t)
 	r.start()
-	sdktest.Eventually(t, 30*time.Second, func() error {
-		s, err := r.sink(key)
-		if err == nil && s.Status != "Running" {
-			err = fmt.Errorf("status %s", s.Status)
-		}
-		return err
-	})
+	waitRunning(t, r, key)
 	p := e.startProducer(t, topic, 1024, 20, 20*time.Millisecond) // ~1 MB/s
 	time.Sleep(3 * time.Second)
 	base := r.rss("VmRSS")
@@ -1249,9 +1253,22 @@ retry_delay = "100ms"
 // other take over every partition, restarts the first and audits.
 func (e *bbEnv) testGroup(t *testing.T) {
 	const key, perFile = "bbgrp", 100
+	extra := fmt.Sprintf("file_rotation = \"messages\"\nmax_messages_per_file = %d\n", perFile)
+	def := e.sinkDef(key, `pattern = 'bb\.grp\..*'`, "", extra)
+	end := e.runGroup(t, key, "bb.grp.", def, perFile)
+	e.audit(t, key, end)
+}
+
+// runGroup runs two runtimes with the sink def (key), so one consumer
+// group, over 8 topics topicPrefix0..7 with kcat writing to each; kills
+// one, lets the other take over every partition, restarts the first,
+// stops both and lets one catch up, and returns the topics' ends, every
+// record below them committed. slack is how far behind a commit may stay
+// while the sink runs (the records of an open file).
+func (e *bbEnv) runGroup(t *testing.T, key, topicPrefix, def string, slack int64) map[string]int64 {
 	var topics []string
 	for i := 0; i < 8; i++ {
-		topics = append(topics, fmt.Sprintf("bb.grp.%d", i))
+		topics = append(topics, fmt.Sprintf("%s%d", topicPrefix, i))
 	}
 	adm := e.admin(t)
 	var ps []*producer
@@ -1264,8 +1281,6 @@ func (e *bbEnv) testGroup(t *testing.T) {
 		}
 		return nil
 	})
-	extra := fmt.Sprintf("file_rotation = \"messages\"\nmax_messages_per_file = %d\n", perFile)
-	def := e.sinkDef(key, `pattern = 'bb\.grp\..*'`, "", extra)
 	a := e.newRuntime(t, map[string]string{key + ".toml": def})
 	b := e.newRuntime(t, map[string]string{key + ".toml": def})
 	a.start()
@@ -1305,7 +1320,7 @@ func (e *bbEnv) testGroup(t *testing.T) {
 		p.halt(t)
 	}
 	end := ends(t, adm, topics...)
-	waitCommitted(t, adm, key, end, perFile, a, b)
+	waitCommitted(t, adm, key, end, slack, a, b)
 	a.stop()
 	b.stop()
 	// One runtime alone catches up with what the two stops handed over,
@@ -1318,7 +1333,7 @@ func (e *bbEnv) testGroup(t *testing.T) {
 	caughtUp(t, a, key, from, end)
 	a.stop()
 	wantCommitted(t, adm, key, end)
-	e.audit(t, key, end)
+	return end
 }
 
 // avroTopic is the Avro topic of testKills; bbAvroSchema its records: the

@@ -63,6 +63,7 @@ func fromConfig(c s3sinkconfig.Config) options {
 		SessionPolicy: c.RoleSessionPolicy, STSEndpoint: c.StsEndpoint,
 	}
 	o.CAFile = c.CAFile
+	o.Iceberg = icebergFromConfig(c)
 	switch c.Compression {
 	case s3sinkconfig.CompressionGzip:
 		o.Compression = compressGzip

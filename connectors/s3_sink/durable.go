@@ -12,8 +12,9 @@ import (
 // Durable returns, for each partition, the first offset not yet in the
 // bucket: the first record of its oldest file not uploaded, or of its open
 // file, or the next offset when everything is uploaded. In buffered
-// delivery every accepted record counts. A released partition is reported
-// once more, then forgotten.
+// delivery every accepted record counts; with table_format = "iceberg" only
+// what the table's snapshots hold. A released partition is reported once
+// more, then forgotten.
 func (s *Sink) Durable() map[sdk.TopicPartition]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -22,7 +23,11 @@ func (s *Sink) Durable() map[sdk.TopicPartition]int64 {
 		if !p.started || (p.released && len(p.pending) > 0) {
 			continue
 		}
-		out[sdk.TopicPartition{Topic: p.topic, Partition: p.partition}] = s.durable(p)
+		off := s.durable(p)
+		if s.ice != nil {
+			off = p.ice.durable // what the table holds
+		}
+		out[sdk.TopicPartition{Topic: p.topic, Partition: p.partition}] = off
 		if p.released {
 			delete(s.parts, k)
 			if s.last == p {
@@ -48,11 +53,17 @@ func (s *Sink) durable(p *partition) int64 {
 // Release gives up partitions. In exactly_once their open and queued files
 // are dropped (they were not committed: the next owner replays them) and an
 // upload in progress finishes its attempt; in buffered delivery their open
-// files are uploaded first. Durable then reports each partition's final
-// offset once.
+// files are uploaded first. With table_format = "iceberg" it first waits
+// for a table commit under way. Durable then reports each partition's
+// final offset once.
 func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	defer stop()
+	if err := s.iceSettle(ctx); err != nil {
+		return err
+	}
 	var mine []*partition
 	for _, tp := range partitions {
 		p := s.parts[bufferKey{tp.Topic, tp.Partition}]
@@ -81,12 +92,11 @@ func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) err
 			}
 		}
 		p.ahead = nil
+		s.iceRelease(p)
 		p.released = true
 		s.pop(p)
 	}
 	s.m.failingFiles.Set(float64(s.failing))
-	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
-	defer stop()
 	for _, p := range mine {
 		for len(p.pending) > 0 {
 			if ctx.Err() != nil {

@@ -80,6 +80,7 @@ func (s *Sink) startFile(p *partition, rec *sdk.Record) error {
 	}
 	fb.first = rec.Offset
 	fb.firstTime = rec.Timestamp
+	fb.part = s.icePartition(rec)
 	s.open++
 	s.m.openFiles.Set(float64(s.open))
 	return nil
@@ -322,7 +323,7 @@ func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
 	g := &p.group
 	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: g.first, LastOffset: g.last, FirstTime: g.firstTime}
 	f := &file{
-		p: p, info: info, count: fb.count, chunks: fb.chunks, size: fb.size, dir: fb.dir, replayable: replayable,
+		p: p, info: info, part: fb.part, count: fb.count, chunks: fb.chunks, size: fb.size, dir: fb.dir, replayable: replayable,
 		key: fileKey(fb.dir, p.partition, g.first, g.last, s.opts.Format.ext()+s.opts.Compression.ext()),
 	}
 	f.ctx, f.cancel = context.WithCancel(s.ctx)

@@ -107,6 +107,8 @@ type options struct {
 	Object objectSettings
 	Role   roleSettings
 	CAFile string
+	// Iceberg is table_format = "iceberg" and its keys (iceberg_options.go).
+	Iceberg icebergSettings
 }
 
 // checkLayout resolves timezone into Location, and reports a zone the

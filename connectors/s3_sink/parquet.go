@@ -170,6 +170,9 @@ func (o *options) validate() error {
 	if err := o.checkPartSize(); err != nil {
 		return err
 	}
+	if err := o.checkIceberg(); err != nil {
+		return err
+	}
 	if o.Format != formatParquet {
 		return nil
 	}

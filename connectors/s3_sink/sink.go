@@ -31,6 +31,12 @@
 // the max_buffer_size early upload when another file can go instead, the
 // final upload of Close) is made in it. With delivery = "buffered" a batch
 // is durable once buffered, as the original spec says.
+//
+// With table_format = "iceberg" the uploaded Parquet files are also
+// appended to an Apache Iceberg table (iceberg.go, package icetable), and
+// Durable reports only what the table's snapshots hold; the bucket
+// listings above are not used, since a file in the bucket is not in the
+// table until a snapshot holds it (see recover).
 package s3sink
 
 import (
@@ -83,6 +89,9 @@ func newSink(o options, env sdk.Env) *Sink {
 		m:              newMetrics(env.Metrics),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	if o.Iceberg.Enabled {
+		s.ice = &iceState{m: newIceMetrics(env.Metrics)}
+	}
 	if o.Format == formatParquet {
 		s.pq, _ = newPQLayout(&o) // Open reports its error
 	}
@@ -118,6 +127,9 @@ func (s *Sink) Open(ctx context.Context) error {
 	}
 	if err := s.probe(ctx, client); err != nil {
 		return fmt.Errorf("S3 bucket '%s' connectivity check failed: %w", s.opts.Bucket, err)
+	}
+	if err := s.openTable(ctx); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.client = client
@@ -286,9 +298,17 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			continue
 		}
 		if !p.started {
-			p.started = true
 			p.next = rec.Offset
+			if s.ice != nil {
+				if err := s.iceStart(p); err != nil {
+					return err
+				}
+			}
+			p.started = true
 			p.recovering = !s.opts.Buffered
+			if rec.Offset < p.next {
+				continue // in the table already
+			}
 			if s.layout.readsFields && rec.Schema != sdk.SchemaJSON && (s.avro == nil || s.avro.key(rec) == nil) {
 				// SetTopics refuses such a topic; here no block named it.
 				s.log.Warn("S3 sink: path_template reads payload fields, but the topic's schema is neither json nor avro with a known Avro schema; its records give default_partition_value",
@@ -322,46 +342,13 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 			}
 		}
 		if p.group.count == 0 && p.recovering {
-			dir, err := s.dirOf(rec)
+			skip, err := s.recover(p, rec)
 			if err != nil {
 				return err
 			}
-			if err := s.abortStale(p, dir, rec.Offset); err != nil {
-				return err
+			if skip {
+				continue
 			}
-			if s.layout.perRecord {
-				// A group of files found in part is written again whole.
-				if err := s.lookUpGroup(p, dir, rec.Offset); err != nil {
-					return err
-				}
-			}
-			if !p.group.recover {
-				found, last, err := s.lookUp(p, dir, rec.Offset)
-				if err != nil {
-					return err
-				}
-				if found {
-					p.next = max(last+1, rec.Offset+1)
-					continue
-				}
-				// The commit may also lie inside a file in the bucket (the
-				// runtime commits the next offset consumed when it is below
-				// Durable): list the directory once.
-				spans, err := s.listDir(p, dir, rec.Offset)
-				if err != nil {
-					return err
-				}
-				if c, ok := covering(spans, rec.Offset); ok {
-					s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
-						"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
-					p.next = max(c.last+1, rec.Offset+1)
-					continue
-				}
-				s.lookAhead(p, spans, rec.Offset)
-			}
-			// The group after one found in part may be in the bucket too
-			// (groups upload side by side, see marker.go): look it up.
-			p.recovering = p.group.recover
 		}
 		if err := s.append(p, rec); err != nil {
 			return err
@@ -380,6 +367,58 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 	return nil
 }
 
+// recover runs, before the first file a partition starts after its
+// assignment (and after each file found), the look-ups of the package doc:
+// it aborts the multipart uploads a crash left, and reports skip when rec
+// is in a file already in the bucket, moving p.next past that file. With
+// table_format = "iceberg" a file in the bucket is not in the table unless
+// a snapshot holds it, and the partition resumes from the table's offset:
+// the files after it are written again (same keys, same bytes), so only
+// the aborts run.
+func (s *Sink) recover(p *partition, rec *sdk.Record) (skip bool, err error) {
+	dir, err := s.dirOf(rec)
+	if err != nil {
+		return false, err
+	}
+	if err := s.abortStale(p, dir, rec.Offset); err != nil {
+		return false, err
+	}
+	if s.ice == nil && s.layout.perRecord {
+		// A group of files found in part is written again whole.
+		if err := s.lookUpGroup(p, dir, rec.Offset); err != nil {
+			return false, err
+		}
+	}
+	if s.ice == nil && !p.group.recover {
+		found, last, err := s.lookUp(p, dir, rec.Offset)
+		if err != nil {
+			return false, err
+		}
+		if found {
+			p.next = max(last+1, rec.Offset+1)
+			return true, nil
+		}
+		// The commit may also lie inside a file in the bucket (the
+		// runtime commits the next offset consumed when it is below
+		// Durable): list the directory once.
+		spans, err := s.listDir(p, dir, rec.Offset)
+		if err != nil {
+			return false, err
+		}
+		if c, ok := covering(spans, rec.Offset); ok {
+			s.log.Info("S3 sink resumed inside a file uploaded before the last commit; the rest of its records are skipped",
+				"topic", p.topic, "partition", p.partition, "offset", rec.Offset, "first_offset", c.first, "last_offset", c.last)
+			p.next = max(c.last+1, rec.Offset+1)
+			return true, nil
+		}
+		s.lookAhead(p, spans, rec.Offset)
+	}
+	// The group after one found in part may be in the bucket too
+	// (groups upload side by side, see marker.go): look it up.
+	p.recovering = p.group.recover
+	return false, nil
+}
+
 // partition returns the state of a partition, fresh after a Release.
 func (s *Sink) partition(topic string, part int32) *partition {
 	k := bufferKey{topic, part}
@@ -394,9 +433,13 @@ func (s *Sink) partition(topic string, part int32) *partition {
 // flushTimer closes the open files of partitions that received no record
 // for flush_interval.
 func (s *Sink) flushTimer() {
+	s.every(min(max(s.opts.FlushInterval/4, 10*time.Millisecond), time.Second), s.flushIdle)
+}
+
+// every runs f every d until Close; the caller has counted it in s.wg.
+func (s *Sink) every(d time.Duration, f func()) {
 	defer s.wg.Done()
-	tick := min(max(s.opts.FlushInterval/4, 10*time.Millisecond), time.Second)
-	t := time.NewTicker(tick)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -404,18 +447,23 @@ func (s *Sink) flushTimer() {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		now := s.now()
-		for _, p := range s.parts {
-			// A partition replaying a hole waits for the file beyond it,
-			// one replaying a group found in part for its end.
-			if p.group.count > 0 && !p.released && len(p.ahead) == 0 && !p.group.recover && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
-				if f := s.closeFile(p); f != nil && s.opts.Buffered {
-					go s.reportLoss(f)
-				}
+		f()
+	}
+}
+
+// flushIdle closes the open files that are idle for flush_interval.
+func (s *Sink) flushIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, p := range s.parts {
+		// A partition replaying a hole waits for the file beyond it,
+		// one replaying a group found in part for its end.
+		if p.group.count > 0 && !p.released && len(p.ahead) == 0 && !p.group.recover && now.Sub(p.lastAppend) >= s.opts.FlushInterval {
+			if f := s.closeFile(p); f != nil && s.opts.Buffered {
+				go s.reportLoss(f)
 			}
 		}
-		s.mu.Unlock()
 	}
 }
 
@@ -493,6 +541,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	errs = append(errs, s.closeTable(ctx))
 	s.cancel()
 	s.wg.Wait()
 	s.mu.Lock()

@@ -33,6 +33,8 @@ import (
 //	recovery                                replay after an assignment
 //	place                                   a record's file in its group
 //	durable                                 Durable and Release
+//	iceberg_options, iceberg_columns        table_format = "iceberg": its keys, the table's columns
+//	iceberg, iceberg_admin                  the table's commits; the iceberg-orphans command
 //	credentials                             assumed role, HTTP client with ca_file
 //	sink, config                            New, Open, Consume, Close
 //
@@ -84,6 +86,9 @@ type Sink struct {
 	row pqRow
 	// avro: the Avro topics' layouts (SetTopics), nil before.
 	avro *avroTopics
+	// ice is the table of table_format = "iceberg" (iceberg.go); nil when
+	// the sink writes loose files.
+	ice *iceState
 }
 
 type bufferKey struct {
@@ -121,6 +126,8 @@ type partition struct {
 	group      groupState
 	lastAppend time.Time // wall clock, for flush_interval
 	pending    []*file   // closed files not yet uploaded, in offset order
+	// ice is the partition's table state (table_format = "iceberg").
+	ice icePart
 }
 
 // groupState is the open files of a partition together: the records they
@@ -148,6 +155,9 @@ type fileBuffer struct {
 	pq        *pqFile // parquet output: its open row group
 	// stream: its parts go up as it fills (stream.go); nil until then.
 	stream *stream
+	// part is the table partition values of its first record
+	// (table_format = "iceberg" with iceberg_partition_by), nil otherwise.
+	part map[string]any
 }
 
 type fileState int
@@ -163,6 +173,7 @@ const (
 type file struct {
 	p      *partition
 	info   fileInfo
+	part   map[string]any // fileBuffer.part
 	key    string
 	dir    string
 	count  int

@@ -147,6 +147,7 @@ func (s *Sink) upload(f *file) {
 		}
 		s.lastErr = nil
 		f.uploaded = true
+		s.iceUploaded(f)
 		s.finish(f)
 	} else {
 		s.m.uploadFailures.Add(1)

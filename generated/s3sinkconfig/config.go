@@ -45,29 +45,6 @@
 //
 // Fields that are not unions are REQUIRED. A record that contains itself cannot be a Parquet schema and is refused.
 //
-// **Encryption and object settings.** Every object the sink writes (data files, `.lost` markers, and the probe object it writes and deletes at start) carries the same settings, so a bucket policy that refuses writes without encryption or tags accepts each one, and a replay rewrites an object with the same bytes and the same settings. `server_side_encryption = "AES256"` is SSE-S3; `"aws:kms"` is SSE-KMS with `kms_key_id` (a key ID, key ARN or alias ARN; without it the account's `aws/s3` key) and optionally `kms_encryption_context`, a table a key policy can require (`kms:EncryptionContext:...`); `"aws:kms:dsse"` adds a second layer. `sse_customer_key` is SSE-C: the store encrypts each object with your 32-byte key (base64) and keeps only its MD5, which the sink sends along; whoever reads an object back must send the same key (`aws s3api get-object --sse-customer-algorithm AES256 --sse-customer-key ...`), and an object whose key is lost cannot be read. SSE-C needs an `https` endpoint. The sink itself never reads its objects back: `exactly_once` finds them by listing, which needs no key. `storage_class` (such as `STANDARD_IA`), `acl` (a canned ACL), `tags` (at most 10, sent as `x-amz-tagging`; lifecycle rules can select by tag) and `checksum_algorithm` (the store verifies each object against it and keeps it; `HeadObject` with checksum mode shows it) complete the settings. `validate` refuses what contradicts: `kms_key_id` or `kms_encryption_context` without `aws:kms` or `aws:kms:dsse`, `sse_customer_key` with `server_side_encryption`, over `http`, or not the base64 of 32 bytes, and tags S3 refuses (more than 10, a key starting with `aws:`, characters other than letters, digits, spaces and `_ . : / = + - @`).
-//
-// **Assumed roles.** With `role_arn` the sink calls STS `AssumeRole` with its credentials (the static keys, or the default chain: environment, profile, instance or task role) and signs with the role's temporary credentials, renewed 5 minutes before they expire, so a long run needs no restart. `external_id` is the `sts:ExternalId` the role's trust policy may require, `role_session_name` names the session in CloudTrail, `role_duration` is how long each set lasts (15m to 12h, at most the role's maximum), and `role_session_policy` narrows the session to what both the role and this policy allow (only the prefix, say). STS is called at `sts_endpoint`, else at `endpoint` when that is set (MinIO serves STS `AssumeRole` at its S3 address; any `arn:minio:iam:::role/NAME` does there), else at AWS's STS of `region`. `ca_file` adds a PEM file of CA certificates trusted for both, for a store whose certificate comes from its own CA.
-//
-// **IAM permissions.** What the sink's principal (the assumed role, with `role_arn`) needs, by setting:
-//
-// | Setting | Permission |
-// |---|---|
-// | always | `s3:PutObject` on `<prefix>/*` and on `.picomq-sink-probe`, `s3:DeleteObject` on `.picomq-sink-probe` |
-// | `delivery = "exactly_once"` (the default) | `s3:ListBucket` on the bucket (it may be limited to the prefix with the `s3:prefix` condition) |
-// | `path_template` with a placeholder read from each record (`{field:...}`, `{yyyy}`, ...), `delivery = "exactly_once"` | `s3:DeleteObject` on `<prefix>/*`, for the cut markers of groups of files (see **Laying out a data lake**) |
-// | `server_side_encryption = "aws:kms"` or `"aws:kms:dsse"` | `kms:GenerateDataKey` on the KMS key (for writing), and `kms:Decrypt` for whoever reads the objects back; the key policy must allow the principal |
-// | `kms_encryption_context` | a key policy condition on `kms:EncryptionContext:KEY`, if you want one |
-// | `sse_customer_key` | nothing more; readers need the key |
-// | `tags` | `s3:PutObjectTagging` |
-// | `acl` | `s3:PutObjectAcl`, and a bucket whose Object Ownership allows ACLs |
-// | `storage_class`, `checksum_algorithm` | nothing more |
-// | a file above `part_size` (multipart upload) | `s3:PutObject` covers CreateMultipartUpload, UploadPart and CompleteMultipartUpload; `s3:AbortMultipartUpload` on `<prefix>/*` and `s3:ListBucketMultipartUploads` on the bucket, to abort the uploads a crash left (see **Multipart uploads**) |
-// | a file streamed while it fills (`exactly_once`, above `part_size` and a quarter of `max_buffer_size`) | also `s3:GetObject` and `s3:DeleteObject` on `<prefix>/_picomq-staging/*`: the copy reads the staging object, which is then deleted and, on assignment, cleaned up (with `s3:ListBucket`, and `s3:PutObjectTagging` for `tags`, as for any write) |
-// | `role_arn` | `sts:AssumeRole` on the role for the sink's own credentials, and a trust policy on the role that allows them (with an `sts:ExternalId` condition when `external_id` is set) |
-//
-// `pico-connectors check` writes the probe object with these settings and names them in its `encryption` row.
-//
 // **Multipart uploads.** A file whose encoded size is above `part_size` (default 16MiB) uploads as an S3 multipart upload: CreateMultipartUpload, then its parts of exactly `part_size` bytes (the last one smaller), up to `max_in_flight` of them at once, then CompleteMultipartUpload. Every object setting applies (encryption, the SSE-C key on each part, storage class, tags, ACL, and `checksum_algorithm` on the upload and on each part). The parts' boundaries depend only on the file's bytes, which depend only on the records, so a replay writes the same parts. A failed part stops the attempt (the parts on their way finish), and the next attempt, in the same upload, sends only the parts not yet in; the upload of a file the sink drops (`buffered` after its attempts, or a revoked partition's) is aborted. S3 allows at most 10,000 parts, so `max_file_size` may be at most 10,000 times `part_size`, and at most 5TiB.
 //
 // Large files stream: with `delivery = "exactly_once"`, once an open file holds more than `part_size` and more than a quarter of `max_buffer_size` (one file's share of the buffer), its parts go up while it fills, and it holds at most `max_in_flight` parts in memory besides the one filling (Consume waits for its parts beyond that), not the whole file: a 200 MiB file with `part_size = "8MiB"` and `max_buffer_size = "64MiB"` is one object. Its key names its last record, known only at the cut, and a multipart upload's key is fixed when it starts, so the parts go into an upload under a staging key, `<prefix>/_picomq-staging/<topic>/<partition>-<first offset>` (apart from the data; the leading `_` hides it from Hive, Spark, Trino and Athena). At the cut the rest of the parts go up, the staging upload completes, the store copies the staging object to the file's key (CopyObject, with every object setting: encryption, the SSE-C key for the source and the copy, storage class, ACL, tags, `checksum_algorithm`; above 5 GiB UploadPartCopy in parts of `part_size`, whose object then has no `checksum_algorithm` checksum of its own) and the staging object is deleted. The object appears whole, under its key, only at the copy, so `exactly_once` holds as for a single PutObject: a replay rewrites the same key with the same bytes, no two objects share a key, and recovery finds files by listing their keys as before. The copy costs the store a second write of the file, which is why a file within its share of `max_buffer_size` is held whole and goes up at its cut, in parts above `part_size`, under its own key. A file that is compressed (`compression`), Parquet (both are encoded at the cut) or one of a group (a `path_template` with a placeholder read from each record), and every file with `delivery = "buffered"`, is held whole until its upload starts, counted in `max_buffer_size` (its bytes go back as its parts go up); such a file never grows past that bound (the largest open file is cut and uploaded at it), so size `max_buffer_size` for the files you want. A streamed file needs `s3:GetObject` and `s3:DeleteObject` on the staging folder (see **IAM permissions**).
@@ -83,11 +60,106 @@
 //
 // (`aws s3api put-bucket-lifecycle-configuration --bucket BUCKET --lifecycle-configuration file://rule.json`; `raw` is the sink's `prefix`.)
 //
-// **Laying out a data lake.** `path_template` can take its directories from each record, so that query engines find partitions in the key: with `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"` a record of `orders` whose JSON payload has `"region": "eu"` lands in `raw/orders/dt=2026-09-04/region=eu/00000-<first>-<last>.jsonl`, the Hive layout that Athena, Spark, Trino and Hive read as the partition columns `dt` and `region`. `{field:PATH}` reads a dotted path of a JSON or Avro payload (`{field:customer.region}`), `{header:NAME}` a header and `{key}` the record key; a missing, null or empty value gives `default_partition_value` (`__unknown`), and every value is sanitised as topic names are (letters, digits, `.`, `_` and `-` kept, anything else `_`), so a value can never add a directory. An Avro topic (`schema = "avro"` with its `avro_schema_json` or `avro_schema_path` in the `[[topics]]` block) is read from its Avro binary with that schema: the path goes through record fields (a union of null and a record too); a string or bytes value gives its text, an enum its symbol, a number or boolean its text, and null, a record, an array, a map, or a payload the schema does not decode up to the last field the paths read, give `default_partition_value`. `pico-connectors validate` refuses a path the Avro schema does not have (naming the fields it has), one through an array or a map, or to a decimal, and a `{field:...}` on a topic whose schema is neither `json` nor `avro` (`raw`, `text`, `proto`, `flatbuffer`), naming the `[[topics]]` block and `path_template`.
+// ## Laying out a data lake
+//
+// Hive-style partitioning: `path_template` can take its directories from each record, so that query engines find partitions in the key: with `path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"` a record of `orders` whose JSON payload has `"region": "eu"` lands in `raw/orders/dt=2026-09-04/region=eu/00000-<first>-<last>.jsonl`, the Hive layout that Athena, Spark, Trino and Hive read as the partition columns `dt` and `region`. `{field:PATH}` reads a dotted path of a JSON or Avro payload (`{field:customer.region}`), `{header:NAME}` a header and `{key}` the record key; a missing, null or empty value gives `default_partition_value` (`__unknown`), and every value is sanitised as topic names are (letters, digits, `.`, `_` and `-` kept, anything else `_`), so a value can never add a directory. An Avro topic (`schema = "avro"` with its `avro_schema_json` or `avro_schema_path` in the `[[topics]]` block) is read from its Avro binary with that schema: the path goes through record fields (a union of null and a record too); a string or bytes value gives its text, an enum its symbol, a number or boolean its text, and null, a record, an array, a map, or a payload the schema does not decode up to the last field the paths read, give `default_partition_value`. `pico-connectors validate` refuses a path the Avro schema does not have (naming the fields it has), one through an array or a map, or to a decimal, and a `{field:...}` on a topic whose schema is neither `json` nor `avro` (`raw`, `text`, `proto`, `flatbuffer`), naming the `[[topics]]` block and `path_template`.
 //
 // Time zones: `{yyyy}`, `{MM}`, `{dd}`, `{HH}` and `{mm}` are the record timestamp's date and time in `timezone`, an IANA name (`Asia/Kolkata`, `America/New_York`; default `UTC`; daylight saving time is followed; the zone database is built in). A record stamped 20:00 UTC on 3 September goes to `dt=2026-09-04` with `timezone = "Asia/Kolkata"` (UTC+5:30). `{date}` and `{hour}` use `timezone` too, but, as before, are those of the first record of the file's group, like `{timestamp}`.
 //
 // Several files per partition: with any placeholder read from the record, one partition writes one file per directory at once. They are a group: they start at the same record and are cut together, at the record that takes any of them to `max_file_size` or `max_messages_per_file`, at `rotate_interval`, or at the record that would open file `max_open_files` + 1 (default 100). Every cut depends only on the records, so a replay from the committed offset (the group's first record) rewrites the same keys with the same bytes. The key of each file names the group's first and last offset (one file per directory per group, so no two objects share a key); a file holds the records of its directory within those offsets. Before a group's files upload (side by side, up to `max_in_flight`), an empty marker `_<partition>-<first>-<last>.group` is written in the directory of its lead (the file of its first record; a leading `_` hides it from Hive, Spark, Trino and Athena), and it is deleted once every file is in, before the group counts as durable: after a crash the lead's directory tells whether the group may be in the bucket in part (the marker: the replay writes it again whole, cut where the marker says, even when it was cut by `flush_interval`), whole (the lead alone) or not at all. Every open file counts in `max_buffer_size`: plan for up to `max_open_files` files per partition. The markers are written with the object settings above (encryption, storage class, tags, ACL) and need `s3:DeleteObject` on `<prefix>/*` (see **IAM permissions**); partitioning needs no other permission.
+//
+// **Encryption and object settings.** Every object the sink writes (data files, `.lost` markers, and the probe object it writes and deletes at start) carries the same settings, so a bucket policy that refuses writes without encryption or tags accepts each one, and a replay rewrites an object with the same bytes and the same settings. `server_side_encryption = "AES256"` is SSE-S3; `"aws:kms"` is SSE-KMS with `kms_key_id` (a key ID, key ARN or alias ARN; without it the account's `aws/s3` key) and optionally `kms_encryption_context`, a table a key policy can require (`kms:EncryptionContext:...`); `"aws:kms:dsse"` adds a second layer. `sse_customer_key` is SSE-C: the store encrypts each object with your 32-byte key (base64) and keeps only its MD5, which the sink sends along; whoever reads an object back must send the same key (`aws s3api get-object --sse-customer-algorithm AES256 --sse-customer-key ...`), and an object whose key is lost cannot be read. SSE-C needs an `https` endpoint. The sink itself never reads its objects back: `exactly_once` finds them by listing, which needs no key. `storage_class` (such as `STANDARD_IA`), `acl` (a canned ACL), `tags` (at most 10, sent as `x-amz-tagging`; lifecycle rules can select by tag) and `checksum_algorithm` (the store verifies each object against it and keeps it; `HeadObject` with checksum mode shows it) complete the settings. `validate` refuses what contradicts: `kms_key_id` or `kms_encryption_context` without `aws:kms` or `aws:kms:dsse`, `sse_customer_key` with `server_side_encryption`, over `http`, or not the base64 of 32 bytes, and tags S3 refuses (more than 10, a key starting with `aws:`, characters other than letters, digits, spaces and `_ . : / = + - @`).
+//
+// **Assumed roles.** With `role_arn` the sink calls STS `AssumeRole` with its credentials (the static keys, or the default chain: environment, profile, instance or task role) and signs with the role's temporary credentials, renewed 5 minutes before they expire, so a long run needs no restart. `external_id` is the `sts:ExternalId` the role's trust policy may require, `role_session_name` names the session in CloudTrail, `role_duration` is how long each set lasts (15m to 12h, at most the role's maximum), and `role_session_policy` narrows the session to what both the role and this policy allow (only the prefix, say). STS is called at `sts_endpoint`, else at `endpoint` when that is set (MinIO serves STS `AssumeRole` at its S3 address; any `arn:minio:iam:::role/NAME` does there), else at AWS's STS of `region`. `ca_file` adds a PEM file of CA certificates trusted for both, for a store whose certificate comes from its own CA.
+//
+// **IAM permissions.** What the sink's principal (the assumed role, with `role_arn`) needs, by setting:
+//
+// | Setting | Permission |
+// |---|---|
+// | always | `s3:PutObject` on `<prefix>/*` and on `.picomq-sink-probe`, `s3:DeleteObject` on `.picomq-sink-probe` |
+// | `delivery = "exactly_once"` (the default) | `s3:ListBucket` on the bucket (it may be limited to the prefix with the `s3:prefix` condition) |
+// | `path_template` with a placeholder read from each record (`{field:...}`, `{yyyy}`, ...), `delivery = "exactly_once"` | `s3:DeleteObject` on `<prefix>/*`, for the cut markers of groups of files (see "Laying out a data lake") |
+// | `server_side_encryption = "aws:kms"` or `"aws:kms:dsse"` | `kms:GenerateDataKey` on the KMS key (for writing), and `kms:Decrypt` for whoever reads the objects back; the key policy must allow the principal |
+// | `kms_encryption_context` | a key policy condition on `kms:EncryptionContext:KEY`, if you want one |
+// | `sse_customer_key` | nothing more; readers need the key |
+// | `tags` | `s3:PutObjectTagging` |
+// | `acl` | `s3:PutObjectAcl`, and a bucket whose Object Ownership allows ACLs |
+// | `storage_class`, `checksum_algorithm` | nothing more |
+// | a file above `part_size` (multipart upload) | `s3:PutObject` covers CreateMultipartUpload, UploadPart and CompleteMultipartUpload; `s3:AbortMultipartUpload` on `<prefix>/*` and `s3:ListBucketMultipartUploads` on the bucket, to abort the uploads a crash left (see **Multipart uploads**) |
+// | a file streamed while it fills (`exactly_once`, above `part_size` and a quarter of `max_buffer_size`) | also `s3:GetObject` and `s3:DeleteObject` on `<prefix>/_picomq-staging/*`: the copy reads the staging object, which is then deleted and, on assignment, cleaned up (with `s3:ListBucket`, and `s3:PutObjectTagging` for `tags`, as for any write) |
+// | `role_arn` | `sts:AssumeRole` on the role for the sink's own credentials, and a trust policy on the role that allows them (with an `sts:ExternalId` condition when `external_id` is set) |
+//
+// `pico-connectors check` writes the probe object with these settings and names them in its `encryption` row.
+//
+// ## Iceberg tables
+//
+// With `table_format = "iceberg"` (and `output_format = "parquet"`, `delivery = "exactly_once"`) the sink also keeps an [Apache Iceberg](https://iceberg.apache.org) table of what it wrote, which Spark, Trino, DuckDB, Snowflake and Athena query with snapshots, schema evolution and partition pruning. The data files are the sink's own Parquet objects, uploaded as without a table; every `commit_interval` (default 1m), and once more at a graceful stop, the files uploaded since the last commit are appended to `iceberg_table` in one snapshot, whose summary holds, for every topic and partition, the next offset the table has (`pico.offset.TOPIC.PARTITION`, merged with the previous snapshot's). The runtime commits a partition's consumer offset only up to what a snapshot holds, and a partition assigned to the sink resumes from the table's offset whenever the table is ahead of the consumer group. The table's columns are the files' (the metadata columns, then `columns`, or the fields of the Avro schema, which must then be of simple types and the same for every Avro topic). A missing namespace or table is created; a column added to the definition is added to the table as an optional column when the sink opens (rows written before read it as null); a change Iceberg cannot make (a column's type narrowed or changed, a different partition spec) fails the start with the column and the reason.
+//
+// | Catalog | `iceberg_catalog` | `iceberg_catalog_uri` | Credentials |
+// |---|---|---|---|
+// | SQL: PostgreSQL, the tables `iceberg_tables` and `iceberg_namespace_properties` of Iceberg's JDBC catalog, catalog name `pico` (created when missing) | `sql` | `postgres://user:password@host:5432/db` | in the URL |
+// | Iceberg REST (Polaris, Nessie, Lakekeeper, Tabular, Unity) | `rest` | `https://catalog.example.com/api/catalog` | `iceberg_catalog_credential` (`client_id:client_secret`, OAuth2) or `iceberg_catalog_token` (bearer) |
+// | AWS Glue | `glue` | not used | the sink's AWS credentials and `region` |
+//
+// The metadata files go under `iceberg_warehouse` (default `s3://BUCKET/PREFIX`), written with the sink's endpoint and credentials.
+//
+// Partitioning: `iceberg_partition_by` lists the partition spec, `identity(COLUMN)` of a column of `columns` (string, int64, boolean or date) or of the metadata columns `topic` and `partition`, and `day(timestamp)` or `hour(timestamp)` of the record time (the metadata column `timestamp`). An Iceberg data file holds one value of each partition field, so `path_template` must cut files the same way, and `validate` says what is missing: `identity(region)` of a column whose path is `region` needs `{field:region}` in `path_template`; `day(timestamp)` needs `{yyyy}`, `{MM}` and `{dd}`, `hour(timestamp)` also `{HH}`, with `timezone = "UTC"` (`{date}` and `{hour}` do not do: they are those of a file's first record). Each file's partition values are those of its first record. A payload's own timestamp column cannot be partitioned by day or hour, since the path's time is the record's. `{field:...}` values are sanitised for the key (a value other than letters, digits, `.`, `_` and `-` shares a directory with its sanitised twin, and a null one with `default_partition_value`), so keep partition values to those characters.
+//
+// ```toml
+// [plugin_config]
+// bucket = "lake"
+// region = "eu-west-1"
+// prefix = "orders"
+// output_format = "parquet"
+// path_template = "{topic}/dt={yyyy}-{MM}-{dd}/region={field:region}"
+// table_format = "iceberg"
+// iceberg_catalog = "sql"
+// iceberg_catalog_uri = "postgres://iceberg@db.internal:5432/catalog"   # or PICOMQ_CONNECTORS_..._ICEBERG_CATALOG_URI
+// iceberg_table = "lake.orders"
+// iceberg_partition_by = ["identity(region)", "day(timestamp)"]
+// commit_interval = "1m"
+//
+// [[plugin_config.columns]]
+// name = "id"
+// type = "int64"
+//
+// [[plugin_config.columns]]
+// name = "region"
+// type = "string"
+// ```
+//
+// What a crash, a failure and a conflict do:
+//
+// | Situation | What happens |
+// |---|---|
+// | Crash (SIGKILL) | Files uploaded since the last snapshot are in the bucket but not in the table, and their offsets were not committed. The next start resumes from the table's offset and writes them again (the same keys with the same bytes), and the next snapshot adds them: every record is in the table once. |
+// | Catalog down or refusing | Uploads go on within `max_buffer_size` (an uploaded file's bytes are freed; only its name, size and offsets are kept); consumer offsets stay at the last snapshot. After 2 failed commits in a row the status is Error with the catalog's error; the next commit that succeeds takes every file since, and the status is Running again. |
+// | Concurrent commit (another runtime of the group commits its partitions) | Iceberg's optimistic concurrency: the commit is retried on the new table state, keeping the other runtime's files and offsets. |
+// | The table's offset of a partition moved by another writer since this sink read it (a runtime that lost the partition without a rebalance, a second sink on the table) | That partition's files are left out of the snapshot (the others commit). When the table's offset is at the end of one of the sink's own uploaded files (an earlier commit of its own that reported an error had landed, or the other writer committed the same records, which are cut alike on every replay), the sink goes on from there and commits its later files at once. Otherwise it logs an error and commits nothing more of that partition until it is assigned again; its records are written by whoever owns it. |
+// | Rebalance | Uploaded files of revoked partitions not yet in the table are forgotten; the next owner resumes from the table's offset and writes them again. |
+//
+// Metrics: `s3_sink_iceberg_snapshot_id` (the last snapshot committed), `s3_sink_iceberg_commit_lag_seconds` (since the oldest uploaded file not yet in the table was uploaded; 0 when none waits), `s3_sink_iceberg_uncommitted_files`, `s3_sink_iceberg_commits_total`, `s3_sink_iceberg_commit_failures_total` and `s3_sink_iceberg_files_committed_total`.
+//
+// Orphans: a file uploaded and never committed (its partition was revoked, or a replay after a crash cut a file where the first run's `flush_interval` or `max_buffer_size` did not) is in no snapshot. `pico-connectors admin --config runtime.toml KEY iceberg-orphans` lists the Parquet files under `prefix` that no snapshot references; `--delete` deletes those older than `--min-age` (default `1h`: a younger one may be a file the running sink has not committed yet; make it longer than your longest catalog outage).
+//
+// Querying with DuckDB: read the table's current metadata file from the SQL catalog, then scan it.
+//
+// ```sh
+// psql postgres://iceberg@db.internal:5432/catalog -Atc \
+// "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'lake' AND table_name = 'orders'"
+// # s3://lake/orders/lake.db/orders/metadata/00042-....metadata.json
+// ```
+//
+// ```sql
+// INSTALL iceberg; LOAD iceberg; INSTALL httpfs; LOAD httpfs;
+// CREATE SECRET lake (TYPE s3, PROVIDER credential_chain, REGION 'eu-west-1');
+// SELECT region, count(*) AS orders, max("timestamp") AS latest
+// FROM iceberg_scan('s3://lake/orders/lake.db/orders/metadata/00042-....metadata.json')
+// WHERE "timestamp" >= TIMESTAMP '2026-09-04'
+// GROUP BY region;
+// ```
+//
+// Spark and Trino read the same table through their own catalogs (Spark's `JdbcCatalog` or Trino's `iceberg.catalog.type=jdbc` with the same PostgreSQL database and the catalog name `pico`), as `SELECT * FROM lake.orders`.
 package s3sinkconfig
 
 import (
@@ -97,6 +169,7 @@ import (
 	"github.com/picomq/pico-connectors/sdk/confgen"
 	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -117,51 +190,60 @@ var Schema []byte
 
 // The keys of the plugin_config table, as problems and Redacted name them.
 const (
-	KeyBucket                = "bucket"
-	KeyRegion                = "region"
-	KeyPrefix                = "prefix"
-	KeyEndpoint              = "endpoint"
-	KeyAccessKeyID           = "access_key_id"
-	KeySecretAccessKey       = "secret_access_key"
-	KeyRoleArn               = "role_arn"
-	KeyExternalID            = "external_id"
-	KeyRoleSessionName       = "role_session_name"
-	KeyRoleDuration          = "role_duration"
-	KeyRoleSessionPolicy     = "role_session_policy"
-	KeyStsEndpoint           = "sts_endpoint"
-	KeyCAFile                = "ca_file"
-	KeyPathTemplate          = "path_template"
-	KeyTimezone              = "timezone"
-	KeyDefaultPartitionValue = "default_partition_value"
-	KeyFileRotation          = "file_rotation"
-	KeyMaxFileSize           = "max_file_size"
-	KeyPartSize              = "part_size"
-	KeyMaxMessagesPerFile    = "max_messages_per_file"
-	KeyRotateInterval        = "rotate_interval"
-	KeyFlushInterval         = "flush_interval"
-	KeyOutputFormat          = "output_format"
-	KeyCompression           = "compression"
-	KeyParquetCompression    = "parquet_compression"
-	KeyCompressionLevel      = "compression_level"
-	KeyParquetRowGroupSize   = "parquet_row_group_size"
-	KeyColumns               = "columns"
-	KeyIncludeMetadata       = "include_metadata"
-	KeyIncludeHeaders        = "include_headers"
-	KeyMaxAttempts           = "max_attempts"
-	KeyRetryDelay            = "retry_delay"
-	KeyPathStyle             = "path_style"
-	KeyServerSideEncryption  = "server_side_encryption"
-	KeyKmsKeyID              = "kms_key_id"
-	KeyKmsEncryptionContext  = "kms_encryption_context"
-	KeySseCustomerKey        = "sse_customer_key"
-	KeyStorageClass          = "storage_class"
-	KeyAcl                   = "acl"
-	KeyTags                  = "tags"
-	KeyChecksumAlgorithm     = "checksum_algorithm"
-	KeyDelivery              = "delivery"
-	KeyMaxBufferSize         = "max_buffer_size"
-	KeyMaxInFlight           = "max_in_flight"
-	KeyMaxOpenFiles          = "max_open_files"
+	KeyBucket                   = "bucket"
+	KeyRegion                   = "region"
+	KeyPrefix                   = "prefix"
+	KeyEndpoint                 = "endpoint"
+	KeyAccessKeyID              = "access_key_id"
+	KeySecretAccessKey          = "secret_access_key"
+	KeyRoleArn                  = "role_arn"
+	KeyExternalID               = "external_id"
+	KeyRoleSessionName          = "role_session_name"
+	KeyRoleDuration             = "role_duration"
+	KeyRoleSessionPolicy        = "role_session_policy"
+	KeyStsEndpoint              = "sts_endpoint"
+	KeyCAFile                   = "ca_file"
+	KeyPathTemplate             = "path_template"
+	KeyTimezone                 = "timezone"
+	KeyDefaultPartitionValue    = "default_partition_value"
+	KeyFileRotation             = "file_rotation"
+	KeyMaxFileSize              = "max_file_size"
+	KeyPartSize                 = "part_size"
+	KeyMaxMessagesPerFile       = "max_messages_per_file"
+	KeyRotateInterval           = "rotate_interval"
+	KeyFlushInterval            = "flush_interval"
+	KeyOutputFormat             = "output_format"
+	KeyCompression              = "compression"
+	KeyParquetCompression       = "parquet_compression"
+	KeyCompressionLevel         = "compression_level"
+	KeyParquetRowGroupSize      = "parquet_row_group_size"
+	KeyColumns                  = "columns"
+	KeyIncludeMetadata          = "include_metadata"
+	KeyIncludeHeaders           = "include_headers"
+	KeyMaxAttempts              = "max_attempts"
+	KeyRetryDelay               = "retry_delay"
+	KeyPathStyle                = "path_style"
+	KeyServerSideEncryption     = "server_side_encryption"
+	KeyKmsKeyID                 = "kms_key_id"
+	KeyKmsEncryptionContext     = "kms_encryption_context"
+	KeySseCustomerKey           = "sse_customer_key"
+	KeyStorageClass             = "storage_class"
+	KeyAcl                      = "acl"
+	KeyTags                     = "tags"
+	KeyChecksumAlgorithm        = "checksum_algorithm"
+	KeyDelivery                 = "delivery"
+	KeyMaxBufferSize            = "max_buffer_size"
+	KeyMaxInFlight              = "max_in_flight"
+	KeyMaxOpenFiles             = "max_open_files"
+	KeyTableFormat              = "table_format"
+	KeyIcebergCatalog           = "iceberg_catalog"
+	KeyIcebergCatalogURI        = "iceberg_catalog_uri"
+	KeyIcebergCatalogCredential = "iceberg_catalog_credential"
+	KeyIcebergCatalogToken      = "iceberg_catalog_token"
+	KeyIcebergTable             = "iceberg_table"
+	KeyIcebergWarehouse         = "iceberg_warehouse"
+	KeyCommitInterval           = "commit_interval"
+	KeyIcebergPartitionBy       = "iceberg_partition_by"
 )
 
 // The keys of one element of the columns array, below columns[i] in problems.
@@ -275,6 +357,25 @@ type Delivery string
 const (
 	DeliveryExactlyOnce Delivery = "exactly_once"
 	DeliveryBuffered    Delivery = "buffered"
+)
+
+// TableFormat is the type of the table_format key: none writes loose files. iceberg also appends every uploaded Parquet file to an Apache Iceberg table, one snapshot per commit_interval holding the consumed offsets; needs output_format = parquet and delivery = exactly_once. See Iceberg tables.
+type TableFormat string
+
+// The values of TableFormat.
+const (
+	TableFormatNone    TableFormat = "none"
+	TableFormatIceberg TableFormat = "iceberg"
+)
+
+// IcebergCatalog is the type of the iceberg_catalog key: The Iceberg catalog that holds the table: sql (a PostgreSQL database, iceberg_catalog_uri), rest (an Iceberg REST catalog at iceberg_catalog_uri, with iceberg_catalog_credential or iceberg_catalog_token), or glue (AWS Glue of region, with the sink's AWS credentials). Required with table_format = iceberg.
+type IcebergCatalog string
+
+// The values of IcebergCatalog.
+const (
+	IcebergCatalogSQL  IcebergCatalog = "sql"
+	IcebergCatalogRest IcebergCatalog = "rest"
+	IcebergCatalogGlue IcebergCatalog = "glue"
 )
 
 // ColumnsType is the type of the columns[].type key: The column type, and what it takes from the JSON value at path.
@@ -497,6 +598,37 @@ type Config struct {
 	// Default: 100.
 	MaxOpenFiles int
 
+	// TableFormat is the table_format key: none writes loose files. iceberg also appends every uploaded Parquet file to an Apache Iceberg table, one snapshot per commit_interval holding the consumed offsets; needs output_format = parquet and delivery = exactly_once. See Iceberg tables.
+	//
+	// Default: none.
+	TableFormat TableFormat
+
+	// IcebergCatalog is the iceberg_catalog key: The Iceberg catalog that holds the table: sql (a PostgreSQL database, iceberg_catalog_uri), rest (an Iceberg REST catalog at iceberg_catalog_uri, with iceberg_catalog_credential or iceberg_catalog_token), or glue (AWS Glue of region, with the sink's AWS credentials). Required with table_format = iceberg.
+	IcebergCatalog IcebergCatalog
+
+	// IcebergCatalogURI is the iceberg_catalog_uri key: Where the catalog is: for sql a PostgreSQL URL (postgres://user:password@host:5432/db); for rest the catalog's http(s) URL. Required for sql and rest. A secret, since a URL may hold a password: masked in the API, logs and errors.
+	IcebergCatalogURI confkit.Secret
+
+	// IcebergCatalogCredential is the iceberg_catalog_credential key: rest only: the OAuth2 client credential client_id:client_secret the catalog exchanges for a token. A secret.
+	IcebergCatalogCredential confkit.Secret
+
+	// IcebergCatalogToken is the iceberg_catalog_token key: rest only: a bearer token sent to the catalog. A secret.
+	IcebergCatalogToken confkit.Secret
+
+	// IcebergTable is the iceberg_table key: The table, namespace.table (letters, digits and _; each starting with a letter or _). Created with its namespace when missing. Required with table_format = iceberg.
+	IcebergTable string
+
+	// IcebergWarehouse is the iceberg_warehouse key: Where the table's metadata files go, s3://bucket/path. Default: s3://BUCKET/PREFIX of the sink (the data files are always the sink's own objects, under prefix). Reached with the sink's endpoint and credentials.
+	IcebergWarehouse string
+
+	// CommitInterval is the commit_interval key: table_format = iceberg: how often the files uploaded since the last commit are appended to the table, in one snapshot (and once more at a graceful stop). Consumer offsets are committed only after the snapshot, so a shorter interval commits offsets sooner and makes more, smaller snapshots.
+	//
+	// Default: 1m.
+	CommitInterval time.Duration
+
+	// IcebergPartitionBy is the iceberg_partition_by key: table_format = iceberg: the table's partition spec, one transform per entry: identity(COLUMN) of a column of columns (string, int64, boolean or date) or of the metadata columns topic and partition; day(timestamp) or hour(timestamp) of the record time (the metadata column timestamp, include_metadata = true). path_template must split files the same way: identity of a column needs {field:PATH} of the column's path, day needs {yyyy}, {MM} and {dd}, hour also {HH}, with timezone = UTC. Default: unpartitioned.
+	IcebergPartitionBy []string
+
 	warnings []string
 }
 
@@ -559,6 +691,8 @@ func Default() Config {
 		MaxBufferSize:         256 * confkit.MiB,
 		MaxInFlight:           4,
 		MaxOpenFiles:          100,
+		TableFormat:           TableFormatNone,
+		CommitInterval:        time.Minute,
 	}
 }
 
@@ -583,7 +717,7 @@ func (c Config) Validate() error {
 var spec = confgen.Spec{
 	Checker: confgen.NewChecker(Name, Schema, &confgen.SchemaSpec{
 		Known: map[string][]string{
-			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "part_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+			"":          {"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "part_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "include_metadata", "include_headers", "max_attempts", "max_retries", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files", "table_format", "iceberg_catalog", "iceberg_catalog_uri", "iceberg_catalog_credential", "iceberg_catalog_token", "iceberg_table", "iceberg_warehouse", "commit_interval", "iceberg_partition_by"},
 			"columns[]": {"name", "type", "path", "optional", "precision", "scale"},
 		},
 		Keys: map[string]confgen.KeyInfo{
@@ -619,11 +753,22 @@ var spec = confgen.Spec{
 				Messages: map[string]string{"pattern": "sse_customer_key must be the base64 of a 32-byte key: 44 characters of A-Z a-z 0-9 + / ending in one ="},
 				Secret:   true,
 			},
-			"storage_class":   {Messages: map[string]string{"pattern": "storage_class '{value}' is not a storage class name: use upper case, such as STANDARD_IA or INTELLIGENT_TIERING"}},
-			"tags":            {Messages: map[string]string{"maxProperties": "S3 allows at most 10 tags on an object"}},
-			"max_buffer_size": {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
-			"max_in_flight":   {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
-			"max_open_files":  {Messages: map[string]string{"maximum": "max_open_files ({value}) must be at most 10000", "minimum": "max_open_files ({value}) must be at least 1"}},
+			"storage_class":       {Messages: map[string]string{"pattern": "storage_class '{value}' is not a storage class name: use upper case, such as STANDARD_IA or INTELLIGENT_TIERING"}},
+			"tags":                {Messages: map[string]string{"maxProperties": "S3 allows at most 10 tags on an object"}},
+			"max_buffer_size":     {Messages: map[string]string{"x-minimum": "max_buffer_size ({value}) must be at least 1MiB"}},
+			"max_in_flight":       {Messages: map[string]string{"maximum": "max_in_flight ({value}) must be at most 64", "minimum": "max_in_flight ({value}) must be at least 1"}},
+			"max_open_files":      {Messages: map[string]string{"maximum": "max_open_files ({value}) must be at most 10000", "minimum": "max_open_files ({value}) must be at least 1"}},
+			"table_format":        {Messages: map[string]string{"x-pattern-unless": "table_format 'iceberg' needs output_format = \"parquet\": an Iceberg table holds Parquet data files"}},
+			"iceberg_catalog":     {Messages: map[string]string{"x-required-if": "table_format is 'iceberg' but iceberg_catalog is not set: use sql, rest or glue"}},
+			"iceberg_catalog_uri": {Secret: true},
+			"iceberg_catalog_credential": {
+				Messages: map[string]string{"pattern": "iceberg_catalog_credential must be client_id:client_secret"},
+				Secret:   true,
+			},
+			"iceberg_catalog_token": {Secret: true},
+			"iceberg_table":         {Messages: map[string]string{"pattern": "iceberg_table '{value}' must be namespace.table: two names of letters, digits and _ (each starting with a letter or _) joined by one dot", "x-required-if": "table_format is 'iceberg' but iceberg_table (namespace.table) is not set"}},
+			"iceberg_warehouse":     {Messages: map[string]string{"pattern": "iceberg_warehouse '{value}' must be s3://bucket or s3://bucket/path"}},
+			"commit_interval":       {Messages: map[string]string{"x-maximum": "commit_interval ({value}) must be at most 24h", "x-minimum": "commit_interval ({value}) must be at least 1s"}},
 		},
 	}),
 	KeyAliases: map[string]map[string]string{
@@ -675,13 +820,22 @@ var spec = confgen.Spec{
 		{Kind: confgen.EnvString, Path: []string{"max_buffer_size"}, Suffix: "MAX_BUFFER_SIZE"},
 		{Kind: confgen.EnvInt, Path: []string{"max_in_flight"}, Suffix: "MAX_IN_FLIGHT"},
 		{Kind: confgen.EnvInt, Path: []string{"max_open_files"}, Suffix: "MAX_OPEN_FILES"},
+		{Kind: confgen.EnvString, Path: []string{"table_format"}, Suffix: "TABLE_FORMAT"},
+		{Kind: confgen.EnvString, Path: []string{"iceberg_catalog"}, Suffix: "ICEBERG_CATALOG"},
+		{Kind: confgen.EnvString, Path: []string{"iceberg_catalog_uri"}, Suffix: "ICEBERG_CATALOG_URI", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"iceberg_catalog_credential"}, Suffix: "ICEBERG_CATALOG_CREDENTIAL", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"iceberg_catalog_token"}, Suffix: "ICEBERG_CATALOG_TOKEN", Secret: true},
+		{Kind: confgen.EnvString, Path: []string{"iceberg_table"}, Suffix: "ICEBERG_TABLE"},
+		{Kind: confgen.EnvString, Path: []string{"iceberg_warehouse"}, Suffix: "ICEBERG_WAREHOUSE"},
+		{Kind: confgen.EnvString, Path: []string{"commit_interval"}, Suffix: "COMMIT_INTERVAL"},
+		{Kind: confgen.EnvList, Path: []string{"iceberg_partition_by"}, Suffix: "ICEBERG_PARTITION_BY"},
 	},
 	EnumAliases: map[string]map[string]string{
 		"output_format":          {"jsonl": "json_lines", "jsonlines": "json_lines"},
 		"server_side_encryption": {"aes256": "AES256", "sse-kms": "aws:kms", "sse-s3": "AES256"},
 		"checksum_algorithm":     {"crc32": "CRC32", "crc32c": "CRC32C", "sha1": "SHA1", "sha256": "SHA256"},
 	},
-	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "part_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files"},
+	KeyOrder: []string{"bucket", "region", "prefix", "endpoint", "access_key_id", "secret_access_key", "role_arn", "external_id", "role_session_name", "role_duration", "role_session_policy", "sts_endpoint", "ca_file", "path_template", "timezone", "default_partition_value", "file_rotation", "max_file_size", "part_size", "max_messages_per_file", "rotate_interval", "flush_interval", "output_format", "compression", "parquet_compression", "compression_level", "parquet_row_group_size", "columns", "columns[].name", "columns[].type", "columns[].path", "columns[].optional", "columns[].precision", "columns[].scale", "include_metadata", "include_headers", "max_attempts", "retry_delay", "path_style", "server_side_encryption", "kms_key_id", "kms_encryption_context", "sse_customer_key", "storage_class", "acl", "tags", "checksum_algorithm", "delivery", "max_buffer_size", "max_in_flight", "max_open_files", "table_format", "iceberg_catalog", "iceberg_catalog_uri", "iceberg_catalog_credential", "iceberg_catalog_token", "iceberg_table", "iceberg_warehouse", "commit_interval", "iceberg_partition_by"},
 }
 
 // patternRegion is the x-pattern-unless rule of region.
@@ -695,6 +849,9 @@ var patternOutputFormat = regexp.MustCompile("^(json_lines|json_array|raw)$")
 
 // patternServerSideEncryption is the x-pattern-unless rule of server_side_encryption.
 var patternServerSideEncryption = regexp.MustCompile("^none$")
+
+// patternTableFormat is the x-pattern-unless rule of table_format.
+var patternTableFormat = regexp.MustCompile("^none$")
 
 // Load builds a Config from a parsed [plugin_config] table. It applies key aliases,
 // then the environment variables envPrefix + KEY (nested keys joined by _) read
@@ -796,6 +953,18 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	}
 	confgen.Decode(d, "max_in_flight", confgen.Int, &c.MaxInFlight)
 	confgen.Decode(d, "max_open_files", confgen.Int, &c.MaxOpenFiles)
+	confgen.Decode(d, "table_format", confgen.Enum[TableFormat], &c.TableFormat)
+	confgen.Decode(d, "iceberg_catalog", confgen.Enum[IcebergCatalog], &c.IcebergCatalog)
+	confgen.Decode(d, "iceberg_catalog_uri", confgen.Secret, &c.IcebergCatalogURI)
+	confgen.Decode(d, "iceberg_catalog_credential", confgen.Secret, &c.IcebergCatalogCredential)
+	confgen.Decode(d, "iceberg_catalog_token", confgen.Secret, &c.IcebergCatalogToken)
+	confgen.Decode(d, "iceberg_table", confgen.String, &c.IcebergTable)
+	confgen.Decode(d, "iceberg_warehouse", confgen.String, &c.IcebergWarehouse)
+	if confgen.Decode(d, "commit_interval", confgen.Duration, &c.CommitInterval) {
+		d.Bound("commit_interval", c.CommitInterval < time.Second, "x-minimum", "commit_interval ({value}) must be at least 1s")
+		d.Bound("commit_interval", c.CommitInterval > 24*time.Hour, "x-maximum", "commit_interval ({value}) must be at most 24h")
+	}
+	confgen.Decode(d, "iceberg_partition_by", confgen.Strings, &c.IcebergPartitionBy)
 	if !confgen.Has(m, "endpoint") && confgen.Has(m, "region") && !ps.Has("region") && !patternRegion.MatchString(c.Region) {
 		*ps = append(*ps, confgen.NewProblem("region", m["region"], false, "x-pattern-unless", "Invalid S3 region '{value}'"))
 	}
@@ -813,6 +982,15 @@ func decodeConfig(c *Config, m map[string]any, ps *confkit.Problems) {
 	}
 	if confgen.Has(m, "sse_customer_key") && confgen.Has(m, "server_side_encryption") && !ps.Has("server_side_encryption") && !patternServerSideEncryption.MatchString(string(c.ServerSideEncryption)) {
 		*ps = append(*ps, confgen.NewProblem("server_side_encryption", m["server_side_encryption"], false, "x-pattern-unless", "server_side_encryption '{value}' cannot be combined with sse_customer_key (SSE-C, a key of your own): remove one of them"))
+	}
+	if c.OutputFormat != OutputFormatParquet && confgen.Has(m, "table_format") && !ps.Has("table_format") && !patternTableFormat.MatchString(string(c.TableFormat)) {
+		*ps = append(*ps, confgen.NewProblem("table_format", m["table_format"], false, "x-pattern-unless", "table_format 'iceberg' needs output_format = \"parquet\": an Iceberg table holds Parquet data files"))
+	}
+	if c.TableFormat == TableFormatIceberg && !confgen.Has(m, "iceberg_catalog") && !ps.Has("iceberg_catalog") {
+		*ps = append(*ps, confgen.NewProblem("iceberg_catalog", nil, false, "x-required-if", "table_format is 'iceberg' but iceberg_catalog is not set: use sql, rest or glue"))
+	}
+	if c.TableFormat == TableFormatIceberg && !confgen.Has(m, "iceberg_table") && !ps.Has("iceberg_table") {
+		*ps = append(*ps, confgen.NewProblem("iceberg_table", nil, false, "x-required-if", "table_format is 'iceberg' but iceberg_table (namespace.table) is not set"))
 	}
 }
 
@@ -862,6 +1040,8 @@ func (c Config) table() map[string]any {
 		"max_buffer_size":         c.MaxBufferSize.String(),
 		"max_in_flight":           c.MaxInFlight,
 		"max_open_files":          c.MaxOpenFiles,
+		"table_format":            string(c.TableFormat),
+		"commit_interval":         c.CommitInterval.String(),
 	}
 	confgen.PutIf(m, c.Bucket != "", "bucket", c.Bucket)
 	confgen.PutIf(m, c.Region != "", "region", c.Region)
@@ -889,6 +1069,13 @@ func (c Config) table() map[string]any {
 	confgen.PutIf(m, c.Acl != "", "acl", string(c.Acl))
 	confgen.PutIf(m, c.Tags != nil, "tags", c.Tags)
 	confgen.PutIf(m, c.ChecksumAlgorithm != "", "checksum_algorithm", string(c.ChecksumAlgorithm))
+	confgen.PutIf(m, c.IcebergCatalog != "", "iceberg_catalog", string(c.IcebergCatalog))
+	confgen.PutIf(m, c.IcebergCatalogURI.IsSet(), "iceberg_catalog_uri", c.IcebergCatalogURI.Reveal())
+	confgen.PutIf(m, c.IcebergCatalogCredential.IsSet(), "iceberg_catalog_credential", c.IcebergCatalogCredential.Reveal())
+	confgen.PutIf(m, c.IcebergCatalogToken.IsSet(), "iceberg_catalog_token", c.IcebergCatalogToken.Reveal())
+	confgen.PutIf(m, c.IcebergTable != "", "iceberg_table", c.IcebergTable)
+	confgen.PutIf(m, c.IcebergWarehouse != "", "iceberg_warehouse", c.IcebergWarehouse)
+	confgen.PutIf(m, c.IcebergPartitionBy != nil, "iceberg_partition_by", c.IcebergPartitionBy)
 	return m
 }
 
@@ -947,23 +1134,32 @@ func (c Config) Redacted() map[string]any {
 			}
 			return out
 		}(),
-		"include_metadata":       c.IncludeMetadata,
-		"include_headers":        c.IncludeHeaders,
-		"max_attempts":           c.MaxAttempts,
-		"retry_delay":            c.RetryDelay.String(),
-		"path_style":             c.PathStyle,
-		"server_side_encryption": string(c.ServerSideEncryption),
-		"kms_key_id":             c.KmsKeyID,
-		"kms_encryption_context": maps.Clone(c.KmsEncryptionContext),
-		"sse_customer_key":       c.SseCustomerKey.String(),
-		"storage_class":          c.StorageClass,
-		"acl":                    string(c.Acl),
-		"tags":                   maps.Clone(c.Tags),
-		"checksum_algorithm":     string(c.ChecksumAlgorithm),
-		"delivery":               string(c.Delivery),
-		"max_buffer_size":        c.MaxBufferSize.String(),
-		"max_in_flight":          c.MaxInFlight,
-		"max_open_files":         c.MaxOpenFiles,
+		"include_metadata":           c.IncludeMetadata,
+		"include_headers":            c.IncludeHeaders,
+		"max_attempts":               c.MaxAttempts,
+		"retry_delay":                c.RetryDelay.String(),
+		"path_style":                 c.PathStyle,
+		"server_side_encryption":     string(c.ServerSideEncryption),
+		"kms_key_id":                 c.KmsKeyID,
+		"kms_encryption_context":     maps.Clone(c.KmsEncryptionContext),
+		"sse_customer_key":           c.SseCustomerKey.String(),
+		"storage_class":              c.StorageClass,
+		"acl":                        string(c.Acl),
+		"tags":                       maps.Clone(c.Tags),
+		"checksum_algorithm":         string(c.ChecksumAlgorithm),
+		"delivery":                   string(c.Delivery),
+		"max_buffer_size":            c.MaxBufferSize.String(),
+		"max_in_flight":              c.MaxInFlight,
+		"max_open_files":             c.MaxOpenFiles,
+		"table_format":               string(c.TableFormat),
+		"iceberg_catalog":            string(c.IcebergCatalog),
+		"iceberg_catalog_uri":        c.IcebergCatalogURI.String(),
+		"iceberg_catalog_credential": c.IcebergCatalogCredential.String(),
+		"iceberg_catalog_token":      c.IcebergCatalogToken.String(),
+		"iceberg_table":              c.IcebergTable,
+		"iceberg_warehouse":          c.IcebergWarehouse,
+		"commit_interval":            c.CommitInterval.String(),
+		"iceberg_partition_by":       slices.Clone(c.IcebergPartitionBy),
 	}
 }
 

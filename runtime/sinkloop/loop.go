@@ -56,6 +56,7 @@ type loop struct {
 	lastOK       bool               // lastTP is set and assigned
 	lastSchema   sdk.Schema         // the schema of lastTP's topic
 	nextCommit   time.Time
+	nextHealth   time.Time     // a sdk.Health sink's next reading, every CommitInterval
 	pauseAfter   time.Duration // how long a Consume may run before the loop pauses and polls
 
 	// Pausing, stopping, and what stopped the loop.

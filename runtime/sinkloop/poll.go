@@ -82,6 +82,9 @@ func (l *loop) run(ctx context.Context) {
 		if !time.Now().Before(l.nextCommit) {
 			l.tick()
 		}
+		if !time.Now().Before(l.nextHealth) {
+			l.health()
+		}
 	}
 }
 
@@ -212,29 +215,39 @@ func (l *loop) assignment() []kafka.TopicPartition {
 	return out
 }
 
-// tick runs every CommitInterval: a DeferredSink's Durable offsets are
-// committed, and a sdk.Health sink's condition is applied to the status
-// (a sink whose uploads fail while no record arrives still shows Error).
+// tick runs every CommitInterval without a batch: a DeferredSink's
+// Durable offsets are committed (each batch commits them too, and starts
+// the interval again).
 func (l *loop) tick() {
 	l.nextCommit = time.Now().Add(l.cfg.CommitInterval)
-	if h, ok := l.cfg.Sink.(sdk.Health); ok {
-		err := h.Health()
-		cleared := err == nil && l.tr.Unhealthy()
-		if cleared && l.retry != nil {
-			// The sink can take records again: redeliver now rather
-			// than at the end of the back-off.
-			l.retryAt = time.Now()
-		}
-		l.tr.ReportHealth(err)
-		if cleared && l.retry == nil && !l.ledger.holding() && l.tr.Status() == status.Error {
-			// The Error came from batches refused while the condition
-			// lasted, and none is failing now.
-			l.log.Info("sink healthy again; status back to Running")
-			l.tr.Set(status.Running)
-		}
-	}
 	if l.deferred != nil {
 		l.commitDurable()
 		l.ledger.commits.kick()
+	}
+}
+
+// health runs every CommitInterval, batches or not: a sdk.Health sink's
+// condition is applied to the status (a sink whose uploads fail while no
+// record arrives still shows Error, and so does one whose background work
+// fails while its batches succeed).
+func (l *loop) health() {
+	l.nextHealth = time.Now().Add(l.cfg.CommitInterval)
+	h, ok := l.cfg.Sink.(sdk.Health)
+	if !ok {
+		return
+	}
+	err := h.Health()
+	cleared := err == nil && l.tr.Unhealthy()
+	if cleared && l.retry != nil {
+		// The sink can take records again: redeliver now rather
+		// than at the end of the back-off.
+		l.retryAt = time.Now()
+	}
+	l.tr.ReportHealth(err)
+	if cleared && l.retry == nil && !l.ledger.holding() && l.tr.Status() == status.Error {
+		// The Error came from batches refused while the condition
+		// lasted, and none is failing now.
+		l.log.Info("sink healthy again; status back to Running")
+		l.tr.Set(status.Running)
 	}
 }

@@ -477,16 +477,22 @@ func TestBrokerRestartResumes(t *testing.T) {
 	}
 }
 
-// healthSink is a recSink with a sdk.Health condition set by the test.
-type healthSink struct {
-	recSink
-	mu  sync.Mutex
+// healthFlag is a sdk.Health condition set by the test, for a test sink
+// to embed.
+type healthFlag struct {
+	hmu sync.Mutex
 	err error
 }
 
-func (s *healthSink) Health() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
+func (h *healthFlag) Health() error { h.hmu.Lock(); defer h.hmu.Unlock(); return h.err }
 
-func (s *healthSink) set(err error) { s.mu.Lock(); s.err = err; s.mu.Unlock() }
+func (h *healthFlag) set(err error) { h.hmu.Lock(); h.err = err; h.hmu.Unlock() }
+
+// healthSink is a recSink with a sdk.Health condition set by the test.
+type healthSink struct {
+	recSink
+	healthFlag
+}
 
 // TestSinkHealthSetsErrorWhileIdle: a sink's own Health condition shows as
 // status Error with its message although no record arrives, a good batch

@@ -298,7 +298,10 @@ func checkRange(f DataFile, at int64, next map[TopicPartition]int64) error {
 }
 
 // checkOverlaps refuses two files of one partition whose offsets overlap
-// (or one path given twice): together they would duplicate records.
+// (or one path given twice): together they would duplicate records. Files
+// with the same offsets are a group (a path_template that reads each
+// record writes one file per directory, cut together, whose records
+// interleave), and are accepted.
 func checkOverlaps(files []DataFile) error {
 	byTP := map[TopicPartition][]DataFile{}
 	paths := map[string]bool{}
@@ -312,6 +315,9 @@ func checkOverlaps(files []DataFile) error {
 	for tp, fs := range byTP {
 		sort.Slice(fs, func(i, j int) bool { return fs[i].First < fs[j].First })
 		for i := 1; i < len(fs); i++ {
+			if fs[i].First == fs[i-1].First && fs[i].Last == fs[i-1].Last {
+				continue // one group's files, one per directory, cut together
+			}
 			if fs[i].First <= fs[i-1].Last {
 				return fmt.Errorf("iceberg data files %s (offsets %d to %d) and %s (offsets %d to %d) of %s overlap: together they would duplicate records",
 					fs[i-1].Path, fs[i-1].First, fs[i-1].Last, fs[i].Path, fs[i].First, fs[i].Last, tp)
