@@ -35,7 +35,6 @@ func TestBlackboxStream(t *testing.T) {
 	}
 	srv := s3test.Start(t)
 	bin := runtimebin.Build(t)
-	t.Cleanup(runtimebin.Remove)
 	env := &bbEnv{bin: bin, srv: srv, broker: startBroker(t)}
 	t.Run("Memory", env.testStreamMemory)
 	t.Run("SIGKILL", env.testStreamKills)

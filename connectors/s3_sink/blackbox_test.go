@@ -82,7 +82,6 @@ func TestBlackbox(t *testing.T) {
 	kcat := needKcat(t)
 	srv := s3test.Start(t)
 	bin := runtimebin.Build(t)
-	t.Cleanup(runtimebin.Remove)
 	env := &bbEnv{bin: bin, kcat: kcat, srv: srv, broker: startBroker(t)}
 	t.Run("SIGKILL", env.testKills)
 	t.Run("Outage", env.testOutage)

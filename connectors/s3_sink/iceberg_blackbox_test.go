@@ -35,7 +35,6 @@ func TestIcebergBlackbox(t *testing.T) {
 	pg := pgtest.Start(t)
 	srv := s3test.Start(t)
 	bin := runtimebin.Build(t)
-	t.Cleanup(runtimebin.Remove)
 	env := &iceEnv{bbEnv: bbEnv{bin: bin, kcat: kcat, srv: srv, broker: startBroker(t)}, pg: pg, dsn: pg.CreateDatabase(t, "iceberg")}
 	t.Run("SIGKILL", env.testKills)
 	t.Run("CatalogDown", env.testCatalogDown)
