@@ -34,13 +34,8 @@ type pqRow struct {
 // inPayload in pqRow.offs: the column's bytes are raw's, inside the payload.
 const inPayload = -2
 
-// row converts rec into r.row. It returns the row's serialized size (an
-// upper bound, rowBytes), or the reason the record does not fit the
-// columns.
-func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
-	if l.avro != nil {
-		return l.avroRow(r, rec)
-	}
+// jsonRow converts rec's JSON payload into r.row (row).
+func (l *pqLayout) jsonRow(r *pqRow, rec *sdk.Record) (int, error) {
 	n := len(l.cols)
 	if cap(r.raw) < n {
 		r.raw = make([][]byte, n)
