@@ -48,7 +48,7 @@ type avroNode struct {
 	// col is a leaf's column; first and end are the leaf columns under
 	// the node (for a null, which sets every one of them).
 	col, first, end int
-	size            int      // fixed: its length
+	size            int      // float, double, fixed: the bytes of a value
 	symbols         [][]byte // enum
 	fields          []*avroNode
 	// keep (a record's fields): the index of each field in fields, in the
@@ -229,9 +229,9 @@ func (b *avroBuilder) node(s avro.Schema, path string, def, rep int) (*avroNode,
 				pq = parquet.TimestampAdjusted(parquet.Microsecond, false)
 			}
 		case avro.Float:
-			n.kind, pq = avFloat, parquet.Leaf(parquet.FloatType)
+			n.kind, n.size, pq = avFloat, 4, parquet.Leaf(parquet.FloatType)
 		case avro.Double:
-			n.kind, pq = avDouble, parquet.Leaf(parquet.DoubleType)
+			n.kind, n.size, pq = avDouble, 8, parquet.Leaf(parquet.DoubleType)
 		case avro.Bytes:
 			n.kind, pq = avBytes, parquet.Leaf(parquet.ByteArrayType)
 			if dec != nil {

@@ -121,18 +121,20 @@ func (w *avroWalk) value(n *avroNode, i, rep, def int) (int, error) {
 		}
 		i = j
 		v = parquet.Int64Value(x)
-	case avFloat:
-		if len(b)-i < 4 {
+	case avFloat, avDouble, avFixed:
+		if len(b)-i < n.size {
 			return i, fmt.Errorf("field %s: %w", n.path, errAvroShort)
 		}
-		v = parquet.FloatValue(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
-		i += 4
-	case avDouble:
-		if len(b)-i < 8 {
-			return i, fmt.Errorf("field %s: %w", n.path, errAvroShort)
+		x := b[i : i+n.size : i+n.size]
+		i += n.size
+		switch n.kind {
+		case avFloat:
+			v = parquet.FloatValue(math.Float32frombits(binary.LittleEndian.Uint32(x)))
+		case avDouble:
+			v = parquet.DoubleValue(math.Float64frombits(binary.LittleEndian.Uint64(x)))
+		default:
+			v = parquet.FixedLenByteArrayValue(x)
 		}
-		v = parquet.DoubleValue(math.Float64frombits(binary.LittleEndian.Uint64(b[i:])))
-		i += 8
 	case avBytes, avString:
 		s, j, err := avroBytes(b, i)
 		if err != nil {
@@ -140,12 +142,6 @@ func (w *avroWalk) value(n *avroNode, i, rep, def int) (int, error) {
 		}
 		i = j
 		v = parquet.ByteArrayValue(s)
-	case avFixed:
-		if len(b)-i < n.size {
-			return i, fmt.Errorf("field %s: %w", n.path, errAvroShort)
-		}
-		v = parquet.FixedLenByteArrayValue(b[i : i+n.size : i+n.size])
-		i += n.size
 	}
 	if n.col < 0 {
 		return i, nil // a field columns leave out
