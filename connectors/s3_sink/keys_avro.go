@@ -8,9 +8,9 @@ import (
 )
 
 // path_template's {field:PATH} on an Avro topic: the value at PATH is read
-// from the record's Avro binary with the topic's schema, by the walker of
-// parquet_avro_row (every leaf numbered as for a Parquet row); each
-// {field:...} part then reads its leaf's column.
+// from the record's Avro binary with the topic's schema, by avroWalk
+// (every leaf numbered as for a Parquet row); each {field:...} part then
+// reads its leaf's column.
 
 // avroKey is how the {field:...} parts of path_template are read from one
 // Avro schema's records.
