@@ -13,23 +13,23 @@ import (
 // encoders are fixed (compression_level, one goroutine, no timestamps), so
 // the same records give the same bytes on every replay.
 
-// encoder is a pooled compressor: a *gzip.Writer or a *zstd.Encoder.
-type encoder interface {
+// compressor is a pooled encoder: a *gzip.Writer or a *zstd.Encoder.
+type compressor interface {
 	io.WriteCloser
 	Reset(w io.Writer)
 }
 
-// encoders keeps encoders by compression and compression_level (none has
-// no pool).
-var encoders [compressZstd + 1][levelBest + 1]sync.Pool
+// compressors keeps encoders by compression and compression_level (none
+// has no pool).
+var compressors [compressZstd + 1][levelBest + 1]sync.Pool
 
 func init() {
 	for l := levelFastest; l <= levelBest; l++ {
-		encoders[compressGzip][l].New = func() any {
+		compressors[compressGzip][l].New = func() any {
 			w, _ := gzip.NewWriterLevel(io.Discard, l.gzip())
 			return w
 		}
-		encoders[compressZstd][l].New = func() any {
+		compressors[compressZstd][l].New = func() any {
 			w, _ := zstd.NewWriter(io.Discard, zstd.WithEncoderConcurrency(1),
 				zstd.WithEncoderLevel(l.zstd()), zstd.WithWindowSize(4<<20))
 			return w
@@ -72,8 +72,8 @@ func (s *Sink) compress(f *file) {
 		return
 	}
 	w := &chunkWriter{s: s}
-	pool := &encoders[s.opts.Compression][s.opts.Level]
-	enc := pool.Get().(encoder)
+	pool := &compressors[s.opts.Compression][s.opts.Level]
+	enc := pool.Get().(compressor)
 	defer func() { enc.Reset(io.Discard); pool.Put(enc) }()
 	enc.Reset(w)
 	for _, c := range f.chunks {
