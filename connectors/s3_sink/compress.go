@@ -13,19 +13,23 @@ import (
 // encoders are fixed (compression_level, one goroutine, no timestamps), so
 // the same records give the same bytes on every replay.
 
-// gzipWriters and zstdWriters keep encoders per compression_level.
-var (
-	gzipWriters [levelBest + 1]sync.Pool
-	zstdWriters [levelBest + 1]sync.Pool
-)
+// compressor is a pooled encoder: a *gzip.Writer or a *zstd.Encoder.
+type compressor interface {
+	io.WriteCloser
+	Reset(w io.Writer)
+}
+
+// compressors keeps encoders by compression and compression_level (none
+// has no pool).
+var compressors [compressZstd + 1][levelBest + 1]sync.Pool
 
 func init() {
 	for l := levelFastest; l <= levelBest; l++ {
-		gzipWriters[l].New = func() any {
+		compressors[compressGzip][l].New = func() any {
 			w, _ := gzip.NewWriterLevel(io.Discard, l.gzip())
 			return w
 		}
-		zstdWriters[l].New = func() any {
+		compressors[compressZstd][l].New = func() any {
 			w, _ := zstd.NewWriter(io.Discard, zstd.WithEncoderConcurrency(1),
 				zstd.WithEncoderLevel(l.zstd()), zstd.WithWindowSize(4<<20))
 			return w
@@ -64,24 +68,14 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 
 // compress replaces f's chunks by their compressed bytes.
 func (s *Sink) compress(f *file) {
-	w := &chunkWriter{s: s}
-	var enc io.WriteCloser
-	switch s.opts.Compression {
-	case compressGzip:
-		pool := &gzipWriters[s.opts.Level]
-		g := pool.Get().(*gzip.Writer)
-		defer func() { g.Reset(io.Discard); pool.Put(g) }()
-		g.Reset(w)
-		enc = g
-	case compressZstd:
-		pool := &zstdWriters[s.opts.Level]
-		z := pool.Get().(*zstd.Encoder)
-		defer func() { z.Reset(io.Discard); pool.Put(z) }()
-		z.Reset(w)
-		enc = z
-	default:
+	if s.opts.Compression == compressNone {
 		return
 	}
+	w := &chunkWriter{s: s}
+	pool := &compressors[s.opts.Compression][s.opts.Level]
+	enc := pool.Get().(compressor)
+	defer func() { enc.Reset(io.Discard); pool.Put(enc) }()
+	enc.Reset(w)
 	for _, c := range f.chunks {
 		_, _ = enc.Write(c) // chunkWriter never fails
 	}

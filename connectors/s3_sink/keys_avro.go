@@ -2,19 +2,15 @@ package s3sink
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
-	"github.com/parquet-go/parquet-go"
 	pqformat "github.com/parquet-go/parquet-go/format"
-
-	"github.com/picomq/pico-connectors/sdk"
 )
 
 // path_template's {field:PATH} on an Avro topic: the value at PATH is read
-// from the record's Avro binary with the topic's schema, by the walker of
-// parquet_avro_row (every leaf numbered as for a Parquet row); each
-// {field:...} part then reads its leaf's column.
+// from the record's Avro binary with the topic's schema, by avroWalk
+// (every leaf numbered as for a Parquet row); each {field:...} part then
+// reads its leaf's column.
 
 // avroKey is how the {field:...} parts of path_template are read from one
 // Avro schema's records.
@@ -114,68 +110,6 @@ func avroKindName(k avroKind) string {
 		return " map"
 	}
 	return " value with no fields"
-}
-
-// avroFields reads the {field:...} parts of Avro records (payloadFields),
-// each with its topic's avroKey; key is the last record's, ok whether it
-// decoded.
-type avroFields struct {
-	topics *avroTopics
-	walk   avroWalk
-	key    *avroKey
-	ok     bool
-}
-
-// read walks rec's Avro binary with its topic's schema, when rec is Avro
-// and SetTopics gave one, up to the last field a path reads (what follows
-// is not checked).
-func (f *avroFields) read(rec *sdk.Record) bool {
-	f.key = f.topics.key(rec)
-	if f.key == nil {
-		return false
-	}
-	f.walk.reset(f.key.width, rec.Payload)
-	_, err := f.walk.record(f.key.root, 0, 0, 0)
-	f.ok = err == nil
-	return true
-}
-
-// appendField appends the text of part i's value: a string's or bytes'
-// value, an enum's symbol, a number's or a boolean's text; nothing when
-// it is null, a record, array or map, or the payload did not decode.
-func (f *avroFields) appendField(dst []byte, i int) []byte {
-	c := f.key.cols[i]
-	if !f.ok || c < 0 || len(f.walk.cols[c]) == 0 {
-		return dst
-	}
-	v := f.walk.cols[c][0]
-	switch v.Kind() {
-	case parquet.ByteArray, parquet.FixedLenByteArray:
-		return append(dst, v.ByteArray()...)
-	case parquet.Boolean:
-		return strconv.AppendBool(dst, v.Boolean())
-	case parquet.Int32:
-		return strconv.AppendInt(dst, int64(v.Int32()), 10)
-	case parquet.Int64:
-		return strconv.AppendInt(dst, v.Int64(), 10)
-	case parquet.Float:
-		return strconv.AppendFloat(dst, float64(v.Float()), 'g', -1, 32)
-	case parquet.Double:
-		return strconv.AppendFloat(dst, v.Double(), 'g', -1, 64)
-	}
-	return dst // a null
-}
-
-// key returns the reader of rec's fields when rec is Avro and its topic's
-// block is Avro; nil otherwise.
-func (at *avroTopics) key(rec *sdk.Record) *avroKey {
-	if rec.Schema != sdk.SchemaAvro {
-		return nil
-	}
-	if b := at.block(rec.Topic); b != nil {
-		return b.key
-	}
-	return nil
 }
 
 // firstField returns path_template's first {field:...} placeholder.

@@ -104,9 +104,7 @@ func (o *objectSettings) describe() string {
 
 // putObject sets the settings on a PutObject request.
 func (o *objectSettings) putObject(in *s3.PutObjectInput) {
-	if o.SSE != "" {
-		in.ServerSideEncryption = types.ServerSideEncryption(o.SSE)
-	}
+	setIf(&in.ServerSideEncryption, o.SSE)
 	if o.KMSKeyID != "" {
 		in.SSEKMSKeyId = aws.String(o.KMSKeyID)
 	}
@@ -116,17 +114,19 @@ func (o *objectSettings) putObject(in *s3.PutObjectInput) {
 	if o.SSECKey != "" {
 		in.SSECustomerAlgorithm, in.SSECustomerKey, in.SSECustomerKeyMD5 = o.sseCustomer()
 	}
-	if o.StorageClass != "" {
-		in.StorageClass = types.StorageClass(o.StorageClass)
-	}
-	if o.ACL != "" {
-		in.ACL = types.ObjectCannedACL(o.ACL)
-	}
+	setIf(&in.StorageClass, o.StorageClass)
+	setIf(&in.ACL, o.ACL)
 	if len(o.Tags) > 0 {
 		in.Tagging = aws.String(o.tagging())
 	}
-	if o.Checksum != "" {
-		in.ChecksumAlgorithm = types.ChecksumAlgorithm(o.Checksum)
+	setIf(&in.ChecksumAlgorithm, o.Checksum)
+}
+
+// setIf sets the request header *dst to v when v is set; unset, it is left
+// as it was.
+func setIf[T ~string](dst *T, v string) {
+	if v != "" {
+		*dst = T(v)
 	}
 }
 

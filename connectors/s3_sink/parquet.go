@@ -3,7 +3,6 @@ package s3sink
 import (
 	"fmt"
 	"math/big"
-	"reflect"
 	"strings"
 	"sync"
 
@@ -274,15 +273,6 @@ func (c *pqColumn) field() parquet.Field {
 	return &pqField{Node: node, name: c.name}
 }
 
-// recordSchema is the schema of a file whose record has fields, in order.
-func recordSchema(fields []parquet.Field) *parquet.Schema {
-	group := parquet.Group{}
-	for _, f := range fields {
-		group[f.Name()] = f
-	}
-	return parquet.NewSchema("record", &orderedGroup{Group: group, fields: fields})
-}
-
 // decimalBytes is the shortest two's complement that holds precision digits.
 func decimalBytes(precision int) int {
 	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(precision)), nil)
@@ -336,21 +326,3 @@ func (c *pqColumn) typeName() string {
 	}
 	return "int32"
 }
-
-// orderedGroup is a parquet group whose columns keep the configured order
-// (parquet.Group sorts them by name).
-type orderedGroup struct {
-	parquet.Group
-	fields []parquet.Field
-}
-
-func (g *orderedGroup) Fields() []parquet.Field { return g.fields }
-func (g *orderedGroup) String() string          { return "record" }
-
-type pqField struct {
-	parquet.Node
-	name string
-}
-
-func (f *pqField) Name() string                      { return f.name }
-func (f *pqField) Value(reflect.Value) reflect.Value { return reflect.Value{} }

@@ -34,13 +34,8 @@ type pqRow struct {
 // inPayload in pqRow.offs: the column's bytes are raw's, inside the payload.
 const inPayload = -2
 
-// row converts rec into r.row. It returns the row's serialized size (an
-// upper bound, rowBytes), or the reason the record does not fit the
-// columns.
-func (l *pqLayout) row(r *pqRow, rec *sdk.Record) (int, error) {
-	if l.avro != nil {
-		return l.avroRow(r, rec)
-	}
+// jsonRow converts rec's JSON payload into r.row (row).
+func (l *pqLayout) jsonRow(r *pqRow, rec *sdk.Record) (int, error) {
 	n := len(l.cols)
 	if cap(r.raw) < n {
 		r.raw = make([][]byte, n)
@@ -342,44 +337,56 @@ func jsonFloat(raw []byte) (float64, error) {
 	return f, nil
 }
 
-// timestamp reads an RFC 3339 string or an integer of the column's unit.
-func (r *pqRow) timestamp(raw []byte, micros bool) (int64, error) {
+// timeForm is how a timestamp or date column's value is written: an
+// integer within bits, or a string of layout (form and what name it in
+// messages, example is one).
+type timeForm struct {
+	bits                int
+	layout              string
+	form, what, example string
+}
+
+var (
+	timestampForm = timeForm{64, time.RFC3339Nano, "an RFC 3339", "an RFC 3339 time", "2026-09-03T21:15:04.118Z"}
+	dateForm      = timeForm{32, time.DateOnly, "a YYYY-MM-DD", "a date", "2026-09-03"}
+)
+
+// timeOf reads raw in form f: the integer n, or the time t (isTime).
+func (r *pqRow) timeOf(raw []byte, f timeForm) (n int64, t time.Time, isTime bool, err error) {
 	if isNumberStart(raw) {
-		n, err := strconv.ParseInt(string(raw), 10, 64)
+		n, err := strconv.ParseInt(string(raw), 10, f.bits)
 		if err != nil {
-			return 0, fmt.Errorf("not an integer within int64")
+			return 0, t, false, fmt.Errorf("not an integer within int%d", f.bits)
 		}
-		return n, nil
+		return n, t, false, nil
 	}
 	s, err := r.text(raw)
 	if err != nil {
-		return 0, fmt.Errorf("neither an RFC 3339 string nor an integer")
+		return 0, t, false, fmt.Errorf("neither %s string nor an integer", f.form)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("not an RFC 3339 time such as 2026-09-03T21:15:04.118Z")
+	if t, err = time.Parse(f.layout, s); err != nil {
+		return 0, t, false, fmt.Errorf("not %s such as %s", f.what, f.example)
 	}
-	if micros {
+	return 0, t, true, nil
+}
+
+// timestamp reads an RFC 3339 string or an integer of the column's unit.
+func (r *pqRow) timestamp(raw []byte, micros bool) (int64, error) {
+	n, t, isTime, err := r.timeOf(raw, timestampForm)
+	switch {
+	case err != nil || !isTime:
+		return n, err
+	case micros:
 		return t.UnixMicro(), nil
 	}
 	return t.UnixMilli(), nil
 }
 
+// date reads a YYYY-MM-DD string or an integer of days since 1970-01-01.
 func (r *pqRow) date(raw []byte) (int64, error) {
-	if isNumberStart(raw) {
-		n, err := strconv.ParseInt(string(raw), 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("not an integer within int32")
-		}
-		return n, nil
-	}
-	s, err := r.text(raw)
-	if err != nil {
-		return 0, fmt.Errorf("neither a YYYY-MM-DD string nor an integer")
-	}
-	t, err := time.Parse(time.DateOnly, s)
-	if err != nil {
-		return 0, fmt.Errorf("not a date such as 2026-09-03")
+	n, t, isTime, err := r.timeOf(raw, dateForm)
+	if err != nil || !isTime {
+		return n, err
 	}
 	days := t.Unix() / 86400
 	if days < math.MinInt32 || days > math.MaxInt32 {
@@ -629,26 +636,26 @@ func readRow(b []byte, i int, row parquet.Row) (parquet.Row, int, error) {
 			v = parquet.NullValue()
 		case pqKindFalse, pqKindTrue:
 			v = parquet.BooleanValue(kind == pqKindTrue)
-		case pqKindInt32, pqKindFloat:
-			if i+4 > len(b) {
+		case pqKindInt32, pqKindFloat, pqKindInt64, pqKindDouble:
+			size := 4
+			if kind == pqKindInt64 || kind == pqKindDouble {
+				size = 8
+			}
+			if i+size > len(b) {
 				return row, i, errDamagedRow
 			}
-			u := binary.LittleEndian.Uint32(b[i:])
-			v = parquet.Int32Value(int32(u))
-			if kind == pqKindFloat {
-				v = parquet.FloatValue(math.Float32frombits(u))
+			x := b[i : i+size]
+			i += size
+			switch kind {
+			case pqKindInt32:
+				v = parquet.Int32Value(int32(binary.LittleEndian.Uint32(x)))
+			case pqKindFloat:
+				v = parquet.FloatValue(math.Float32frombits(binary.LittleEndian.Uint32(x)))
+			case pqKindInt64:
+				v = parquet.Int64Value(int64(binary.LittleEndian.Uint64(x)))
+			default:
+				v = parquet.DoubleValue(math.Float64frombits(binary.LittleEndian.Uint64(x)))
 			}
-			i += 4
-		case pqKindInt64, pqKindDouble:
-			if i+8 > len(b) {
-				return row, i, errDamagedRow
-			}
-			u := binary.LittleEndian.Uint64(b[i:])
-			v = parquet.Int64Value(int64(u))
-			if kind == pqKindDouble {
-				v = parquet.DoubleValue(math.Float64frombits(u))
-			}
-			i += 8
 		case pqKindBytes, pqKindFixed:
 			l, k := binary.Uvarint(b[i:])
 			if k <= 0 || uint64(len(b)-i-k) < l {

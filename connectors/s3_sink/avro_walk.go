@@ -7,14 +7,11 @@ import (
 	"math"
 
 	"github.com/parquet-go/parquet-go"
-
-	"github.com/picomq/pico-connectors/sdk"
 )
 
-// An Avro record's Parquet row, walked from the Avro binary: each leaf's
-// value goes to its column with its repetition and definition levels
-// (Dremel's), strings, bytes and decimals pointing into the payload; the
-// columns are then laid end to end, as a parquet.Row orders them.
+// The walk of an Avro record's binary: each leaf's value goes to its
+// column with its repetition and definition levels (Dremel's), strings,
+// bytes and decimals pointing into the payload.
 
 // maxAvroValues bounds the values of one row: an array of nulls (or of
 // empty records) takes no bytes per item, so its count alone could ask
@@ -28,59 +25,6 @@ type avroWalk struct {
 	payload []byte
 	cols    [][]parquet.Value // per column, its values in order
 	n       int               // values so far
-}
-
-// avroRow converts rec's Avro binary payload into r.row.
-func (l *pqLayout) avroRow(r *pqRow, rec *sdk.Record) (int, error) {
-	if rec.Schema != sdk.SchemaAvro {
-		return 0, fmt.Errorf("the payload is not Avro (the runtime handed it over as %s): parquet columns of an Avro topic are read from its Avro binary", rec.Schema)
-	}
-	w := &r.avro
-	w.reset(l.width, rec.Payload)
-	// The metadata columns' bytes first, in r.buf, which then no longer
-	// moves: the payload's values point into the payload.
-	r.buf = r.buf[:0]
-	var ints [8]int64
-	var starts [8]int
-	for i := range l.cols {
-		ints[i], starts[i] = r.appendMeta(l.cols[i].meta, rec)
-	}
-	for i := range l.cols {
-		c := &l.cols[i]
-		var v parquet.Value
-		switch {
-		case starts[i] >= 0:
-			end := len(r.buf)
-			for j := i + 1; j < len(l.cols); j++ {
-				if starts[j] >= 0 {
-					end = starts[j]
-					break
-				}
-			}
-			v = parquet.ByteArrayValue(r.buf[starts[i]:end:end])
-		case c.meta == metaKey || c.meta == metaHeaders:
-			w.cols[i] = append(w.cols[i], parquet.NullValue().Level(0, 0, i))
-			continue
-		case c.meta == metaPartition:
-			v = parquet.Int32Value(int32(ints[i]))
-		default:
-			v = parquet.Int64Value(ints[i])
-		}
-		def := 0
-		if c.optional {
-			def = 1
-		}
-		w.cols[i] = append(w.cols[i], v.Level(0, def, i))
-	}
-	if err := w.walk(l.avro); err != nil {
-		return 0, err
-	}
-	r.row = r.row[:0]
-	for _, vs := range w.cols {
-		r.row = append(r.row, vs...)
-	}
-	r.size = rowBytes(r.row)
-	return r.size, nil
 }
 
 // reset empties the walk's width columns for a walk of payload.
@@ -177,18 +121,20 @@ func (w *avroWalk) value(n *avroNode, i, rep, def int) (int, error) {
 		}
 		i = j
 		v = parquet.Int64Value(x)
-	case avFloat:
-		if len(b)-i < 4 {
+	case avFloat, avDouble, avFixed:
+		if len(b)-i < n.size {
 			return i, fmt.Errorf("field %s: %w", n.path, errAvroShort)
 		}
-		v = parquet.FloatValue(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
-		i += 4
-	case avDouble:
-		if len(b)-i < 8 {
-			return i, fmt.Errorf("field %s: %w", n.path, errAvroShort)
+		x := b[i : i+n.size : i+n.size]
+		i += n.size
+		switch n.kind {
+		case avFloat:
+			v = parquet.FloatValue(math.Float32frombits(binary.LittleEndian.Uint32(x)))
+		case avDouble:
+			v = parquet.DoubleValue(math.Float64frombits(binary.LittleEndian.Uint64(x)))
+		default:
+			v = parquet.FixedLenByteArrayValue(x)
 		}
-		v = parquet.DoubleValue(math.Float64frombits(binary.LittleEndian.Uint64(b[i:])))
-		i += 8
 	case avBytes, avString:
 		s, j, err := avroBytes(b, i)
 		if err != nil {
@@ -196,12 +142,6 @@ func (w *avroWalk) value(n *avroNode, i, rep, def int) (int, error) {
 		}
 		i = j
 		v = parquet.ByteArrayValue(s)
-	case avFixed:
-		if len(b)-i < n.size {
-			return i, fmt.Errorf("field %s: %w", n.path, errAvroShort)
-		}
-		v = parquet.FixedLenByteArrayValue(b[i : i+n.size : i+n.size])
-		i += n.size
 	}
 	if n.col < 0 {
 		return i, nil // a field columns leave out
