@@ -67,7 +67,7 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 }
 
 // compress replaces f's chunks by their compressed bytes.
-func (s *Sink) compress(f *file) {
+func (s *Sink) compress(f *closedFile) {
 	if s.opts.Compression == compressNone {
 		return
 	}

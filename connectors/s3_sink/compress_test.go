@@ -32,7 +32,7 @@ func TestCompressionLevels(t *testing.T) {
 		o := defaultOptions()
 		o.Compression, o.Level = comp, l
 		s := newSink(o, sinkEnv("t", sdk.DiscardMetrics))
-		fl := &file{chunks: append([][]byte(nil), chunks...)}
+		fl := &closedFile{chunks: append([][]byte(nil), chunks...)}
 		for i, c := range fl.chunks {
 			fl.chunks[i] = append([]byte(nil), c...)
 		}

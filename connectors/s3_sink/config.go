@@ -6,11 +6,11 @@ import (
 	"github.com/picomq/pico-connectors/sdk"
 )
 
-func init() { s3sinkconfig.RegisterSink(New, check) }
+func init() { s3sinkconfig.RegisterSink(New, checkConfig) }
 
-// check runs the rules the schema cannot state (options.validate) when the
+// checkConfig runs the rules the schema cannot state (options.validate) when the
 // config loads, so that validate reports them, not only Open.
-func check(c s3sinkconfig.Config) error {
+func checkConfig(c s3sinkconfig.Config) error {
 	o := fromConfig(c)
 	if err := o.checkLayout(); err != nil {
 		return err

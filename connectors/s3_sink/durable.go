@@ -23,7 +23,7 @@ func (s *Sink) Durable() map[sdk.TopicPartition]int64 {
 		if !p.started || (p.released && len(p.pending) > 0) {
 			continue
 		}
-		off := s.durable(p)
+		off := p.durable(s.opts.Buffered)
 		if s.ice != nil {
 			off = p.ice.durable // what the table holds
 		}
@@ -36,18 +36,6 @@ func (s *Sink) Durable() map[sdk.TopicPartition]int64 {
 		}
 	}
 	return out
-}
-
-func (s *Sink) durable(p *partition) int64 {
-	switch {
-	case s.opts.Buffered:
-		return p.next
-	case len(p.pending) > 0:
-		return p.pending[0].info.FirstOffset
-	case p.group.count > 0:
-		return p.group.first
-	}
-	return p.next
 }
 
 // Release gives up partitions. In exactly_once their open and queued files
@@ -64,7 +52,7 @@ func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) err
 	if err := s.iceSettle(ctx); err != nil {
 		return err
 	}
-	var mine []*partition
+	var mine []*partitionState
 	for _, tp := range partitions {
 		p := s.parts[bufferKey{tp.Topic, tp.Partition}]
 		if p == nil || p.released {
@@ -75,17 +63,17 @@ func (s *Sink) Release(ctx context.Context, partitions []sdk.TopicPartition) err
 			s.closeFile(p)
 			continue
 		}
-		p.next = s.durable(p)
+		p.next = p.durable(s.opts.Buffered)
 		s.dropGroup(p)
 		for _, f := range p.pending {
 			switch f.state {
-			case uploading:
+			case fileUploading:
 				f.cancel() // no further attempt after this one
-			case queued, failed:
+			case fileQueued, fileFailed:
 				if f.rounds > 0 {
 					s.failing--
 				}
-				f.state = done
+				f.state = fileDone
 				f.cancel()
 				s.free(f.chunks)
 				f.chunks = nil

@@ -669,7 +669,7 @@ func TestRotationBeforeThePutObjectLimit(t *testing.T) {
 		o := defaultOptions()
 		o.MaxFileSize, o.Compression = maxPutObjectSize, comp
 		s := newSink(o, sinkEnv("test", sdk.DiscardMetrics))
-		p := &partition{bufferKey: bufferKey{"t", 0}}
+		p := &partitionState{bufferKey: bufferKey{"t", 0}}
 		p.open.count = 1
 		r := rec(sdk.SchemaRaw, strings.Repeat("a", 1000))
 		p.open.size = s.maxObjectBytes() - 1000

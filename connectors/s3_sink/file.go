@@ -30,7 +30,7 @@ func (s *Sink) maxObjectBytes() int64 {
 // reaches the group's first record's time plus rotate_interval, it is past
 // where the group's files found in the bucket end, or it would take its
 // file past what one PutObject takes.
-func (s *Sink) rotateBefore(p *partition, rec *sdk.Record, rowSize int) bool {
+func (s *Sink) rotateBefore(p *partitionState, rec *sdk.Record, rowSize int) bool {
 	if s.opts.RotateInterval > 0 && !rec.Timestamp.Before(p.group.firstTime.Add(s.opts.RotateInterval)) {
 		return true
 	}
@@ -68,7 +68,7 @@ func recordError(rec *sdk.Record, err error) error {
 // startFile starts p's open file at rec, and p's group with it when the
 // group has no record yet. A file of a group under way already has its
 // directory (place).
-func (s *Sink) startFile(p *partition, rec *sdk.Record) error {
+func (s *Sink) startFile(p *partitionState, rec *sdk.Record) error {
 	fb := &p.open
 	if p.group.count == 0 {
 		dir, err := s.dirOf(rec)
@@ -86,8 +86,8 @@ func (s *Sink) startFile(p *partition, rec *sdk.Record) error {
 	return nil
 }
 
-// appended counts rec, just appended to p's open file.
-func appended(p *partition, rec *sdk.Record) {
+// countAppended counts rec, just appended to p's open file.
+func countAppended(p *partitionState, rec *sdk.Record) {
 	p.open.count++
 	p.open.last = rec.Offset
 	p.group.count++
@@ -98,7 +98,7 @@ func appended(p *partition, rec *sdk.Record) {
 // append formats rec into p's open file (parquet: its row, s.row),
 // starting a new chunk when the record might not fit; a new chunk waits
 // for room under max_buffer_size.
-func (s *Sink) append(p *partition, rec *sdk.Record) error {
+func (s *Sink) append(p *partitionState, rec *sdk.Record) error {
 	need := s.fmt.estimate(rec, len(p.topic)) + 1 // + the closing ']'
 	if s.pq != nil {
 		need = s.row.size + binary.MaxVarintLen64 // + a row group's mark
@@ -130,8 +130,8 @@ func (s *Sink) append(p *partition, rec *sdk.Record) error {
 		*c = s.fmt.appendRecord(*c, rec, fb.count == 0, p.tail)
 	}
 	fb.size += int64(len(*c) - before)
-	appended(p, rec)
-	if !s.full(p) { // a full file is cut now: its upload sends its parts
+	countAppended(p, rec)
+	if !p.open.full(&s.opts) { // a full file is cut now: its upload sends its parts
 		s.streamOpen(p)
 	}
 	return nil
@@ -155,7 +155,7 @@ func chunkClass(fb *fileBuffer) int {
 // one early (safe: its successors wait for it, and a replay finds it in
 // the bucket). It fails while uploads fail (exactly_once), or when p is
 // released meanwhile.
-func (s *Sink) room(p *partition, n int) error {
+func (s *Sink) room(p *partitionState, n int) error {
 	for {
 		over := s.held > 0 && s.held+int64(n) > s.opts.MaxBufferSize-s.encodeRoom()
 		if !over && !s.streamAhead(p) {
@@ -196,8 +196,8 @@ func (s *Sink) pendingFiles() int {
 // when no other has an open file: cutting
 // there early is the one cut a hole's replay may not make (see the package
 // doc), taken only so as not to wait forever.
-func (s *Sink) largestOpen() *partition {
-	var big *partition
+func (s *Sink) largestOpen() *partitionState {
+	var big *partitionState
 	var bigSize int64
 	for _, p := range s.parts {
 		if p.group.count == 0 {
@@ -212,22 +212,15 @@ func (s *Sink) largestOpen() *partition {
 	return big
 }
 
-func (s *Sink) full(p *partition) bool {
-	if s.opts.RotateByMessages && p.open.count >= s.opts.MaxMessages {
-		return true
-	}
-	return p.open.size >= s.opts.MaxFileSize
-}
-
 // close closes p's open file. In buffered delivery it waits for the
 // upload, and on a loss it rewinds p to the first record of batch the
 // lost file held, so the redelivered batch writes those again.
-func (s *Sink) close(p *partition, batch []sdk.Record) error {
+func (s *Sink) close(p *partitionState, batch []sdk.Record) error {
 	f := s.cutFile(p, true)
 	if f == nil || !s.opts.Buffered {
 		return nil
 	}
-	for f.state != done {
+	for f.state != fileDone {
 		s.cond.Wait()
 	}
 	err := groupErr(f)
@@ -246,7 +239,7 @@ func (s *Sink) close(p *partition, batch []sdk.Record) error {
 // groupErr returns why a file of the group of lead was lost (buffered
 // delivery), once lead is done: the files of a partition upload one by
 // one, lead last.
-func groupErr(lead *file) error {
+func groupErr(lead *closedFile) error {
 	for _, g := range lead.siblings {
 		if g.err != nil {
 			return g.err
@@ -258,16 +251,16 @@ func groupErr(lead *file) error {
 // closeFile finishes p's open file at a record a replay may not cut at
 // (the wall clock, memory, a stop), queues it for upload and starts what
 // max_in_flight allows.
-func (s *Sink) closeFile(p *partition) *file { return s.cutFile(p, false) }
+func (s *Sink) closeFile(p *partitionState) *closedFile { return s.cutFile(p, false) }
 
 // cutFile finishes p's open files, queues them for upload and starts what
 // max_in_flight allows. replayable: every replay cuts at the same record.
 // It returns the group's lead (the file of its first record), queued last.
-func (s *Sink) cutFile(p *partition, replayable bool) *file {
+func (s *Sink) cutFile(p *partitionState, replayable bool) *closedFile {
 	if p.group.count == 0 {
 		return nil
 	}
-	var lead *file
+	var lead *closedFile
 	if len(p.idle) == 0 {
 		lead = s.cutOne(p, &p.open, replayable)
 	} else {
@@ -279,7 +272,7 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 			fbs = append(fbs, &p.open)
 		}
 		slices.SortFunc(fbs, func(a, b *fileBuffer) int { return cmp.Compare(a.first, b.first) })
-		var group []*file
+		var group []*closedFile
 		for _, fb := range append(fbs[1:], fbs[0]) {
 			group = append(group, s.cutOne(p, fb, replayable))
 		}
@@ -305,7 +298,7 @@ func (s *Sink) cutFile(p *partition, replayable bool) *file {
 // cutOne finishes fb, a file of p's group, and queues it. Its key carries
 // the group's offsets: one file per directory per group, so no two share
 // a key, and every file of the group names where the group ends.
-func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
+func (s *Sink) cutOne(p *partitionState, fb *fileBuffer, replayable bool) *closedFile {
 	if len(fb.chunks) == 0 && fb.size > 0 {
 		// Streamed, every byte up in parts: the format's end (json_array's
 		// ']') needs a chunk.
@@ -322,7 +315,7 @@ func (s *Sink) cutOne(p *partition, fb *fileBuffer, replayable bool) *file {
 	}
 	g := &p.group
 	info := fileInfo{Topic: p.topic, Partition: p.partition, FirstOffset: g.first, LastOffset: g.last, FirstTime: g.firstTime}
-	f := &file{
+	f := &closedFile{
 		p: p, info: info, part: fb.part, count: fb.count, chunks: fb.chunks, size: fb.size, dir: fb.dir, replayable: replayable,
 		key: fileKey(fb.dir, p.partition, g.first, g.last, s.opts.Format.ext()+s.opts.Compression.ext()),
 	}

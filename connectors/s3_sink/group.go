@@ -7,7 +7,7 @@ package s3sink
 // the file of the last record; the others wait in p.idle by directory.
 
 // groupSize returns the bytes of p's open files.
-func groupSize(p *partition) int64 {
+func groupSize(p *partitionState) int64 {
 	n := p.open.size
 	for _, fb := range p.idle {
 		n += fb.size
@@ -15,8 +15,8 @@ func groupSize(p *partition) int64 {
 	return n
 }
 
-// openFiles returns how many files p has open.
-func openFiles(p *partition) int {
+// openFileCount returns how many files p has open.
+func openFileCount(p *partitionState) int {
 	n := len(p.idle)
 	if p.open.count > 0 {
 		n++
@@ -26,7 +26,7 @@ func openFiles(p *partition) int {
 
 // switchTo makes the file of dir p's open one: the idle file of dir, or a
 // new one. The file open until now waits in p.idle.
-func switchTo(p *partition, dir []byte) {
+func switchTo(p *partitionState, dir []byte) {
 	next := p.idle[string(dir)]
 	if next != nil {
 		delete(p.idle, next.dir)
@@ -52,7 +52,7 @@ func switchTo(p *partition, dir []byte) {
 }
 
 // dropGroup lets go of p's open files without uploading them.
-func (s *Sink) dropGroup(p *partition) {
+func (s *Sink) dropGroup(p *partitionState) {
 	for _, fb := range p.idle {
 		s.dropFile(fb)
 	}

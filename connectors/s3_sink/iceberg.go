@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
@@ -22,49 +21,6 @@ import (
 // file uploaded and not committed is not in the table: the replay after a
 // crash writes it again (same key, same bytes) and commits it then, so
 // the bucket listing of the other delivery mode is not used (recover).
-
-// iceState is the sink's table and what its commits have done.
-type iceState struct {
-	table *icetable.Table
-	spec  []partitionField
-	// commitMu serializes commits (the timer's and Close's); committing
-	// is set, under the sink's lock, while one runs with it released, and
-	// Release waits for it to end.
-	commitMu   sync.Mutex
-	committing bool
-	// failures counts the commits that failed since the last success,
-	// lastErr is the last one's error; snapshot is the last snapshot id.
-	failures int
-	lastErr  error
-	snapshot int64
-	m        iceMetrics
-}
-
-// icePart is a partition's table state.
-type icePart struct {
-	// expect is the table's offset for the partition as read at its start
-	// or as last committed (-1: none); a commit only applies while the
-	// table still has it. durable is what Durable reports: the offset the
-	// table holds for the partition, or where consumption started when
-	// the table is behind.
-	expect, durable int64
-	// files were uploaded and are not yet in the table, by first offset;
-	// since is when the oldest of them was uploaded.
-	files []icetable.DataFile
-	since time.Time
-	// fenced: another writer moved the table's offset of the partition;
-	// this sink commits none of its files any more.
-	fenced bool
-}
-
-type iceMetrics struct {
-	snapshot  sdk.Gauge
-	lag       sdk.Gauge
-	pending   sdk.Gauge
-	commits   sdk.Counter
-	failures  sdk.Counter
-	committed sdk.Counter
-}
 
 func newIceMetrics(m sdk.Metrics) iceMetrics {
 	return iceMetrics{
@@ -155,7 +111,7 @@ func (s *Sink) icePartition(rec *sdk.Record) map[string]any {
 // iceStart reads the table's offset of p, about to take its first record
 // at p.next, with the lock released: a table ahead moves p.next there (its
 // records are in the table already); the commits of p will expect it.
-func (s *Sink) iceStart(p *partition) error {
+func (s *Sink) iceStart(p *partitionState) error {
 	start := p.next
 	t := s.ice.table
 	s.mu.Unlock()
@@ -181,7 +137,7 @@ func (s *Sink) iceStart(p *partition) error {
 }
 
 // iceUploaded remembers f, just uploaded, for the next commit.
-func (s *Sink) iceUploaded(f *file) {
+func (s *Sink) iceUploaded(f *closedFile) {
 	p := f.p
 	if s.ice == nil || p.released || p.ice.fenced {
 		return
@@ -212,8 +168,8 @@ func (s *Sink) commitTimer() {
 type iceBatch struct {
 	files        []icetable.DataFile
 	next, expect map[icetable.TopicPartition]int64
-	parts        map[icetable.TopicPartition]*partition
-	taken        map[*partition]int // files taken off the front of p.ice.files
+	parts        map[icetable.TopicPartition]*partitionState
+	taken        map[*partitionState]int // files taken off the front of p.ice.files
 }
 
 // collect takes, under the lock, each partition's uploaded files that lie
@@ -222,7 +178,7 @@ type iceBatch struct {
 // that offset.
 func (s *Sink) collect() iceBatch {
 	b := iceBatch{next: map[icetable.TopicPartition]int64{}, expect: map[icetable.TopicPartition]int64{},
-		parts: map[icetable.TopicPartition]*partition{}, taken: map[*partition]int{}}
+		parts: map[icetable.TopicPartition]*partitionState{}, taken: map[*partitionState]int{}}
 	keys := make([]bufferKey, 0, len(s.parts))
 	for k := range s.parts {
 		keys = append(keys, k)
@@ -235,7 +191,7 @@ func (s *Sink) collect() iceBatch {
 		if !p.started || p.released || p.ice.fenced {
 			continue
 		}
-		d := s.durable(p)
+		d := p.durable(s.opts.Buffered)
 		n := 0
 		for n < len(p.ice.files) && p.ice.files[n].Last < d {
 			n++
@@ -345,9 +301,9 @@ func (s *Sink) commitRound(ctx context.Context) (again bool, err error) {
 // every replay), and the partition goes on from have; it returns how many
 // files that settled, and true. Otherwise another writer holds the partition, and
 // this sink fences it: it commits none of its files any more.
-func (s *Sink) adopt(p *partition, tp icetable.TopicPartition, expect, have int64) (int, bool) {
+func (s *Sink) adopt(p *partitionState, tp icetable.TopicPartition, expect, have int64) (int, bool) {
 	files := p.ice.files
-	if have > expect && have <= s.durable(p) {
+	if have > expect && have <= p.durable(s.opts.Buffered) {
 		n := 0
 		for n < len(files) && files[n].Last < have {
 			n++
@@ -409,7 +365,7 @@ func (s *Sink) iceSettle(ctx context.Context) error {
 
 // iceRelease forgets the uploaded files of p that are not in the table:
 // its next owner writes them again from the table's offset.
-func (s *Sink) iceRelease(p *partition) {
+func (s *Sink) iceRelease(p *partitionState) {
 	if n := len(p.ice.files); n > 0 {
 		s.log.Info("S3 sink gives up a partition with uploaded files not yet in the table; its next owner writes them again",
 			"topic", p.topic, "partition", p.partition, "files", n, "table_offset", p.ice.durable)

@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -14,23 +13,6 @@ import (
 // The settings of table_format = "iceberg", and the rules between them and
 // the other keys that the schema cannot state: the delivery mode, the
 // catalog's URI, and the partition spec against path_template.
-
-// icebergSettings is table_format and the iceberg_* keys.
-type icebergSettings struct {
-	// Enabled is table_format = "iceberg".
-	Enabled bool
-	// Catalog is iceberg_catalog: sql, rest or glue.
-	Catalog string
-	// URI, Credential and Token reach the catalog (secrets, revealed).
-	URI, Credential, Token string
-	// Table is iceberg_table, namespace.table; Warehouse iceberg_warehouse
-	// ("" is s3://bucket/prefix, see warehouse).
-	Table, Warehouse string
-	// CommitInterval is commit_interval.
-	CommitInterval time.Duration
-	// PartitionBy is iceberg_partition_by as written.
-	PartitionBy []string
-}
 
 // icebergFromConfig takes the iceberg keys of the generated Config.
 func icebergFromConfig(c s3sinkconfig.Config) icebergSettings {

@@ -107,7 +107,7 @@ func (s *Sink) settle() {
 func (s *Sink) queuedFiles() bool {
 	for _, p := range s.parts {
 		for _, f := range p.pending {
-			if f.state == queued {
+			if f.state == fileQueued {
 				return true
 			}
 		}

@@ -93,7 +93,7 @@ func TestLayoutValidation(t *testing.T) {
 		} else {
 			var cfg s3sinkconfig.Config
 			cfg, _ = s3sinkconfig.Load(raw, "", nil)
-			err = check(cfg)
+			err = checkConfig(cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v; want %q", c.raw, err, c.want)
@@ -105,7 +105,7 @@ func TestLayoutValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := check(cfg); err != nil {
+	if err := checkConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	if o := fromConfig(cfg); o.MaxOpenFiles != 100 || o.DefaultPartition != "__unknown" {

@@ -3,8 +3,6 @@ package s3sink
 import (
 	"bytes"
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -31,17 +29,9 @@ import (
 // would have waited for this one's marker); the replay looks up the group
 // after one it found in part, as it does after one it found whole.
 
-// groupMark is the marker of one group, shared by its files.
-type groupMark struct {
-	mu      sync.Mutex
-	key     string
-	written atomic.Bool // read by mayStart under the sink's lock
-	left    int         // files of the group not yet uploaded
-}
-
 // marked reports whether f is a file of a group whose marker is in the
 // bucket.
-func (f *file) marked() bool { return f.mark != nil && f.mark.written.Load() }
+func (f *closedFile) marked() bool { return f.mark != nil && f.mark.written.Load() }
 
 // groupMarkerSuffix ends a marker's key.
 const groupMarkerSuffix = "group"
@@ -53,7 +43,7 @@ func markerKey(dir string, partition int32, first, last int64) string {
 }
 
 // markGroup writes f's group marker unless a file of the group did.
-func (s *Sink) markGroup(ctx context.Context, f *file) error {
+func (s *Sink) markGroup(ctx context.Context, f *closedFile) error {
 	m := f.mark
 	if m == nil {
 		return nil
@@ -74,7 +64,7 @@ func (s *Sink) markGroup(ctx context.Context, f *file) error {
 // group once every file of it is in the bucket. A failure leaves an empty
 // object behind: a replay from before the group then writes the group
 // again, with the same bytes.
-func (s *Sink) uploadedInGroup(f *file) {
+func (s *Sink) uploadedInGroup(f *closedFile) {
 	m := f.mark
 	if m == nil {
 		return

@@ -30,7 +30,7 @@ func (s *Sink) multipart(size int64) bool {
 // f's upload, or resumes the one a failed attempt left, sends the parts
 // not yet in and completes it. A failed attempt keeps the upload for the
 // next one, unless the store no longer has it (404: aborted meanwhile).
-func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, f *file) error {
+func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, f *closedFile) error {
 	create := createMultipart(put)
 	if f.mpu == nil && f.base > 0 {
 		// Its first parts' bytes are gone: only a replay can write it.
@@ -64,7 +64,7 @@ func (s *Sink) putMultipart(ctx context.Context, put *s3.PutObjectInput, f *file
 // dropMultipart aborts the upload a file leaves unfinished (dropped after
 // failed attempts, or its partition released), in the background. It runs
 // in f's upload goroutine, with the lock held.
-func (s *Sink) dropMultipart(f *file) {
+func (s *Sink) dropMultipart(f *closedFile) {
 	m := f.mpu
 	if m == nil {
 		return
@@ -93,7 +93,7 @@ func (s *Sink) dropMultipart(f *file) {
 // their way finish, so the next attempt sends only the parts still
 // missing. The chunks below the parts in go back to the pool as the parts
 // go up (partIn), so an upload holds less and less of its file.
-func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, f *file) error {
+func (s *Sink) uploadParts(ctx context.Context, create *s3.CreateMultipartUploadInput, f *closedFile) error {
 	m, size := f.mpu, f.size
 	n := len(m.parts)
 	return eachPart(ctx, n, s.opts.MaxInFlight, func(i int) bool { return m.parts[i].ETag != nil }, func(i int) error {

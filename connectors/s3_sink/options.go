@@ -7,6 +7,8 @@ import (
 	"time"
 	_ "time/tzdata" // timezone works where the system has no zone database
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -226,4 +228,49 @@ type columnSpec struct {
 	Optional  bool
 	Precision int
 	Scale     int
+}
+
+// icebergSettings is table_format and the iceberg_* keys.
+type icebergSettings struct {
+	// Enabled is table_format = "iceberg".
+	Enabled bool
+	// Catalog is iceberg_catalog: sql, rest or glue.
+	Catalog string
+	// URI, Credential and Token reach the catalog (secrets, revealed).
+	URI, Credential, Token string
+	// Table is iceberg_table, namespace.table; Warehouse iceberg_warehouse
+	// ("" is s3://bucket/prefix, see warehouse).
+	Table, Warehouse string
+	// CommitInterval is commit_interval.
+	CommitInterval time.Duration
+	// PartitionBy is iceberg_partition_by as written.
+	PartitionBy []string
+}
+
+// contentType is the Content-Type of the data objects of the format.
+func (o *options) contentType() string {
+	switch o.Format {
+	case formatJSONLines:
+		return "application/x-ndjson"
+	case formatJSONArray:
+		return "application/json"
+	case formatParquet:
+		return "application/vnd.apache.parquet"
+	}
+	return "application/octet-stream"
+}
+
+// objectInput returns the PutObject of a data object at key, without its
+// body: its content headers and every object setting.
+func (o *options) objectInput(key string) *s3.PutObjectInput {
+	in := &s3.PutObjectInput{
+		Bucket:      aws.String(o.Bucket),
+		Key:         aws.String(key),
+		ContentType: aws.String(o.contentType()),
+	}
+	if enc := o.Compression.encoding(); enc != "" {
+		in.ContentEncoding = aws.String(enc)
+	}
+	o.Object.putObject(in)
+	return in
 }

@@ -89,7 +89,7 @@ func (s *Sink) dropParquet(fb *fileBuffer) { fb.pq = nil }
 
 // encode turns f's chunks into the object's bytes, once: the Parquet file
 // its rows make, or the compressed file.
-func (s *Sink) encode(f *file) error {
+func (s *Sink) encode(f *closedFile) error {
 	if f.encoded {
 		return nil
 	}
@@ -138,7 +138,7 @@ func (s *Sink) encodeReserve() int64 {
 // they are written, so the file's rows and its encoded bytes together stay
 // about its size, plus encodeReserve. It fails only on a bug (rows the
 // writer refuses); the rows are gone by then, so it fails for good.
-func (s *Sink) encodeParquet(f *file) error {
+func (s *Sink) encodeParquet(f *closedFile) error {
 	if f.encodeErr != nil {
 		return f.encodeErr
 	}
@@ -182,7 +182,7 @@ func (s *Sink) encodeParquet(f *file) error {
 // writeRows reads the serialized rows of f's chunks into w, a row group
 // per mark, pqBatch rows per WriteRows, and frees each chunk once its rows
 // are written; f keeps the chunks not freed.
-func (s *Sink) writeRows(w *parquet.Writer, f *file, cols int) error {
+func (s *Sink) writeRows(w *parquet.Writer, f *closedFile, cols int) error {
 	rows := make([]parquet.Row, 0, pqBatch)
 	values := make([]parquet.Value, 0, pqBatch*cols)
 	chunks := f.chunks

@@ -570,7 +570,7 @@ func BenchmarkParquetEncode(b *testing.B) {
 	o.Columns = []columnSpec{{Name: "id", Type: "int64"}, {Name: "customer", Type: "string"}, {Name: "total", Type: "double"},
 		{Name: "currency", Type: "string"}, {Name: "items", Type: "json"}, {Name: "note", Type: "string"}}
 	s := newSink(o, sinkEnv("test", sdk.DiscardMetrics))
-	p := &partition{bufferKey: bufferKey{"orders.eu", 0}}
+	p := &partitionState{bufferKey: bufferKey{"orders.eu", 0}}
 	b.SetBytes(1024)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -583,8 +583,8 @@ func BenchmarkParquetEncode(b *testing.B) {
 		if err := s.append(p, rec); err != nil {
 			b.Fatal(err)
 		}
-		var f *file
-		if s.full(p) {
+		var f *closedFile
+		if p.open.full(&s.opts) {
 			s.closeFile(p)
 			f = p.pending[0]
 		}

@@ -22,7 +22,7 @@ func (s *Sink) maxOpen() int {
 // record that would open one file more than max_open_files cuts the group
 // first (the record starts the next one: a cut every replay makes too). A
 // group not started yet is left to startFile.
-func (s *Sink) place(p *partition, rec *sdk.Record, batch []sdk.Record) error {
+func (s *Sink) place(p *partitionState, rec *sdk.Record, batch []sdk.Record) error {
 	for p.group.count > 0 {
 		b, err := s.layout.appendDir(s.dirBuf[:0], rec, p.group.firstTime)
 		s.dirBuf = b
@@ -32,7 +32,7 @@ func (s *Sink) place(p *partition, rec *sdk.Record, batch []sdk.Record) error {
 		if p.open.count > 0 && string(b) == p.open.dir {
 			return nil
 		}
-		if p.idle[string(b)] == nil && openFiles(p) >= s.maxOpen() {
+		if p.idle[string(b)] == nil && openFileCount(p) >= s.maxOpen() {
 			if err := s.close(p, batch); err != nil {
 				return err
 			}
@@ -47,7 +47,7 @@ func (s *Sink) place(p *partition, rec *sdk.Record, batch []sdk.Record) error {
 // lookUpGroup looks for the marker of a group of p starting at first whose
 // lead is in dir: when found, the group is written again whole, cut where
 // the marker says (see marker.go). The lock is released meanwhile.
-func (s *Sink) lookUpGroup(p *partition, dir string, first int64) error {
+func (s *Sink) lookUpGroup(p *partitionState, dir string, first int64) error {
 	prefix := filePrefix(dir+"_", p.partition, first)
 	client := s.client
 	s.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 
 // lookUp lists the bucket for an object of the file that would start at
 // first, and returns its last offset. The lock is released meanwhile.
-func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error) {
+func (s *Sink) lookUp(p *partitionState, dir string, first int64) (bool, int64, error) {
 	prefix := filePrefix(dir, p.partition, first)
 	client := s.client
 	s.mu.Unlock()
@@ -40,7 +40,7 @@ func (s *Sink) lookUp(p *partition, dir string, first int64) (bool, int64, error
 // listDir lists the files of p in dir that end at from or later, sorted by
 // first offset (the largest last offset of several with one first offset).
 // The lock is released meanwhile.
-func (s *Sink) listDir(p *partition, dir string, from int64) ([]span, error) {
+func (s *Sink) listDir(p *partitionState, dir string, from int64) ([]span, error) {
 	client := s.client
 	s.mu.Unlock()
 	spans, err := listSpans(s.ctx, client, s.opts.Bucket, dir, p.partition, from, s.attemptTimeout(0))
@@ -69,7 +69,7 @@ func covering(spans []span, off int64) (span, bool) {
 
 // lookAhead keeps in p.ahead the files of spans that start after first
 // (the first file not found after an assignment).
-func (s *Sink) lookAhead(p *partition, spans []span, first int64) {
+func (s *Sink) lookAhead(p *partitionState, spans []span, first int64) {
 	i := sort.Search(len(spans), func(i int) bool { return spans[i].first > first })
 	if len(spans) > i {
 		s.log.Info("S3 sink found files uploaded before the last commit beyond one that was not; the records before each are written again and its own skipped",
@@ -81,7 +81,7 @@ func (s *Sink) lookAhead(p *partition, spans []span, first int64) {
 // skipAhead, when rec reaches the next file of p.ahead, cuts p's open file
 // right before it and moves p.next past it, so that rec and the rest of
 // that file's records are skipped.
-func (s *Sink) skipAhead(p *partition, rec *sdk.Record, batch []sdk.Record) error {
+func (s *Sink) skipAhead(p *partitionState, rec *sdk.Record, batch []sdk.Record) error {
 	for len(p.ahead) > 0 && p.ahead[0].last < rec.Offset {
 		p.ahead = p.ahead[1:]
 	}
@@ -164,7 +164,7 @@ func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, tim
 // file, with the lock released. A failure (no
 // s3:ListBucketMultipartUploads, say) is logged, not returned: the bucket's
 // lifecycle rule removes what is left.
-func (s *Sink) abortStale(p *partition, dir string, first int64) error {
+func (s *Sink) abortStale(p *partitionState, dir string, first int64) error {
 	if s.opts.PartSize <= 0 || p.aborted {
 		return nil
 	}

@@ -85,7 +85,7 @@ func newSink(o options, env sdk.Env) *Sink {
 		ctx:            ctx,
 		cancel:         cancel,
 		stop:           make(chan struct{}),
-		parts:          map[bufferKey]*partition{},
+		parts:          map[bufferKey]*partitionState{},
 		m:              newMetrics(env.Metrics),
 	}
 	s.cond = sync.NewCond(&s.mu)
@@ -355,7 +355,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 		}
 		appended++
 		p.lastAppend = now
-		if s.full(p) {
+		if p.open.full(&s.opts) {
 			if err := s.close(p, batch); err != nil {
 				return err
 			}
@@ -375,7 +375,7 @@ func (s *Sink) Consume(ctx context.Context, batch []sdk.Record) error {
 // a snapshot holds it, and the partition resumes from the table's offset:
 // the files after it are written again (same keys, same bytes), so only
 // the aborts run.
-func (s *Sink) recover(p *partition, rec *sdk.Record) (skip bool, err error) {
+func (s *Sink) recover(p *partitionState, rec *sdk.Record) (skip bool, err error) {
 	dir, err := s.dirOf(rec)
 	if err != nil {
 		return false, err
@@ -420,11 +420,11 @@ func (s *Sink) recover(p *partition, rec *sdk.Record) (skip bool, err error) {
 }
 
 // partition returns the state of a partition, fresh after a Release.
-func (s *Sink) partition(topic string, part int32) *partition {
+func (s *Sink) partition(topic string, part int32) *partitionState {
 	k := bufferKey{topic, part}
 	p := s.parts[k]
 	if p == nil || p.released {
-		p = &partition{bufferKey: k, tail: metaTail(topic, part), group: groupState{cut: -1}}
+		p = &partitionState{bufferKey: k, tail: metaTail(topic, part), group: groupState{cut: -1}}
 		s.parts[k] = p
 	}
 	return p
@@ -434,21 +434,6 @@ func (s *Sink) partition(topic string, part int32) *partition {
 // for flush_interval.
 func (s *Sink) flushTimer() {
 	s.every(min(max(s.opts.FlushInterval/4, 10*time.Millisecond), time.Second), s.flushIdle)
-}
-
-// every runs f every d until Close; the caller has counted it in s.wg.
-func (s *Sink) every(d time.Duration, f func()) {
-	defer s.wg.Done()
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		f()
-	}
 }
 
 // flushIdle closes the open files that are idle for flush_interval.
@@ -469,10 +454,10 @@ func (s *Sink) flushIdle() {
 
 // reportLoss keeps the error of a file lost outside Consume (buffered
 // delivery) for the next Consume to return.
-func (s *Sink) reportLoss(f *file) {
+func (s *Sink) reportLoss(f *closedFile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for f.state != done {
+	for f.state != fileDone {
 		s.cond.Wait()
 	}
 	if err := groupErr(f); err != nil && s.bgErr == nil {
@@ -493,7 +478,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	s.closing = true
 	close(s.stop)
-	var files []*file
+	var files []*closedFile
 	if s.client != nil {
 		keys := make([]bufferKey, 0, len(s.parts))
 		for k := range s.parts {
@@ -517,8 +502,8 @@ func (s *Sink) Close(ctx context.Context) error {
 			}
 			s.closeFile(p)
 			for _, f := range p.pending {
-				if f.state == failed {
-					f.state = queued // one last round
+				if f.state == fileFailed {
+					f.state = fileQueued // one last round
 				}
 				files = append(files, f)
 			}
@@ -535,7 +520,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		switch {
 		case f.err != nil:
 			errs = append(errs, f.err)
-		case f.state != done:
+		case f.state != fileDone:
 			errs = append(errs, fmt.Errorf("s3 sink: %s (%d records) not uploaded; its records are not committed and are redelivered on the next start: %w", f.key, f.count, s.lastErr))
 		}
 	}
@@ -560,7 +545,7 @@ func (s *Sink) busy() bool {
 	}
 	for _, p := range s.parts {
 		for _, f := range p.pending {
-			if f.state == queued {
+			if f.state == fileQueued {
 				return true
 			}
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -19,24 +21,27 @@ import (
 //
 // The files of the package are layers; each uses only the files below it:
 //
-//	keys, chunks, options, retry, format    object keys, buffers, settings, JSON
-//	objectsettings, access                  object headers, role and CA settings
-//	parquet, parquet_row                    the Parquet schema, a record's row
-//	parquet_avro, parquet_avro_row          the same from an Avro schema
-//	keys_avro                               path_template's {field:...} of an Avro record
-//	state                                   this file
-//	compress, parquet_file, marker          encoders of a file, a group's marker
-//	upload, multipart, health               a file's upload, in parts above part_size
-//	stream                                  a large file's parts while it fills
-//	group                                   a partition's open files together
-//	file                                    a partition's open file: append, cut
-//	recovery                                replay after an assignment
-//	place                                   a record's file in its group
-//	durable                                 Durable and Release
-//	iceberg_options, iceberg_columns        table_format = "iceberg": its keys, the table's columns
-//	iceberg, iceberg_admin                  the table's commits; the iceberg-orphans command
-//	credentials                             assumed role, HTTP client with ca_file
-//	sink, config                            New, Open, Consume, Close
+//	keys, chunks, objectsettings, access object keys, buffers, object headers, role settings
+//	parquet_group                        a Parquet record schema whose fields keep their order
+//	options, avro_node                   settings; an Avro schema as Parquet nodes
+//	retry, format, parquet               the retry policy; JSON output; the Parquet layout
+//	iceberg_options                      table_format = "iceberg": its keys
+//	avro_walk, keys_avro                 an Avro record's values; path_template's {field:...}
+//	parquet_row                          a record's Parquet row
+//	parquet_avro                         an Avro topic's Parquet layout and row
+//	topics                               what SetTopics learnt of the [[topics]] blocks
+//	state                                this file
+//	compress, multipart, marker          a file's encoder, its parts, a group's marker
+//	iceberg_columns                      the Iceberg table's columns
+//	credentials                          assumed role, HTTP client with ca_file
+//	parquet_file, stream, iceberg        a file's Parquet encoding; a large file's parts while it fills; the table's commits
+//	upload, group                        a file's upload; a partition's open files together
+//	file, health                         a partition's open file: append, cut
+//	recovery, durable                    replay after an assignment; Durable and Release
+//	place                                a record's file in its group
+//	sink                                 New, Open, Consume, Close
+//	config, check                        the config's rules, Check
+//	iceberg_admin                        the iceberg-orphans command
 //
 // A record flows one way: Consume (sink) skips it or finds its file in the
 // bucket (recovery), formats it into the open file (file, format or
@@ -66,8 +71,8 @@ type Sink struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond // broadcast when a file's state changes
-	parts    map[bufferKey]*partition
-	last     *partition // the partition the previous record went to
+	parts    map[bufferKey]*partitionState
+	last     *partitionState // the partition the previous record went to
 	closed   bool
 	closing  bool
 	open     int   // partitions with an open file holding records
@@ -96,8 +101,8 @@ type bufferKey struct {
 	partition int32
 }
 
-// partition is the state of one topic and partition.
-type partition struct {
+// partitionState is the state of one topic and partition.
+type partitionState struct {
 	bufferKey
 	tail []byte // metaTail(topic, partition)
 	// next is the offset the next record must reach to be taken; records
@@ -124,8 +129,8 @@ type partition struct {
 	open       fileBuffer
 	idle       map[string]*fileBuffer
 	group      groupState
-	lastAppend time.Time // wall clock, for flush_interval
-	pending    []*file   // closed files not yet uploaded, in offset order
+	lastAppend time.Time     // wall clock, for flush_interval
+	pending    []*closedFile // closed files not yet uploaded, in offset order
 	// ice is the partition's table state (table_format = "iceberg").
 	ice icePart
 }
@@ -154,7 +159,7 @@ type fileBuffer struct {
 	firstTime time.Time
 	pq        *pqFile // parquet output: its open row group
 	// stream: its parts go up as it fills (stream.go); nil until then.
-	stream *stream
+	stream *fileStream
 	// part is the table partition values of its first record
 	// (table_format = "iceberg" with iceberg_partition_by), nil otherwise.
 	part map[string]any
@@ -163,15 +168,15 @@ type fileBuffer struct {
 type fileState int
 
 const (
-	queued fileState = iota
-	uploading
-	failed // exactly_once: waiting for its next round of attempts
-	done   // uploaded, or (buffered) lost
+	fileQueued fileState = iota
+	fileUploading
+	fileFailed // exactly_once: waiting for its next round of attempts
+	fileDone   // uploaded, or (buffered) lost
 )
 
-// file is a closed file on its way to the bucket.
-type file struct {
-	p      *partition
+// closedFile is a closed file on its way to the bucket.
+type closedFile struct {
+	p      *partitionState
 	info   fileInfo
 	part   map[string]any // fileBuffer.part
 	key    string
@@ -188,7 +193,7 @@ type file struct {
 	uploaded   bool // done: in the bucket
 	// lead: the last file of its group; siblings are the others.
 	lead      bool
-	siblings  []*file
+	siblings  []*closedFile
 	mark      *groupMark // exactly_once, a group of several files: its marker
 	rounds    int        // failed rounds of max_attempts
 	err       error      // buffered: why the file was lost
@@ -204,7 +209,7 @@ type file struct {
 	cancel context.CancelFunc
 	// stream: the file was streamed while open (stream.go); its first
 	// parts are in an upload under a staging key.
-	stream *stream
+	stream *fileStream
 }
 
 // mpuState is a file's multipart upload: its id, and each part once it is
@@ -212,6 +217,14 @@ type file struct {
 type mpuState struct {
 	id    *string
 	parts []types.CompletedPart
+}
+
+// groupMark is the marker of one group, shared by its files.
+type groupMark struct {
+	mu      sync.Mutex
+	key     string
+	written atomic.Bool // read by mayStart under the sink's lock
+	left    int         // files of the group not yet uploaded
 }
 
 // span is the offsets of a file in the bucket.
@@ -274,4 +287,110 @@ func (s *Sink) free(chunks [][]byte) {
 	}
 	s.pool.put(chunks)
 	clear(chunks)
+}
+
+// iceState is the sink's table and what its commits have done.
+type iceState struct {
+	table *icetable.Table
+	spec  []partitionField
+	// commitMu serializes commits (the timer's and Close's); committing
+	// is set, under the sink's lock, while one runs with it released, and
+	// Release waits for it to end.
+	commitMu   sync.Mutex
+	committing bool
+	// failures counts the commits that failed since the last success,
+	// lastErr is the last one's error; snapshot is the last snapshot id.
+	failures int
+	lastErr  error
+	snapshot int64
+	m        iceMetrics
+}
+
+// icePart is a partition's table state.
+type icePart struct {
+	// expect is the table's offset for the partition as read at its start
+	// or as last committed (-1: none); a commit only applies while the
+	// table still has it. durable is what Durable reports: the offset the
+	// table holds for the partition, or where consumption started when
+	// the table is behind.
+	expect, durable int64
+	// files were uploaded and are not yet in the table, by first offset;
+	// since is when the oldest of them was uploaded.
+	files []icetable.DataFile
+	since time.Time
+	// fenced: another writer moved the table's offset of the partition;
+	// this sink commits none of its files any more.
+	fenced bool
+}
+
+type iceMetrics struct {
+	snapshot  sdk.Gauge
+	lag       sdk.Gauge
+	pending   sdk.Gauge
+	commits   sdk.Counter
+	failures  sdk.Counter
+	committed sdk.Counter
+}
+
+// fileStream is the staging upload of a streamed file. Its fields are under
+// the sink's lock.
+type fileStream struct {
+	key string
+	// mpu: the upload (id nil until created) and the parts started so
+	// far, each with its ETag once in.
+	mpu mpuState
+	// base: the bytes freed below the owner's chunks; chunks and size:
+	// the owner's (the open file's, then the cut file's).
+	base    int64
+	chunks  *[][]byte
+	size    *int64
+	running int  // part uploads running
+	broken  bool // a part failed after its attempts: none starts until the cut
+	cut     bool // the file was cut: its upload sends the rest
+	// handed: the upload took the parts over (putStreamed); staged: the
+	// staging object is complete.
+	handed, staged bool
+	dropped        bool     // the file was dropped: abort once no part runs
+	leftover       [][]byte // a dropped open file's chunks, freed then
+	ctx            context.Context
+	cancel         context.CancelFunc
+}
+
+// every runs f every d until Close; the caller has counted it in s.wg.
+func (s *Sink) every(d time.Duration, f func()) {
+	defer s.wg.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		f()
+	}
+}
+
+// durable is p's offset for Durable: the first record of its oldest file
+// not uploaded, or of its open group, or its next offset; in buffered
+// delivery every accepted record counts.
+func (p *partitionState) durable(buffered bool) int64 {
+	switch {
+	case buffered:
+		return p.next
+	case len(p.pending) > 0:
+		return p.pending[0].info.FirstOffset
+	case p.group.count > 0:
+		return p.group.first
+	}
+	return p.next
+}
+
+// full reports whether the open file fb reached max_file_size, or
+// max_messages_per_file when files rotate by messages.
+func (fb *fileBuffer) full(o *options) bool {
+	if o.RotateByMessages && fb.count >= o.MaxMessages {
+		return true
+	}
+	return fb.size >= o.MaxFileSize
 }

@@ -45,30 +45,6 @@ const stagingFolder = "_picomq-staging"
 // a larger one is copied in parts (UploadPartCopy). A variable for tests.
 var copyObjectLimit int64 = 5 << 30
 
-// stream is the staging upload of a streamed file. Its fields are under
-// the sink's lock.
-type stream struct {
-	key string
-	// mpu: the upload (id nil until created) and the parts started so
-	// far, each with its ETag once in.
-	mpu mpuState
-	// base: the bytes freed below the owner's chunks; chunks and size:
-	// the owner's (the open file's, then the cut file's).
-	base    int64
-	chunks  *[][]byte
-	size    *int64
-	running int  // part uploads running
-	broken  bool // a part failed after its attempts: none starts until the cut
-	cut     bool // the file was cut: its upload sends the rest
-	// handed: the upload took the parts over (putStreamed); staged: the
-	// staging object is complete.
-	handed, staged bool
-	dropped        bool     // the file was dropped: abort once no part runs
-	leftover       [][]byte // a dropped open file's chunks, freed then
-	ctx            context.Context
-	cancel         context.CancelFunc
-}
-
 // streamAt is the size above which an open file streams: part_size, and
 // a quarter of max_buffer_size, one file's share of the buffer (as the
 // chunk pool keeps for one file). Streaming costs the store a copy of the
@@ -97,14 +73,14 @@ func (s *Sink) stagingPrefix(topic string, partition int32) string {
 // streamOpen streams p's open file once it passes streamAt, and starts
 // the uploads of its parts that are full. append calls it after each
 // record that does not fill the file, with the lock held.
-func (s *Sink) streamOpen(p *partition) {
+func (s *Sink) streamOpen(p *partitionState) {
 	fb := &p.open
 	st := fb.stream
 	if st == nil {
 		if fb.size <= s.streamAt() || !s.streams() {
 			return
 		}
-		st = &stream{key: string(appendPadded([]byte(s.stagingPrefix(p.topic, p.partition)), fb.first, 20)), chunks: &fb.chunks, size: &fb.size}
+		st = &fileStream{key: string(appendPadded([]byte(s.stagingPrefix(p.topic, p.partition)), fb.first, 20)), chunks: &fb.chunks, size: &fb.size}
 		st.ctx, st.cancel = context.WithCancel(s.ctx)
 		fb.stream = st
 	}
@@ -114,7 +90,7 @@ func (s *Sink) streamOpen(p *partition) {
 // pump starts the uploads of the stream's full parts not yet started, up
 // to max_in_flight at once; the first one creates the upload, and the
 // others wait for it. The lock is held.
-func (s *Sink) pump(st *stream) {
+func (s *Sink) pump(st *fileStream) {
 	for !st.broken && !st.dropped && !st.cut && st.running < s.opts.MaxInFlight && (st.mpu.id != nil || st.running == 0) {
 		i := len(st.mpu.parts)
 		off := int64(i) * s.opts.PartSize
@@ -131,10 +107,10 @@ func (s *Sink) pump(st *stream) {
 // streamPart uploads part i of an open file, at off, creating the stream's
 // upload first when it has none, within max_attempts. A part that fails is
 // left for the file's upload at the cut.
-func (s *Sink) streamPart(st *stream, i int, off int64) {
+func (s *Sink) streamPart(st *fileStream, i int, off int64) {
 	defer s.wg.Done()
 	length := s.opts.PartSize
-	create := createMultipart(s.objectInput(st.key))
+	create := createMultipart(s.opts.objectInput(st.key))
 	var part types.CompletedPart
 	_, err := s.retry.do(st.ctx, "s3://"+s.opts.Bucket+"/"+st.key, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout(length))
@@ -182,7 +158,7 @@ func (s *Sink) streamPart(st *stream, i int, off int64) {
 // streamAhead reports whether p's open file streams and holds more than
 // max_in_flight parts besides the one filling: Consume waits for its
 // parts before it appends more.
-func (s *Sink) streamAhead(p *partition) bool {
+func (s *Sink) streamAhead(p *partitionState) bool {
 	st := p.open.stream
 	return st != nil && !st.broken && p.open.size-st.base > int64(s.opts.MaxInFlight+1)*s.opts.PartSize
 }
@@ -200,7 +176,7 @@ func (s *Sink) partsRunning() bool {
 // cutStream hands the stream of fb, just cut into f, to f: its upload
 // sends the rest. Should f be dropped before (Release), its staging
 // upload is aborted.
-func (s *Sink) cutStream(fb *fileBuffer, f *file) {
+func (s *Sink) cutStream(fb *fileBuffer, f *closedFile) {
 	st := fb.stream
 	if st == nil {
 		return
@@ -221,7 +197,7 @@ func (s *Sink) cutStream(fb *fileBuffer, f *file) {
 // dropStream gives up a stream whose file is dropped: its parts stop, its
 // chunks (those of an open file) are freed and its staging upload is
 // aborted once no part runs. The lock is held.
-func (s *Sink) dropStream(st *stream, chunks [][]byte) {
+func (s *Sink) dropStream(st *fileStream, chunks [][]byte) {
 	if st.dropped {
 		return
 	}
@@ -237,7 +213,7 @@ func (s *Sink) dropStream(st *stream, chunks [][]byte) {
 
 // abortStream frees a dropped stream's chunks and aborts its upload, once
 // no part of it runs, in the background. The lock is held.
-func (s *Sink) abortStream(st *stream) {
+func (s *Sink) abortStream(st *fileStream) {
 	if st.running > 0 {
 		return
 	}
@@ -246,7 +222,7 @@ func (s *Sink) abortStream(st *stream) {
 	if st.mpu.id == nil {
 		return
 	}
-	f := &file{key: st.key, mpu: &mpuState{id: st.mpu.id}}
+	f := &closedFile{key: st.key, mpu: &mpuState{id: st.mpu.id}}
 	st.mpu.id = nil
 	s.dropMultipart(f)
 }
@@ -256,7 +232,7 @@ func (s *Sink) abortStream(st *stream) {
 // the staging upload (putMultipart), copies the staging object to f's
 // key, with put's settings, and deletes it. A later attempt starts where
 // the last one stopped.
-func (s *Sink) putStreamed(ctx context.Context, put *s3.PutObjectInput, f *file) error {
+func (s *Sink) putStreamed(ctx context.Context, put *s3.PutObjectInput, f *closedFile) error {
 	st := f.stream
 	s.mu.Lock()
 	for st.running > 0 {
@@ -358,7 +334,7 @@ func (s *Sink) copyStaged(ctx context.Context, put *s3.PutObjectInput, src strin
 		})
 	}
 	if err != nil {
-		s.dropMultipart(&file{key: aws.ToString(put.Key), mpu: &mpuState{id: out.UploadId}})
+		s.dropMultipart(&closedFile{key: aws.ToString(put.Key), mpu: &mpuState{id: out.UploadId}})
 	}
 	return err
 }
@@ -367,7 +343,7 @@ func (s *Sink) copyStaged(ctx context.Context, put *s3.PutObjectInput, src strin
 // staging objects of p: on assignment, nothing else writes them (a
 // previous owner's are left over from a crash or a drop). It returns how
 // many it removed. The lock is not held.
-func (s *Sink) cleanStaging(ctx context.Context, client *s3.Client, p *partition) (int, error) {
+func (s *Sink) cleanStaging(ctx context.Context, client *s3.Client, p *partitionState) (int, error) {
 	bucket, prefix := aws.String(s.opts.Bucket), aws.String(s.stagingPrefix(p.topic, p.partition))
 	n := 0
 	up := &s3.ListMultipartUploadsInput{Bucket: bucket, Prefix: prefix}

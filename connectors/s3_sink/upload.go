@@ -41,11 +41,11 @@ func (s *Sink) kick() {
 				break
 			}
 			i := s.window(p, depth)
-			if i >= len(p.pending) || p.pending[i].state != queued || !s.mayStart(p, i) {
+			if i >= len(p.pending) || p.pending[i].state != fileQueued || !s.mayStart(p, i) {
 				continue
 			}
 			f := p.pending[i]
-			f.state = uploading
+			f.state = fileUploading
 			s.inFlight++
 			s.wg.Add(1)
 			go s.upload(f)
@@ -58,12 +58,12 @@ func (s *Sink) kick() {
 // window kick starts uploads from: p's oldest files, done or not; in a
 // group of files, its oldest files not done, so the next group's start as
 // the files of one end, in whatever order they do.
-func (s *Sink) window(p *partition, depth int) int {
+func (s *Sink) window(p *partitionState, depth int) int {
 	if !s.layout.perRecord {
 		return depth
 	}
 	for i, f := range p.pending {
-		if f.state == done {
+		if f.state == fileDone {
 			continue
 		}
 		if depth == 0 {
@@ -75,13 +75,13 @@ func (s *Sink) window(p *partition, depth int) int {
 }
 
 // mayStart reports whether p.pending[i] may upload now.
-func (s *Sink) mayStart(p *partition, i int) bool {
+func (s *Sink) mayStart(p *partitionState, i int) bool {
 	if i > 0 && s.opts.Buffered {
 		return false
 	}
 	f := p.pending[i]
 	for _, g := range p.pending[:i] {
-		if g.state == done {
+		if g.state == fileDone {
 			continue
 		}
 		if s.layout.perRecord && !sameGroup(g, f) && !g.marked() || !s.layout.perRecord && (!g.replayable || g.dir != f.dir) {
@@ -93,12 +93,12 @@ func (s *Sink) mayStart(p *partition, i int) bool {
 
 // sameGroup reports whether g, queued before f, is of f's group of files
 // (see group.go, marker.go).
-func sameGroup(g, f *file) bool {
+func sameGroup(g, f *closedFile) bool {
 	return g.info.FirstOffset == f.info.FirstOffset
 }
 
 // upload runs one round of max_attempts for f, then records the outcome.
-func (s *Sink) upload(f *file) {
+func (s *Sink) upload(f *closedFile) {
 	defer s.wg.Done()
 	start := s.now()
 	target := "s3://" + s.opts.Bucket + "/" + f.key
@@ -111,7 +111,7 @@ func (s *Sink) upload(f *file) {
 		if err := s.markGroup(ctx, f); err != nil {
 			return err
 		}
-		in := s.objectInput(f.key)
+		in := s.opts.objectInput(f.key)
 		if f.stream != nil {
 			return s.putStreamed(ctx, in, f)
 		}
@@ -174,7 +174,7 @@ func (s *Sink) upload(f *file) {
 				s.failing++
 			}
 			f.rounds++
-			f.state = failed
+			f.state = fileFailed
 			level := slog.LevelWarn
 			if f.rounds == 1 {
 				level = slog.LevelError
@@ -193,11 +193,11 @@ func (s *Sink) upload(f *file) {
 }
 
 // requeue puts a failed file back in the queue for its next round.
-func (s *Sink) requeue(f *file) {
+func (s *Sink) requeue(f *closedFile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if f.state == failed && !s.closing && !f.p.released {
-		f.state = queued
+	if f.state == fileFailed && !s.closing && !f.p.released {
+		f.state = fileQueued
 		s.kick()
 	}
 }
@@ -205,8 +205,8 @@ func (s *Sink) requeue(f *file) {
 // finish marks f done and frees its chunks; then takes the done files at
 // the front of its partition's queue off it, so a file leaves the queue
 // only after every earlier one, whatever order uploads finish in.
-func (s *Sink) finish(f *file) {
-	f.state = done
+func (s *Sink) finish(f *closedFile) {
+	f.state = fileDone
 	s.dropMultipart(f)
 	f.cancel()
 	s.free(f.chunks)
@@ -217,9 +217,9 @@ func (s *Sink) finish(f *file) {
 // pop takes the done files at the front of p's queue off it. For a
 // released partition it moves next past each uploaded one, up to the first
 // that was not.
-func (s *Sink) pop(p *partition) {
+func (s *Sink) pop(p *partitionState) {
 	n := 0
-	for ; n < len(p.pending) && p.pending[n].state == done; n++ {
+	for ; n < len(p.pending) && p.pending[n].state == fileDone; n++ {
 		if g := p.pending[n]; p.released && !p.stuck {
 			if g.uploaded {
 				if g.lead {
@@ -235,33 +235,6 @@ func (s *Sink) pop(p *partition) {
 		clear(p.pending[rest:])
 		p.pending = p.pending[:rest]
 	}
-}
-
-// objectInput returns the PutObject of a data object at key, without its
-// body: its content headers and every object setting.
-func (s *Sink) objectInput(key string) *s3.PutObjectInput {
-	in := &s3.PutObjectInput{
-		Bucket:      aws.String(s.opts.Bucket),
-		Key:         aws.String(key),
-		ContentType: aws.String(s.contentType()),
-	}
-	if enc := s.opts.Compression.encoding(); enc != "" {
-		in.ContentEncoding = aws.String(enc)
-	}
-	s.opts.Object.putObject(in)
-	return in
-}
-
-func (s *Sink) contentType() string {
-	switch s.opts.Format {
-	case formatJSONLines:
-		return "application/x-ndjson"
-	case formatJSONArray:
-		return "application/json"
-	case formatParquet:
-		return "application/vnd.apache.parquet"
-	}
-	return "application/octet-stream"
 }
 
 // LostMarker is the JSON body of a <key>.lost object.
