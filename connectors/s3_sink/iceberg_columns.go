@@ -92,20 +92,7 @@ func schemaColumns(schema *parquet.Schema) ([]icetable.Column, error) {
 		case *pqformat.DecimalType:
 			c.Type, c.Precision, c.Scale = "decimal", int(v.Precision), int(v.Scale)
 		case nil, *pqformat.IntType:
-			switch typ.Kind() {
-			case parquet.Boolean:
-				c.Type = "boolean"
-			case parquet.Int32:
-				c.Type = "int32"
-			case parquet.Int64:
-				c.Type = "int64"
-			case parquet.Float:
-				c.Type = "float"
-			case parquet.Double:
-				c.Type = "double"
-			case parquet.ByteArray:
-				c.Type = "bytes"
-			}
+			c.Type = kindColumnType[typ.Kind()]
 		}
 		if c.Type == "" {
 			return nil, fmt.Errorf("field %s is of Parquet type %s, which the Iceberg table cannot take", f.Name(), typ)
@@ -113,4 +100,15 @@ func schemaColumns(schema *parquet.Schema) ([]icetable.Column, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// kindColumnType is the sink column type of a Parquet physical type
+// without a logical type (or an integer one).
+var kindColumnType = map[parquet.Kind]string{
+	parquet.Boolean:   "boolean",
+	parquet.Int32:     "int32",
+	parquet.Int64:     "int64",
+	parquet.Float:     "float",
+	parquet.Double:    "double",
+	parquet.ByteArray: "bytes",
 }

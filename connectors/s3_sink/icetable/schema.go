@@ -30,30 +30,29 @@ var tableProps = iceberg.Properties{
 	table.MetadataDeleteAfterCommitEnabledKey: "true",
 }
 
+// primitiveTypes is the Iceberg type of each sink column type but decimal.
+// Iceberg timestamps are microseconds; a Parquet TIMESTAMP(MILLIS, UTC)
+// column is read as one (the value scaled).
+var primitiveTypes = map[string]iceberg.Type{
+	"string":       iceberg.PrimitiveTypes.String,
+	"json":         iceberg.PrimitiveTypes.String,
+	"int32":        iceberg.PrimitiveTypes.Int32,
+	"int64":        iceberg.PrimitiveTypes.Int64,
+	"float":        iceberg.PrimitiveTypes.Float32,
+	"double":       iceberg.PrimitiveTypes.Float64,
+	"boolean":      iceberg.PrimitiveTypes.Bool,
+	"timestamp_ms": iceberg.PrimitiveTypes.TimestampTz,
+	"timestamp_us": iceberg.PrimitiveTypes.TimestampTz,
+	"date":         iceberg.PrimitiveTypes.Date,
+	"bytes":        iceberg.PrimitiveTypes.Binary,
+}
+
 // icebergType is the Iceberg type of a sink column type.
 func icebergType(c Column) (iceberg.Type, error) {
-	switch c.Type {
-	case "string", "json":
-		return iceberg.PrimitiveTypes.String, nil
-	case "int32":
-		return iceberg.PrimitiveTypes.Int32, nil
-	case "int64":
-		return iceberg.PrimitiveTypes.Int64, nil
-	case "float":
-		return iceberg.PrimitiveTypes.Float32, nil
-	case "double":
-		return iceberg.PrimitiveTypes.Float64, nil
-	case "boolean":
-		return iceberg.PrimitiveTypes.Bool, nil
-	case "timestamp_ms", "timestamp_us":
-		// Iceberg timestamps are microseconds; a Parquet TIMESTAMP(MILLIS,
-		// UTC) column is read as one (the value scaled).
-		return iceberg.PrimitiveTypes.TimestampTz, nil
-	case "date":
-		return iceberg.PrimitiveTypes.Date, nil
-	case "bytes":
-		return iceberg.PrimitiveTypes.Binary, nil
-	case "decimal":
+	if t, ok := primitiveTypes[c.Type]; ok {
+		return t, nil
+	}
+	if c.Type == "decimal" {
 		if c.Precision < 1 || c.Precision > 38 || c.Scale < 0 || c.Scale > c.Precision {
 			return nil, fmt.Errorf("iceberg column %s: decimal(%d,%d) is not a decimal Iceberg has: precision 1 to 38, scale 0 to precision", c.Name, c.Precision, c.Scale)
 		}
