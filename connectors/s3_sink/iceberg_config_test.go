@@ -57,7 +57,7 @@ func TestIcebergConfig(t *testing.T) {
 		{"no catalog", map[string]any{"iceberg_catalog": nil}, "iceberg_catalog: table_format is 'iceberg' but iceberg_catalog is not set"},
 		{"no table", map[string]any{"iceberg_table": nil}, "iceberg_table: table_format is 'iceberg' but iceberg_table (namespace.table) is not set"},
 		{"bad table", map[string]any{"iceberg_table": "orders"}, "iceberg_table 'orders' must be namespace.table"},
-		{"no uri", map[string]any{"iceberg_catalog_uri": nil}, "iceberg_catalog_uri: iceberg_catalog = \"sql\" needs iceberg_catalog_uri, a PostgreSQL URL"},
+		{"no uri", map[string]any{"iceberg_catalog_uri": nil}, "iceberg_catalog_uri: iceberg_catalog = \"sql\" needs iceberg_catalog_uri, a PostgreSQL URL (postgres://user:password@host:5432/db) or a SQLite file"},
 		{"rest uri", map[string]any{"iceberg_catalog": "rest"}, "iceberg_catalog = \"rest\" needs iceberg_catalog_uri, the catalog's http:// or https:// URL"},
 		{"token not rest", map[string]any{"iceberg_catalog_token": "tok"}, "iceberg_catalog_token is for iceberg_catalog = \"rest\" only"},
 		{"bad warehouse", map[string]any{"iceberg_warehouse": "lake/meta"}, "iceberg_warehouse 'lake/meta' must be s3://bucket or s3://bucket/path"},

@@ -77,8 +77,8 @@ func (o *options) checkIceberg() error {
 	}
 	switch ice.Catalog {
 	case "sql":
-		if !strings.HasPrefix(ice.URI, "postgres://") && !strings.HasPrefix(ice.URI, "postgresql://") {
-			return uriProblem("iceberg_catalog = \"sql\" needs iceberg_catalog_uri, a PostgreSQL URL (postgres://user:password@host:5432/db)")
+		if !sqlCatalogURI(ice.URI) {
+			return uriProblem("iceberg_catalog = \"sql\" needs iceberg_catalog_uri, a PostgreSQL URL (postgres://user:password@host:5432/db) or a SQLite file (sqlite:/var/lib/pico/catalog.db)")
 		}
 	case "rest":
 		if !strings.HasPrefix(ice.URI, "http://") && !strings.HasPrefix(ice.URI, "https://") {
@@ -192,4 +192,13 @@ func missingParts(t pathTemplate, need []string) []string {
 		}
 	}
 	return miss
+}
+
+// sqlCatalogURI reports whether uri names a database the sql catalog
+// reaches: a PostgreSQL URL or a SQLite file (sqlite:PATH).
+func sqlCatalogURI(uri string) bool {
+	if path, ok := strings.CutPrefix(uri, "sqlite:"); ok {
+		return path != ""
+	}
+	return strings.HasPrefix(uri, "postgres://") || strings.HasPrefix(uri, "postgresql://")
 }

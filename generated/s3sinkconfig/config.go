@@ -98,6 +98,7 @@
 // | Catalog | `iceberg_catalog` | `iceberg_catalog_uri` | Credentials |
 // |---|---|---|---|
 // | SQL: PostgreSQL, the tables `iceberg_tables` and `iceberg_namespace_properties` of Iceberg's JDBC catalog, catalog name `pico` (created when missing) | `sql` | `postgres://user:password@host:5432/db` | in the URL |
+// | SQL: a SQLite file, the same tables (one machine: every runtime that writes the table must open the file) | `sql` | `sqlite:/var/lib/pico/catalog.db` | none |
 // | Iceberg REST (Polaris, Nessie, Lakekeeper, Tabular, Unity) | `rest` | `https://catalog.example.com/api/catalog` | `iceberg_catalog_credential` (`client_id:client_secret`, OAuth2) or `iceberg_catalog_token` (bearer) |
 // | AWS Glue | `glue` | not used | the sink's AWS credentials and `region` |
 //
@@ -368,7 +369,7 @@ const (
 	TableFormatIceberg TableFormat = "iceberg"
 )
 
-// IcebergCatalog is the type of the iceberg_catalog key: The Iceberg catalog that holds the table: sql (a PostgreSQL database, iceberg_catalog_uri), rest (an Iceberg REST catalog at iceberg_catalog_uri, with iceberg_catalog_credential or iceberg_catalog_token), or glue (AWS Glue of region, with the sink's AWS credentials). Required with table_format = iceberg.
+// IcebergCatalog is the type of the iceberg_catalog key: The Iceberg catalog that holds the table: sql (a PostgreSQL database or a SQLite file, iceberg_catalog_uri), rest (an Iceberg REST catalog at iceberg_catalog_uri, with iceberg_catalog_credential or iceberg_catalog_token), or glue (AWS Glue of region, with the sink's AWS credentials). Required with table_format = iceberg.
 type IcebergCatalog string
 
 // The values of IcebergCatalog.
@@ -603,10 +604,10 @@ type Config struct {
 	// Default: none.
 	TableFormat TableFormat
 
-	// IcebergCatalog is the iceberg_catalog key: The Iceberg catalog that holds the table: sql (a PostgreSQL database, iceberg_catalog_uri), rest (an Iceberg REST catalog at iceberg_catalog_uri, with iceberg_catalog_credential or iceberg_catalog_token), or glue (AWS Glue of region, with the sink's AWS credentials). Required with table_format = iceberg.
+	// IcebergCatalog is the iceberg_catalog key: The Iceberg catalog that holds the table: sql (a PostgreSQL database or a SQLite file, iceberg_catalog_uri), rest (an Iceberg REST catalog at iceberg_catalog_uri, with iceberg_catalog_credential or iceberg_catalog_token), or glue (AWS Glue of region, with the sink's AWS credentials). Required with table_format = iceberg.
 	IcebergCatalog IcebergCatalog
 
-	// IcebergCatalogURI is the iceberg_catalog_uri key: Where the catalog is: for sql a PostgreSQL URL (postgres://user:password@host:5432/db); for rest the catalog's http(s) URL. Required for sql and rest. A secret, since a URL may hold a password: masked in the API, logs and errors.
+	// IcebergCatalogURI is the iceberg_catalog_uri key: Where the catalog is: for sql a PostgreSQL URL (postgres://user:password@host:5432/db) or a SQLite file (sqlite:/var/lib/pico/catalog.db, for one machine: every runtime writing the table must reach the file); for rest the catalog's http(s) URL. Required for sql and rest. A secret, since a URL may hold a password: masked in the API, logs and errors.
 	IcebergCatalogURI confkit.Secret
 
 	// IcebergCatalogCredential is the iceberg_catalog_credential key: rest only: the OAuth2 client credential client_id:client_secret the catalog exchanges for a token. A secret.

@@ -16,7 +16,7 @@
 // schema.name-mapping.default property maps their columns by name, as the
 // Iceberg spec provides for files written without ids.
 //
-// Catalogs: "sql" (PostgreSQL, through pgx's database/sql driver), "rest"
+// Catalogs: "sql" (PostgreSQL, through pgx's database/sql driver, or a SQLite file, sqlite:PATH), "rest"
 // and "glue". Metadata files go to the warehouse through iceberg-go's S3
 // FileIO, configured from Config.S3.
 package icetable
@@ -44,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	_ "github.com/mattn/go-sqlite3"    // the "sqlite3" database/sql driver
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
@@ -259,14 +260,19 @@ func (t *Table) openCatalog(ctx context.Context) error {
 	}
 	switch t.cfg.Catalog {
 	case "sql":
-		if !strings.HasPrefix(t.cfg.URI, "postgres://") && !strings.HasPrefix(t.cfg.URI, "postgresql://") {
-			return fmt.Errorf("iceberg sql catalog URI '%s' is not a PostgreSQL URL: use postgres://user:password@host:port/database", t.cfg.URI)
+		driver, dsn, dialect := "pgx", t.cfg.URI, sqlcat.Postgres
+		if path, ok := strings.CutPrefix(t.cfg.URI, "sqlite:"); ok && path != "" {
+			// SQLite locks the file itself; writers wait for each other
+			// up to the busy timeout.
+			driver, dsn, dialect = "sqlite3", "file:"+path+"?_busy_timeout=10000&_txlock=immediate", sqlcat.SQLite
+		} else if !strings.HasPrefix(t.cfg.URI, "postgres://") && !strings.HasPrefix(t.cfg.URI, "postgresql://") {
+			return fmt.Errorf("iceberg sql catalog URI '%s' is neither a PostgreSQL URL nor a SQLite file: use postgres://user:password@host:port/database or sqlite:/path/to/catalog.db", t.cfg.URI)
 		}
-		db, err := sql.Open("pgx", t.cfg.URI)
+		db, err := sql.Open(driver, dsn)
 		if err != nil {
 			return fmt.Errorf("iceberg sql catalog: %w", err)
 		}
-		cat, err := newSQLCatalog(ctx, name, db, props)
+		cat, err := newSQLCatalog(ctx, name, db, dialect, props)
 		if err != nil {
 			db.Close()
 			return fmt.Errorf("iceberg sql catalog at %s: %w", t.cfg.URI, err)
@@ -329,8 +335,13 @@ func (t *Table) awsConfig(ctx context.Context) (aws.Config, error) {
 // two sessions at once fails one of them (duplicate key, type or table).
 const catalogLock = 0x7069636f69636562 // "picoiceb"
 
-// newSQLCatalog is the sql catalog on db, its tables created if missing.
-func newSQLCatalog(ctx context.Context, name string, db *sql.DB, props iceberg.Properties) (*sqlcat.Catalog, error) {
+// newSQLCatalog is the sql catalog on db, its tables created if missing
+// (on PostgreSQL under an advisory lock).
+func newSQLCatalog(ctx context.Context, name string, db *sql.DB, dialect sqlcat.SupportedDialect, props iceberg.Properties) (*sqlcat.Catalog, error) {
+	props["init_catalog_tables"] = "true"
+	if dialect != sqlcat.Postgres {
+		return sqlcat.NewCatalog(name, db, dialect, props)
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -340,8 +351,7 @@ func newSQLCatalog(ctx context.Context, name string, db *sql.DB, props iceberg.P
 		return nil, err
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(catalogLock))
-	props["init_catalog_tables"] = "true"
-	return sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
+	return sqlcat.NewCatalog(name, db, dialect, props)
 }
 
 // recoverError turns a panic of iceberg-go (it has a few, on metadata it

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -386,7 +387,7 @@ func TestErrorsHideSecrets(t *testing.T) {
 	}{
 		{Config{Catalog: "hive", Table: "a.b"}, "iceberg catalog 'hive' is not supported"},
 		{Config{Catalog: "sql", Table: "nodot"}, "must be namespace.table"},
-		{Config{Catalog: "sql", URI: "mysql://x", Table: "a.b"}, "not a PostgreSQL URL"},
+		{Config{Catalog: "sql", URI: "mysql://x", Table: "a.b"}, "neither a PostgreSQL URL nor a SQLite file"},
 		{Config{Catalog: "sql", Table: "a.b", Warehouse: "gs://b/w"}, "iceberg warehouse 'gs://b/w' is not an S3 location"},
 	} {
 		if _, err := Open(t.Context(), c.cfg, baseCols, nil); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -567,5 +568,29 @@ func TestCatalogOutage(t *testing.T) {
 	}
 	if got := offsetsOf(scan(t, tbl)); got != "t/0:0 t/0:1" {
 		t.Fatalf("scanned %s; want offsets 0 and 1 once", got)
+	}
+}
+
+// TestSQLiteCatalog: the sql catalog on a SQLite file (sqlite:PATH) holds
+// the table as the PostgreSQL one does: commit, offsets, scan, and a
+// second handle that reopens the file.
+func TestSQLiteCatalog(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.URI = "sqlite:" + filepath.Join(t.TempDir(), "catalog.db")
+	ctx := t.Context()
+	tbl := e.open(baseCols, daySpec)
+	tp := TopicPartition{"orders.eu", 0}
+	files := []DataFile{uploadRows(e, "s1.parquet", tp, 0, 3, day0), uploadRows(e, "s2.parquet", tp, 3, 2, day0)}
+	res, err := tbl.Commit(ctx, files, map[TopicPartition]int64{tp: 5}, nil)
+	if err != nil || res.SnapshotID == 0 {
+		t.Fatalf("Commit = %+v, %v; want a snapshot", res, err)
+	}
+	again := e.open(baseCols, daySpec)
+	offs, snap, err := again.Offsets(ctx)
+	if err != nil || offs[tp] != 5 || snap != res.SnapshotID {
+		t.Fatalf("Offsets through a second handle = %v, %d, %v; want %v: 5 at snapshot %d", offs, snap, err, tp, res.SnapshotID)
+	}
+	if got := offsetsOf(scan(t, again)); got != "orders.eu/0:0 orders.eu/0:1 orders.eu/0:2 orders.eu/0:3 orders.eu/0:4" {
+		t.Fatalf("scanned %s; want offsets 0 to 4 once", got)
 	}
 }
