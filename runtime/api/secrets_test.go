@@ -51,12 +51,15 @@ func secretValue(s *jsonSchema, keyValue bool) string {
 	}
 	if s.Pattern != "" {
 		// A secret with a pattern (the S3 sink's sse_customer_key, the
-		// base64 of 32 bytes) gets the marker padded until it fits.
+		// base64 of 32 bytes; iceberg_catalog_credential, id:secret) gets
+		// the marker padded, or after an id, until it fits.
 		re := regexp.MustCompile(s.Pattern)
-		for n := 0; n <= 64; n++ {
-			for _, end := range []string{"", "=", "=="} {
-				if v := marker + strings.Repeat("A", n) + end; re.MatchString(v) {
-					return v
+		for _, id := range []string{"", "pico:"} {
+			for n := 0; n <= 64; n++ {
+				for _, end := range []string{"", "=", "=="} {
+					if v := id + marker + strings.Repeat("A", n) + end; re.MatchString(v) {
+						return v
+					}
 				}
 			}
 		}
