@@ -3,6 +3,8 @@ package s3sink
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -186,5 +188,49 @@ func TestStreamedWholeBeforeTheCut(t *testing.T) {
 	}
 	if put := h.proxy.Count(http.MethodPut); put != 4 {
 		t.Errorf("%d PUT requests, want 3 parts (the last one ']') and the copy", put)
+	}
+}
+
+// TestStreamCompressorBoundaries: the pooled encoders (compress.go) give
+// the same bytes whatever the sizes of the writes they are fed, and when
+// an encoder is reused from its pool: the premise for compressing a file
+// as it fills (its appends are record-sized) and for today's compression
+// of a file's chunks, whose sizes depend on the chunk pool. Replays must
+// write the same object, so no Flush may come between the writes.
+func TestStreamCompressorBoundaries(t *testing.T) {
+	var in []byte
+	for i := 0; len(in) < 3<<20; i++ {
+		in = fmt.Appendf(in, `{"offset":%d,"key":"k-%d","value":"%x"}`+"\n", i, i%97, i*2654435761)
+	}
+	encode := func(c compression, l level, size int) []byte {
+		pool := &compressors[c][l]
+		enc := pool.Get().(compressor)
+		defer func() { enc.Reset(io.Discard); pool.Put(enc) }()
+		var out bytes.Buffer
+		enc.Reset(&out)
+		for b := in; len(b) > 0; {
+			k := min(size, len(b))
+			if _, err := enc.Write(b[:k]); err != nil {
+				t.Fatal(err)
+			}
+			b = b[k:]
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	for _, c := range []compression{compressGzip, compressZstd} {
+		for l := levelFastest; l <= levelBest; l++ {
+			whole := encode(c, l, len(in))
+			if len(whole) == 0 || len(whole) >= len(in) {
+				t.Fatalf("compression %d level %d: %d bytes from %d", c, l, len(whole), len(in))
+			}
+			for _, size := range []int{1, 61, 4096, 65537, 1 << 20, len(in)} {
+				if got := encode(c, l, size); !bytes.Equal(got, whole) {
+					t.Errorf("compression %d level %d: writes of %d bytes give %d bytes, not the %d of one write", c, l, size, len(got), len(whole))
+				}
+			}
+		}
 	}
 }
