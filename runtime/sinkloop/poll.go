@@ -79,11 +79,12 @@ func (l *loop) run(ctx context.Context) {
 				}
 			}
 		}
-		if !time.Now().Before(l.nextCommit) {
+		now := time.Now()
+		if !now.Before(l.nextCommit) {
 			l.tick()
 		}
-		if !time.Now().Before(l.nextHealth) {
-			l.health()
+		if h, ok := l.cfg.Sink.(sdk.Health); ok && !now.Before(l.nextHealth) {
+			l.health(h)
 		}
 	}
 }
@@ -230,12 +231,8 @@ func (l *loop) tick() {
 // condition is applied to the status (a sink whose uploads fail while no
 // record arrives still shows Error, and so does one whose background work
 // fails while its batches succeed).
-func (l *loop) health() {
+func (l *loop) health(h sdk.Health) {
 	l.nextHealth = time.Now().Add(l.cfg.CommitInterval)
-	h, ok := l.cfg.Sink.(sdk.Health)
-	if !ok {
-		return
-	}
 	err := h.Health()
 	cleared := err == nil && l.tr.Unhealthy()
 	if cleared && l.retry != nil {
