@@ -50,6 +50,12 @@ func adminOrphans(ctx context.Context, req sdk.AdminRequest) error {
 	}
 	cfgT := o.tableConfig()
 	cfgT.OrphanMinAge = *minAge
+	// The sink's own client: its assumed role and CA file apply.
+	client, err := newClient(ctx, &o)
+	if err != nil {
+		return fmt.Errorf("%s: %w", req.Key, err)
+	}
+	cfgT.Client = client
 	t, err := icetable.Open(ctx, cfgT, nil, nil)
 	if err != nil {
 		return fmt.Errorf("iceberg_table '%s' of %q: %w", o.Iceberg.Table, req.Key, err)

@@ -77,6 +77,10 @@ type Config struct {
 	OrphanMinAge time.Duration
 	// S3 says how iceberg-go's FileIO, and Orphans, reach the bucket.
 	S3 S3Config
+	// Client, when set, is the S3 client Orphans and DeleteOrphans use (the
+	// sink's own, with its assumed role and CA file), instead of one made
+	// from S3.
+	Client *s3.Client
 }
 
 // S3Config is how to reach the S3 (or S3-compatible) service of the

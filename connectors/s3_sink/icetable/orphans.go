@@ -161,8 +161,11 @@ func splitS3(p string) (bucket, key string, err error) {
 	return "", "", fmt.Errorf("iceberg orphans: '%s' is not an s3://bucket/key path", p)
 }
 
-// s3Client is a client of Config.S3, made on first use.
+// s3Client is Config.Client, or a client of Config.S3 made on first use.
 func (t *Table) s3Client(ctx context.Context) (*s3.Client, error) {
+	if t.cfg.Client != nil {
+		return t.cfg.Client, nil
+	}
 	var err error
 	t.s3once.Do(func() {
 		var cfg aws.Config
