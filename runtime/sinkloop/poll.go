@@ -79,12 +79,11 @@ func (l *loop) run(ctx context.Context) {
 				}
 			}
 		}
-		now := time.Now()
-		if !now.Before(l.nextCommit) {
+		if !time.Now().Before(l.nextCommit) {
 			l.tick()
 		}
-		if h, ok := l.cfg.Sink.(sdk.Health); ok && !now.Before(l.nextHealth) {
-			l.health(h)
+		if !time.Now().Before(l.nextHealth) {
+			l.health()
 		}
 	}
 }
@@ -231,8 +230,12 @@ func (l *loop) tick() {
 // condition is applied to the status (a sink whose uploads fail while no
 // record arrives still shows Error, and so does one whose background work
 // fails while its batches succeed).
-func (l *loop) health(h sdk.Health) {
+func (l *loop) health() {
 	l.nextHealth = time.Now().Add(l.cfg.CommitInterval)
+	h, ok := l.cfg.Sink.(sdk.Health)
+	if !ok {
+		return
+	}
 	err := h.Health()
 	cleared := err == nil && l.tr.Unhealthy()
 	if cleared && l.retry != nil {
