@@ -9,7 +9,8 @@ import (
 )
 
 // Compression runs in the upload goroutine, once per file, before the
-// first attempt: the file's chunks are replaced by compressed ones. The
+// first attempt: the file's chunks are replaced by compressed ones; a
+// streamed file is compressed as it fills instead (stream.go). The
 // encoders are fixed (compression_level, one goroutine, no timestamps), so
 // the same records give the same bytes on every replay.
 
@@ -38,11 +39,14 @@ func init() {
 }
 
 // chunkWriter collects written bytes into chunks taken from the sink's
-// pool, counted in the sink's held bytes.
+// pool, counted in the sink's held bytes. locked: its writer holds the
+// sink's lock (a streamed file's encoder, see encoder).
 type chunkWriter struct {
 	s      *Sink
+	locked bool
 	chunks [][]byte
 	size   int64
+	taken  int // chunks taken so far, for the pool's sizes (a streamed file's go back as its parts go up)
 }
 
 func (w *chunkWriter) Write(b []byte) (int, error) {
@@ -50,11 +54,16 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 	for len(b) > 0 {
 		last := len(w.chunks) - 1
 		if last < 0 || len(w.chunks[last]) == cap(w.chunks[last]) {
-			w.s.mu.Lock()
-			c := w.s.pool.get(len(w.chunks), 1)
+			if !w.locked {
+				w.s.mu.Lock()
+			}
+			c := w.s.pool.get(w.taken, 1)
 			w.s.grow(cap(c))
-			w.s.mu.Unlock()
+			if !w.locked {
+				w.s.mu.Unlock()
+			}
 			w.chunks = append(w.chunks, c)
+			w.taken++
 			last++
 		}
 		c := &w.chunks[last]
@@ -66,22 +75,56 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
+// encoder is a pooled compressor writing into out: the compressed file
+// of compress, or that of a streamed file, fed its chunks as they fill
+// (stream.go), whose parts are cut from out. Either way the encoder sees
+// the file's bytes in order, whatever their chunks' sizes, so the output
+// is the same bytes (TestStreamCompressorBoundaries).
+type encoder struct {
+	c    compressor
+	pool *sync.Pool
+	out  chunkWriter
+}
+
+// newEncoder takes an encoder of compression and compression_level from
+// its pool; locked: its calls run with the sink's lock held.
+func (s *Sink) newEncoder(locked bool) *encoder {
+	pool := &compressors[s.opts.Compression][s.opts.Level]
+	e := &encoder{c: pool.Get().(compressor), pool: pool, out: chunkWriter{s: s, locked: locked}}
+	e.c.Reset(&e.out)
+	return e
+}
+
+// write compresses chunks into out.
+func (e *encoder) write(chunks [][]byte) {
+	for _, c := range chunks {
+		_, _ = e.c.Write(c) // chunkWriter never fails
+	}
+}
+
+// close ends the compressed stream in out and gives the encoder back.
+func (e *encoder) close() {
+	_ = e.c.Close()
+	e.drop()
+}
+
+// drop gives the encoder back, its output unfinished.
+func (e *encoder) drop() {
+	e.c.Reset(io.Discard)
+	e.pool.Put(e.c)
+	e.c = nil
+}
+
 // compress replaces f's chunks by their compressed bytes.
 func (s *Sink) compress(f *closedFile) {
 	if s.opts.Compression == compressNone {
 		return
 	}
-	w := &chunkWriter{s: s}
-	pool := &compressors[s.opts.Compression][s.opts.Level]
-	enc := pool.Get().(compressor)
-	defer func() { enc.Reset(io.Discard); pool.Put(enc) }()
-	enc.Reset(w)
-	for _, c := range f.chunks {
-		_, _ = enc.Write(c) // chunkWriter never fails
-	}
-	_ = enc.Close()
+	e := s.newEncoder(false)
+	e.write(f.chunks)
+	e.close()
 	s.mu.Lock()
 	s.free(f.chunks)
-	f.chunks, f.size = w.chunks, w.size
+	f.chunks, f.size = e.out.chunks, e.out.size
 	s.mu.Unlock()
 }

@@ -17,8 +17,8 @@ import (
 
 // maxObjectBytes is the most bytes a file may hold before it is closed:
 // S3's largest object in parts of part_size (see options.objectLimit),
-// less room for the overhead of compression or of Parquet's encoding (both
-// run after the cut).
+// less room for the overhead of compression or of Parquet's encoding (the
+// file's size counts its bytes before either, streamed or not).
 func (s *Sink) maxObjectBytes() int64 {
 	if s.opts.Compression != compressNone || s.pq != nil {
 		return s.opts.objectLimit() - 64<<20

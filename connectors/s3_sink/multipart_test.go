@@ -144,19 +144,31 @@ func TestPartSizeBoundsMaxFileSize(t *testing.T) {
 // streams once it passes 16 MiB (a quarter of the bound), so the sink
 // holds at most max_in_flight parts besides the one filling, the process's
 // peak RSS grows by less than twice the bound (Go's heap headroom), and
-// every record is in exactly one object, the whole file.
+// every record is in exactly one object, the whole file. With gzip too,
+// of records (random hex) that compress to about half: the parts are of
+// compressed bytes, and the compressed file (about 110 MiB) is not held.
 func TestMultipartMemoryBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 200 MiB")
 	}
+	for _, c := range []struct {
+		name string
+		comp compression
+		recs []sdk.Record
+	}{{"none", compressNone, benchRecords(1024, 1024)}, {"gzip", compressGzip, streamedRecords(1024)}} {
+		t.Run(c.name, func(t *testing.T) { testMultipartMemoryBound(t, c.comp, c.recs) })
+	}
+}
+
+func testMultipartMemoryBound(t *testing.T, comp compression, recs []sdk.Record) {
 	const bound = 64 << 20
 	h := newHarness(t, func(o *options) {
 		o.PathTemplate = mustTemplate(t, "{topic}")
 		o.PartSize = 8 << 20
 		o.MaxFileSize = 200 << 20
 		o.MaxBufferSize = bound
+		o.Compression = comp
 	})
-	recs := benchRecords(1024, 1024)
 	one := len(h.sink.fmt.appendRecord(nil, &recs[0], true, metaTail("orders.eu", 0)))
 	total := (200 << 20) / one
 	runtime.GC()

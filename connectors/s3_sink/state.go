@@ -341,9 +341,12 @@ type fileStream struct {
 	mpu mpuState
 	// base: the bytes freed below the owner's chunks; chunks and size:
 	// the owner's (the open file's, then the cut file's).
-	base    int64
-	chunks  *[][]byte
-	size    *int64
+	base   int64
+	chunks *[][]byte
+	size   *int64
+	// enc: a compressed file's encoder while it is open; chunks and size
+	// are its output's, the open file's chunks raw (compressFilled).
+	enc     *encoder
 	running int  // part uploads running
 	broken  bool // a part failed after its attempts: none starts until the cut
 	cut     bool // the file was cut: its upload sends the rest

@@ -32,11 +32,17 @@ import (
 // the staging objects of its partition wherever the file was going, and
 // one lifecycle rule on the folder removes what is left elsewhere.
 //
-// Only exactly_once files of one directory per partition whose bytes are
-// the object's stream: a compressed or Parquet file is encoded at the cut,
-// and a group of files (a path_template read from each record) is held
-// whole and bounded by max_buffer_size, as before (see the schema's
-// Multipart uploads).
+// A compressed file streams too: once it streams, its chunks are fed to
+// an encoder as each fills (compressFilled) and its parts are cut from the
+// compressed bytes, which are those compress makes of the whole file at
+// the cut (the encoder's output does not depend on where its writes
+// break), so a replay that streams or not writes the same object. Its
+// size, rotation and the stream decision count raw bytes, as before.
+//
+// Only exactly_once files of one directory per partition stream: a
+// Parquet file is encoded at the cut, and a group of files (a
+// path_template read from each record) is held whole and bounded by
+// max_buffer_size, as before (see the schema's Multipart uploads).
 
 // stagingFolder is the folder, under prefix, of the staging objects.
 const stagingFolder = "_picomq-staging"
@@ -56,7 +62,7 @@ func (s *Sink) streamAt() int64 {
 
 // streams reports whether files above streamAt stream while they fill.
 func (s *Sink) streams() bool {
-	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.pq == nil && s.opts.Compression == compressNone
+	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.pq == nil
 }
 
 // stagingPrefix returns <prefix>/_picomq-staging/<topic>/<partition 5d>-.
@@ -81,10 +87,29 @@ func (s *Sink) streamOpen(p *partitionState) {
 			return
 		}
 		st = &fileStream{key: string(appendPadded([]byte(s.stagingPrefix(p.topic, p.partition)), fb.first, 20)), chunks: &fb.chunks, size: &fb.size}
+		if s.opts.Compression != compressNone {
+			st.enc = s.newEncoder(true)
+			st.chunks, st.size = &st.enc.out.chunks, &st.enc.out.size
+		}
 		st.ctx, st.cancel = context.WithCancel(s.ctx)
 		fb.stream = st
 	}
+	s.compressFilled(fb)
 	s.pump(st)
+}
+
+// compressFilled feeds the encoder of fb, a streamed compressed file, its
+// chunks but the one filling, and frees them: the open file holds one raw
+// chunk, and its compressed bytes until their parts are in. The lock is
+// held.
+func (s *Sink) compressFilled(fb *fileBuffer) {
+	n := len(fb.chunks) - 1
+	if fb.stream.enc == nil || n <= 0 {
+		return
+	}
+	fb.stream.enc.write(fb.chunks[:n])
+	s.free(fb.chunks[:n])
+	fb.chunks = append(fb.chunks[:0], fb.chunks[n])
 }
 
 // pump starts the uploads of the stream's full parts not yet started, up
@@ -156,11 +181,11 @@ func (s *Sink) streamPart(st *fileStream, i int, off int64) {
 }
 
 // streamAhead reports whether p's open file streams and holds more than
-// max_in_flight parts besides the one filling: Consume waits for its
-// parts before it appends more.
+// max_in_flight parts besides the one filling (compressed bytes, of a
+// compressed file): Consume waits for its parts before it appends more.
 func (s *Sink) streamAhead(p *partitionState) bool {
 	st := p.open.stream
-	return st != nil && !st.broken && p.open.size-st.base > int64(s.opts.MaxInFlight+1)*s.opts.PartSize
+	return st != nil && !st.broken && *st.size-st.base > int64(s.opts.MaxInFlight+1)*s.opts.PartSize
 }
 
 // partsRunning reports whether a part of an open file is on its way.
@@ -175,11 +200,25 @@ func (s *Sink) partsRunning() bool {
 
 // cutStream hands the stream of fb, just cut into f, to f: its upload
 // sends the rest. Should f be dropped before (Release), its staging
-// upload is aborted.
+// upload is aborted. A compressed file's rest goes through its encoder,
+// whose output becomes f's bytes, encoded; if none of its parts started
+// (its compressed bytes stayed within part_size), f goes up as a file
+// held whole, at its key.
 func (s *Sink) cutStream(fb *fileBuffer, f *closedFile) {
 	st := fb.stream
 	if st == nil {
 		return
+	}
+	if e := st.enc; e != nil {
+		st.enc = nil
+		e.write(f.chunks)
+		s.free(f.chunks)
+		e.close()
+		f.chunks, f.size, f.encoded = e.out.chunks, e.out.size, true
+		if len(st.mpu.parts) == 0 {
+			st.cancel()
+			return
+		}
 	}
 	st.cut, st.chunks, st.size = true, &f.chunks, &f.size
 	f.stream = st
@@ -202,6 +241,14 @@ func (s *Sink) dropStream(st *fileStream, chunks [][]byte) {
 		return
 	}
 	st.dropped = true
+	if e := st.enc; e != nil {
+		// An open compressed file: its parts read the encoder's output,
+		// not the raw chunks.
+		st.enc = nil
+		e.drop()
+		s.free(chunks)
+		chunks = e.out.chunks
+	}
 	if chunks != nil {
 		// The open file's buffer starts over: the stream owns its chunks.
 		st.leftover = chunks

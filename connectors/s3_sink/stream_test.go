@@ -2,6 +2,7 @@ package s3sink
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -102,42 +104,57 @@ func TestStreamedCopyKeepsSettings(t *testing.T) {
 // streams drops the file: its staging upload is aborted once its parts
 // stop, nothing is written under the file's key, Durable stays at the
 // file's first offset (the next owner replays it), and its chunks are
-// freed.
+// freed, and a compressed file's (raw, and compressed) too.
 func TestReleaseStreamedFile(t *testing.T) {
-	h := newHarness(t, func(o *options) {
-		o.PathTemplate = mustTemplate(t, "{topic}")
-		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
-	})
-	recs := benchRecords(12_000, 1024) // about 14 MiB: two parts go up while it fills
-	for i := range recs {
-		recs[i].Offset = int64(1000 + i)
-	}
-	ctx := context.Background()
-	if err := h.sink.Consume(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
-	h.sink.mu.Lock()
-	st := h.sink.parts[bufferKey{"orders.eu", 0}].open.stream
-	h.sink.mu.Unlock()
-	if st == nil {
-		t.Fatal("the open file does not stream")
-	}
-	tp := sdk.TopicPartition{Topic: "orders.eu"}
-	if err := h.sink.Release(ctx, []sdk.TopicPartition{tp}); err != nil {
-		t.Fatal(err)
-	}
-	if d := h.sink.Durable()[tp]; d != 1000 {
-		t.Fatalf("Durable after the release: %d, want 1000", d)
-	}
-	if err := h.sink.Close(ctx); err != nil { // waits for the abort
-		t.Fatal(err)
-	}
-	if left := h.uploads(""); len(left) > 0 {
-		t.Fatalf("uploads left after the release: %v", left)
-	}
-	h.wantKeys()
-	if h.sink.held != 0 {
-		t.Fatalf("%d bytes still held after the release", h.sink.held)
+	for _, c := range []struct {
+		name string
+		comp compression
+		recs []sdk.Record
+	}{
+		{"none", compressNone, benchRecords(12_000, 1024)}, // about 14 MiB: two parts go up while it fills
+		{"gzip", compressGzip, streamedRecords(12_000)},    // about 7 MiB compressed: one part
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, func(o *options) {
+				o.PathTemplate = mustTemplate(t, "{topic}")
+				o.Compression = c.comp
+				o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB
+			})
+			recs := c.recs
+			for i := range recs {
+				recs[i].Topic, recs[i].Offset = "orders.eu", int64(1000+i)
+			}
+			ctx := context.Background()
+			if err := h.sink.Consume(ctx, recs); err != nil {
+				t.Fatal(err)
+			}
+			h.sink.mu.Lock()
+			st := h.sink.parts[bufferKey{"orders.eu", 0}].open.stream
+			h.sink.mu.Unlock()
+			if st == nil || (st.enc != nil) != (c.comp != compressNone) {
+				t.Fatal("the open file does not stream (through an encoder when compressed)")
+			}
+			tp := sdk.TopicPartition{Topic: "orders.eu"}
+			if err := h.sink.Release(ctx, []sdk.TopicPartition{tp}); err != nil {
+				t.Fatal(err)
+			}
+			if d := h.sink.Durable()[tp]; d != 1000 {
+				t.Fatalf("Durable after the release: %d, want 1000", d)
+			}
+			if err := h.sink.Close(ctx); err != nil { // waits for the abort
+				t.Fatal(err)
+			}
+			if left := h.uploads(""); len(left) > 0 {
+				t.Fatalf("uploads left after the release: %v", left)
+			}
+			h.wantKeys()
+			if h.sink.held != 0 {
+				t.Fatalf("%d bytes still held after the release", h.sink.held)
+			}
+			if st.enc != nil {
+				t.Fatal("the dropped file's encoder was not given back")
+			}
+		})
 	}
 }
 
@@ -232,5 +249,155 @@ func TestStreamCompressorBoundaries(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// decompressed returns body decompressed with c.
+func decompressed(t *testing.T, c compression, body []byte) []byte {
+	t.Helper()
+	var r io.Reader
+	switch c {
+	case compressGzip:
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = zr
+	case compressZstd:
+		zr, err := zstd.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		r = zr
+	default:
+		return body
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("decompressing %d bytes: %v", len(body), err)
+	}
+	return out
+}
+
+// streamedRecords returns n records of orders.eu from offset 1000 with
+// 1 KiB payloads of random hex, which compress to about half.
+func streamedRecords(n int) []sdk.Record {
+	recs := hexRecords(n, 1024)
+	for i := range recs {
+		recs[i].Topic, recs[i].Offset = "orders.eu", int64(1000+i)
+	}
+	return recs
+}
+
+// TestStreamCompressed: a gzip or zstd file whose raw bytes pass
+// streamAt streams: its parts, cut from the compressed bytes, go up under
+// the staging key while it fills, and the object decompresses to its
+// records in order. Its bytes are those of the same records held whole
+// and compressed at the cut (a sink whose streamAt is above the file), so
+// a replay that streams or not writes the same object. A file that
+// streams but whose compressed bytes stay within part_size (small: highly
+// compressible records) starts no part and goes up at its key, the same
+// bytes again.
+func TestStreamCompressed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		comp  compression
+		recs  []sdk.Record
+		parts bool
+	}{
+		{"gzip", compressGzip, streamedRecords(24_000), true}, // about 24 MiB, 13 MiB compressed
+		{"zstd", compressZstd, streamedRecords(24_000), true},
+		{"gzip-small", compressGzip, benchRecords(12_000, 1024), false}, // about 14 MiB, within a part compressed
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mod := func(o *options) {
+				o.PathTemplate = mustTemplate(t, "{topic}")
+				o.Compression = c.comp
+				o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB, raw
+			}
+			h := newHarness(t, mod)
+			ctx := context.Background()
+			for i := 0; i < len(c.recs); i += 500 {
+				if err := h.sink.Consume(ctx, c.recs[i:min(i+500, len(c.recs))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.sink.mu.Lock()
+			st := h.sink.parts[bufferKey{"orders.eu", 0}].open.stream
+			streamed := st != nil && st.enc != nil
+			h.sink.mu.Unlock()
+			if !streamed {
+				t.Fatal("the open file does not stream through an encoder")
+			}
+			// Staging requests before the cut: the upload's creation and
+			// parts went up while the file filled.
+			staged := func() (creates, parts int) {
+				for _, e := range h.proxy.Log() {
+					if !strings.Contains(e.Path, "/"+stagingFolder+"/") {
+						continue
+					}
+					switch e.Method {
+					case http.MethodPost:
+						creates++
+					case http.MethodPut:
+						parts++
+					}
+				}
+				return creates, parts
+			}
+			testwait.For(t, time.Minute, "the parts started to finish", func() bool {
+				h.sink.mu.Lock()
+				defer h.sink.mu.Unlock()
+				return st.running == 0
+			})
+			creates, parts := staged()
+			if c.parts && (creates != 1 || parts < 2) {
+				t.Fatalf("before the cut: %d staging CreateMultipartUpload and %d part requests, want 1 and at least 2", creates, parts)
+			}
+			if !c.parts && creates+parts > 0 {
+				t.Fatalf("before the cut: %d staging CreateMultipartUpload and %d part requests, want none", creates, parts)
+			}
+			if err := h.sink.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if h.sink.held != 0 {
+				t.Errorf("%d bytes still held after Close", h.sink.held)
+			}
+			var raw []byte
+			f := newFormatter(&h.sink.opts)
+			for i := range c.recs {
+				raw = f.appendRecord(raw, &c.recs[i], i == 0, metaTail("orders.eu", 0))
+			}
+			k := key("orders.eu", 1000, 1000+len(c.recs)-1, "jsonl"+c.comp.ext())
+			h.wantKeys(k) // the staging object is gone
+			got := h.srv.MustGet(t, k)
+			if back := decompressed(t, c.comp, got); !bytes.Equal(back, raw) {
+				t.Fatalf("%s: %d bytes decompress to %d bytes, not the %d of the records", k, len(got), len(back), len(raw))
+			}
+			if c.parts && len(got) <= 10<<20 {
+				t.Fatalf("%s: %d bytes, want more than two parts", k, len(got))
+			}
+			if left := h.uploads(""); len(left) > 0 {
+				t.Errorf("incomplete uploads left: %v", left)
+			}
+
+			// The same records, held whole (streamAt above the file).
+			whole, err := openWith(t, h.srv, nil, func(o *options) {
+				mod(o)
+				o.Prefix, o.MaxBufferSize = "whole", 256<<20
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at := whole.streamAt(); at <= int64(len(raw)) {
+				t.Fatalf("streamAt %d: the file of %d bytes would stream", at, len(raw))
+			}
+			feedFrom1000(t, whole, c.recs, len(c.recs))
+			if held := h.srv.MustGet(t, "whole/"+k); !bytes.Equal(held, got) {
+				t.Fatalf("%s: the streamed file has %d bytes, the file held whole %d other ones", k, len(got), len(held))
+			}
+			t.Logf("%s: %d bytes, %d compressed, %d part requests while it filled", k, len(raw), len(got), parts)
+		})
 	}
 }
