@@ -144,7 +144,11 @@ func (s *Sink) streamPart(st *fileStream, i int, off int64) {
 		id := st.mpu.id
 		s.mu.Unlock()
 		if id == nil {
-			out, err := s.client.CreateMultipartUpload(ctx, create)
+			// Not cancelled by a drop: an upload the store created must
+			// be known to be aborted (abortStream).
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), s.attemptTimeout(0))
+			out, err := s.client.CreateMultipartUpload(cctx, create)
+			ccancel()
 			if err != nil {
 				return err
 			}
