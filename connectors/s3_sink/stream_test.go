@@ -290,7 +290,8 @@ func streamedRecords(n int) []sdk.Record {
 	return recs
 }
 
-// TestStreamCompressed: a gzip or zstd file whose raw bytes pass
+// TestStreamCompressed: a gzip or zstd file (JSON lines, or a json_array
+// whose closing ']' goes through the encoder at the cut) whose raw bytes pass
 // streamAt streams: its parts, cut from the compressed bytes, go up under
 // the staging key while it fills, and the object decompresses to its
 // records in order. Its bytes are those of the same records held whole
@@ -301,19 +302,21 @@ func streamedRecords(n int) []sdk.Record {
 // bytes again.
 func TestStreamCompressed(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		comp  compression
-		recs  []sdk.Record
-		parts bool
+		name   string
+		comp   compression
+		format format
+		recs   []sdk.Record
+		parts  bool
 	}{
-		{"gzip", compressGzip, streamedRecords(24_000), true}, // about 24 MiB, 13 MiB compressed
-		{"zstd", compressZstd, streamedRecords(24_000), true},
-		{"gzip-small", compressGzip, benchRecords(12_000, 1024), false}, // about 14 MiB, within a part compressed
+		{"gzip", compressGzip, formatJSONLines, streamedRecords(24_000), true}, // about 27 MB, 12 MB compressed
+		{"zstd", compressZstd, formatJSONLines, streamedRecords(24_000), true},
+		{"zstd-json_array", compressZstd, formatJSONArray, streamedRecords(24_000), true},
+		{"gzip-small", compressGzip, formatJSONLines, benchRecords(12_000, 1024), false}, // about 14 MB, within a part compressed
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mod := func(o *options) {
 				o.PathTemplate = mustTemplate(t, "{topic}")
-				o.Compression = c.comp
+				o.Compression, o.Format = c.comp, c.format
 				o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20 // streams above 5 MiB, raw
 			}
 			h := newHarness(t, mod)
@@ -369,7 +372,8 @@ func TestStreamCompressed(t *testing.T) {
 			for i := range c.recs {
 				raw = f.appendRecord(raw, &c.recs[i], i == 0, metaTail("orders.eu", 0))
 			}
-			k := key("orders.eu", 1000, 1000+len(c.recs)-1, "jsonl"+c.comp.ext())
+			raw = f.finish(raw)
+			k := key("orders.eu", 1000, 1000+len(c.recs)-1, c.format.ext()+c.comp.ext())
 			h.wantKeys(k) // the staging object is gone
 			got := h.srv.MustGet(t, k)
 			if back := decompressed(t, c.comp, got); !bytes.Equal(back, raw) {
