@@ -32,11 +32,12 @@ import (
 // the staging objects of its partition wherever the file was going, and
 // one lifecycle rule on the folder removes what is left elsewhere.
 //
-// Only exactly_once files of one directory per partition whose bytes are
-// the object's stream: a compressed or Parquet file is encoded at the cut,
-// and a group of files (a path_template read from each record) is held
-// whole and bounded by max_buffer_size, as before (see the schema's
-// Multipart uploads).
+// Only exactly_once files of one directory per partition: a compressed
+// file is encoded at the cut, and a group of files (a path_template read
+// from each record) is held whole and bounded by max_buffer_size, as
+// before (see the schema's Multipart uploads). A Parquet file's parts are
+// cut from its encoded bytes, which its writer makes as it fills
+// (parquet_stream.go).
 
 // stagingFolder is the folder, under prefix, of the staging objects.
 const stagingFolder = "_picomq-staging"
@@ -56,7 +57,7 @@ func (s *Sink) streamAt() int64 {
 
 // streams reports whether files above streamAt stream while they fill.
 func (s *Sink) streams() bool {
-	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.pq == nil && s.opts.Compression == compressNone
+	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.opts.Compression == compressNone
 }
 
 // stagingPrefix returns <prefix>/_picomq-staging/<topic>/<partition 5d>-.
@@ -84,6 +85,7 @@ func (s *Sink) streamOpen(p *partitionState) {
 		st.ctx, st.cancel = context.WithCancel(s.ctx)
 		fb.stream = st
 	}
+	s.encodeOpen(p) // Parquet: the parts are of the encoded bytes
 	s.pump(st)
 }
 
@@ -160,7 +162,7 @@ func (s *Sink) streamPart(st *fileStream, i int, off int64) {
 // parts before it appends more.
 func (s *Sink) streamAhead(p *partitionState) bool {
 	st := p.open.stream
-	return st != nil && !st.broken && p.open.size-st.base > int64(s.opts.MaxInFlight+1)*s.opts.PartSize
+	return st != nil && !st.broken && *st.size-st.base > int64(s.opts.MaxInFlight+1)*s.opts.PartSize
 }
 
 // partsRunning reports whether a part of an open file is on its way.
@@ -181,6 +183,7 @@ func (s *Sink) cutStream(fb *fileBuffer, f *closedFile) {
 	if st == nil {
 		return
 	}
+	s.encodeCut(fb, f) // Parquet: f takes the encoded bytes
 	st.cut, st.chunks, st.size = true, &f.chunks, &f.size
 	f.stream = st
 	context.AfterFunc(f.ctx, func() {

@@ -1,0 +1,138 @@
+package s3sink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/picomq/pico-connectors/sdk"
+)
+
+// streamedParquet is a Parquet sink's settings that stream a file above
+// 5 MiB (part_size, a quarter of max_buffer_size 20MiB), with row groups
+// of 1 MiB of raw rows.
+func streamedParquet(t *testing.T) func(*options) {
+	return func(o *options) {
+		parquetOpts([]columnSpec{{Name: "n", Type: "int64"}, {Name: "pad", Type: "string"}}, "zstd")(o)
+		o.PathTemplate = mustTemplate(t, "{topic}")
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 64<<20, 20<<20
+		o.RowGroupSize = 1 << 20
+		o.MaxInFlight = 2
+	}
+}
+
+// parquetRecords returns n records of topic t from offset 0 whose rows
+// are about 1 KiB, of text that compresses little.
+func parquetRecords(n int) []sdk.Record {
+	recs := records("t", 0, n)
+	for i := range recs {
+		recs[i].Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, pad(i, 900+i%200)))
+	}
+	return recs
+}
+
+// TestParquetStreamed: a Parquet file of about 30 MiB of raw rows, above
+// max_buffer_size (20MiB), streams: its parts go up to the staging upload
+// while it fills, and it is one object, as the whole file, whose rows are
+// the records, in several row groups; the sink's held bytes stay within
+// the bound and a row group. Its bytes are those of the same file held
+// whole and encoded at its upload (max_buffer_size 256MiB): a replay
+// writes the same object whether it streams the file or not.
+func TestParquetStreamed(t *testing.T) {
+	recs := parquetRecords(30_000)
+	h := newHarness(t, streamedParquet(t))
+	feed(t, h.sink, recs, 500)
+	// Open still: its parts are on their way or in, and it holds the raw
+	// rows of a batch or so, not its row group.
+	h.sink.mu.Lock()
+	fb := &h.sink.parts[bufferKey{"t", 0}].open
+	parts, raw := 0, len(fb.chunks)
+	if fb.stream != nil {
+		parts = len(fb.stream.mpu.parts)
+	}
+	h.sink.mu.Unlock()
+	if parts < 2 || raw > 2 {
+		t.Fatalf("open file: %d parts started, %d raw chunks held; want its parts going up while it fills, its rows freed as they are encoded", parts, raw)
+	}
+	if err := h.sink.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	staged := 0
+	for _, e := range h.proxy.Log() {
+		if e.Method == http.MethodPut && strings.Contains(e.Path, "/"+stagingFolder+"/") {
+			staged++
+		}
+	}
+	if staged < 4 {
+		t.Fatalf("%d PUT requests under the staging key, want the file's parts streamed there\n%+v", staged, h.proxy.Log())
+	}
+	tabs := parquetObjects(t, h.srv, "t/")
+	if len(tabs) != 1 {
+		t.Fatalf("%d objects, want the whole file in one (streamed, not cut at max_buffer_size)", len(tabs))
+	}
+	tb := tabs[0]
+	if tb.key != key("", 0, len(recs)-1, "parquet")[1:] {
+		t.Fatalf("key %s, want the file of every record", tb.key)
+	}
+	if tb.rowGroups < 20 {
+		t.Errorf("%d row groups, want about 30 of parquet_row_group_size (1 MiB)", tb.rowGroups)
+	}
+	if len(tb.rows) != len(recs) {
+		t.Fatalf("%d rows, want %d", len(tb.rows), len(recs))
+	}
+	for i, r := range tb.rows {
+		if r[0] != fmt.Sprint(i) || r[5] != fmt.Sprint(i) || r[6] != pad(i, 900+i%200) {
+			t.Fatalf("row %d: %v, want offset and n %d and its pad", i, r[:6], i)
+		}
+	}
+	// max_buffer_size, and the row group the writer flushes at once.
+	if most := h.sink.opts.MaxBufferSize + h.sink.rowGroupTarget(); h.sink.peakHeld > most {
+		t.Errorf("held %d bytes at the peak, above max_buffer_size and a row group (%d)", h.sink.peakHeld, most)
+	}
+	t.Logf("%d bytes, %d row groups, %d parts streamed; peak held %.1f MiB", tb.size, tb.rowGroups, staged, float64(h.sink.peakHeld)/(1<<20))
+
+	whole := openAt(t, h.srv, h.srv.Endpoint, "whole", func(o *options) {
+		streamedParquet(t)(o)
+		o.MaxBufferSize = 256 << 20
+	})
+	feed(t, whole, recs, 500)
+	whole.mu.Lock()
+	st := whole.parts[bufferKey{"t", 0}].open.stream
+	whole.mu.Unlock()
+	if st != nil {
+		t.Fatal("the file held whole streams")
+	}
+	if err := whole.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	k := "t/" + tb.key
+	if got, want := h.srv.MustGet(t, k), h.srv.MustGet(t, "whole/"+k); !bytes.Equal(got, want) {
+		t.Fatalf("%s: the streamed file has %d bytes, not the %d bytes of the file held whole", k, len(got), len(want))
+	}
+}
+
+// TestParquetStreamedRelease: a partition revoked while its Parquet file
+// streams drops the file: its raw rows, its encoded bytes and its
+// writer's share are freed, its staging upload is aborted, nothing is
+// written.
+func TestParquetStreamedRelease(t *testing.T) {
+	h := newHarness(t, streamedParquet(t))
+	feed(t, h.sink, parquetRecords(12_000), 500)
+	h.sink.mu.Lock()
+	fb := &h.sink.parts[bufferKey{"t", 0}].open
+	streaming := fb.stream != nil && fb.pq.enc != nil && fb.pq.enc.out.size > 0
+	h.sink.mu.Unlock()
+	if !streaming {
+		t.Fatal("the open file does not stream its encoded bytes")
+	}
+	ctx := context.Background()
+	err := h.sink.Release(ctx, []sdk.TopicPartition{{Topic: "t"}})
+	err = errors.Join(err, h.sink.Close(ctx)) // Close waits for the abort
+	if left, keys := h.uploads(""), h.keys(); err != nil || len(left) > 0 || len(keys) > 0 || h.sink.held != 0 {
+		t.Fatalf("after the release: %v; uploads %v, objects %v, %d bytes held; want none", err, left, keys, h.sink.held)
+	}
+}
