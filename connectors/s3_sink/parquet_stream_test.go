@@ -6,9 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
+	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
 
@@ -135,4 +140,47 @@ func TestParquetStreamedRelease(t *testing.T) {
 	if left, keys := h.uploads(""), h.keys(); err != nil || len(left) > 0 || len(keys) > 0 || h.sink.held != 0 {
 		t.Fatalf("after the release: %v; uploads %v, objects %v, %d bytes held; want none", err, left, keys, h.sink.held)
 	}
+}
+
+// TestParquetStreamedIceberg: with table_format = "iceberg" a streamed
+// Parquet file is committed with its encoded size and its record count
+// (the table's data file entry); the table reads back every record once,
+// which it could not with the raw size.
+func TestParquetStreamedIceberg(t *testing.T) {
+	srv := s3test.Start(t)
+	const n = 12_000 // about 12 MiB of raw rows: streams above 5 MiB
+	s := openAt(t, srv, srv.Endpoint, "ice", func(o *options) {
+		streamedParquet(t)(o)
+		o.Iceberg = icebergSettings{Enabled: true, Catalog: "sql", URI: "sqlite:" + filepath.Join(t.TempDir(), "catalog.db"), Table: "lake.ice", CommitInterval: time.Hour}
+	})
+	feed(t, s, parquetRecords(n), 500)
+	s.mu.Lock()
+	p := s.parts[bufferKey{"t", 0}]
+	streaming := p.open.stream != nil
+	s.closeFile(p)
+	s.mu.Unlock()
+	if !streaming {
+		t.Fatal("the open file does not stream")
+	}
+	s.settle()
+	s.mu.Lock()
+	files := slices.Clone(p.ice.files)
+	s.mu.Unlock()
+	if len(files) != 1 {
+		t.Fatalf("%d data files waiting for the commit, want the one", len(files))
+	}
+	k := strings.TrimPrefix(files[0].Path, "s3://"+srv.Bucket+"/")
+	if body := srv.MustGet(t, k); files[0].Size != int64(len(body)) || files[0].Records != n {
+		t.Fatalf("data file %s: size %d, %d records; want the object's %d bytes and %d", k, files[0].Size, files[0].Records, len(body), n)
+	}
+	if err := s.Close(context.Background()); err != nil { // commits
+		t.Fatal(err)
+	}
+	tb, err := icetable.Open(context.Background(), s.opts.tableConfig(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	_, seen := readTable(t, tb)
+	wantOnce(t, seen, n)
 }
