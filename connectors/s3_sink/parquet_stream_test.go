@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
+	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -120,6 +121,51 @@ func TestParquetStreamed(t *testing.T) {
 	}
 }
 
+// TestParquetStreamedCrash: a sink that crashes while its Parquet file
+// streams (parts in its staging upload) and resumes from its Durable
+// offset writes the same object as a run without a crash that held the
+// file whole, and leaves no upload behind (the next start aborts the
+// staging upload).
+func TestParquetStreamedCrash(t *testing.T) {
+	recs := parquetRecords(16_000)
+	h := newHarness(t, streamedParquet(t))
+	feed(t, h.sink, recs[:12_000], 500)
+	testwait.For(t, time.Minute, "a part of the open file to be in", func() bool {
+		h.sink.mu.Lock()
+		defer h.sink.mu.Unlock()
+		st := h.sink.parts[bufferKey{"t", 0}].open.stream
+		return st != nil && len(st.mpu.parts) > 0 && st.mpu.parts[0].ETag != nil
+	})
+	from, _ := durableOf(h.sink, "t")
+	h.sink.crash()
+	if from != 0 {
+		t.Fatalf("Durable %d during the crashed file, want 0", from)
+	}
+	if len(h.uploads("")) != 1 {
+		t.Fatalf("uploads %v after the crash, want the staging upload", h.uploads(""))
+	}
+	again := openAt(t, h.srv, h.srv.Endpoint, "", streamedParquet(t))
+	feed(t, again, recs[from:], 500)
+	if err := again.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ref := openAt(t, h.srv, h.srv.Endpoint, "ref", func(o *options) {
+		streamedParquet(t)(o)
+		o.MaxBufferSize = 256 << 20 // held whole
+	})
+	feed(t, ref, recs, 500)
+	if err := ref.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	k := "t/" + key("", 0, len(recs)-1, "parquet")[1:]
+	if got, want := h.srv.MustGet(t, k), h.srv.MustGet(t, "ref/"+k); !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes after the crash, not the %d bytes of the run without one", k, len(got), len(want))
+	}
+	if left := h.uploads(""); len(left) > 0 {
+		t.Fatalf("uploads left: %v", left)
+	}
+}
+
 // TestParquetStreamedRelease: a partition revoked while its Parquet file
 // streams drops the file: its raw rows, its encoded bytes and its
 // writer's share are freed, its staging upload is aborted, nothing is
@@ -183,4 +229,55 @@ func TestParquetStreamedIceberg(t *testing.T) {
 	defer tb.Close()
 	_, seen := readTable(t, tb)
 	wantOnce(t, seen, n)
+}
+
+// BenchmarkParquetStreamed writes 192 MiB of raw Parquet rows (about
+// 1 KiB each, text that compresses to about half) to one partition per op
+// against versitygw, in files of 64 MiB of raw rows, parts of 16 MiB:
+// held whole and encoded at the upload (held: max_buffer_size 256MiB,
+// the default), and streamed, encoded on the consume path as they fill
+// (streamed: max_buffer_size 64MiB, so a file streams above 16 MiB). It
+// reports raw MB/s, the peak held MiB, and ratio_vs_held in the same run.
+func BenchmarkParquetStreamed(b *testing.B) {
+	const total = 192 << 20
+	recs := parquetRecords(1000)
+	var held float64
+	for _, c := range []struct {
+		name   string
+		buffer int64
+	}{{"held-64MiB", 256 << 20}, {"streamed-64MiB", 64 << 20}} {
+		b.Run(c.name, func(b *testing.B) {
+			srv := s3test.Start(b)
+			var n, raw int
+			var peak int64
+			for i := 0; i < b.N; i++ {
+				s := openBenchSink(b, srv, func(o *options) {
+					parquetOpts([]columnSpec{{Name: "n", Type: "int64"}, {Name: "pad", Type: "string"}}, "zstd")(o)
+					o.MaxFileSize, o.PartSize, o.MaxBufferSize = 64<<20, 16<<20, c.buffer
+					o.Prefix = fmt.Sprintf("%s-%s-%d", o.Prefix, c.name, i)
+				})
+				if i == 0 {
+					for j := range recs {
+						if _, err := s.pq.row(&s.row, &recs[j]); err != nil {
+							b.Fatal(err)
+						}
+						raw += len(appendRow(nil, s.row.row))
+					}
+					n = total / (raw / len(recs))
+					b.SetBytes(int64(total))
+					b.ResetTimer()
+				}
+				feedFrom1000(b, s, recs, n)
+				peak = max(peak, s.peakHeld)
+			}
+			mbs := float64(int64(b.N)*total) / b.Elapsed().Seconds() / 1e6
+			b.ReportMetric(mbs, "MB/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak_held_MiB")
+			if c.buffer == 256<<20 {
+				held = mbs
+			} else if held > 0 {
+				b.ReportMetric(mbs/held, "ratio_vs_held")
+			}
+		})
+	}
 }
