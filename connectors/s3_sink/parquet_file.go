@@ -157,8 +157,9 @@ func (s *Sink) encodeParquet(f *closedFile) error {
 	w := parquetWriter(out, l)
 	reserve := s.encodeReserve()
 	s.mu.Lock()
-	// One encoding always runs; more only within encodeBudget.
-	for s.encoding > 0 && s.encoding+reserve > s.encodeBudget() {
+	// One encoding always runs beside the streamed files' writers; more
+	// only within encodeBudget.
+	for s.encoding > s.streamWriters && s.encoding+reserve > s.encodeBudget() {
 		s.cond.Wait()
 	}
 	s.grow(int(reserve))

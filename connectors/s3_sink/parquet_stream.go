@@ -17,8 +17,10 @@ import (
 // The encoding runs on the consume path, under the sink's lock, as the
 // rows' conversion does. Besides the encoded bytes not yet in parts, a
 // streamed file holds its writer and the encoded pages of its open row
-// group (at most its raw size): encodeReserve, counted in the held bytes
-// while it streams.
+// group (at most its raw size): encodeReserve, held while it streams as an
+// encoding at an upload holds it (in encodeBudget: encodeRoom keeps no
+// room for it twice), though it never waits for the budget, and an
+// upload's encoding always runs beside it.
 
 // pqStream is the encoder of a streamed Parquet file, under the sink's
 // lock.
@@ -72,7 +74,7 @@ func (s *Sink) encodeOpen(p *partitionState) {
 		l := s.pqLayoutOf(p.topic)
 		e.w = parquetWriter(&e.out, l)
 		e.rows = newRowReader(e.w, l.columns(), s.free)
-		s.grow(int(e.reserve))
+		s.holdWriter(e.reserve)
 		fb.pq.enc = e
 		fb.stream.chunks, fb.stream.size = &e.out.chunks, &e.out.size
 	}
@@ -119,7 +121,7 @@ func (s *Sink) encodeCut(fb *fileBuffer, f *closedFile) {
 	e.trim(fb)
 	s.free(fb.chunks)
 	fb.chunks = nil
-	s.grow(-int(e.reserve))
+	s.holdWriter(-e.reserve)
 	// The stream's parts read the encoded bytes: f takes them, failed or not.
 	f.chunks, f.size = e.out.chunks, e.out.size
 	if err != nil {
@@ -137,7 +139,19 @@ func (s *Sink) dropParquet(fb *fileBuffer) {
 		e := fb.pq.enc
 		s.free(fb.chunks)
 		fb.chunks = e.out.chunks
-		s.grow(-int(e.reserve))
+		s.holdWriter(-e.reserve)
 	}
 	fb.pq = nil
+}
+
+// holdWriter counts n more bytes held by a streamed file's writer, as an
+// encoding; an upload's encoding waiting for the budget may start once
+// they are given back. The lock is held.
+func (s *Sink) holdWriter(n int64) {
+	s.grow(int(n))
+	s.encoding += n
+	s.streamWriters += n
+	if n < 0 {
+		s.cond.Broadcast()
+	}
 }

@@ -47,10 +47,26 @@ func parquetRecords(n int) []sdk.Record {
 // the records, in several row groups; the sink's held bytes stay within
 // the bound and a row group. Its bytes are those of the same file held
 // whole and encoded at its upload (max_buffer_size 256MiB): a replay
-// writes the same object whether it streams the file or not.
+// writes the same object whether it streams the file or not. With row
+// groups of 1 MiB, and of half the bound (whose writer's share, counted
+// once, must leave the file room to fill).
 func TestParquetStreamed(t *testing.T) {
 	recs := parquetRecords(30_000)
-	h := newHarness(t, streamedParquet(t))
+	for _, rg := range []int64{1 << 20, 10 << 20} {
+		t.Run(formatSize(rg), func(t *testing.T) {
+			mod := func(o *options) {
+				streamedParquet(t)(o)
+				o.RowGroupSize = rg
+			}
+			parquetStreamed(t, recs, mod, int(30<<20/rg)*2/3)
+		})
+	}
+}
+
+// parquetStreamed runs TestParquetStreamed with the settings of mod;
+// the file must have at least groups row groups.
+func parquetStreamed(t *testing.T, recs []sdk.Record, mod func(*options), groups int) {
+	h := newHarness(t, mod)
 	feed(t, h.sink, recs, 500)
 	// Open still: its parts are on their way or in, and it holds the raw
 	// rows of a batch or so, not its row group.
@@ -84,8 +100,8 @@ func TestParquetStreamed(t *testing.T) {
 	if tb.key != key("", 0, len(recs)-1, "parquet")[1:] {
 		t.Fatalf("key %s, want the file of every record", tb.key)
 	}
-	if tb.rowGroups < 20 {
-		t.Errorf("%d row groups, want about 30 of parquet_row_group_size (1 MiB)", tb.rowGroups)
+	if tb.rowGroups < groups {
+		t.Errorf("%d row groups, want %d or more", tb.rowGroups, groups)
 	}
 	if len(tb.rows) != len(recs) {
 		t.Fatalf("%d rows, want %d", len(tb.rows), len(recs))
@@ -102,7 +118,7 @@ func TestParquetStreamed(t *testing.T) {
 	t.Logf("%d bytes, %d row groups, %d parts streamed; peak held %.1f MiB", tb.size, tb.rowGroups, staged, float64(h.sink.peakHeld)/(1<<20))
 
 	whole := openAt(t, h.srv, h.srv.Endpoint, "whole", func(o *options) {
-		streamedParquet(t)(o)
+		mod(o)
 		o.MaxBufferSize = 256 << 20
 	})
 	feed(t, whole, recs, 500)
@@ -269,6 +285,10 @@ func BenchmarkParquetStreamed(b *testing.B) {
 				}
 				feedFrom1000(b, s, recs, n)
 				peak = max(peak, s.peakHeld)
+				objs, err := srv.List(context.Background(), s.opts.Prefix+"/")
+				if err != nil || len(objs) != (n*raw/len(recs)+64<<20-1)/(64<<20) {
+					b.Fatalf("%d objects (%v), want files of 64 MiB of raw rows, none cut early", len(objs), err)
+				}
 			}
 			mbs := float64(int64(b.N)*total) / b.Elapsed().Seconds() / 1e6
 			b.ReportMetric(mbs, "MB/s")

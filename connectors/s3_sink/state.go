@@ -84,6 +84,9 @@ type Sink struct {
 	failing  int   // exactly_once: files whose last upload failed
 	lastErr  error // the last upload failure; nil after a success
 	bgErr    error // buffered: a file lost outside Consume, reported by the next
+	// streamWriters is the part of encoding the writers of streamed
+	// Parquet files hold (parquet_stream.go).
+	streamWriters int64
 
 	m sinkMetrics
 
