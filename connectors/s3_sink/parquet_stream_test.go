@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -134,6 +135,54 @@ func parquetStreamed(t *testing.T, recs []sdk.Record, mod func(*options), groups
 	k := "t/" + tb.key
 	if got, want := h.srv.MustGet(t, k), h.srv.MustGet(t, "whole/"+k); !bytes.Equal(got, want) {
 		t.Fatalf("%s: the streamed file has %d bytes, not the %d bytes of the file held whole", k, len(got), len(want))
+	}
+}
+
+// TestParquetStreamedMemoryBound writes a Parquet file of 200 MiB of raw
+// rows with part_size 8MiB, parquet_row_group_size 8MiB and
+// max_buffer_size 64MiB: it streams, so the sink holds at most the bound
+// and a row group, the process's peak RSS grows by less than twice the
+// bound (Go's heap headroom; a sink that held the file would exceed it),
+// and the file is one object of every record.
+func TestParquetStreamedMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 200 MiB")
+	}
+	const bound = 64 << 20
+	h := newHarness(t, func(o *options) {
+		streamedParquet(t)(o)
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize, o.RowGroupSize = 8<<20, 200<<20, bound, 8<<20
+	})
+	recs := parquetRecords(1024)
+	raw := 0
+	for i := range recs {
+		if _, err := h.sink.pq.row(&h.sink.row, &recs[i]); err != nil {
+			t.Fatal(err)
+		}
+		raw += len(appendRow(nil, h.sink.row.row))
+	}
+	total := (200 << 20) / (raw / len(recs)) * 99 / 100 // within max_file_size: one file
+	runtime.GC()
+	resetPeakRSS()
+	baseRSS := peakRSS()
+	feedFrom1000(t, h.sink, recs, total)
+	grown := peakRSS() - baseRSS
+	t.Logf("%d records; peak held %.1f MiB of %d MiB; peak RSS %.1f MiB above the baseline %.1f MiB",
+		total, float64(h.sink.peakHeld)/(1<<20), bound>>20, float64(grown)/(1<<20), float64(baseRSS)/(1<<20))
+	if most := int64(bound + 8<<20); h.sink.peakHeld > most {
+		t.Errorf("held %d bytes at the peak, above max_buffer_size and a row group (%d)", h.sink.peakHeld, most)
+	}
+	if grown > 2*bound {
+		t.Errorf("peak RSS grew by %.1f MiB, above twice max_buffer_size (%d MiB)", float64(grown)/(1<<20), bound>>20)
+	}
+	tabs := parquetObjects(t, h.srv, "t/")
+	if len(tabs) != 1 || len(tabs[0].rows) != total {
+		t.Fatalf("%d objects, want one of the %d records", len(tabs), total)
+	}
+	for i, r := range tabs[0].rows {
+		if r[0] != fmt.Sprint(1000+i) {
+			t.Fatalf("row %d: offset %s, want %d", i, r[0], 1000+i)
+		}
 	}
 }
 
