@@ -162,13 +162,9 @@ func TestParquetStreamedMemoryBound(t *testing.T) {
 		raw += len(appendRow(nil, h.sink.row.row))
 	}
 	total := (200 << 20) / (raw / len(recs)) * 99 / 100 // within max_file_size: one file
-	runtime.GC()
-	resetPeakRSS()
-	baseRSS := peakRSS()
-	feedFrom1000(t, h.sink, recs, total)
-	grown := peakRSS() - baseRSS
-	t.Logf("%d records; peak held %.1f MiB of %d MiB; peak RSS %.1f MiB above the baseline %.1f MiB",
-		total, float64(h.sink.peakHeld)/(1<<20), bound>>20, float64(grown)/(1<<20), float64(baseRSS)/(1<<20))
+	grown := rssGrowth(func() { feedFrom1000(t, h.sink, recs, total) })
+	t.Logf("%d records; peak held %.1f MiB of %d MiB; peak RSS %.1f MiB above the baseline",
+		total, float64(h.sink.peakHeld)/(1<<20), bound>>20, float64(grown)/(1<<20))
 	if most := int64(bound + 8<<20); h.sink.peakHeld > most {
 		t.Errorf("held %d bytes at the peak, above max_buffer_size and a row group (%d)", h.sink.peakHeld, most)
 	}
@@ -184,6 +180,16 @@ func TestParquetStreamedMemoryBound(t *testing.T) {
 			t.Fatalf("row %d: offset %s, want %d", i, r[0], 1000+i)
 		}
 	}
+}
+
+// rssGrowth runs f after a collection and returns how much the process's
+// peak RSS grew meanwhile.
+func rssGrowth(f func()) int64 {
+	runtime.GC()
+	resetPeakRSS()
+	before := peakRSS()
+	f()
+	return peakRSS() - before
 }
 
 // TestParquetStreamedCrash: a sink that crashes while its Parquet file
