@@ -41,10 +41,12 @@ type heldChunks struct {
 	size   int64
 }
 
+// Write appends b to the chunks; it never fails.
 func (o *heldChunks) Write(b []byte) (int, error) {
 	for n := 0; n < len(b); {
 		k := len(o.chunks)
 		if k == 0 || len(o.chunks[k-1]) == cap(o.chunks[k-1]) {
+			// The largest class, as chunkClass gives a streamed file.
 			o.chunks = append(o.chunks, o.s.pool.get(64, 1))
 			o.s.grow(cap(o.chunks[k]))
 			k++
