@@ -87,6 +87,13 @@ func New(kind, key string, changed func(key string, from, to Status, err string)
 // Set moves the tracker to s, keeping the last error for display.
 func (t *Tracker) Set(s Status) { t.set(s, "") }
 
+// Status returns the current status.
+func (t *Tracker) Status() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
 // Fail records err and moves the tracker to Error.
 func (t *Tracker) Fail(err error) {
 	if err == nil {
@@ -186,13 +193,6 @@ func (t *Tracker) Snapshotter() sdk.Snapshotter {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.snapper
-}
-
-// Status returns the current status.
-func (t *Tracker) Status() Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.status
 }
 
 // Snapshot is a point-in-time copy of a tracker, with stable JSON names.
