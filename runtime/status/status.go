@@ -17,11 +17,19 @@ type Status string
 
 // The statuses a connector goes through.
 const (
+	// Starting: the connector is built and opening (connecting, joining
+	// its group, recovering); it moves no records yet.
 	Starting Status = "Starting"
-	Running  Status = "Running"
+	// Running: it moves records, or waits for them, healthy.
+	Running Status = "Running"
+	// Stopping: a stop was asked; it flushes what it holds.
 	Stopping Status = "Stopping"
-	Stopped  Status = "Stopped"
-	Error    Status = "Error"
+	// Stopped: it stopped after a stop was asked.
+	Stopped Status = "Stopped"
+	// Error: it failed, or keeps failing while it retries; the last
+	// error says why, and /ready answers 503.
+	Error Status = "Error"
+	// Disabled: its definition has enabled = false.
 	Disabled Status = "Disabled"
 	// Standby: in a fleet of runtimes, another runtime owns this source;
 	// this one waits to take it over.
