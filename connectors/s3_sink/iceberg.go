@@ -74,8 +74,9 @@ func specFields(spec []partitionField) []icetable.PartitionField {
 
 // icePartition returns the partition values of a file starting at rec
 // (whose parquet row is s.row): the source columns' values of its first
-// record, which path_template makes every record of the file share (see
-// partitionSpec). nil without a table or a partition spec.
+// record, which path_template makes every record of the file share, or
+// for day and hour share the day or hour of (see partitionSpec); icetable
+// applies the transform. nil without a table or a partition spec.
 func (s *Sink) icePartition(rec *sdk.Record) map[string]any {
 	if s.ice == nil || len(s.ice.spec) == 0 {
 		return nil
@@ -102,6 +103,10 @@ func (s *Sink) icePartition(rec *sdk.Record) map[string]any {
 				vals[f.Source] = v.Boolean()
 			case f.typ == "date":
 				vals[f.Source] = time.Unix(int64(v.Int32())*86400, 0).UTC()
+			case f.typ == "timestamp_ms":
+				vals[f.Source] = time.UnixMilli(v.Int64()).UTC()
+			case f.typ == "timestamp_us":
+				vals[f.Source] = time.UnixMicro(v.Int64()).UTC()
 			}
 		}
 	}
