@@ -80,16 +80,7 @@ func TestIcebergCheckTable(t *testing.T) {
 	if err == nil || err.Error() != "s3 sink: "+c.Problem {
 		t.Fatalf("Open: %v\ncheck: %s", err, c.Problem)
 	}
-	tbl, err := h.table(t, name).ReadAll(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tbl.Release()
-	var cols []string
-	for _, f := range tbl.Schema().Fields() {
-		cols = append(cols, f.Name+":"+f.Type.String())
-	}
-	if got := strings.Join(cols, " "); strings.Contains(got, "more") || !strings.Contains(got, "n:int64") || tbl.NumRows() != 30 {
-		t.Fatalf("after the checks the table has %s and %d rows; want it unchanged", got, tbl.NumRows())
+	if got, rows := tableShape(t, h.table(t, name)); strings.Contains(got, "more") || !strings.Contains(got, "n:int64") || rows != 30 {
+		t.Fatalf("after the checks the table has %s and %d rows; want it unchanged", got, rows)
 	}
 }
