@@ -185,3 +185,26 @@ func TestAvroFieldTimeCut(t *testing.T) {
 		t.Fatalf("an int field cut by day: %v", err)
 	}
 }
+
+// BenchmarkFieldTimeCut renders the directory of a JSON record by the
+// value of its time field ({field:at}, the baseline) and by its UTC day
+// ({field:at:day}: the value parsed as a timestamp column parses it), for
+// an RFC 3339 string and for epoch milliseconds.
+func BenchmarkFieldTimeCut(b *testing.B) {
+	for _, at := range []string{`"2026-12-04T23:30:00.125-02:00"`, "1796428800125"} {
+		rec := &sdk.Record{Topic: "t", Payload: []byte(`{"id":42,"region":"eu-west","at":` + at + `,"note":"a few more bytes of payload"}`)}
+		for _, tmpl := range []string{"{topic}/{field:at}", "{topic}/{field:at:day}"} {
+			l := newKeyLayout("raw", mustTemplate(&testing.T{}, tmpl), nil, "__unknown")
+			b.Run(fmt.Sprintf("%s/%s", map[bool]string{true: "rfc3339", false: "millis"}[at[0] == '"'], tmpl[8:]), func(b *testing.B) {
+				var dst []byte
+				b.ReportAllocs()
+				for b.Loop() {
+					dst, _ = l.appendDir(dst[:0], rec, time.Time{})
+				}
+				if strings.Contains(string(dst), "__unknown") {
+					b.Fatalf("%s: %s", tmpl, dst)
+				}
+			})
+		}
+	}
+}
