@@ -105,6 +105,22 @@ func readTable(t *testing.T, tb *icetable.Table) (map[int64][2]any, map[int64]in
 	return rows, seen
 }
 
+// tableShape scans the table and returns its columns as "name:type ..."
+// (arrow's types) and its row count.
+func tableShape(t *testing.T, tb *icetable.Table) (string, int64) {
+	t.Helper()
+	tbl, err := tb.ReadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	var cols []string
+	for _, f := range tbl.Schema().Fields() {
+		cols = append(cols, f.Name+":"+f.Type.String())
+	}
+	return strings.Join(cols, " "), tbl.NumRows()
+}
+
 // wantOnce fails unless every offset below n is in seen exactly once.
 func wantOnce(t *testing.T, seen map[int64]int, n int64) {
 	t.Helper()
@@ -299,18 +315,9 @@ func TestIcebergAvroColumns(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tb := h.table(t, "avroice")
-	tbl, err := tb.ReadAll(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tbl.Release()
-	var got []string
-	for _, f := range tbl.Schema().Fields() {
-		got = append(got, f.Name+":"+f.Type.String())
-	}
-	if want := "offset:int64 timestamp:timestamp[us, tz=UTC] topic:utf8 partition:int32 key:binary n:int64 s:utf8 d:float64"; strings.Join(got, " ") != want || tbl.NumRows() != 30 {
-		t.Fatalf("table columns %s with %d rows, want %s with 30", strings.Join(got, " "), tbl.NumRows(), want)
+	got, rows := tableShape(t, h.table(t, "avroice"))
+	if want := "offset:int64 timestamp:timestamp[us, tz=UTC] topic:utf8 partition:int32 key:binary n:int64 s:utf8 d:float64"; got != want || rows != 30 {
+		t.Fatalf("table columns %s with %d rows, want %s with 30", got, rows, want)
 	}
 	o := defaultOptions()
 	o.Format = formatParquet

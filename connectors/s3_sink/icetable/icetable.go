@@ -189,15 +189,7 @@ func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField)
 	t := &Table{cfg: cfg, secrets: secretsOf(cfg)}
 	defer func() { err = t.clean(err) }()
 	defer recoverError(&err)
-	ident, err := parseIdent(cfg.Table)
-	if err != nil {
-		return nil, err
-	}
-	t.ident = ident
-	if w := cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
-		return nil, fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
-	}
-	if err := t.openCatalog(ctx); err != nil {
+	if err := t.connect(ctx); err != nil {
 		return nil, err
 	}
 	if err := t.prepare(ctx, cols, spec); err != nil {
@@ -205,6 +197,20 @@ func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField)
 		return nil, err
 	}
 	return t, nil
+}
+
+// connect checks the table's name and the warehouse, and opens the
+// catalog.
+func (t *Table) connect(ctx context.Context) error {
+	ident, err := parseIdent(t.cfg.Table)
+	if err != nil {
+		return err
+	}
+	t.ident = ident
+	if w := t.cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
+		return fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
+	}
+	return t.openCatalog(ctx)
 }
 
 // Close releases the catalog's connections.
