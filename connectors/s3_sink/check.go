@@ -105,7 +105,7 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	default:
 		out = append(out, sdk.Passed(checkEncryption, o.describe()))
 	}
-	return append(out, s.checkTable(ctx)...)
+	return append(out, s.checkTable(ctx, client)...)
 }
 
 // checkRegion compares region with the bucket's region when the store

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -40,7 +41,7 @@ const healthAfter = 2
 
 // openTable opens (creating or evolving) the table of table_format =
 // "iceberg" and starts the commit timer; nothing when it is off.
-func (s *Sink) openTable(ctx context.Context) error {
+func (s *Sink) openTable(ctx context.Context, client *s3.Client) error {
 	if s.ice == nil {
 		return nil
 	}
@@ -53,7 +54,7 @@ func (s *Sink) openTable(ctx context.Context) error {
 		return err
 	}
 	o := &s.opts
-	t, err := icetable.Open(ctx, o.tableConfig(), cols, specFields(spec))
+	t, err := icetable.Open(ctx, o.tableConfig(client), cols, specFields(spec))
 	if err != nil {
 		return fmt.Errorf("s3 sink: %w", o.tableError(err))
 	}
@@ -72,7 +73,7 @@ func (o *options) tableError(err error) error {
 // checkTable is pico-connectors check's row of table_format = "iceberg":
 // the catalog reached, the table loaded and the definition compared with
 // it as Open would, changing nothing (icetable.Check); nothing when off.
-func (s *Sink) checkTable(ctx context.Context) []sdk.Check {
+func (s *Sink) checkTable(ctx context.Context, client *s3.Client) []sdk.Check {
 	if !s.opts.Iceberg.Enabled {
 		return nil
 	}
@@ -83,7 +84,7 @@ func (s *Sink) checkTable(ctx context.Context) []sdk.Check {
 	}
 	var msg string
 	if err == nil {
-		msg, err = icetable.Check(ctx, s.opts.tableConfig(), cols, specFields(spec))
+		msg, err = icetable.Check(ctx, s.opts.tableConfig(client), cols, specFields(spec))
 	}
 	if err != nil {
 		return []sdk.Check{sdk.Failed(checkTable, s.opts.tableError(err).Error(),

@@ -52,7 +52,7 @@ func (h *iceHarness) table(t *testing.T, name string) *icetable.Table {
 	o.Bucket, o.Region, o.Endpoint, o.PathStyle = h.srv.Bucket, s3test.Region, h.srv.Endpoint, true
 	o.AccessKeyID, o.SecretAccessKey, o.Prefix = h.srv.AccessKey, h.srv.SecretKey, name
 	o.Iceberg = icebergSettings{Enabled: true, Catalog: "sql", URI: h.dsn, Table: "lake." + name}
-	tb, err := icetable.Open(context.Background(), o.tableConfig(), nil, nil)
+	tb, err := icetable.Open(context.Background(), o.tableConfig(nil), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

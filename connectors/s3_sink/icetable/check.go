@@ -16,6 +16,7 @@ import (
 // columns (they come from Avro schemas known only at start) the schema is
 // not compared, the partition spec is.
 func Check(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (_ string, err error) {
+	ctx = cfg.ioContext(ctx)
 	t := &Table{cfg: cfg, secrets: secretsOf(cfg)}
 	defer func() { err = t.clean(err) }()
 	defer recoverError(&err)

@@ -25,6 +25,7 @@ type Snapshot struct {
 // Snapshots lists the snapshots the table keeps (those not expired), oldest
 // first: for status pages, tools and tests.
 func (t *Table) Snapshots(ctx context.Context) ([]Snapshot, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, t.clean(err)
@@ -70,6 +71,7 @@ type File struct {
 // with filter reads (nil: every one), sorted by path: the manifests'
 // partition values prune the others. For tools and tests.
 func (t *Table) Files(ctx context.Context, filter iceberg.BooleanExpression) ([]File, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, t.clean(err)
@@ -107,6 +109,7 @@ func (t *Table) Files(ctx context.Context, filter iceberg.BooleanExpression) ([]
 // iceberg-go's scanner: for tools and tests, not for large tables. The
 // caller releases the result.
 func (t *Table) ReadAll(ctx context.Context) (arrow.Table, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, t.clean(err)
