@@ -192,6 +192,67 @@ func rssGrowth(f func()) int64 {
 	return peakRSS() - before
 }
 
+// TestParquetStreamedGroup: the Parquet files of a group (path_template
+// {field:region}) stream each on its own: two regions interleaved record
+// by record, about 12 MiB of raw rows each under max_buffer_size 20MiB,
+// are one file per region, each on its own staging upload, whose rows are
+// its region's records and whose bytes are those of the group held whole
+// (max_buffer_size 256MiB). Every record moves the open file, with its
+// writer, into the idle set and back.
+func TestParquetStreamedGroup(t *testing.T) {
+	cols := []columnSpec{{Name: "n", Type: "int64"}, {Name: "region", Type: "string"}, {Name: "pad", Type: "string"}}
+	mod := func(o *options) {
+		streamedParquet(t)(o)
+		o.Columns = cols
+		o.PathTemplate = mustTemplate(t, "{topic}/{field:region}")
+	}
+	regions := []string{"eu", "us"}
+	recs := records("t", 0, 24_000)
+	for i := range recs {
+		recs[i].Payload = []byte(fmt.Sprintf(`{"n":%d,"region":"%s","pad":"%s"}`, i, regions[i%2], pad(i, 900+i%200)))
+	}
+	h := newHarness(t, mod)
+	h.consumeClose(recs, 500)
+	staged := map[string]bool{}
+	for _, e := range h.proxy.Log() {
+		if e.Method == http.MethodPost && strings.Contains(e.Path, "/"+stagingFolder+"/") {
+			staged[e.Path] = true
+		}
+	}
+	if len(staged) != 2 {
+		t.Errorf("multipart uploads on staging keys %v, want one per region's file", staged)
+	}
+	whole := openAt(t, h.srv, h.srv.Endpoint, "whole", func(o *options) {
+		mod(o)
+		o.MaxBufferSize = 256 << 20
+	})
+	feed(t, whole, recs, 500)
+	if err := whole.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tabs := parquetObjects(t, h.srv, "t/")
+	if len(tabs) != 2 {
+		t.Fatalf("%d objects, want one per region", len(tabs))
+	}
+	for r, tb := range tabs {
+		if want := regions[r] + "/" + key("", 0, len(recs)-1, "parquet")[1:]; tb.key != want {
+			t.Fatalf("key %s, want %s", tb.key, want)
+		}
+		for j, row := range tb.rows {
+			if i := r + 2*j; row[0] != fmt.Sprint(i) || row[5] != fmt.Sprint(i) || row[6] != regions[r] || row[7] != pad(i, 900+i%200) {
+				t.Fatalf("%s: row %d: %v, want record %d", tb.key, j, row[:7], i)
+			}
+		}
+		if len(tb.rows) != len(recs)/2 {
+			t.Fatalf("%s: %d rows, want %d", tb.key, len(tb.rows), len(recs)/2)
+		}
+		k := "t/" + tb.key
+		if got, want := h.srv.MustGet(t, k), h.srv.MustGet(t, "whole/"+k); !bytes.Equal(got, want) {
+			t.Fatalf("%s: the streamed file has %d bytes, not the %d bytes of the file held whole", k, len(got), len(want))
+		}
+	}
+}
+
 // TestParquetStreamedCrash: a sink that crashes while its Parquet file
 // streams (parts in its staging upload) and resumes from its Durable
 // offset writes the same object as a run without a crash that held the
@@ -293,7 +354,7 @@ func TestParquetStreamedIceberg(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil { // commits
 		t.Fatal(err)
 	}
-	tb, err := icetable.Open(context.Background(), s.opts.tableConfig(), nil, nil)
+	tb, err := icetable.Open(context.Background(), s.opts.tableConfig(nil), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,12 +32,14 @@ import (
 // the staging objects of its partition wherever the file was going, and
 // one lifecycle rule on the folder removes what is left elsewhere.
 //
-// Only exactly_once files of one directory per partition: a compressed
-// file is encoded at the cut, and a group of files (a path_template read
-// from each record) is held whole and bounded by max_buffer_size, as
-// before (see the schema's Multipart uploads). A Parquet file's parts are
-// cut from its encoded bytes, which its writer makes as it fills
-// (parquet_stream.go).
+// Only exactly_once files: a compressed file is encoded at the cut, held
+// whole and bounded by max_buffer_size, as before (see the schema's
+// Multipart uploads). A Parquet file's parts are cut from its encoded
+// bytes, which its writer makes as it fills (parquet_stream.go). The files
+// of a group (a path_template read from each record) stream each on its
+// own: a file moved between the open one and the idle ones keeps its
+// stream (moveFile), and its staging key is its own, named by its own
+// first offset.
 
 // stagingFolder is the folder, under prefix, of the staging objects.
 const stagingFolder = "_picomq-staging"
@@ -57,7 +59,7 @@ func (s *Sink) streamAt() int64 {
 
 // streams reports whether files above streamAt stream while they fill.
 func (s *Sink) streams() bool {
-	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.opts.Compression == compressNone
+	return s.opts.PartSize > 0 && !s.opts.Buffered && s.opts.Compression == compressNone
 }
 
 // stagingPrefix returns <prefix>/_picomq-staging/<topic>/<partition 5d>-.
@@ -167,9 +169,15 @@ func (s *Sink) streamAhead(p *partitionState) bool {
 
 // partsRunning reports whether a part of an open file is on its way.
 func (s *Sink) partsRunning() bool {
+	running := func(fb *fileBuffer) bool { return fb.stream != nil && fb.stream.running > 0 }
 	for _, p := range s.parts {
-		if st := p.open.stream; st != nil && st.running > 0 {
+		if running(&p.open) {
 			return true
+		}
+		for _, fb := range p.idle {
+			if running(fb) {
+				return true
+			}
 		}
 	}
 	return false
