@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/picomq/pico-connectors/gen/internal/docs"
@@ -149,7 +148,7 @@ func LoadSchemas(dir string) ([]*model.Schema, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(out, func(a, b *model.Schema) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -13,10 +13,9 @@ import (
 // last one every acknowledged number is read back, duplicates only from the
 // batch in flight at each kill.
 func (s *suite) killEmbedded() {
-	const topic, perBatch = "kill.embedded", 100
-	r := s.newRT("", "", map[string]string{"numbers.toml": randomDef("numbers", topic, perBatch, "1ms")})
+	const topic = "kill.embedded"
+	r, statePath := s.numbersRT("", topic)
 	addr := r.Addr
-	statePath := filepath.Join(r.Dir, "state", "numbers.state")
 	kills := s.pick(10, 3)
 	var checkpoints []int64
 	var cp int64
@@ -36,7 +35,7 @@ func (s *suite) killEmbedded() {
 	must(r.Run())
 	end := endOffset(addr, topic)
 	s.check(end >= cp, "last restart: the embedded broker holds %d records, checkpoint next_seq=%d", end, cp)
-	s.seqCheck(addr, topic, cp, checkpoints, perBatch)
+	s.seqCheck(addr, topic, cp, checkpoints, killPerBatch)
 	err := r.Term(30 * time.Second)
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	_, err = os.Stat(filepath.Join(r.Dir, "broker-data"))

@@ -46,6 +46,18 @@ key_shape = "sequence"
 `, perBatch, interval))
 }
 
+// killPerBatch is the batch size of the random source the kill scenarios
+// run: a duplicate is allowed only within the batch after a checkpoint.
+const killPerBatch = 100
+
+// numbersRT is a runtime on bootstrap (empty: its own embedded broker)
+// running the random source "numbers" into topic, killPerBatch records a
+// batch every millisecond, and the file where it keeps its checkpoint.
+func (s *suite) numbersRT(bootstrap, topic string) (r *fleet.Runtime, statePath string) {
+	r = s.newRT(bootstrap, "", map[string]string{"numbers.toml": randomDef("numbers", topic, killPerBatch, "1ms")})
+	return r, filepath.Join(r.Dir, "state", "numbers.state")
+}
+
 func readSeq(path string) int64 {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -117,9 +129,8 @@ func (s *suite) seqCheck(addr, topic string, upTo int64, checkpoints []int64, pe
 func (s *suite) killRandom() {
 	b := startBroker()
 	defer b.Close()
-	const topic, perBatch = "kill.random", 100
-	r := s.newRT(b.Addr(), "", map[string]string{"numbers.toml": randomDef("numbers", topic, perBatch, "1ms")})
-	statePath := filepath.Join(r.Dir, "state", "numbers.state")
+	const topic = "kill.random"
+	r, statePath := s.numbersRT(b.Addr(), topic)
 	kills := s.pick(10, 3)
 	var checkpoints []int64
 	var last int64
@@ -140,5 +151,5 @@ func (s *suite) killRandom() {
 	s.check(err == nil, "SIGTERM: clean exit (%v)", err)
 	final := readSeq(statePath)
 	s.note("final checkpoint next_seq=%d, %d records on the topic", final, b.HighWatermark(topic))
-	s.seqCheck(b.Addr(), topic, final, checkpoints, perBatch)
+	s.seqCheck(b.Addr(), topic, final, checkpoints, killPerBatch)
 }

@@ -25,6 +25,7 @@ const (
 	checkPut         = "PutObject (probe object)"
 	checkList        = "ListBucket"
 	checkEncryption  = "encryption"
+	checkTable       = "iceberg table"
 )
 
 // credentialCodes are the S3 error codes of credentials the store does not
@@ -42,7 +43,9 @@ var regionCodes = map[string]bool{
 // Check tests what the sink needs of the store, with the calls it makes
 // when it runs: a listing of the key prefix (the credentials, the bucket,
 // s3:ListBucket), the bucket's region, and the probe object Open writes
-// and deletes (s3:PutObject, s3:DeleteObject).
+// and deletes (s3:PutObject, s3:DeleteObject); with table_format =
+// "iceberg", the catalog and the table against the definition
+// (checkTable).
 func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	if err := s.opts.validate(); err != nil {
 		return []sdk.Check{sdk.Failed("configuration", err.Error(), "fix the definition (pico-connectors validate lists every problem)")}
@@ -93,14 +96,16 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	// The probe object carries the object settings: its write tested
 	// them (and s3:PutObjectTagging, the KMS key's kms:GenerateDataKey).
 	o := &s.opts.Object
-	if o.SSE != "" || o.SSECKey != "" {
-		if err != nil {
-			return append(out, sdk.Failed(checkEncryption, o.describe()+": the probe object was refused (see "+checkPut+")",
-				"check that kms_key_id names a key of the store, and allow what the settings need: kms:GenerateDataKey on the KMS key for aws:kms, s3:PutObjectTagging for tags, s3:PutObjectAcl for acl"))
-		}
-		return append(out, sdk.Passed(checkEncryption, o.describe()+", the probe object written with it"))
+	switch {
+	case (o.SSE != "" || o.SSECKey != "") && err != nil:
+		out = append(out, sdk.Failed(checkEncryption, o.describe()+": the probe object was refused (see "+checkPut+")",
+			"check that kms_key_id names a key of the store, and allow what the settings need: kms:GenerateDataKey on the KMS key for aws:kms, s3:PutObjectTagging for tags, s3:PutObjectAcl for acl"))
+	case o.SSE != "" || o.SSECKey != "":
+		out = append(out, sdk.Passed(checkEncryption, o.describe()+", the probe object written with it"))
+	default:
+		out = append(out, sdk.Passed(checkEncryption, o.describe()))
 	}
-	return append(out, sdk.Passed(checkEncryption, o.describe()))
+	return append(out, s.checkTable(ctx, client)...)
 }
 
 // checkRegion compares region with the bucket's region when the store

@@ -33,22 +33,34 @@ func switchTo(p *partitionState, dir []byte) {
 	}
 	switch {
 	case p.open.count == 0 && next != nil:
-		p.open = *next
+		moveFile(&p.open, next)
 		return
 	case p.open.count == 0:
 		p.open = fileBuffer{dir: string(dir)}
 		return
 	case next == nil:
 		next = new(fileBuffer)
-		*next = p.open
+		moveFile(next, &p.open)
 		p.open = fileBuffer{dir: string(dir)}
 	default:
-		*next, p.open = p.open, *next
+		var was fileBuffer
+		moveFile(&was, &p.open)
+		moveFile(&p.open, next)
+		moveFile(next, &was)
 	}
 	if p.idle == nil {
 		p.idle = map[string]*fileBuffer{}
 	}
 	p.idle[next.dir] = next
+}
+
+// moveFile moves the file of src to dst. A file that streams keeps its
+// stream reading its bytes where they now are.
+func moveFile(dst, src *fileBuffer) {
+	*dst = *src
+	if st := dst.stream; st != nil && st.chunks == &src.chunks {
+		st.chunks, st.size = &dst.chunks, &dst.size
+	}
 }
 
 // dropGroup lets go of p's open files without uploading them.

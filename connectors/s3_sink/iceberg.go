@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -40,7 +41,7 @@ const healthAfter = 2
 
 // openTable opens (creating or evolving) the table of table_format =
 // "iceberg" and starts the commit timer; nothing when it is off.
-func (s *Sink) openTable(ctx context.Context) error {
+func (s *Sink) openTable(ctx context.Context, client *s3.Client) error {
 	if s.ice == nil {
 		return nil
 	}
@@ -53,14 +54,43 @@ func (s *Sink) openTable(ctx context.Context) error {
 		return err
 	}
 	o := &s.opts
-	t, err := icetable.Open(ctx, o.tableConfig(), cols, specFields(spec))
+	t, err := icetable.Open(ctx, o.tableConfig(client), cols, specFields(spec))
 	if err != nil {
-		return fmt.Errorf("s3 sink: iceberg_table '%s' (iceberg_catalog %s): %w", o.Iceberg.Table, o.Iceberg.Catalog, err)
+		return fmt.Errorf("s3 sink: %w", o.tableError(err))
 	}
 	s.ice.table, s.ice.spec = t, spec
 	s.wg.Add(1)
 	go s.commitTimer()
 	return nil
+}
+
+// tableError is err of icetable, naming the table and the catalog, as
+// Open and Check report it.
+func (o *options) tableError(err error) error {
+	return fmt.Errorf("iceberg_table '%s' (iceberg_catalog %s): %w", o.Iceberg.Table, o.Iceberg.Catalog, err)
+}
+
+// checkTable is pico-connectors check's row of table_format = "iceberg":
+// the catalog reached, the table loaded and the definition compared with
+// it as Open would, changing nothing (icetable.Check); nothing when off.
+func (s *Sink) checkTable(ctx context.Context, client *s3.Client) []sdk.Check {
+	if !s.opts.Iceberg.Enabled {
+		return nil
+	}
+	spec, err := s.opts.partitionSpec()
+	var cols []icetable.Column
+	if err == nil && len(s.opts.Columns) > 0 {
+		cols, err = s.tableColumns()
+	}
+	var msg string
+	if err == nil {
+		msg, err = icetable.Check(ctx, s.opts.tableConfig(client), cols, specFields(spec))
+	}
+	if err != nil {
+		return []sdk.Check{sdk.Failed(checkTable, s.opts.tableError(err).Error(),
+			"reach the catalog with iceberg_catalog_uri and its credentials; for a change Iceberg cannot make, put the column back as it was or add one with another name, or write a new iceberg_table")}
+	}
+	return []sdk.Check{sdk.Passed(checkTable, msg)}
 }
 
 // specFields is the partition spec as icetable takes it.
@@ -74,8 +104,9 @@ func specFields(spec []partitionField) []icetable.PartitionField {
 
 // icePartition returns the partition values of a file starting at rec
 // (whose parquet row is s.row): the source columns' values of its first
-// record, which path_template makes every record of the file share (see
-// partitionSpec). nil without a table or a partition spec.
+// record, which path_template makes every record of the file share, or
+// for day and hour share the day or hour of (see partitionSpec); icetable
+// applies the transform. nil without a table or a partition spec.
 func (s *Sink) icePartition(rec *sdk.Record) map[string]any {
 	if s.ice == nil || len(s.ice.spec) == 0 {
 		return nil
@@ -102,6 +133,10 @@ func (s *Sink) icePartition(rec *sdk.Record) map[string]any {
 				vals[f.Source] = v.Boolean()
 			case f.typ == "date":
 				vals[f.Source] = time.Unix(int64(v.Int32())*86400, 0).UTC()
+			case f.typ == "timestamp_ms":
+				vals[f.Source] = time.UnixMilli(v.Int64()).UTC()
+			case f.typ == "timestamp_us":
+				vals[f.Source] = time.UnixMicro(v.Int64()).UTC()
 			}
 		}
 	}

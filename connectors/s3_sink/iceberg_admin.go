@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
 	"github.com/picomq/pico-connectors/generated/s3sinkconfig"
 	"github.com/picomq/pico-connectors/sdk"
@@ -48,14 +49,13 @@ func adminOrphans(ctx context.Context, req sdk.AdminRequest) error {
 	if !o.Iceberg.Enabled {
 		return fmt.Errorf("sink %q has table_format = %q: iceberg-orphans needs table_format = \"iceberg\"", req.Key, cfg.TableFormat)
 	}
-	cfgT := o.tableConfig()
-	cfgT.OrphanMinAge = *minAge
 	// The sink's own client: its assumed role and CA file apply.
 	client, err := newClient(ctx, &o)
 	if err != nil {
 		return fmt.Errorf("%s: %w", req.Key, err)
 	}
-	cfgT.Client = client
+	cfgT := o.tableConfig(client)
+	cfgT.OrphanMinAge = *minAge
 	t, err := icetable.Open(ctx, cfgT, nil, nil)
 	if err != nil {
 		return fmt.Errorf("iceberg_table '%s' of %q: %w", o.Iceberg.Table, req.Key, err)
@@ -81,9 +81,12 @@ func adminOrphans(ctx context.Context, req sdk.AdminRequest) error {
 	return nil
 }
 
-// tableConfig is how icetable reaches the catalog and the bucket.
-func (o *options) tableConfig() icetable.Config {
+// tableConfig is how icetable reaches the catalog and the bucket: with
+// client, the sink's own (its assumed role and CA file), the table's
+// metadata and manifests are written as the data files are.
+func (o *options) tableConfig(client *s3.Client) icetable.Config {
 	return icetable.Config{
+		Client:  client,
 		Catalog: o.Iceberg.Catalog, URI: o.Iceberg.URI, Credential: o.Iceberg.Credential, Token: o.Iceberg.Token,
 		Warehouse: o.warehouse(), Table: o.Iceberg.Table,
 		S3: icetable.S3Config{Endpoint: o.Endpoint, Region: o.Region, AccessKeyID: o.AccessKeyID,

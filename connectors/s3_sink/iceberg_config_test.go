@@ -62,14 +62,19 @@ func TestIcebergConfig(t *testing.T) {
 		{"token not rest", map[string]any{"iceberg_catalog_token": "tok"}, "iceberg_catalog_token is for iceberg_catalog = \"rest\" only"},
 		{"bad warehouse", map[string]any{"iceberg_warehouse": "lake/meta"}, "iceberg_warehouse 'lake/meta' must be s3://bucket or s3://bucket/path"},
 		{"short interval", map[string]any{"commit_interval": "100ms"}, "commit_interval (100ms) must be at least 1s"},
-		{"bad transform", map[string]any{"iceberg_partition_by": []any{"bucket(16, id)"}}, "iceberg_partition_by[0] 'bucket(16, id)': write identity(COLUMN), day(timestamp) or hour(timestamp)"},
+		{"bad transform", map[string]any{"iceberg_partition_by": []any{"bucket(16, id)"}}, "iceberg_partition_by[0] 'bucket(16, id)': write identity(COLUMN), day(COLUMN) or hour(COLUMN)"},
 		{"not a column", map[string]any{"iceberg_partition_by": []any{"identity(country)"}}, "country is not a column"},
 		{"double column", map[string]any{"iceberg_partition_by": []any{"identity(amount)"}}, "column amount is of type double"},
 		{"identity needs field", map[string]any{"iceberg_partition_by": []any{"identity(id)"}}, "add {field:id} to path_template"},
 		{"hour needs HH", map[string]any{"iceberg_partition_by": []any{"hour(timestamp)"}}, "it needs {yyyy}, {MM}, {dd}, {HH} and timezone = \"UTC\""},
 		{"day in Berlin", map[string]any{"iceberg_partition_by": []any{"day(timestamp)"}, "timezone": "Europe/Berlin"}, "timezone 'Europe/Berlin'"},
 		{"day of date", map[string]any{"iceberg_partition_by": []any{"day(timestamp)"}, "path_template": "{date}"}, "{date} and {hour} do not do"},
-		{"day of payload", map[string]any{"iceberg_partition_by": []any{"day(amount)"}}, "day and hour take the record time, the metadata column timestamp"},
+		{"day of a double", map[string]any{"iceberg_partition_by": []any{"day(amount)"}}, "iceberg_partition_by[0] 'day(amount)': column amount is of type double; day partitions a column of type timestamp_ms, timestamp_us, date"},
+		{"hour of a date", map[string]any{"iceberg_partition_by": []any{"hour(d)"}, "columns": iceCols}, "hour partitions a column of type timestamp_ms, timestamp_us"},
+		{"day not a column", map[string]any{"iceberg_partition_by": []any{"day(created)"}}, "created is not a column: day takes a timestamp column of columns (timestamp_ms, timestamp_us or date), or the record time, day(timestamp) with include_metadata = true"},
+		{"day needs field day", map[string]any{"iceberg_partition_by": []any{"day(ts)"}, "columns": iceCols}, "iceberg_partition_by[0] 'day(ts)': path_template must cut files by the column's day in UTC, so that a file holds one day of it: add {field:event.at:day} to path_template (now '{topic}/{yyyy}-{MM}-{dd}/{field:region}')"},
+		{"hour needs field hour", map[string]any{"iceberg_partition_by": []any{"hour(ts)"}, "columns": iceCols, "path_template": "{field:event.at:day}"}, "add {field:event.at:hour} to path_template (now '{field:event.at:day}')"},
+		{"day of the value", map[string]any{"iceberg_partition_by": []any{"day(ts)"}, "columns": iceCols, "path_template": "{field:event.at}"}, "add {field:event.at:day}"},
 		{"twice", map[string]any{"iceberg_partition_by": []any{"identity(region)", "identity(region)"}}, "already partitioned by iceberg_partition_by[0]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +86,36 @@ func TestIcebergConfig(t *testing.T) {
 				t.Fatalf("the catalog URI's password leaked: %v", err)
 			}
 		})
+	}
+}
+
+// iceCols are columns with a timestamp at a nested path, and a date.
+var iceCols = []map[string]any{{"name": "id", "type": "int64"}, {"name": "region", "type": "string"},
+	{"name": "ts", "type": "timestamp_us", "path": "event.at"}, {"name": "d", "type": "date", "optional": true}}
+
+// TestIcebergPartitionByPayloadTime: day and hour of a timestamp column
+// (and day of a date) take a path_template cut by that column's day or
+// hour; an hour cut serves day too.
+func TestIcebergPartitionByPayloadTime(t *testing.T) {
+	reg, _ := sdk.Lookup(s3sinkconfig.Path)
+	for _, c := range []struct {
+		by, tmpl string
+		col      int
+	}{
+		{"day(ts)", "{topic}/{field:event.at:day}", 7},
+		{"day(ts)", "{field:event.at:hour}/{field:.event.at.:day}", 7},
+		{"hour(ts)", "x/{field:event.at:hour}", 7},
+		{"day(d)", "{field:d:day}", 8},
+	} {
+		cfg, err := reg.Load(iceRaw(map[string]any{"iceberg_partition_by": []any{c.by}, "columns": iceCols, "path_template": c.tmpl}), envPrefix, noEnv)
+		if err != nil {
+			t.Fatalf("%s with %s refused: %v", c.by, c.tmpl, err)
+		}
+		o := fromConfig(cfg.(s3sinkconfig.Config))
+		spec, err := o.partitionSpec()
+		if err != nil || len(spec) != 1 || spec[0].col != c.col || spec[0].Transform != c.by[:strings.IndexByte(c.by, '(')] {
+			t.Fatalf("%s: spec %+v, %v", c.by, spec, err)
+		}
 	}
 }
 

@@ -60,6 +60,11 @@ var partitionSyntax = regexp.MustCompile(`^\s*(identity|day|hour)\(\s*([A-Za-z_]
 // {field:...} text names one value.
 var identityTypes = []string{"string", "int64", "boolean", "date"}
 
+// timeTypes are the column types day(...) and hour(...) take: those
+// {field:PATH:day} and {field:PATH:hour} read as a time, as the column
+// does.
+var timeTypes = map[string][]string{"day": {"timestamp_ms", "timestamp_us", "date"}, "hour": {"timestamp_ms", "timestamp_us"}}
+
 // checkIceberg refuses what contradicts table_format = "iceberg", naming
 // the keys; nothing when it is off.
 func (o *options) checkIceberg() error {
@@ -114,9 +119,10 @@ func uriProblem(msg string) error {
 // partitionSpec parses iceberg_partition_by and checks that path_template
 // cuts files the same way, so that every record of a file has the file's
 // partition values: identity of a configured column needs {field:PATH} of
-// its path, day and hour of the record time need {yyyy}{MM}{dd} (and
-// {HH}) in UTC. identity of topic or partition needs nothing: a file holds
-// one partition of one topic.
+// its path, day and hour of a timestamp column {field:PATH:day} or
+// {field:PATH:hour} (UTC, as Iceberg's transforms), day and hour of the
+// record time {yyyy}{MM}{dd} (and {HH}) in UTC. identity of topic or
+// partition needs nothing: a file holds one partition of one topic.
 func (o *options) partitionSpec() ([]partitionField, error) {
 	var out []partitionField
 	seen := map[string]int{}
@@ -128,17 +134,14 @@ func (o *options) partitionSpec() ([]partitionField, error) {
 		}
 		m := partitionSyntax.FindStringSubmatch(entry)
 		if m == nil {
-			return nil, bad("write identity(COLUMN), day(timestamp) or hour(timestamp)")
+			return nil, bad("write identity(COLUMN), day(COLUMN) or hour(COLUMN)")
 		}
 		f := partitionField{Transform: m[1], Source: m[2], col: -1}
 		if j, dup := seen[f.Source]; dup {
 			return nil, bad("column %s is already partitioned by iceberg_partition_by[%d]; a column takes one transform", f.Source, j)
 		}
 		seen[f.Source] = i
-		if f.Transform != "identity" {
-			if f.Source != "timestamp" || !o.IncludeMetadata {
-				return nil, bad("day and hour take the record time, the metadata column timestamp: write %s(timestamp), with include_metadata = true (a payload's timestamp column cannot be partitioned by time, since path_template's {yyyy} ... {HH} read the record time)", f.Transform)
-			}
+		if f.Transform != "identity" && f.Source == "timestamp" && o.IncludeMetadata {
 			need := []string{"yyyy", "MM", "dd"}
 			if f.Transform == "hour" {
 				need = append(need, "HH")
@@ -158,18 +161,32 @@ func (o *options) partitionSpec() ([]partitionField, error) {
 		}
 		j := slices.IndexFunc(o.Columns, func(c columnSpec) bool { return c.Name == f.Source })
 		if j < 0 {
+			if f.Transform != "identity" {
+				return nil, bad("%[1]s is not a column: %[2]s takes a timestamp column of columns (timestamp_ms, timestamp_us%[3]s), or the record time, %[2]s(timestamp) with include_metadata = true", f.Source, f.Transform, map[bool]string{true: " or date"}[f.Transform == "day"])
+			}
 			return nil, bad("%s is not a column: identity takes a column of columns, or topic or partition with include_metadata = true", f.Source)
 		}
 		c := o.Columns[j]
-		if !slices.Contains(identityTypes, c.Type) {
-			return nil, bad("column %s is of type %s; identity partitions a column of type %s", f.Source, c.Type, strings.Join(identityTypes, ", "))
-		}
-		path := c.Path
-		if path == "" {
-			path = c.Name
-		}
-		if !slices.ContainsFunc(o.PathTemplate.Parts, func(p templatePart) bool { return p.Name == "field" && p.Param == path }) {
-			return nil, bad("path_template must cut files by the column's value, so that a file holds one value of it: add {field:%s} to path_template (now '%s')", path, o.PathTemplate.Source)
+		path := c.payloadPath()
+		if f.Transform != "identity" {
+			types := timeTypes[f.Transform]
+			if !slices.Contains(types, c.Type) {
+				return nil, bad("column %s is of type %s; %s partitions a column of type %s", f.Source, c.Type, f.Transform, strings.Join(types, ", "))
+			}
+			// A file cut by the hour is cut by the day too.
+			if !slices.ContainsFunc(o.PathTemplate.Parts, func(p templatePart) bool {
+				pp, span := fieldParam(p.Param)
+				return p.Name == "field" && strings.Trim(pp, ".") == path && (span == spanHour || span == spanDay && f.Transform == "day")
+			}) {
+				return nil, bad("path_template must cut files by the column's %[1]s in UTC, so that a file holds one %[1]s of it: add {field:%[2]s:%[1]s} to path_template (now '%[3]s')", f.Transform, path, o.PathTemplate.Source)
+			}
+		} else {
+			if !slices.Contains(identityTypes, c.Type) {
+				return nil, bad("column %s is of type %s; identity partitions a column of type %s", f.Source, c.Type, strings.Join(identityTypes, ", "))
+			}
+			if !slices.ContainsFunc(o.PathTemplate.Parts, func(p templatePart) bool { return p.Name == "field" && p.Param == path }) {
+				return nil, bad("path_template must cut files by the column's value, so that a file holds one value of it: add {field:%s} to path_template (now '%s')", path, o.PathTemplate.Source)
+			}
 		}
 		f.col, f.typ = j, c.Type
 		if o.IncludeMetadata {

@@ -52,7 +52,7 @@ func (h *iceHarness) table(t *testing.T, name string) *icetable.Table {
 	o.Bucket, o.Region, o.Endpoint, o.PathStyle = h.srv.Bucket, s3test.Region, h.srv.Endpoint, true
 	o.AccessKeyID, o.SecretAccessKey, o.Prefix = h.srv.AccessKey, h.srv.SecretKey, name
 	o.Iceberg = icebergSettings{Enabled: true, Catalog: "sql", URI: h.dsn, Table: "lake." + name}
-	tb, err := icetable.Open(context.Background(), o.tableConfig(), nil, nil)
+	tb, err := icetable.Open(context.Background(), o.tableConfig(nil), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +103,22 @@ func readTable(t *testing.T, tb *icetable.Table) (map[int64][2]any, map[int64]in
 		}
 	}
 	return rows, seen
+}
+
+// tableShape scans the table and returns its columns as "name:type ..."
+// (arrow's types) and its row count.
+func tableShape(t *testing.T, tb *icetable.Table) (string, int64) {
+	t.Helper()
+	tbl, err := tb.ReadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	var cols []string
+	for _, f := range tbl.Schema().Fields() {
+		cols = append(cols, f.Name+":"+f.Type.String())
+	}
+	return strings.Join(cols, " "), tbl.NumRows()
 }
 
 // wantOnce fails unless every offset below n is in seen exactly once.
@@ -299,18 +315,9 @@ func TestIcebergAvroColumns(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tb := h.table(t, "avroice")
-	tbl, err := tb.ReadAll(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tbl.Release()
-	var got []string
-	for _, f := range tbl.Schema().Fields() {
-		got = append(got, f.Name+":"+f.Type.String())
-	}
-	if want := "offset:int64 timestamp:timestamp[us, tz=UTC] topic:utf8 partition:int32 key:binary n:int64 s:utf8 d:float64"; strings.Join(got, " ") != want || tbl.NumRows() != 30 {
-		t.Fatalf("table columns %s with %d rows, want %s with 30", strings.Join(got, " "), tbl.NumRows(), want)
+	got, rows := tableShape(t, h.table(t, "avroice"))
+	if want := "offset:int64 timestamp:timestamp[us, tz=UTC] topic:utf8 partition:int32 key:binary n:int64 s:utf8 d:float64"; got != want || rows != 30 {
+		t.Fatalf("table columns %s with %d rows, want %s with 30", got, rows, want)
 	}
 	o := defaultOptions()
 	o.Format = formatParquet

@@ -63,10 +63,58 @@ type keyLayout struct {
 	// perRecord: the template reads recordPlaceholders; readsFields: it
 	// has a {field:...}.
 	perRecord, readsFields bool
+	// cuts holds, by part index, the time cut of a {field:PATH:day} or
+	// {field:PATH:hour} part; the zero fieldCut for the others.
+	cuts []fieldCut
 	// fields reads {field:...} from payloads that are not JSON (SetTopics
 	// sets keys_avro's, for Avro topics); nil: JSON only.
 	fields payloadFields
 	text   []byte // scratch space of a field's text
+	row    pqRow  // scratch space of the parquet columns' time parser
+}
+
+// fieldCut is how {field:PATH:day} and {field:PATH:hour} cut files by a
+// payload time: span is the day or the hour (spanNone: a plain
+// {field:PATH}), unit how a number at PATH counts time.
+type fieldCut struct {
+	span timeSpan
+	unit timeUnit
+}
+
+// timeSpan is the day or the hour of a {field:PATH:day|hour} part.
+type timeSpan int
+
+const (
+	spanNone timeSpan = iota
+	spanDay
+	spanHour
+)
+
+// timeUnit is how a number at a cut field's path counts time: epoch
+// milliseconds (the default, and a timestamp_ms column's), microseconds (a
+// timestamp_us column's), or days (a date column's, which also takes
+// YYYY-MM-DD rather than RFC 3339).
+type timeUnit int
+
+const (
+	unitMillis timeUnit = iota
+	unitMicros
+	unitDays
+)
+
+// cutSuffixes are the time cuts a {field:...} part may end with.
+var cutSuffixes = map[string]timeSpan{"day": spanDay, "hour": spanHour}
+
+// fieldParam splits the text of a {field:...} part into the path and
+// the time cut: {field:PATH:day} and {field:PATH:hour} cut PATH's time
+// (a path may itself hold ':', which stays part of it otherwise).
+func fieldParam(param string) (path string, span timeSpan) {
+	if i := strings.LastIndexByte(param, ':'); i > 0 {
+		if sp, ok := cutSuffixes[param[i+1:]]; ok {
+			return param[:i], sp
+		}
+	}
+	return param, spanNone
 }
 
 // payloadFields reads path_template's {field:...} parts from records whose
@@ -78,6 +126,10 @@ type payloadFields interface {
 	// appendField appends the text of part i's value in the record read
 	// last; nothing when the value is null, has no text or did not decode.
 	appendField(dst []byte, i int) []byte
+	// fieldTime returns the time of part i's value in the record read
+	// last, for a {field:PATH:day|hour} part; false when the value is
+	// null, no time or did not decode.
+	fieldTime(i int) (time.Time, bool)
 }
 
 // newKeyLayout prepares the rendering of t; loc nil means UTC.
@@ -85,10 +137,12 @@ func newKeyLayout(prefix string, t pathTemplate, loc *time.Location, missing str
 	if loc == nil {
 		loc = time.UTC
 	}
-	l := &keyLayout{prefix: prefix, tmpl: t, loc: loc, missing: missing, paths: make([][]string, len(t.Parts))}
+	l := &keyLayout{prefix: prefix, tmpl: t, loc: loc, missing: missing, paths: make([][]string, len(t.Parts)), cuts: make([]fieldCut, len(t.Parts))}
 	for i, p := range t.Parts {
 		if p.Name == "field" {
-			l.paths[i] = strings.Split(strings.Trim(p.Param, "."), ".")
+			path, span := fieldParam(p.Param)
+			l.paths[i] = strings.Split(strings.Trim(path, "."), ".")
+			l.cuts[i].span = span
 			l.readsFields = true
 		}
 		l.perRecord = l.perRecord || slices.Contains(recordPlaceholders, p.Name)
@@ -205,7 +259,16 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		case "mm":
 			dst = appendPadded(dst, int64(rt.Minute()), 2)
 		case "field":
-			if other {
+			if span := l.cuts[i].span; span != spanNone {
+				var t time.Time
+				var ok bool
+				if other {
+					t, ok = l.fields.fieldTime(i)
+				} else {
+					t, ok = l.jsonTime(rec.Payload, i)
+				}
+				dst = l.appendCut(dst, t, ok, span)
+			} else if other {
 				l.text = l.fields.appendField(l.text[:0], i)
 				dst = l.appendValue(dst, l.text)
 			} else {
@@ -268,6 +331,100 @@ func (l *keyLayout) appendValue(dst, v []byte) []byte {
 		return append(dst, l.missing...)
 	}
 	return appendSanitized(dst, v)
+}
+
+// appendCut appends the UTC day (2026-12-04) or hour (2026-12-04-13) of
+// t, Iceberg's human-readable forms of its day and hour transforms, or
+// default_partition_value when there is no time (!ok).
+func (l *keyLayout) appendCut(dst []byte, t time.Time, ok bool, span timeSpan) []byte {
+	switch {
+	case !ok:
+		return append(dst, l.missing...)
+	case span == spanHour:
+		return t.UTC().AppendFormat(dst, "2006-01-02-15")
+	}
+	return t.UTC().AppendFormat(dst, time.DateOnly)
+}
+
+// jsonTime reads the time of cut part i in a JSON payload with the parquet
+// columns' own parser (pqRow.timestamp, pqRow.date), so that a file's
+// directory has the day or hour of the value its column holds: an RFC 3339
+// string, or a number of the part's unit (a date column's YYYY-MM-DD or
+// days). False when the value is missing, null or not a time.
+func (l *keyLayout) jsonTime(payload []byte, i int) (time.Time, bool) {
+	raw, ok := jsonscan.Lookup(payload, l.paths[i])
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return time.Time{}, false
+	}
+	var n int64
+	var err error
+	switch l.cuts[i].unit {
+	case unitDays:
+		n, err = l.row.date(raw)
+		return time.Unix(n*86400, 0), err == nil
+	case unitMicros:
+		n, err = l.row.timestamp(raw, true)
+		return time.UnixMicro(n), err == nil
+	}
+	n, err = l.row.timestamp(raw, false)
+	return time.UnixMilli(n), err == nil
+}
+
+// setUnits takes the unit of each cut part from the first column of cols
+// that reads its path and holds a time: timestamp_us counts
+// microseconds, date days, anything else (or no column) milliseconds.
+func (l *keyLayout) setUnits(cols []columnSpec) {
+	for i, path := range l.paths {
+		if path == nil || l.cuts[i].span == spanNone {
+			continue
+		}
+		for _, c := range cols {
+			if c.payloadPath() != strings.Join(path, ".") {
+				continue
+			}
+			if u, ok := columnUnits[c.Type]; ok {
+				l.cuts[i].unit = u
+				break
+			}
+		}
+	}
+}
+
+// payloadPath is the dotted payload path a column reads: its path, or its
+// name.
+func (c columnSpec) payloadPath() string {
+	if c.Path == "" {
+		return c.Name
+	}
+	return c.Path
+}
+
+// columnUnits is the unit of each column type that holds a time.
+var columnUnits = map[string]timeUnit{"timestamp_ms": unitMillis, "timestamp_us": unitMicros, "date": unitDays}
+
+// checkFieldCuts refuses a {field:PATH:SUFFIX} whose suffix looks like a
+// time cut but is not day or hour (such as month or Day), which would
+// otherwise read a field literally named "PATH:SUFFIX".
+func checkFieldCuts(t pathTemplate) error {
+	for _, p := range t.Parts {
+		if p.Name != "field" {
+			continue
+		}
+		i := strings.LastIndexByte(p.Param, ':')
+		if i < 0 {
+			continue
+		}
+		suffix := p.Param[i+1:]
+		if _, ok := cutSuffixes[suffix]; ok {
+			continue
+		}
+		switch strings.TrimSuffix(strings.ToLower(suffix), "s") {
+		case "year", "month", "day", "hour", "minute", "date", "week":
+			return confkit.Problems{{Key: "path_template", Value: t.Source, Rule: "path_template",
+				Message: fmt.Sprintf("path_template '%s': {field:%s} ends in ':%s', which is not a time cut: write {field:%s:day} or {field:%s:hour} (the UTC day or hour of the field's time)", t.Source, p.Param, suffix, p.Param[:i], p.Param[:i])}}
+		}
+	}
+	return nil
 }
 
 // fieldText returns the text of the JSON value at path in payload: a

@@ -3,7 +3,9 @@ package s3sink
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/parquet-go/parquet-go"
 	pqformat "github.com/parquet-go/parquet-go/format"
 )
 
@@ -23,6 +25,9 @@ type avroKey struct {
 	// a path to a record, an array or a map, which renders as
 	// default_partition_value.
 	cols []int
+	// units holds, by template part, how a {field:PATH:day|hour} part's
+	// value counts time (avroTimeUnit).
+	units []timeUnit
 }
 
 // newAvroKey builds the reader of l's {field:...} parts from an Avro
@@ -33,7 +38,7 @@ func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &avroKey{root: root, width: number(root, 0), cols: make([]int, len(l.paths))}
+	k := &avroKey{root: root, width: number(root, 0), cols: make([]int, len(l.paths)), units: make([]timeUnit, len(l.paths))}
 	for i, path := range l.paths {
 		k.cols[i] = -1
 		if path == nil {
@@ -63,6 +68,13 @@ func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
 		if lt := n.pq.Type().LogicalType(); lt != nil && isDecimal(lt.Value) {
 			return nil, fmt.Errorf("path_template's {field:%s}: the Avro field %s is a decimal, whose bytes are no text; use a string, number, boolean or enum field", l.tmpl.Parts[i].Param, n.path)
 		}
+		if l.cuts[i].span != spanNone {
+			u, ok := avroTimeUnit(n)
+			if !ok {
+				return nil, fmt.Errorf("path_template's {field:%s}: the Avro field %s is no time; a day or hour cut takes a timestamp-millis or timestamp-micros long, a date int, a long of epoch milliseconds or an RFC 3339 string", l.tmpl.Parts[i].Param, n.path)
+			}
+			k.units[i] = u
+		}
 		switch n.kind {
 		case avRecord, avArray, avMap:
 			// default_partition_value, as a JSON object or array gives
@@ -86,6 +98,60 @@ func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
 	cut.fields = root.fields[:last+1]
 	k.root = &cut
 	return k, nil
+}
+
+// avroTimeUnit is how the Avro field n counts time, as its Parquet column
+// does: the unit of a timestamp, days of a date, milliseconds of a plain
+// long; a string is RFC 3339 (the unit unused). False for anything else.
+func avroTimeUnit(n *avroNode) (timeUnit, bool) {
+	if n.kind == avRecord || n.kind == avArray || n.kind == avMap {
+		return 0, false
+	}
+	typ := n.pq.Type()
+	var lt pqformat.LogicalTypeValue
+	if l := typ.LogicalType(); l != nil {
+		lt = l.Value
+	}
+	switch v := lt.(type) {
+	case *pqformat.TimestampType:
+		switch v.Unit.Value.(type) {
+		case *pqformat.MilliSeconds:
+			return unitMillis, true
+		case *pqformat.MicroSeconds:
+			return unitMicros, true
+		}
+		return 0, false
+	case *pqformat.DateType:
+		return unitDays, true
+	case *pqformat.StringType:
+		return unitMillis, true
+	}
+	return unitMillis, typ.Kind() == parquet.Int64
+}
+
+// fieldTime returns the time of part i's value (payloadFields): a
+// timestamp or date by its unit, a long as epoch milliseconds, a string
+// parsed as the parquet columns parse an RFC 3339 time; false when it is
+// null, not a time or the payload did not decode.
+func (f *avroFields) fieldTime(i int) (time.Time, bool) {
+	c := f.key.cols[i]
+	if !f.ok || c < 0 || len(f.walk.cols[c]) == 0 {
+		return time.Time{}, false
+	}
+	v := f.walk.cols[c][0]
+	switch v.Kind() {
+	case parquet.ByteArray:
+		t, err := time.Parse(timestampForm.layout, string(v.ByteArray()))
+		return t, err == nil
+	case parquet.Int32:
+		return time.Unix(int64(v.Int32())*86400, 0), f.key.units[i] == unitDays
+	case parquet.Int64:
+		if f.key.units[i] == unitMicros {
+			return time.UnixMicro(v.Int64()), true
+		}
+		return time.UnixMilli(v.Int64()), true
+	}
+	return time.Time{}, false // a null
 }
 
 func isDecimal(v pqformat.LogicalTypeValue) bool {

@@ -114,7 +114,8 @@ type options struct {
 }
 
 // checkLayout resolves timezone into Location, and reports a zone the
-// database does not know, naming the key.
+// database does not know, naming the key, and a path_template time cut
+// that is not one (checkFieldCuts).
 func (o *options) checkLayout() error {
 	if o.TimeZone == "" {
 		o.TimeZone = "UTC"
@@ -125,7 +126,7 @@ func (o *options) checkLayout() error {
 			Message: fmt.Sprintf("timezone '%s' is not an IANA time zone: use a name such as UTC, Europe/Berlin or Asia/Kolkata", o.TimeZone)}}
 	}
 	o.Location = loc
-	return nil
+	return checkFieldCuts(o.PathTemplate)
 }
 
 // objectLimit is the largest object the sink can write: 10,000 parts of
@@ -154,7 +155,9 @@ func (o *options) layout() *keyLayout {
 	if missing == "" {
 		missing = "__unknown"
 	}
-	return newKeyLayout(o.Prefix, o.PathTemplate, o.Location, missing)
+	l := newKeyLayout(o.Prefix, o.PathTemplate, o.Location, missing)
+	l.setUnits(o.Columns)
+	return l
 }
 
 // compression is the compression of a file.

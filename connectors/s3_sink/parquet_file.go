@@ -3,6 +3,7 @@ package s3sink
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -84,9 +85,6 @@ func (s *Sink) rowGroupTarget() int64 {
 	return limit
 }
 
-// dropParquet lets go of fb's row group count.
-func (s *Sink) dropParquet(fb *fileBuffer) { fb.pq = nil }
-
 // encode turns f's chunks into the object's bytes, once: the Parquet file
 // its rows make, or the compressed file.
 func (s *Sink) encode(f *closedFile) error {
@@ -133,6 +131,18 @@ func (s *Sink) encodeReserve() int64 {
 	return min(int64(s.writerBytes())+min(s.rowGroupTarget(), s.opts.MaxFileSize), s.opts.MaxBufferSize/2)
 }
 
+// parquetWriter returns the writer of a file of layout l into out, with
+// the settings every file has (no wall clock, a fixed created_by), so the
+// same rows give the same bytes whether the file is encoded at its upload
+// or as it streams (parquet_stream.go).
+func parquetWriter(out io.Writer, l *pqLayout) *parquet.Writer {
+	return parquet.NewWriter(out, l.schema,
+		parquet.Compression(l.codec),
+		parquet.CreatedBy("pico-connectors s3_sink", "1", "parquet-go v0.32.0"),
+		parquet.WriteBufferSize(0),
+		parquet.PageBufferSize(pqPageBuffer))
+}
+
 // encodeParquet replaces f's serialized rows by the Parquet file they make.
 // It runs in the upload goroutine. The rows' chunks go back to the pool as
 // they are written, so the file's rows and its encoded bytes together stay
@@ -144,21 +154,27 @@ func (s *Sink) encodeParquet(f *closedFile) error {
 	}
 	out := &chunkWriter{s: s}
 	l := s.pqLayoutOf(f.p.topic)
-	w := parquet.NewWriter(out, l.schema,
-		parquet.Compression(l.codec),
-		parquet.CreatedBy("pico-connectors s3_sink", "1", "parquet-go v0.32.0"),
-		parquet.WriteBufferSize(0),
-		parquet.PageBufferSize(pqPageBuffer))
+	w := parquetWriter(out, l)
 	reserve := s.encodeReserve()
 	s.mu.Lock()
-	// One encoding always runs; more only within encodeBudget.
-	for s.encoding > 0 && s.encoding+reserve > s.encodeBudget() {
+	// One encoding always runs beside the streamed files' writers; more
+	// only within encodeBudget.
+	for s.encoding > s.streamWriters && s.encoding+reserve > s.encodeBudget() {
 		s.cond.Wait()
 	}
 	s.grow(int(reserve))
 	s.encoding += reserve
 	s.mu.Unlock()
-	err := s.writeRows(w, f, l.columns())
+	r := newRowReader(w, l.columns(), func(chunks [][]byte) {
+		s.mu.Lock()
+		s.free(chunks)
+		s.mu.Unlock()
+	})
+	err := r.read(f.chunks)
+	if err == nil {
+		err = r.write(f.chunks, len(f.chunks))
+	}
+	f.chunks = f.chunks[r.done:]
 	if err == nil {
 		err = w.Close()
 	}
@@ -171,62 +187,90 @@ func (s *Sink) encodeParquet(f *closedFile) error {
 	if err != nil {
 		s.free(out.chunks)
 		f.chunks, f.size = nil, 0
-		f.encodeErr = fmt.Errorf("s3 sink: encoding the parquet file %s failed, its records are not uploaded: %w", f.key, err)
-		s.log.Error("S3 sink could not encode a parquet file", "key", f.key, "error", err)
+		f.encodeErr = s.encodeFailed(f.key, err)
 		return f.encodeErr
 	}
 	f.chunks, f.size = out.chunks, out.size
 	return nil
 }
 
-// writeRows reads the serialized rows of f's chunks into w, a row group
-// per mark, pqBatch rows per WriteRows, and frees each chunk once its rows
-// are written; f keeps the chunks not freed.
-func (s *Sink) writeRows(w *parquet.Writer, f *closedFile, cols int) error {
-	rows := make([]parquet.Row, 0, pqBatch)
-	values := make([]parquet.Value, 0, pqBatch*cols)
-	chunks := f.chunks
-	done := 0 // chunks whose rows are all written
-	defer func() { f.chunks = chunks[done:] }()
-	write := func(upTo int) error {
-		if len(rows) > 0 {
-			if _, err := w.WriteRows(rows); err != nil {
-				return err
-			}
-		}
-		rows, values = rows[:0], values[:0]
-		if upTo > done {
-			s.mu.Lock()
-			s.free(chunks[done:upTo])
-			s.mu.Unlock()
-			done = upTo
-		}
-		return nil
-	}
-	for ci, c := range chunks {
-		for i := 0; i < len(c); {
-			start := len(values)
+// encodeFailed logs and returns the error of a Parquet file whose rows the
+// writer refused (a bug): the file is not uploaded.
+func (s *Sink) encodeFailed(key string, err error) error {
+	s.log.Error("S3 sink could not encode a parquet file", "key", key, "error", err)
+	return fmt.Errorf("s3 sink: encoding the parquet file %s failed, its records are not uploaded: %w", key, err)
+}
+
+// rowReader reads the serialized rows of a file's chunks into a parquet
+// writer: pqBatch rows per WriteRows (fewer when a row group ends, or when
+// the values' buffer is full), a row group per mark. The batches depend
+// only on the rows, so a file read in one go (encodeParquet) and one read
+// as it fills (parquet_stream.go) give the writer the same calls, and the
+// same bytes.
+type rowReader struct {
+	w      *parquet.Writer
+	cols   int
+	rows   []parquet.Row
+	values []parquet.Value
+	// ci and i are where the next row starts in the chunks read: chunk
+	// ci, byte i. The chunks below done hold no row still to write (the
+	// rows of a batch point into its chunks until it is written); free
+	// takes them as they are done.
+	ci, i, done int
+	free        func([][]byte)
+}
+
+func newRowReader(w *parquet.Writer, cols int, free func([][]byte)) *rowReader {
+	return &rowReader{w: w, cols: cols, rows: make([]parquet.Row, 0, pqBatch), values: make([]parquet.Value, 0, pqBatch*cols), free: free}
+}
+
+// read reads the rows of chunks from where the last read stopped to the
+// end of the last chunk, which may grow before the next read.
+func (r *rowReader) read(chunks [][]byte) error {
+	for r.ci < len(chunks) {
+		c := chunks[r.ci]
+		for r.i < len(c) {
+			start := len(r.values)
 			var err error
-			values, i, err = readRow(c, i, values)
+			r.values, r.i, err = readRow(c, r.i, r.values)
 			if err != nil {
 				return err
 			}
-			if len(values) == start {
-				if err := write(ci); err != nil {
+			if len(r.values) == start { // a mark: the row group ends
+				if err := r.write(chunks, r.ci); err != nil {
 					return err
 				}
-				if err := w.Flush(); err != nil {
+				if err := r.w.Flush(); err != nil {
 					return err
 				}
 				continue
 			}
-			rows = append(rows, values[start:len(values):len(values)])
-			if len(rows) == pqBatch || cap(values)-len(values) < cols {
-				if err := write(ci); err != nil {
+			r.rows = append(r.rows, r.values[start:len(r.values):len(r.values)])
+			if len(r.rows) == pqBatch || cap(r.values)-len(r.values) < r.cols {
+				if err := r.write(chunks, r.ci); err != nil {
 					return err
 				}
 			}
 		}
+		if r.ci == len(chunks)-1 {
+			break // the last chunk: the next rows go on in it
+		}
+		r.ci, r.i = r.ci+1, 0
 	}
-	return write(len(chunks))
+	return nil
+}
+
+// write hands the batch to the writer, then frees chunks[done:upTo].
+func (r *rowReader) write(chunks [][]byte, upTo int) error {
+	if len(r.rows) > 0 {
+		if _, err := r.w.WriteRows(r.rows); err != nil {
+			return err
+		}
+	}
+	r.rows, r.values = r.rows[:0], r.values[:0]
+	if upTo > r.done {
+		r.free(chunks[r.done:upTo])
+		r.done = upTo
+	}
+	return nil
 }

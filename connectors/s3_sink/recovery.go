@@ -1,8 +1,10 @@
 package s3sink
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -108,52 +110,46 @@ func listSpans(ctx context.Context, client *s3.Client, bucket, dir string, parti
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
 	var out []span
-	for {
-		page, err := client.ListObjectsV2(ctx, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
 		for _, o := range page.Contents {
-			if f, l, ok := offsetsOf(aws.ToString(o.Key), prefix); ok && l >= from {
-				if n := len(out); n > 0 && out[n-1].first == f {
-					out[n-1].last = max(out[n-1].last, l)
-				} else {
-					out = append(out, span{f, l})
-				}
+			f, l, ok := offsetsOf(aws.ToString(o.Key), prefix)
+			switch {
+			case !ok || l < from:
+			case len(out) > 0 && out[len(out)-1].first == f:
+				out[len(out)-1].last = max(out[len(out)-1].last, l)
+			default:
+				out = append(out, span{f, l})
 			}
 		}
-		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
-			sort.Slice(out, func(i, j int) bool { return out[i].first < out[j].first })
-			return out, nil
-		}
-		in.ContinuationToken = page.NextContinuationToken
 	}
+	slices.SortFunc(out, func(a, b span) int { return cmp.Compare(a.first, b.first) })
+	return out, nil
 }
 
 // listLast returns the largest last offset of the data objects whose keys
 // start with prefix.
-func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, timeout time.Duration) (bool, int64, error) {
+func listLast(ctx context.Context, client *s3.Client, bucket, prefix string, timeout time.Duration) (found bool, last int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
-	found, last := false, int64(0)
-	for {
-		out, err := client.ListObjectsV2(ctx, in)
+	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return false, 0, err
 		}
-		for _, o := range out.Contents {
+		for _, o := range page.Contents {
 			if n, ok := lastOffsetOf(aws.ToString(o.Key), prefix); ok && (!found || n > last) {
 				found, last = true, n
 			}
 		}
-		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			return found, last, nil
-		}
-		in.ContinuationToken = out.NextContinuationToken
 	}
+	return found, last, nil
 }
 
 // abortStale aborts the incomplete multipart uploads of p in dir that
@@ -199,24 +195,22 @@ func abortUploads(ctx context.Context, client *s3.Client, bucket, dir string, pa
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	prefix := string(append(appendPadded([]byte(dir), int64(partition), 5), '-'))
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	pages := s3.NewListMultipartUploadsPaginator(client, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
 	n := 0
-	for {
-		page, err := client.ListMultipartUploads(ctx, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return n, err
 		}
 		for _, u := range page.Uploads {
-			if f, _, ok := offsetsOf(aws.ToString(u.Key), prefix); ok && f >= from {
-				if _, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId}); err != nil {
-					return n, err
-				}
-				n++
+			if f, _, ok := offsetsOf(aws.ToString(u.Key), prefix); !ok || f < from {
+				continue
 			}
+			if _, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId}); err != nil {
+				return n, err
+			}
+			n++
 		}
-		if !aws.ToBool(page.IsTruncated) {
-			return n, nil
-		}
-		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
 	}
+	return n, nil
 }

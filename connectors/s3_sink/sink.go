@@ -128,7 +128,7 @@ func (s *Sink) Open(ctx context.Context) error {
 	if err := s.probe(ctx, client); err != nil {
 		return fmt.Errorf("S3 bucket '%s' connectivity check failed: %w", s.opts.Bucket, err)
 	}
-	if err := s.openTable(ctx); err != nil {
+	if err := s.openTable(ctx, client); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -34,7 +34,8 @@ import (
 //	compress, multipart, marker          a file's encoder, its parts, a group's marker
 //	iceberg_columns                      the Iceberg table's columns
 //	credentials                          assumed role, HTTP client with ca_file
-//	parquet_file, stream, iceberg        a file's Parquet encoding; a large file's parts while it fills; the table's commits
+//	parquet_file, parquet_stream         a file's Parquet encoding, at its upload or as it streams
+//	stream, iceberg                      a large file's parts while it fills; the table's commits
 //	upload, group                        a file's upload; a partition's open files together
 //	file, health                         a partition's open file: append, cut
 //	recovery, durable                    replay after an assignment; Durable and Release
@@ -83,6 +84,9 @@ type Sink struct {
 	failing  int   // exactly_once: files whose last upload failed
 	lastErr  error // the last upload failure; nil after a success
 	bgErr    error // buffered: a file lost outside Consume, reported by the next
+	// streamWriters is the part of encoding the writers of streamed
+	// Parquet files hold (parquet_stream.go).
+	streamWriters int64
 
 	m sinkMetrics
 
@@ -269,9 +273,10 @@ func newMetrics(m sdk.Metrics) sinkMetrics {
 }
 
 // pqFile is the parquet state of one open file: the raw size of its open
-// row group.
+// row group, and once the file streams its encoder (parquet_stream.go).
 type pqFile struct {
 	group int64
+	enc   *pqStream
 }
 
 // grow counts n more bytes held.

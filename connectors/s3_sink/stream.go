@@ -32,17 +32,19 @@ import (
 // the staging objects of its partition wherever the file was going, and
 // one lifecycle rule on the folder removes what is left elsewhere.
 //
-// A compressed file streams too: once it streams, its chunks are fed to
-// an encoder as each fills (compressFilled) and its parts are cut from the
-// compressed bytes, which are those compress makes of the whole file at
-// the cut (the encoder's output does not depend on where its writes
-// break), so a replay that streams or not writes the same object. Its
-// size, rotation and the stream decision count raw bytes, as before.
+// A Parquet file's parts are cut from its encoded bytes, which its writer
+// makes as it fills (parquet_stream.go). A compressed file's are cut from
+// its compressed bytes: once it streams, its chunks are fed to an encoder
+// as each fills (compressFilled), and the encoder's output is the bytes
+// compress makes of the whole file at the cut (it does not depend on
+// where its writes break), so a replay that streams or not writes the
+// same object. Either way the file's size, rotation and the stream
+// decision count raw bytes, as for a file held whole.
 //
-// Only exactly_once files of one directory per partition stream: a
-// Parquet file is encoded at the cut, and a group of files (a
-// path_template read from each record) is held whole and bounded by
-// max_buffer_size, as before (see the schema's Multipart uploads).
+// Only exactly_once files stream. The files of a group (a path_template
+// read from each record) stream each on its own: a file moved between the
+// open one and the idle ones keeps its stream (moveFile), and its staging
+// key is its own, named by its own first offset.
 
 // stagingFolder is the folder, under prefix, of the staging objects.
 const stagingFolder = "_picomq-staging"
@@ -62,7 +64,7 @@ func (s *Sink) streamAt() int64 {
 
 // streams reports whether files above streamAt stream while they fill.
 func (s *Sink) streams() bool {
-	return s.opts.PartSize > 0 && !s.opts.Buffered && !s.layout.perRecord && s.pq == nil
+	return s.opts.PartSize > 0 && !s.opts.Buffered
 }
 
 // stagingPrefix returns <prefix>/_picomq-staging/<topic>/<partition 5d>-.
@@ -87,14 +89,15 @@ func (s *Sink) streamOpen(p *partitionState) {
 			return
 		}
 		st = &fileStream{key: string(appendPadded([]byte(s.stagingPrefix(p.topic, p.partition)), fb.first, 20)), chunks: &fb.chunks, size: &fb.size}
-		if s.opts.Compression != compressNone {
+		if s.pq == nil && s.opts.Compression != compressNone {
 			st.enc = s.newEncoder(true)
 			st.chunks, st.size = &st.enc.out.chunks, &st.enc.out.size
 		}
 		st.ctx, st.cancel = context.WithCancel(s.ctx)
 		fb.stream = st
 	}
-	s.compressFilled(fb)
+	s.encodeOpen(p)      // Parquet: the parts are of the encoded bytes
+	s.compressFilled(fb) // compressed: of the compressed bytes
 	s.pump(st)
 }
 
@@ -194,9 +197,15 @@ func (s *Sink) streamAhead(p *partitionState) bool {
 
 // partsRunning reports whether a part of an open file is on its way.
 func (s *Sink) partsRunning() bool {
+	running := func(fb *fileBuffer) bool { return fb.stream != nil && fb.stream.running > 0 }
 	for _, p := range s.parts {
-		if st := p.open.stream; st != nil && st.running > 0 {
+		if running(&p.open) {
 			return true
+		}
+		for _, fb := range p.idle {
+			if running(fb) {
+				return true
+			}
 		}
 	}
 	return false
@@ -213,6 +222,7 @@ func (s *Sink) cutStream(fb *fileBuffer, f *closedFile) {
 	if st == nil {
 		return
 	}
+	s.encodeCut(fb, f) // Parquet: f takes the encoded bytes
 	if e := st.enc; e != nil {
 		st.enc = nil
 		e.write(f.chunks)

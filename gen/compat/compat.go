@@ -18,7 +18,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
@@ -105,7 +104,7 @@ func Compare(old, new []byte) ([]Change, error) {
 	}
 	var cs []Change
 	compareObject("", o.Root, n.Root, &cs)
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Key < cs[j].Key })
+	slices.SortStableFunc(cs, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
 	return cs, nil
 }
 

@@ -12,6 +12,7 @@ package docsite
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/picomq/pico-connectors/sdk"
@@ -184,7 +185,7 @@ func loadPlugins(root string) ([]Plugin, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no schemas in %s", filepath.Join(root, "schemas"))
 	}
-	sort.Strings(files)
+	slices.Sort(files)
 	var out []Plugin
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -282,11 +283,8 @@ var kindOrder = map[string]int{"source": 0, "sink": 1, "transform": 2}
 // catalog renders the index page.
 func catalog(plugins []Plugin) string {
 	ps := append([]Plugin(nil), plugins...)
-	sort.SliceStable(ps, func(i, j int) bool {
-		if kindOrder[ps[i].Kind] != kindOrder[ps[j].Kind] {
-			return kindOrder[ps[i].Kind] < kindOrder[ps[j].Kind]
-		}
-		return ps[i].Name < ps[j].Name
+	slices.SortStableFunc(ps, func(a, b Plugin) int {
+		return cmp.Or(cmp.Compare(kindOrder[a.Kind], kindOrder[b.Kind]), cmp.Compare(a.Name, b.Name))
 	})
 	var b strings.Builder
 	b.WriteString("# Connector catalog\n\n")
@@ -339,7 +337,7 @@ func schemasPage(s *Site) string {
 	for p := range s.Schemas {
 		paths = append(paths, p)
 	}
-	sort.Strings(paths)
+	slices.Sort(paths)
 	for _, p := range paths {
 		name := strings.TrimSuffix(path.Base(p), ".json")
 		what := "the `[plugin_config]` table of [" + name + "](" + name + ".md)"

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/picomq/pico-connectors/gen/internal/model"
@@ -109,7 +108,7 @@ func Dir(dir string) (Findings, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(m)
+	slices.Sort(m)
 	return Files(m...)
 }
 
@@ -148,7 +147,7 @@ func Schema(file string, doc []byte) Findings {
 	if s.Root != nil {
 		s.Root.Walk(l.key)
 	}
-	sort.SliceStable(l.out, func(i, j int) bool { return l.out[i].Pointer < l.out[j].Pointer })
+	slices.SortStableFunc(l.out, func(a, b Finding) int { return strings.Compare(a.Pointer, b.Pointer) })
 	return l.out
 }
 

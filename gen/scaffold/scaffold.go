@@ -14,6 +14,7 @@ package scaffold
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"go/format"
@@ -22,7 +23,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -146,7 +147,7 @@ func RenderModule(d templates.Data) ([]File, error) {
 	// picogen gen has written the rest of generated/ (which holds the same
 	// file).
 	files = append(files, File{Path: "generated/generate.go", Content: gen.GenerateFile(d.Module)})
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	slices.SortFunc(files, byPath)
 	return files, nil
 }
 
@@ -174,7 +175,7 @@ func render(d templates.Data, outputs map[string]string) ([]File, error) {
 		}
 		files = append(files, File{Path: p, Content: out})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	slices.SortFunc(files, byPath)
 	return files, nil
 }
 
@@ -225,7 +226,7 @@ func New(opts Options) ([]File, templates.Data, error) {
 			files = append(files, f)
 		}
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	slices.SortFunc(files, byPath)
 	if err := checkFree(root, d, files); err != nil {
 		return nil, d, err
 	}
@@ -341,3 +342,6 @@ func writeNew(path string, content []byte) error {
 	}
 	return f.Close()
 }
+
+// byPath orders files by path, the order they are written and listed in.
+func byPath(a, b File) int { return cmp.Compare(a.Path, b.Path) }

@@ -1,12 +1,12 @@
 package definition
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -399,7 +399,7 @@ func (d *decoder) envIndexes(prefix string) []int {
 	for i := range seen {
 		out = append(out, i)
 	}
-	sort.Ints(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -542,7 +542,7 @@ func (d *decoder) transforms(fv reflect.Value, val any, inFile bool, key, envNam
 		}
 	} else if named, ok := val.(map[string]any); ok {
 		names := slices.Sorted(maps.Keys(named))
-		sort.SliceStable(names, func(i, j int) bool { return d.order[key+"."+names[i]] < d.order[key+"."+names[j]] })
+		slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(d.order[key+"."+a], d.order[key+"."+b]) })
 		for _, name := range names {
 			b, ok := named[name].(map[string]any)
 			k := key + "." + name

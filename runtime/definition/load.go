@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -170,7 +169,7 @@ func Load(path string, env map[string]string) (*Config, error) {
 			problems = append(problems, confkit.Problem{File: path, Key: "connectors_dir", Message: fmt.Sprintf("folder %s does not exist; create it with one definition file (*.toml) per connector, or point connectors_dir at one", cfg.Dir)})
 		}
 	}
-	sort.Strings(files)
+	slices.Sort(files)
 	seen := map[string]string{}
 	for _, file := range files {
 		if strings.HasPrefix(filepath.Base(file), ".") {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/picomq/pico-connectors/runtime/confkit"
@@ -145,7 +144,7 @@ func unknownVariables(cfg *Config, env map[string]string, used map[string]bool, 
 					keys = append(keys, d.Key)
 				}
 			}
-			sort.Strings(keys)
+			slices.Sort(keys)
 			msg := fmt.Sprintf("environment variable %s names no %s definition in %s", name, kind, cfg.Dir)
 			if len(keys) > 0 {
 				msg += fmt.Sprintf(" (%ss: %s)", kind, strings.Join(keys, ", "))

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -74,7 +73,7 @@ func (d *decoder) checkReserved(key string, props map[string]string, rs ...reser
 	for k := range props {
 		names = append(names, k)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, k := range names {
 		for _, r := range rs {
 			if slices.Contains(r.names, k) {
@@ -93,7 +92,7 @@ func (d *decoder) checkProducerProperties(key string, props map[string]string) {
 	for k := range props {
 		names = append(names, k)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, k := range names {
 		path := key + "." + quoteKey(k)
 		if msg := WeakensProducer(k, props[k]); msg != "" {

@@ -17,11 +17,19 @@ type Status string
 
 // The statuses a connector goes through.
 const (
+	// Starting: the connector is built and opening (connecting, joining
+	// its group, recovering); it moves no records yet.
 	Starting Status = "Starting"
-	Running  Status = "Running"
+	// Running: it moves records, or waits for them, healthy.
+	Running Status = "Running"
+	// Stopping: a stop was asked; it flushes what it holds.
 	Stopping Status = "Stopping"
-	Stopped  Status = "Stopped"
-	Error    Status = "Error"
+	// Stopped: it stopped after a stop was asked.
+	Stopped Status = "Stopped"
+	// Error: it failed, or keeps failing while it retries; the last
+	// error says why, and /ready answers 503.
+	Error Status = "Error"
+	// Disabled: its definition has enabled = false.
 	Disabled Status = "Disabled"
 	// Standby: in a fleet of runtimes, another runtime owns this source;
 	// this one waits to take it over.
@@ -86,6 +94,13 @@ func New(kind, key string, changed func(key string, from, to Status, err string)
 
 // Set moves the tracker to s, keeping the last error for display.
 func (t *Tracker) Set(s Status) { t.set(s, "") }
+
+// Status returns the current status.
+func (t *Tracker) Status() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
 
 // Fail records err and moves the tracker to Error.
 func (t *Tracker) Fail(err error) {
@@ -186,13 +201,6 @@ func (t *Tracker) Snapshotter() sdk.Snapshotter {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.snapper
-}
-
-// Status returns the current status.
-func (t *Tracker) Status() Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.status
 }
 
 // Snapshot is a point-in-time copy of a tracker, with stable JSON names.

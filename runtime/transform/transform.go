@@ -66,6 +66,18 @@ func parentOf(m map[string]any, path string, create bool) (parent map[string]any
 	return cur, segs[len(segs)-1], true
 }
 
+// remove deletes the field at the dotted path from m and returns its value;
+// found is false when there is no such field.
+func remove(m map[string]any, path string) (v any, found bool) {
+	parent, last, ok := parentOf(m, path, false)
+	if !ok {
+		return nil, false
+	}
+	v, found = parent[last]
+	delete(parent, last)
+	return v, found
+}
+
 // AddFields returns the add_fields transform: it sets each field to its
 // value, creating nested objects for dotted names. With overwrite false an
 // existing field is left alone.
@@ -132,9 +144,7 @@ func (d *deleteFields) Apply(rec *sdk.TransformRecord) error {
 		return err
 	}
 	for _, name := range d.fields {
-		if parent, last, ok := parentOf(m, name, false); ok {
-			delete(parent, last)
-		}
+		remove(m, name)
 	}
 	return nil
 }
@@ -159,15 +169,10 @@ func (r *renameFields) Apply(rec *sdk.TransformRecord) error {
 		return err
 	}
 	for _, old := range r.olds {
-		parent, last, ok := parentOf(m, old, false)
-		if !ok {
-			continue
-		}
-		v, found := parent[last]
+		v, found := remove(m, old)
 		if !found {
 			continue
 		}
-		delete(parent, last)
 		dst, dstLast, ok := parentOf(m, r.fields[old], true)
 		if !ok {
 			return fmt.Errorf("rename_fields: cannot move %q to %q: a part of the new path is not an object", old, r.fields[old])

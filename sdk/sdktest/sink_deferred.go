@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,10 +77,12 @@ func duplicates(sent []sdk.Record, written [][]byte) []string {
 // Durable keeps answering what it answered at the kill.
 type killable struct {
 	sdk.DeferredSink
-	mu       sync.Mutex
-	killed   bool
-	frozen   map[sdk.TopicPartition]int64
-	accepted int64 // highest offset of a successful Consume, -1 for none
+	mu     sync.Mutex
+	killed bool
+	frozen map[sdk.TopicPartition]int64
+	// accepted is one past the highest offset of a successful Consume (0
+	// for none): the loop's goroutine raises it, the test reads it meanwhile.
+	accepted atomic.Int64
 }
 
 var errKilled = errors.New("sinktest: the process was killed")
@@ -91,11 +94,11 @@ func (k *killable) Consume(ctx context.Context, batch []sdk.Record) error {
 	if err := k.DeferredSink.Consume(ctx, batch); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	hi := k.accepted.Load()
 	for _, r := range batch {
-		k.accepted = max(k.accepted, r.Offset)
+		hi = max(hi, r.Offset+1)
 	}
+	k.accepted.Store(hi) // the loop calls Consume from one goroutine
 	return nil
 }
 
@@ -138,12 +141,6 @@ func (k *killable) dead() bool {
 	return k.killed
 }
 
-func (k *killable) acceptedUpTo() int64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.accepted
-}
-
 // killLosesNothing runs a DeferredSink through the runtime's sink loop,
 // kills it (no Close, no final commit beyond what Durable reported) once it
 // has accepted a first half of the records, and starts a fresh sink on the
@@ -153,7 +150,7 @@ func (k *killable) acceptedUpTo() int64 {
 func (h SinkHarness) killLosesNothing(t *testing.T) {
 	h.needWritten(t)
 	h.needLong(t)
-	first := &killable{DeferredSink: h.newDeferred(t), accepted: -1}
+	first := &killable{DeferredSink: h.newDeferred(t)}
 	const topic, group = "sinktest", "sinktest-kill"
 	b, sent := h.seeded(t, topic)
 	n := len(sent)
@@ -195,7 +192,7 @@ func (h SinkHarness) killLosesNothing(t *testing.T) {
 	}
 
 	stop1, done1 := start(first)
-	wait("the first sink to accept every record", done1, func() bool { return first.acceptedUpTo() >= int64(n-1) })
+	wait("the first sink to accept every record", done1, func() bool { return first.accepted.Load() >= int64(n) })
 	durable := first.kill()
 	atKill := h.Written(t)
 	if err := stop1(); err != nil && !errors.Is(err, context.Canceled) {
@@ -226,9 +223,9 @@ func (h SinkHarness) killLosesNothing(t *testing.T) {
 	if !ok {
 		t.Fatalf("New returned a %T after a DeferredSink", s2)
 	}
-	second := &killable{DeferredSink: d2, accepted: -1}
+	second := &killable{DeferredSink: d2}
 	stop2, done2 := start(second)
-	wait("the restarted sink to accept every record", done2, func() bool { return second.acceptedUpTo() >= int64(len(sent)-1) })
+	wait("the restarted sink to accept every record", done2, func() bool { return second.accepted.Load() >= int64(len(sent)) })
 	if err := stop2(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("the restarted sink loop: %v", err)
 	}

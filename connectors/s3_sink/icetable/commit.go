@@ -91,6 +91,7 @@ func tableOffsets(tbl *table.Table) map[TopicPartition]int64 {
 // engine made the newer ones; and the current snapshot's id (0: none). It
 // reloads the table from the catalog first.
 func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, 0, t.clean(err)
@@ -113,6 +114,7 @@ func (t *Table) Offsets(ctx context.Context) (map[TopicPartition]int64, int64, e
 // back-off). With nothing to commit it does nothing and returns the
 // current snapshot id.
 func (t *Table) Commit(ctx context.Context, files []DataFile, next, expect map[TopicPartition]int64) (_ CommitResult, err error) {
+	ctx = t.cfg.ioContext(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer func() { err = t.clean(err) }()

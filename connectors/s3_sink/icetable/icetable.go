@@ -39,6 +39,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // the s3:// FileIO
 	"github.com/apache/iceberg-go/table"
+	iceutils "github.com/apache/iceberg-go/utils"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -77,9 +78,12 @@ type Config struct {
 	OrphanMinAge time.Duration
 	// S3 says how iceberg-go's FileIO, and Orphans, reach the bucket.
 	S3 S3Config
-	// Client, when set, is the S3 client Orphans and DeleteOrphans use (the
-	// sink's own, with its assumed role and CA file), instead of one made
-	// from S3.
+	// Client, when set, is the sink's own S3 client (its assumed role and
+	// CA file): Orphans and DeleteOrphans use it, and iceberg-go's FileIO,
+	// which writes the table's metadata and manifests and reads them,
+	// signs with its credentials and sends through its HTTP client, so the
+	// table's files are written as the data files are. S3's keys are then
+	// not used; S3's endpoint, region and addressing are.
 	Client *s3.Client
 }
 
@@ -186,18 +190,11 @@ type Table struct {
 // the table as it is, for tools (Orphans, Offsets...): it neither creates
 // nor changes it.
 func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField) (_ *Table, err error) {
+	ctx = cfg.ioContext(ctx)
 	t := &Table{cfg: cfg, secrets: secretsOf(cfg)}
 	defer func() { err = t.clean(err) }()
 	defer recoverError(&err)
-	ident, err := parseIdent(cfg.Table)
-	if err != nil {
-		return nil, err
-	}
-	t.ident = ident
-	if w := cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
-		return nil, fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
-	}
-	if err := t.openCatalog(ctx); err != nil {
+	if err := t.connect(ctx); err != nil {
 		return nil, err
 	}
 	if err := t.prepare(ctx, cols, spec); err != nil {
@@ -205,6 +202,20 @@ func Open(ctx context.Context, cfg Config, cols []Column, spec []PartitionField)
 		return nil, err
 	}
 	return t, nil
+}
+
+// connect checks the table's name and the warehouse, and opens the
+// catalog.
+func (t *Table) connect(ctx context.Context) error {
+	ident, err := parseIdent(t.cfg.Table)
+	if err != nil {
+		return err
+	}
+	t.ident = ident
+	if w := t.cfg.Warehouse; w != "" && !strings.HasPrefix(w, "s3://") && !strings.HasPrefix(w, "s3a://") {
+		return fmt.Errorf("iceberg warehouse '%s' is not an S3 location: use s3://bucket/prefix", w)
+	}
+	return t.openCatalog(ctx)
 }
 
 // Close releases the catalog's connections.
@@ -234,6 +245,17 @@ func parseIdent(s string) (table.Identifier, error) {
 	return append(ns, s[i+1:]), nil
 }
 
+// ioContext is ctx carrying Client's region, credentials and HTTP client
+// for iceberg-go's FileIO (which takes an aws.Config from the context);
+// ctx itself when there is no Client.
+func (c *Config) ioContext(ctx context.Context) context.Context {
+	if c.Client == nil {
+		return ctx
+	}
+	o := c.Client.Options()
+	return iceutils.WithAwsConfig(ctx, &aws.Config{Region: o.Region, Credentials: o.Credentials, HTTPClient: o.HTTPClient})
+}
+
 // fileIOProps are the FileIO properties of Config.S3.
 func (c *Config) fileIOProps() iceberg.Properties {
 	p := iceberg.Properties{}
@@ -244,9 +266,11 @@ func (c *Config) fileIOProps() iceberg.Properties {
 	}
 	set(iceio.S3EndpointURL, c.S3.Endpoint)
 	set(iceio.S3Region, c.S3.Region)
-	set(iceio.S3AccessKeyID, c.S3.AccessKeyID)
-	set(iceio.S3SecretAccessKey, c.S3.SecretAccessKey)
-	set(iceio.S3SessionToken, c.S3.SessionToken)
+	if c.Client == nil { // keys in the properties would win over ioContext's
+		set(iceio.S3AccessKeyID, c.S3.AccessKeyID)
+		set(iceio.S3SecretAccessKey, c.S3.SecretAccessKey)
+		set(iceio.S3SessionToken, c.S3.SessionToken)
+	}
 	if c.S3.Endpoint != "" && !c.S3.PathStyle {
 		p[iceio.S3ForceVirtualAddressing] = "true"
 	}
@@ -316,14 +340,18 @@ func (t *Table) openCatalog(ctx context.Context) error {
 	return nil
 }
 
-// awsConfig is the AWS configuration of Config.S3: its static keys when
-// given, else the default chain.
+// awsConfig is the AWS configuration of the glue catalog and of a client
+// Orphans makes: Client's credentials when there is one, else S3's static
+// keys when given, else the default chain.
 func (t *Table) awsConfig(ctx context.Context) (aws.Config, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if t.cfg.S3.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(t.cfg.S3.Region))
 	}
-	if t.cfg.S3.AccessKeyID != "" {
+	switch {
+	case t.cfg.Client != nil: // the sink's credentials: its assumed role
+		opts = append(opts, awsconfig.WithCredentialsProvider(t.cfg.Client.Options().Credentials))
+	case t.cfg.S3.AccessKeyID != "":
 		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(
 			t.cfg.S3.AccessKeyID, t.cfg.S3.SecretAccessKey, t.cfg.S3.SessionToken)))
 	}

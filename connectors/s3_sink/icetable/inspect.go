@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // Snapshot is one snapshot of the table, as Snapshots lists it.
@@ -23,6 +25,7 @@ type Snapshot struct {
 // Snapshots lists the snapshots the table keeps (those not expired), oldest
 // first: for status pages, tools and tests.
 func (t *Table) Snapshots(ctx context.Context) ([]Snapshot, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, t.clean(err)
@@ -46,32 +49,59 @@ func (t *Table) Snapshots(ctx context.Context) ([]Snapshot, error) {
 // DataFiles lists the paths of the data files of the table's current
 // snapshot, sorted.
 func (t *Table) DataFiles(ctx context.Context) ([]string, error) {
+	files, err := t.Files(ctx, nil)
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Path
+	}
+	return out, err
+}
+
+// File is one data file of the table, as Files lists it.
+type File struct {
+	Path    string
+	Records int64
+	// Partition is the file's value of each partition field by its name
+	// (region, ts_day, ts_hour), in Iceberg's human-readable form: the
+	// value, 2026-12-04 for a day, 2026-12-04-13 for an hour, "null".
+	Partition map[string]string
+}
+
+// Files lists the data files of the table's current snapshot that a scan
+// with filter reads (nil: every one), sorted by path: the manifests'
+// partition values prune the others. For tools and tests.
+func (t *Table) Files(ctx context.Context, filter iceberg.BooleanExpression) ([]File, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, t.clean(err)
 	}
-	snap := tbl.CurrentSnapshot()
-	if snap == nil {
+	if tbl.CurrentSnapshot() == nil {
 		return nil, nil
 	}
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return nil, t.clean(fmt.Errorf("iceberg table %s: %w", t.cfg.Table, err))
+	var opts []table.ScanOption
+	if filter != nil {
+		opts = append(opts, table.WithRowFilter(filter))
 	}
-	mfs, err := snap.Manifests(fs)
+	tasks, err := tbl.Scan(opts...).PlanFiles(ctx)
 	if err != nil {
-		return nil, t.clean(fmt.Errorf("iceberg table %s: reading the manifest list: %w", t.cfg.Table, err))
+		return nil, t.clean(fmt.Errorf("iceberg table %s: planning a scan: %w", t.cfg.Table, err))
 	}
-	var out []string
-	for _, mf := range mfs {
-		for e, err := range mf.Entries(fs, true) {
-			if err != nil {
-				return nil, t.clean(fmt.Errorf("iceberg table %s: reading manifest %s: %w", t.cfg.Table, mf.FilePath(), err))
+	spec, sc := tbl.Spec(), tbl.Schema()
+	out := make([]File, 0, len(tasks))
+	for _, task := range tasks {
+		df := task.File
+		f := File{Path: df.FilePath(), Records: df.Count(), Partition: map[string]string{}}
+		for _, pf := range spec.Fields() {
+			typ := iceberg.Type(iceberg.PrimitiveTypes.String)
+			if src, ok := sc.FindFieldByID(pf.SourceID()); ok {
+				typ = src.Type
 			}
-			out = append(out, e.DataFile().FilePath())
+			f.Partition[pf.Name] = pf.Transform.ToHumanStrType(typ, df.Partition()[pf.FieldID])
 		}
+		out = append(out, f)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
 
@@ -79,6 +109,7 @@ func (t *Table) DataFiles(ctx context.Context) ([]string, error) {
 // iceberg-go's scanner: for tools and tests, not for large tables. The
 // caller releases the result.
 func (t *Table) ReadAll(ctx context.Context) (arrow.Table, error) {
+	ctx = t.cfg.ioContext(ctx)
 	tbl, err := t.refresh(ctx)
 	if err != nil {
 		return nil, t.clean(err)

@@ -19,6 +19,7 @@ import (
 // It leaves out the table's own metadata folder, and objects younger than
 // Config.OrphanMinAge.
 func (t *Table) Orphans(ctx context.Context, prefix string) ([]string, error) {
+	ctx = t.cfg.ioContext(ctx)
 	out, err := t.orphans(ctx, prefix)
 	return out, t.clean(err)
 }
@@ -97,6 +98,7 @@ func referencedFiles(ctx context.Context, name string, tbl *table.Table) (map[st
 // Orphans lists them). It refuses, before deleting anything, a path that
 // a snapshot of the table references.
 func (t *Table) DeleteOrphans(ctx context.Context, paths []string) error {
+	ctx = t.cfg.ioContext(ctx)
 	return t.clean(t.deleteOrphans(ctx, paths))
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -431,7 +430,7 @@ func writeElement(b *strings.Builder, o *model.Object, e any) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	for _, k := range keys {
 		b.WriteString(tomlKey(k) + " = " + tomlValue(m[k]) + "\n")
 	}
@@ -492,7 +491,7 @@ func tomlValue(v any) string {
 		for k := range x {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		var parts []string
 		for _, k := range keys {
 			parts = append(parts, tomlKey(k)+" = "+tomlValue(x[k]))

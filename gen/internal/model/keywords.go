@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -91,7 +90,7 @@ var propertyKeywordNames = func() []string {
 			out = append(out, kw.name)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }()
 
@@ -105,7 +104,7 @@ func PropertyKeywords() []string {
 	for _, kw := range propertyKeywords {
 		out = append(out, kw.name)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -222,7 +221,7 @@ func parseEnumAliases(p *parser, pr *Property, v *jsonx.Node, ptr string) {
 		}
 		pr.EnumAliases = append(pr.EnumAliases, [2]string{a, val})
 	}
-	sort.Slice(pr.EnumAliases, func(i, j int) bool { return pr.EnumAliases[i][0] < pr.EnumAliases[j][0] })
+	slices.SortFunc(pr.EnumAliases, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 }
 
 func parseEnumDescriptions(p *parser, pr *Property, v *jsonx.Node, ptr string) {
