@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/picomq/pico-connectors/internal/testwait"
+	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -455,4 +456,84 @@ func TestStreamedGroupCompressed(t *testing.T) {
 	if len(staged) != 2 {
 		t.Errorf("multipart uploads on staging keys %v, want one per region's file", staged)
 	}
+}
+
+// TestStreamCompressedCrash crashes a sink while its second gzip file
+// streams, its first one in, with aborts failing as after a SIGKILL, so staging uploads stay. The
+// next sink, resumed from the last Durable, cleans them up and writes the
+// rest: every offset is in exactly one object, no upload is left, and
+// every object is byte for byte the one a sink that never crashed and
+// held its files whole writes under the same key.
+func TestStreamCompressedCrash(t *testing.T) {
+	srv := s3test.Start(t)
+	proxy := faultproxy.Start(t, srv.Endpoint)
+	mod := func(o *options) {
+		o.Compression = compressGzip
+		o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 12<<20, 20<<20 // streams above 5 MiB, raw
+	}
+	recs := streamedRecords(30_000) // about 34 MB raw: three files of 12 MiB, 6.5 MB of gzip each
+	isAbort := func(r *http.Request) bool { return r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") }
+	incomplete := func() int {
+		out, err := srv.Client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
+			Bucket: aws.String(srv.Bucket), Prefix: aws.String("crash/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Uploads)
+	}
+
+	s := openAt(t, srv, proxy.URL, "crash", mod)
+	proxy.InjectMatching(isAbort, 100, faultproxy.Fault{Status: http.StatusServiceUnavailable})
+	feed(t, s, recs[:22_000], 500) // the second file streams
+	testwait.For(t, time.Minute, "the first file to be in and the second's staging upload to start", func() bool {
+		d, _ := durableOf(s, "orders.eu")
+		return d > 1000 && incomplete() > 0
+	})
+	committed, _ := durableOf(s, "orders.eu")
+	s.crash()
+	if n := incomplete(); n == 0 {
+		t.Fatal("no incomplete upload after the crash")
+	}
+	proxy.Clear()
+
+	s = openAt(t, srv, proxy.URL, "crash", mod)
+	feed(t, s, recs[committed-1000:], 500)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]string{}
+	for _, o := range readObjects(t, srv, "crash/") {
+		for _, off := range o.offsets {
+			if k, dup := seen[off]; dup {
+				t.Fatalf("offset %d in %s and in %s", off, k, o.key)
+			}
+			seen[off] = o.key
+		}
+	}
+	if len(seen) != len(recs) {
+		t.Fatalf("%d offsets in the bucket, want %d", len(seen), len(recs))
+	}
+	if n := incomplete(); n > 0 {
+		t.Fatalf("%d incomplete uploads after the replay", n)
+	}
+
+	whole := openAt(t, srv, srv.Endpoint, "whole", func(o *options) { mod(o); o.MaxBufferSize = 256 << 20 })
+	feed(t, whole, recs, 500)
+	if err := whole.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	keys := srv.Keys(t)
+	n := 0
+	for _, k := range keys {
+		if rest, ok := strings.CutPrefix(k, "whole/"); ok {
+			n++
+			if got, want := srv.MustGet(t, "crash/"+rest), srv.MustGet(t, k); !bytes.Equal(got, want) {
+				t.Errorf("crash/%s: %d bytes, the file held whole %d other ones", rest, len(got), len(want))
+			}
+		}
+	}
+	if n < 3 || len(keys) != 2*n {
+		t.Fatalf("objects %v: want the same files under both prefixes, at least three", keys)
+	}
+	t.Logf("resumed from %d; %d offsets, each once; %d files, the same bytes as held whole", committed, len(seen), n)
 }
