@@ -11,6 +11,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 	"github.com/picomq/pico-connectors/sdk"
 )
@@ -45,7 +46,7 @@ var regionCodes = map[string]bool{
 // s3:ListBucket), the bucket's region, and the probe object Open writes
 // and deletes (s3:PutObject, s3:DeleteObject); with table_format =
 // "iceberg", the catalog and the table against the definition
-// (checkTable).
+// (checkIcebergTable).
 func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	if err := s.opts.validate(); err != nil {
 		return []sdk.Check{sdk.Failed("configuration", err.Error(), "fix the definition (pico-connectors validate lists every problem)")}
@@ -105,7 +106,7 @@ func (s *Sink) Check(ctx context.Context) []sdk.Check {
 	default:
 		out = append(out, sdk.Passed(checkEncryption, o.describe()))
 	}
-	return append(out, s.checkTable(ctx, client)...)
+	return append(out, s.checkIcebergTable(ctx, client)...)
 }
 
 // checkRegion compares region with the bucket's region when the store
@@ -166,3 +167,26 @@ func statusOf(err error) int {
 // shown is err's text with the user information and query of any URL in
 // it masked.
 func shown(err error) string { return confkit.MaskURLs(err.Error()) }
+
+// checkIcebergTable is pico-connectors check's row of table_format = "iceberg":
+// the catalog reached, the table loaded and the definition compared with
+// it as Open would, changing nothing (icetable.Check); nothing when off.
+func (s *Sink) checkIcebergTable(ctx context.Context, client *s3.Client) []sdk.Check {
+	if !s.opts.Iceberg.Enabled {
+		return nil
+	}
+	spec, err := s.opts.partitionSpec()
+	var cols []icetable.Column
+	if err == nil && len(s.opts.Columns) > 0 {
+		cols, err = s.tableColumns()
+	}
+	var msg string
+	if err == nil {
+		msg, err = icetable.Check(ctx, s.opts.tableConfig(client), cols, specFields(spec))
+	}
+	if err != nil {
+		return []sdk.Check{sdk.Failed(checkTable, s.opts.tableError(err).Error(),
+			"reach the catalog with iceberg_catalog_uri and its credentials; for a change Iceberg cannot make, put the column back as it was or add one with another name, or write a new iceberg_table")}
+	}
+	return []sdk.Check{sdk.Passed(checkTable, msg)}
+}

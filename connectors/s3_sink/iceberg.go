@@ -70,29 +70,6 @@ func (o *options) tableError(err error) error {
 	return fmt.Errorf("iceberg_table '%s' (iceberg_catalog %s): %w", o.Iceberg.Table, o.Iceberg.Catalog, err)
 }
 
-// checkTable is pico-connectors check's row of table_format = "iceberg":
-// the catalog reached, the table loaded and the definition compared with
-// it as Open would, changing nothing (icetable.Check); nothing when off.
-func (s *Sink) checkTable(ctx context.Context, client *s3.Client) []sdk.Check {
-	if !s.opts.Iceberg.Enabled {
-		return nil
-	}
-	spec, err := s.opts.partitionSpec()
-	var cols []icetable.Column
-	if err == nil && len(s.opts.Columns) > 0 {
-		cols, err = s.tableColumns()
-	}
-	var msg string
-	if err == nil {
-		msg, err = icetable.Check(ctx, s.opts.tableConfig(client), cols, specFields(spec))
-	}
-	if err != nil {
-		return []sdk.Check{sdk.Failed(checkTable, s.opts.tableError(err).Error(),
-			"reach the catalog with iceberg_catalog_uri and its credentials; for a change Iceberg cannot make, put the column back as it was or add one with another name, or write a new iceberg_table")}
-	}
-	return []sdk.Check{sdk.Passed(checkTable, msg)}
-}
-
 // specFields is the partition spec as icetable takes it.
 func specFields(spec []partitionField) []icetable.PartitionField {
 	out := make([]icetable.PartitionField, len(spec))

@@ -175,8 +175,8 @@ func (o *options) partitionSpec() ([]partitionField, error) {
 			}
 			// A file cut by the hour is cut by the day too.
 			if !slices.ContainsFunc(o.PathTemplate.Parts, func(p templatePart) bool {
-				pp, span := fieldParam(p.Param)
-				return p.Name == "field" && strings.Trim(pp, ".") == path && (span == spanHour || span == spanDay && f.Transform == "day")
+				pp, by := fieldParam(p.Param)
+				return p.Name == "field" && strings.Trim(pp, ".") == path && (by == cutHour || by == cutDay && f.Transform == "day")
 			}) {
 				return nil, bad("path_template must cut files by the column's %[1]s in UTC, so that a file holds one %[1]s of it: add {field:%[2]s:%[1]s} to path_template (now '%[3]s')", f.Transform, path, o.PathTemplate.Source)
 			}

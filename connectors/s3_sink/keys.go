@@ -70,24 +70,23 @@ type keyLayout struct {
 	// sets keys_avro's, for Avro topics); nil: JSON only.
 	fields payloadFields
 	text   []byte // scratch space of a field's text
-	row    pqRow  // scratch space of the parquet columns' time parser
 }
 
 // fieldCut is how {field:PATH:day} and {field:PATH:hour} cut files by a
-// payload time: span is the day or the hour (spanNone: a plain
+// payload time: by is the day or the hour (cutNone: a plain
 // {field:PATH}), unit how a number at PATH counts time.
 type fieldCut struct {
-	span timeSpan
+	by   timeCut
 	unit timeUnit
 }
 
-// timeSpan is the day or the hour of a {field:PATH:day|hour} part.
-type timeSpan int
+// timeCut is the day or the hour of a {field:PATH:day|hour} part.
+type timeCut int
 
 const (
-	spanNone timeSpan = iota
-	spanDay
-	spanHour
+	cutNone timeCut = iota
+	cutDay
+	cutHour
 )
 
 // timeUnit is how a number at a cut field's path counts time: epoch
@@ -103,18 +102,18 @@ const (
 )
 
 // cutSuffixes are the time cuts a {field:...} part may end with.
-var cutSuffixes = map[string]timeSpan{"day": spanDay, "hour": spanHour}
+var cutSuffixes = map[string]timeCut{"day": cutDay, "hour": cutHour}
 
 // fieldParam splits the text of a {field:...} part into the path and
 // the time cut: {field:PATH:day} and {field:PATH:hour} cut PATH's time
 // (a path may itself hold ':', which stays part of it otherwise).
-func fieldParam(param string) (path string, span timeSpan) {
+func fieldParam(param string) (path string, by timeCut) {
 	if i := strings.LastIndexByte(param, ':'); i > 0 {
-		if sp, ok := cutSuffixes[param[i+1:]]; ok {
-			return param[:i], sp
+		if c, ok := cutSuffixes[param[i+1:]]; ok {
+			return param[:i], c
 		}
 	}
-	return param, spanNone
+	return param, cutNone
 }
 
 // payloadFields reads path_template's {field:...} parts from records whose
@@ -140,9 +139,9 @@ func newKeyLayout(prefix string, t pathTemplate, loc *time.Location, missing str
 	l := &keyLayout{prefix: prefix, tmpl: t, loc: loc, missing: missing, paths: make([][]string, len(t.Parts)), cuts: make([]fieldCut, len(t.Parts))}
 	for i, p := range t.Parts {
 		if p.Name == "field" {
-			path, span := fieldParam(p.Param)
+			path, by := fieldParam(p.Param)
 			l.paths[i] = strings.Split(strings.Trim(path, "."), ".")
-			l.cuts[i].span = span
+			l.cuts[i].by = by
 			l.readsFields = true
 		}
 		l.perRecord = l.perRecord || slices.Contains(recordPlaceholders, p.Name)
@@ -259,7 +258,7 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 		case "mm":
 			dst = appendPadded(dst, int64(rt.Minute()), 2)
 		case "field":
-			if span := l.cuts[i].span; span != spanNone {
+			if by := l.cuts[i].by; by != cutNone {
 				var t time.Time
 				var ok bool
 				if other {
@@ -267,7 +266,7 @@ func (l *keyLayout) appendDir(dst []byte, rec *sdk.Record, group time.Time) ([]b
 				} else {
 					t, ok = l.jsonTime(rec.Payload, i)
 				}
-				dst = l.appendCut(dst, t, ok, span)
+				dst = l.appendCut(dst, t, ok, by)
 			} else if other {
 				l.text = l.fields.appendField(l.text[:0], i)
 				dst = l.appendValue(dst, l.text)
@@ -336,18 +335,18 @@ func (l *keyLayout) appendValue(dst, v []byte) []byte {
 // appendCut appends the UTC day (2026-12-04) or hour (2026-12-04-13) of
 // t, Iceberg's human-readable forms of its day and hour transforms, or
 // default_partition_value when there is no time (!ok).
-func (l *keyLayout) appendCut(dst []byte, t time.Time, ok bool, span timeSpan) []byte {
+func (l *keyLayout) appendCut(dst []byte, t time.Time, ok bool, by timeCut) []byte {
 	switch {
 	case !ok:
 		return append(dst, l.missing...)
-	case span == spanHour:
+	case by == cutHour:
 		return t.UTC().AppendFormat(dst, "2006-01-02-15")
 	}
 	return t.UTC().AppendFormat(dst, time.DateOnly)
 }
 
 // jsonTime reads the time of cut part i in a JSON payload with the parquet
-// columns' own parser (pqRow.timestamp, pqRow.date), so that a file's
+// columns' own parser (jsonTimestamp, jsonDate), so that a file's
 // directory has the day or hour of the value its column holds: an RFC 3339
 // string, or a number of the part's unit (a date column's YYYY-MM-DD or
 // days). False when the value is missing, null or not a time.
@@ -360,47 +359,25 @@ func (l *keyLayout) jsonTime(payload []byte, i int) (time.Time, bool) {
 	var err error
 	switch l.cuts[i].unit {
 	case unitDays:
-		n, err = l.row.date(raw)
+		n, err = jsonDate(raw)
 		return time.Unix(n*86400, 0), err == nil
 	case unitMicros:
-		n, err = l.row.timestamp(raw, true)
+		n, err = jsonTimestamp(raw, true)
 		return time.UnixMicro(n), err == nil
 	}
-	n, err = l.row.timestamp(raw, false)
+	n, err = jsonTimestamp(raw, false)
 	return time.UnixMilli(n), err == nil
 }
 
-// setUnits takes the unit of each cut part from the first column of cols
-// that reads its path and holds a time: timestamp_us counts
-// microseconds, date days, anything else (or no column) milliseconds.
-func (l *keyLayout) setUnits(cols []columnSpec) {
+// setUnits takes the unit of each cut part from unitOf, given the part's
+// dotted path.
+func (l *keyLayout) setUnits(unitOf func(path string) timeUnit) {
 	for i, path := range l.paths {
-		if path == nil || l.cuts[i].span == spanNone {
-			continue
-		}
-		for _, c := range cols {
-			if c.payloadPath() != strings.Join(path, ".") {
-				continue
-			}
-			if u, ok := columnUnits[c.Type]; ok {
-				l.cuts[i].unit = u
-				break
-			}
+		if path != nil && l.cuts[i].by != cutNone {
+			l.cuts[i].unit = unitOf(strings.Join(path, "."))
 		}
 	}
 }
-
-// payloadPath is the dotted payload path a column reads: its path, or its
-// name.
-func (c columnSpec) payloadPath() string {
-	if c.Path == "" {
-		return c.Name
-	}
-	return c.Path
-}
-
-// columnUnits is the unit of each column type that holds a time.
-var columnUnits = map[string]timeUnit{"timestamp_ms": unitMillis, "timestamp_us": unitMicros, "date": unitDays}
 
 // checkFieldCuts refuses a {field:PATH:SUFFIX} whose suffix looks like a
 // time cut but is not day or hour (such as month or Day), which would

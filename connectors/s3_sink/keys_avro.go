@@ -3,7 +3,6 @@ package s3sink
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/parquet-go/parquet-go"
 	pqformat "github.com/parquet-go/parquet-go/format"
@@ -68,7 +67,7 @@ func newAvroKey(l *keyLayout, text string) (*avroKey, error) {
 		if lt := n.pq.Type().LogicalType(); lt != nil && isDecimal(lt.Value) {
 			return nil, fmt.Errorf("path_template's {field:%s}: the Avro field %s is a decimal, whose bytes are no text; use a string, number, boolean or enum field", l.tmpl.Parts[i].Param, n.path)
 		}
-		if l.cuts[i].span != spanNone {
+		if l.cuts[i].by != cutNone {
 			u, ok := avroTimeUnit(n)
 			if !ok {
 				return nil, fmt.Errorf("path_template's {field:%s}: the Avro field %s is no time; a day or hour cut takes a timestamp-millis or timestamp-micros long, a date int, a long of epoch milliseconds or an RFC 3339 string", l.tmpl.Parts[i].Param, n.path)
@@ -127,31 +126,6 @@ func avroTimeUnit(n *avroNode) (timeUnit, bool) {
 		return unitMillis, true
 	}
 	return unitMillis, typ.Kind() == parquet.Int64
-}
-
-// fieldTime returns the time of part i's value (payloadFields): a
-// timestamp or date by its unit, a long as epoch milliseconds, a string
-// parsed as the parquet columns parse an RFC 3339 time; false when it is
-// null, not a time or the payload did not decode.
-func (f *avroFields) fieldTime(i int) (time.Time, bool) {
-	c := f.key.cols[i]
-	if !f.ok || c < 0 || len(f.walk.cols[c]) == 0 {
-		return time.Time{}, false
-	}
-	v := f.walk.cols[c][0]
-	switch v.Kind() {
-	case parquet.ByteArray:
-		t, err := time.Parse(timestampForm.layout, string(v.ByteArray()))
-		return t, err == nil
-	case parquet.Int32:
-		return time.Unix(int64(v.Int32())*86400, 0), f.key.units[i] == unitDays
-	case parquet.Int64:
-		if f.key.units[i] == unitMicros {
-			return time.UnixMicro(v.Int64()), true
-		}
-		return time.UnixMilli(v.Int64()), true
-	}
-	return time.Time{}, false // a null
 }
 
 func isDecimal(v pqformat.LogicalTypeValue) bool {

@@ -59,7 +59,8 @@ func TestFieldTimeCut(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			l := newKeyLayout("", mustTemplate(t, tmpl), kolkata, "none")
 			if c.colType != "" {
-				l.setUnits([]columnSpec{{Name: "other", Type: "timestamp_us", Path: "x"}, {Name: "ts", Type: c.colType}})
+				o := options{Columns: []columnSpec{{Name: "other", Type: "timestamp_us", Path: "x"}, {Name: "ts", Type: c.colType}}}
+				l.setUnits(o.timeUnitOf)
 			}
 			rec := &sdk.Record{Topic: "t", Timestamp: time.Unix(0, 0), Payload: []byte(`{"ts":` + c.ts + `}`)}
 			got, err := l.appendDir(nil, rec, rec.Timestamp)

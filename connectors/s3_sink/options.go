@@ -156,7 +156,7 @@ func (o *options) layout() *keyLayout {
 		missing = "__unknown"
 	}
 	l := newKeyLayout(o.Prefix, o.PathTemplate, o.Location, missing)
-	l.setUnits(o.Columns)
+	l.setUnits(o.timeUnitOf)
 	return l
 }
 
@@ -231,6 +231,30 @@ type columnSpec struct {
 	Optional  bool
 	Precision int
 	Scale     int
+}
+
+// payloadPath is the dotted payload path a column reads: its path, or its
+// name.
+func (c columnSpec) payloadPath() string {
+	if c.Path == "" {
+		return c.Name
+	}
+	return c.Path
+}
+
+// columnUnits is the unit of each column type that holds a time.
+var columnUnits = map[string]timeUnit{"timestamp_ms": unitMillis, "timestamp_us": unitMicros, "date": unitDays}
+
+// timeUnitOf is how a number at path counts time, for {field:PATH:day}
+// and {field:PATH:hour}: as the first column that reads path and holds a
+// time counts it (timestamp_us microseconds, date days), else milliseconds.
+func (o *options) timeUnitOf(path string) timeUnit {
+	for _, c := range o.Columns {
+		if u, ok := columnUnits[c.Type]; ok && c.payloadPath() == path {
+			return u
+		}
+	}
+	return unitMillis
 }
 
 // icebergSettings is table_format and the iceberg_* keys.

@@ -201,25 +201,6 @@ func (s *Sink) encodeFailed(key string, err error) error {
 	return fmt.Errorf("s3 sink: encoding the parquet file %s failed, its records are not uploaded: %w", key, err)
 }
 
-// rowReader reads the serialized rows of a file's chunks into a parquet
-// writer: pqBatch rows per WriteRows (fewer when a row group ends, or when
-// the values' buffer is full), a row group per mark. The batches depend
-// only on the rows, so a file read in one go (encodeParquet) and one read
-// as it fills (parquet_stream.go) give the writer the same calls, and the
-// same bytes.
-type rowReader struct {
-	w      *parquet.Writer
-	cols   int
-	rows   []parquet.Row
-	values []parquet.Value
-	// ci and i are where the next row starts in the chunks read: chunk
-	// ci, byte i. The chunks below done hold no row still to write (the
-	// rows of a batch point into its chunks until it is written); free
-	// takes them as they are done.
-	ci, i, done int
-	free        func([][]byte)
-}
-
 func newRowReader(w *parquet.Writer, cols int, free func([][]byte)) *rowReader {
 	return &rowReader{w: w, cols: cols, rows: make([]parquet.Row, 0, pqBatch), values: make([]parquet.Value, 0, pqBatch*cols), free: free}
 }

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/big"
 	"strconv"
-	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -110,9 +109,9 @@ func (l *pqLayout) jsonRow(r *pqRow, rec *sdk.Record) (int, error) {
 				err = fmt.Errorf("not true or false")
 			}
 		case colTimestampMs, colTimestampUs:
-			v.i, err = r.timestamp(raw, c.typ == colTimestampUs)
+			v.i, err = jsonTimestamp(raw, c.typ == colTimestampUs)
 		case colDate:
-			v.i, err = r.date(raw)
+			v.i, err = jsonDate(raw)
 		case colDecimal:
 			if c.flba > 0 {
 				r.offs[i] = len(r.buf)
@@ -307,10 +306,6 @@ func appendJSONString(dst, raw []byte) ([]byte, error) {
 	return append(dst, s...), nil
 }
 
-func isNumberStart(raw []byte) bool {
-	return len(raw) > 0 && (raw[0] == '-' || isDigit(raw[0]))
-}
-
 func jsonInt(raw []byte) (int64, error) {
 	if !isNumberStart(raw) {
 		return 0, fmt.Errorf("not an integer")
@@ -337,79 +332,8 @@ func jsonFloat(raw []byte) (float64, error) {
 	return f, nil
 }
 
-// timeForm is how a timestamp or date column's value is written: an
-// integer within bits, or a string of layout (form and what name it in
-// messages, example is one).
-type timeForm struct {
-	bits                int
-	layout              string
-	form, what, example string
-}
-
-var (
-	timestampForm = timeForm{64, time.RFC3339Nano, "an RFC 3339", "an RFC 3339 time", "2026-09-03T21:15:04.118Z"}
-	dateForm      = timeForm{32, time.DateOnly, "a YYYY-MM-DD", "a date", "2026-09-03"}
-)
-
-// timeOf reads raw in form f: the integer n, or the time t (isTime).
-func (r *pqRow) timeOf(raw []byte, f timeForm) (n int64, t time.Time, isTime bool, err error) {
-	if isNumberStart(raw) {
-		n, err := strconv.ParseInt(string(raw), 10, f.bits)
-		if err != nil {
-			return 0, t, false, fmt.Errorf("not an integer within int%d", f.bits)
-		}
-		return n, t, false, nil
-	}
-	s, err := r.text(raw)
-	if err != nil {
-		return 0, t, false, fmt.Errorf("neither %s string nor an integer", f.form)
-	}
-	if t, err = time.Parse(f.layout, s); err != nil {
-		return 0, t, false, fmt.Errorf("not %s such as %s", f.what, f.example)
-	}
-	return 0, t, true, nil
-}
-
-// timestamp reads an RFC 3339 string or an integer of the column's unit.
-func (r *pqRow) timestamp(raw []byte, micros bool) (int64, error) {
-	n, t, isTime, err := r.timeOf(raw, timestampForm)
-	switch {
-	case err != nil || !isTime:
-		return n, err
-	case micros:
-		return t.UnixMicro(), nil
-	}
-	return t.UnixMilli(), nil
-}
-
-// date reads a YYYY-MM-DD string or an integer of days since 1970-01-01.
-func (r *pqRow) date(raw []byte) (int64, error) {
-	n, t, isTime, err := r.timeOf(raw, dateForm)
-	if err != nil || !isTime {
-		return n, err
-	}
-	days := t.Unix() / 86400
-	if days < math.MinInt32 || days > math.MaxInt32 {
-		return 0, fmt.Errorf("out of the range of a date")
-	}
-	return days, nil
-}
-
-// text returns a JSON string's text, unescaped.
-func (r *pqRow) text(raw []byte) (string, error) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", fmt.Errorf("not a string")
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err
-}
-
 func (r *pqRow) base64(raw []byte) ([]byte, error) {
-	s, err := r.text(raw)
+	s, err := jsonText(raw)
 	if err != nil {
 		return r.buf, fmt.Errorf("not a base64 string")
 	}
@@ -529,8 +453,6 @@ func parseDecimal(text []byte) (neg bool, digits []byte, pow int64, ok bool) {
 	}
 	return neg, mantissa, pow, true
 }
-
-func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
 // A serialized row is uvarint(number of values), then per value: its kind
 // (pqKind*), repetition level, definition level, uvarint(column index),

@@ -27,14 +27,13 @@ func TestTimeValues(t *testing.T) {
 		{"date", `"03/09/2026"`, 0, "not a date such as 2026-09-03"},
 	}
 	for _, c := range cases {
-		var r pqRow
 		var got int64
 		var err error
 		switch c.col {
 		case "date":
-			got, err = r.date([]byte(c.in))
+			got, err = jsonDate([]byte(c.in))
 		default:
-			got, err = r.timestamp([]byte(c.in), c.col == "us")
+			got, err = jsonTimestamp([]byte(c.in), c.col == "us")
 		}
 		switch {
 		case c.err != "" && (err == nil || err.Error() != c.err):

@@ -1,9 +1,5 @@
 package s3sink
 
-import (
-	"github.com/parquet-go/parquet-go"
-)
-
 // Streamed Parquet files: once an open Parquet file streams (its raw rows
 // past streamAt, stream.go), a writer kept for it encodes its rows as they
 // are appended, with the settings and the batches of encodeParquet
@@ -21,25 +17,6 @@ import (
 // encoding at an upload holds it (in encodeBudget: encodeRoom keeps no
 // room for it twice), though it never waits for the budget, and an
 // upload's encoding always runs beside it.
-
-// pqStream is the encoder of a streamed Parquet file, under the sink's
-// lock.
-type pqStream struct {
-	w       *parquet.Writer
-	rows    *rowReader
-	out     heldChunks
-	reserve int64
-	err     error // the writer refused a row (a bug): the file fails at its cut
-}
-
-// heldChunks collects the encoded bytes of a streamed file in chunks of
-// the pool's largest size (its parts are cut from them), taken while the
-// sink's lock is held, as the writer is called with it.
-type heldChunks struct {
-	s      *Sink
-	chunks [][]byte
-	size   int64
-}
 
 // Write appends b to the chunks; it never fails.
 func (o *heldChunks) Write(b []byte) (int, error) {

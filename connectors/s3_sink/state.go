@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/picomq/pico-connectors/connectors/s3_sink/icetable"
 	"github.com/picomq/pico-connectors/sdk"
@@ -277,6 +278,44 @@ func newMetrics(m sdk.Metrics) sinkMetrics {
 type pqFile struct {
 	group int64
 	enc   *pqStream
+}
+
+// pqStream is the encoder of a streamed Parquet file, under the sink's
+// lock.
+type pqStream struct {
+	w       *parquet.Writer
+	rows    *rowReader
+	out     heldChunks
+	reserve int64
+	err     error // the writer refused a row (a bug): the file fails at its cut
+}
+
+// heldChunks collects the encoded bytes of a streamed file in chunks of
+// the pool's largest size (its parts are cut from them), taken while the
+// sink's lock is held, as the writer is called with it.
+type heldChunks struct {
+	s      *Sink
+	chunks [][]byte
+	size   int64
+}
+
+// rowReader reads the serialized rows of a file's chunks into a parquet
+// writer: pqBatch rows per WriteRows (fewer when a row group ends, or when
+// the values' buffer is full), a row group per mark. The batches depend
+// only on the rows, so a file read in one go (encodeParquet) and one read
+// as it fills (parquet_stream.go) give the writer the same calls, and the
+// same bytes.
+type rowReader struct {
+	w      *parquet.Writer
+	cols   int
+	rows   []parquet.Row
+	values []parquet.Value
+	// ci and i are where the next row starts in the chunks read: chunk
+	// ci, byte i. The chunks below done hold no row still to write (the
+	// rows of a batch point into its chunks until it is written); free
+	// takes them as they are done.
+	ci, i, done int
+	free        func([][]byte)
 }
 
 // grow counts n more bytes held.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -179,4 +180,29 @@ func (at *avroTopics) key(rec *sdk.Record) *avroKey {
 		return b.key
 	}
 	return nil
+}
+
+// fieldTime returns the time of part i's value (payloadFields): a
+// timestamp or date by its unit, a long as epoch milliseconds, a string
+// parsed as the parquet columns parse an RFC 3339 time; false when it is
+// null, not a time or the payload did not decode.
+func (f *avroFields) fieldTime(i int) (time.Time, bool) {
+	c := f.key.cols[i]
+	if !f.ok || c < 0 || len(f.walk.cols[c]) == 0 {
+		return time.Time{}, false
+	}
+	v := f.walk.cols[c][0]
+	switch v.Kind() {
+	case parquet.ByteArray:
+		t, err := time.Parse(timestampForm.layout, string(v.ByteArray()))
+		return t, err == nil
+	case parquet.Int32:
+		return time.Unix(int64(v.Int32())*86400, 0), f.key.units[i] == unitDays
+	case parquet.Int64:
+		if f.key.units[i] == unitMicros {
+			return time.UnixMicro(v.Int64()), true
+		}
+		return time.UnixMilli(v.Int64()), true
+	}
+	return time.Time{}, false // a null
 }
