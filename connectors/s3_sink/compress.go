@@ -14,12 +14,6 @@ import (
 // encoders are fixed (compression_level, one goroutine, no timestamps), so
 // the same records give the same bytes on every replay.
 
-// compressor is a pooled encoder: a *gzip.Writer or a *zstd.Encoder.
-type compressor interface {
-	io.WriteCloser
-	Reset(w io.Writer)
-}
-
 // compressors keeps encoders by compression and compression_level (none
 // has no pool).
 var compressors [compressZstd + 1][levelBest + 1]sync.Pool
@@ -36,17 +30,6 @@ func init() {
 			return w
 		}
 	}
-}
-
-// chunkWriter collects written bytes into chunks taken from the sink's
-// pool, counted in the sink's held bytes. locked: its writer holds the
-// sink's lock (a streamed file's encoder, see encoder).
-type chunkWriter struct {
-	s      *Sink
-	locked bool
-	chunks [][]byte
-	size   int64
-	taken  int // chunks taken so far, for the pool's sizes (a streamed file's go back as its parts go up)
 }
 
 func (w *chunkWriter) Write(b []byte) (int, error) {
@@ -73,18 +56,6 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 	}
 	w.size += int64(n)
 	return n, nil
-}
-
-// encoder is a pooled compressor writing into out: the compressed file
-// of compress, or that of a streamed file, fed its chunks as they fill
-// (stream.go), whose parts are cut from out. Either way the encoder sees
-// the file's bytes in order, whatever their chunks' sizes, so the output
-// is the same bytes (TestStreamCompressorBoundaries).
-type encoder struct {
-	c    compressor
-	pool *sync.Pool
-	out  chunkWriter
-	held int64 // its state, counted in the sink's held bytes (a streamed file's)
 }
 
 // encoderBytes is about what an encoder holds once it has compressed a few

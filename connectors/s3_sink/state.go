@@ -3,6 +3,7 @@ package s3sink
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -297,6 +298,35 @@ type heldChunks struct {
 	s      *Sink
 	chunks [][]byte
 	size   int64
+}
+
+// compressor is a pooled encoder: a *gzip.Writer or a *zstd.Encoder.
+type compressor interface {
+	io.WriteCloser
+	Reset(w io.Writer)
+}
+
+// chunkWriter collects written bytes into chunks taken from the sink's
+// pool, counted in the sink's held bytes. locked: its writer holds the
+// sink's lock (a streamed file's encoder, see encoder).
+type chunkWriter struct {
+	s      *Sink
+	locked bool
+	chunks [][]byte
+	size   int64
+	taken  int // chunks taken so far, for the pool's sizes (a streamed file's go back as its parts go up)
+}
+
+// encoder is a pooled compressor writing into out: the compressed file
+// of compress, or that of a streamed file, fed its chunks as they fill
+// (stream.go), whose parts are cut from out. Either way the encoder sees
+// the file's bytes in order, whatever their chunks' sizes, so the output
+// is the same bytes (TestStreamCompressorBoundaries).
+type encoder struct {
+	c    compressor
+	pool *sync.Pool
+	out  chunkWriter
+	held int64 // its state, counted in the sink's held bytes (a streamed file's)
 }
 
 // rowReader reads the serialized rows of a file's chunks into a parquet
