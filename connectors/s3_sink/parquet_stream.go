@@ -18,25 +18,6 @@ package s3sink
 // room for it twice), though it never waits for the budget, and an
 // upload's encoding always runs beside it.
 
-// Write appends b to the chunks; it never fails.
-func (o *heldChunks) Write(b []byte) (int, error) {
-	for n := 0; n < len(b); {
-		k := len(o.chunks)
-		if k == 0 || len(o.chunks[k-1]) == cap(o.chunks[k-1]) {
-			// The largest class, as chunkClass gives a streamed file.
-			o.chunks = append(o.chunks, o.s.pool.get(64, 1))
-			o.s.grow(cap(o.chunks[k]))
-			k++
-		}
-		c := o.chunks[k-1]
-		m := copy(c[len(c):cap(c)], b[n:])
-		o.chunks[k-1] = c[:len(c)+m]
-		n += m
-	}
-	o.size += int64(len(b))
-	return len(b), nil
-}
-
 // encodeOpen encodes the rows appended to p's open Parquet file since the
 // last call, once the file streams; the first call starts its writer and
 // points its stream at the encoded bytes. The raw chunks whose rows are
@@ -49,7 +30,9 @@ func (s *Sink) encodeOpen(p *partitionState) {
 	e := fb.pq.enc
 	if e == nil {
 		e = &pqStream{reserve: s.encodeReserve()}
-		e.out.s = s
+		// The writer is called with the lock held; its chunks are the
+		// pool's largest, as chunkClass gives a streamed file.
+		e.out = chunkWriter{s: s, locked: true, taken: 64}
 		l := s.pqLayoutOf(p.topic)
 		e.w = parquetWriter(&e.out, l)
 		e.rows = newRowReader(e.w, l.columns(), s.free)

@@ -286,18 +286,9 @@ type pqFile struct {
 type pqStream struct {
 	w       *parquet.Writer
 	rows    *rowReader
-	out     heldChunks
+	out     chunkWriter // the encoded bytes, in the pool's largest chunks
 	reserve int64
 	err     error // the writer refused a row (a bug): the file fails at its cut
-}
-
-// heldChunks collects the encoded bytes of a streamed file in chunks of
-// the pool's largest size (its parts are cut from them), taken while the
-// sink's lock is held, as the writer is called with it.
-type heldChunks struct {
-	s      *Sink
-	chunks [][]byte
-	size   int64
 }
 
 // compressor is a pooled encoder: a *gzip.Writer or a *zstd.Encoder.
