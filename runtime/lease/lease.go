@@ -19,6 +19,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/picomq/pico-connectors/internal/defaults"
 	"github.com/picomq/pico-connectors/runtime/broker/clientconf"
 	"github.com/picomq/pico-connectors/runtime/definition"
 )
@@ -109,15 +111,9 @@ func Start(ctx context.Context, cfg Config) (*Lease, error) {
 	if cfg.Key == "" || cfg.RuntimeID == "" {
 		return nil, errors.New("lease: a source key and a runtime id are needed")
 	}
-	if cfg.Topic == "" {
-		cfg.Topic = DefaultTopic
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = DefaultSessionTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Topic = cmp.Or(cfg.Topic, DefaultTopic)
+	cfg.SessionTimeout = defaults.Positive(cfg.SessionTimeout, DefaultSessionTimeout)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	session := int(cfg.SessionTimeout.Milliseconds())
 	cm, err := clientconf.ConfigMap(cfg.BootstrapServers, kafka.ConfigMap{
 		"group.id":                      GroupPrefix + cfg.Key,

@@ -93,12 +93,14 @@
 package sinkloop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/defaults"
 	"github.com/picomq/pico-connectors/runtime/metrics"
 	"github.com/picomq/pico-connectors/runtime/status"
 	"github.com/picomq/pico-connectors/sdk"
@@ -114,36 +116,16 @@ var ErrClose = errors.New("close")
 // the sink (a failed Open, a bad definition, an unusable consumer, a failed
 // Close).
 func Run(ctx context.Context, cfg Config) (err error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Tracker == nil {
-		cfg.Tracker = status.New(string(sdk.KindSink), cfg.Key, nil)
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = sdk.DiscardMetrics
-	}
-	if cfg.RetryDelay <= 0 {
-		cfg.RetryDelay = 100 * time.Millisecond
-	}
-	if cfg.MaxRetryDelay <= 0 {
-		cfg.MaxRetryDelay = 30 * time.Second
-	}
-	if cfg.ErrorAfter <= 0 {
-		cfg.ErrorAfter = 3
-	}
-	if cfg.CloseTimeout <= 0 {
-		cfg.CloseTimeout = 30 * time.Second
-	}
-	if cfg.CommitInterval <= 0 {
-		cfg.CommitInterval = time.Second
-	}
-	if cfg.DeliveryTimeout <= 0 {
-		cfg.DeliveryTimeout = 30 * time.Second
-	}
-	if cfg.GroupID == "" {
-		cfg.GroupID = "pico-connectors-" + cfg.Key
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Tracker = cmp.Or(cfg.Tracker, status.New(string(sdk.KindSink), cfg.Key, nil))
+	cfg.Metrics = cmp.Or(cfg.Metrics, sdk.DiscardMetrics)
+	cfg.RetryDelay = defaults.Positive(cfg.RetryDelay, 100*time.Millisecond)
+	cfg.MaxRetryDelay = defaults.Positive(cfg.MaxRetryDelay, 30*time.Second)
+	cfg.ErrorAfter = defaults.Positive(cfg.ErrorAfter, 3)
+	cfg.CloseTimeout = defaults.Positive(cfg.CloseTimeout, 30*time.Second)
+	cfg.CommitInterval = defaults.Positive(cfg.CommitInterval, time.Second)
+	cfg.DeliveryTimeout = defaults.Positive(cfg.DeliveryTimeout, 30*time.Second)
+	cfg.GroupID = cmp.Or(cfg.GroupID, "pico-connectors-"+cfg.Key)
 	l := &loop{
 		cfg: cfg, log: cfg.Logger, tr: cfg.Tracker,
 		results:    make(chan outcome, 1),

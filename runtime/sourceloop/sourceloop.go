@@ -52,6 +52,7 @@
 package sourceloop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/picomq/pico-connectors/internal/defaults"
 	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/definition"
 	"github.com/picomq/pico-connectors/runtime/metrics"
@@ -254,36 +256,18 @@ func (l *loop) failOpen(ctx context.Context, err error) error {
 }
 
 func newLoop(cfg Config) (*loop, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Tracker == nil {
-		cfg.Tracker = status.New(string(sdk.KindSource), cfg.Key, nil)
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = sdk.DiscardMetrics
-	}
-	if cfg.RetryDelay <= 0 {
-		cfg.RetryDelay = 100 * time.Millisecond
-	}
-	if cfg.MaxRetryDelay <= 0 {
-		cfg.MaxRetryDelay = 10 * time.Second
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Tracker = cmp.Or(cfg.Tracker, status.New(string(sdk.KindSource), cfg.Key, nil))
+	cfg.Metrics = cmp.Or(cfg.Metrics, sdk.DiscardMetrics)
+	cfg.RetryDelay = defaults.Positive(cfg.RetryDelay, 100*time.Millisecond)
+	cfg.MaxRetryDelay = defaults.Positive(cfg.MaxRetryDelay, 10*time.Second)
 	if cfg.MaxRetryDelay < cfg.RetryDelay {
 		cfg.MaxRetryDelay = cfg.RetryDelay
 	}
-	if cfg.MaxConsecutiveNacks <= 0 {
-		cfg.MaxConsecutiveNacks = 30
-	}
-	if cfg.MaxPollFailures <= 0 {
-		cfg.MaxPollFailures = DefaultMaxPollFailures
-	}
-	if cfg.DeliveryTimeout <= 0 {
-		cfg.DeliveryTimeout = 30 * time.Second
-	}
-	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 5 * time.Second
-	}
+	cfg.MaxConsecutiveNacks = defaults.Positive(cfg.MaxConsecutiveNacks, 30)
+	cfg.MaxPollFailures = defaults.Positive(cfg.MaxPollFailures, DefaultMaxPollFailures)
+	cfg.DeliveryTimeout = defaults.Positive(cfg.DeliveryTimeout, 30*time.Second)
+	cfg.StopTimeout = defaults.Positive(cfg.StopTimeout, 5*time.Second)
 	l := &loop{
 		cfg:        cfg,
 		log:        cfg.Logger,

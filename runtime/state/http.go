@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/picomq/pico-connectors/internal/defaults"
 	"github.com/picomq/pico-connectors/runtime/backoff"
 	"github.com/picomq/pico-connectors/runtime/confkit"
 )
@@ -70,18 +71,10 @@ func NewHTTPStore(cfg HTTPConfig) (*HTTPStore, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("http state store: state.http.url must be an http:// or https:// URL")
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 5
-	}
-	if cfg.RetryDelay <= 0 {
-		cfg.RetryDelay = 200 * time.Millisecond
-	}
-	if cfg.MaxDelay <= 0 {
-		cfg.MaxDelay = 30 * time.Second
-	}
+	cfg.Timeout = defaults.Positive(cfg.Timeout, 5*time.Second)
+	cfg.MaxAttempts = defaults.Positive(cfg.MaxAttempts, 5)
+	cfg.RetryDelay = defaults.Positive(cfg.RetryDelay, 200*time.Millisecond)
+	cfg.MaxDelay = defaults.Positive(cfg.MaxDelay, 30*time.Second)
 	client := http.Client{Timeout: cfg.Timeout}
 	if cfg.Client != nil {
 		client = *cfg.Client
