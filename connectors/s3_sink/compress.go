@@ -101,7 +101,7 @@ func (e *encoder) drop() {
 	e.pool.Put(e.c)
 	e.c = nil
 	if e.held > 0 { // locked
-		e.out.s.held -= e.held
+		e.out.s.grow(-int(e.held))
 		e.held = 0
 	}
 }

@@ -101,6 +101,17 @@ const (
 	unitDays
 )
 
+// at is the time n counts in unit u.
+func (u timeUnit) at(n int64) time.Time {
+	switch u {
+	case unitDays:
+		return time.Unix(n*86400, 0)
+	case unitMicros:
+		return time.UnixMicro(n)
+	}
+	return time.UnixMilli(n)
+}
+
 // cutSuffixes are the time cuts a {field:...} part may end with.
 var cutSuffixes = map[string]timeCut{"day": cutDay, "hour": cutHour}
 
@@ -355,18 +366,15 @@ func (l *keyLayout) jsonTime(payload []byte, i int) (time.Time, bool) {
 	if !ok || len(raw) == 0 || string(raw) == "null" {
 		return time.Time{}, false
 	}
+	u := l.cuts[i].unit
 	var n int64
 	var err error
-	switch l.cuts[i].unit {
-	case unitDays:
+	if u == unitDays {
 		n, err = jsonDate(raw)
-		return time.Unix(n*86400, 0), err == nil
-	case unitMicros:
-		n, err = jsonTimestamp(raw, true)
-		return time.UnixMicro(n), err == nil
+	} else {
+		n, err = jsonTimestamp(raw, u == unitMicros)
 	}
-	n, err = jsonTimestamp(raw, false)
-	return time.UnixMilli(n), err == nil
+	return u.at(n), err == nil
 }
 
 // setUnits takes the unit of each cut part from unitOf, given the part's

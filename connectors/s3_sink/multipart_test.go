@@ -22,12 +22,16 @@ import (
 )
 
 // uploads lists the incomplete multipart uploads under prefix.
-func (h *harness) uploads(prefix string) []string {
-	h.t.Helper()
-	out, err := h.sink.client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
-		Bucket: aws.String(h.srv.Bucket), Prefix: aws.String(prefix)})
+func (h *harness) uploads(prefix string) []string { return incompleteUploads(h.t, h.srv, prefix) }
+
+// incompleteUploads lists the keys of the incomplete multipart uploads of
+// srv's bucket under prefix.
+func incompleteUploads(t testing.TB, srv *s3test.Server, prefix string) []string {
+	t.Helper()
+	out, err := srv.Client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
+		Bucket: aws.String(srv.Bucket), Prefix: aws.String(prefix)})
 	if err != nil {
-		h.t.Fatalf("ListMultipartUploads: %v", err)
+		t.Fatalf("ListMultipartUploads: %v", err)
 	}
 	var keys []string
 	for _, u := range out.Uploads {
@@ -238,25 +242,13 @@ func feedFrom1000(tb testing.TB, s *Sink, recs []sdk.Record, n int) {
 func TestMultipartCrash(t *testing.T) {
 	srv := s3test.Start(t)
 	proxy := faultproxy.Start(t, srv.Endpoint)
-	client := s3test.NewClient(srv.Endpoint, srv.AccessKey, srv.SecretKey)
 	mod := func(o *options) { o.PartSize, o.MaxFileSize, o.MaxBufferSize = 5<<20, 12<<20, 32<<20 } // files stream above 8 MiB
 	const n = 25_000                                                                               // about 29 MiB: one file uploaded, the next in parts when the sink dies
 	recs := benchRecords(n, 1024)
 	for i := range recs {
 		recs[i].Offset = int64(i)
 	}
-	incomplete := func() []string {
-		out, err := client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
-			Bucket: aws.String(srv.Bucket), Prefix: aws.String("mpu/")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, u := range out.Uploads {
-			keys = append(keys, aws.ToString(u.Key))
-		}
-		return keys
-	}
+	incomplete := func() []string { return incompleteUploads(t, srv, "mpu/") }
 	isPart := func(r *http.Request) bool { return r.Method == http.MethodPut && r.URL.Query().Has("partNumber") }
 	isAbort := func(r *http.Request) bool { return r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") }
 

@@ -170,14 +170,8 @@ func (s *Sink) encodeParquet(f *closedFile) error {
 		s.free(chunks)
 		s.mu.Unlock()
 	})
-	err := r.read(f.chunks)
-	if err == nil {
-		err = r.write(f.chunks, len(f.chunks))
-	}
+	err := r.finish(f.chunks)
 	f.chunks = f.chunks[r.done:]
-	if err == nil {
-		err = w.Close()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.grow(-int(reserve))
@@ -239,6 +233,19 @@ func (r *rowReader) read(chunks [][]byte) error {
 		r.ci, r.i = r.ci+1, 0
 	}
 	return nil
+}
+
+// finish reads the rest of chunks, hands the last batch to the writer,
+// frees the chunks and closes the writer (the last row group and the
+// footer).
+func (r *rowReader) finish(chunks [][]byte) error {
+	if err := r.read(chunks); err != nil {
+		return err
+	}
+	if err := r.write(chunks, len(chunks)); err != nil {
+		return err
+	}
+	return r.w.Close()
 }
 
 // write hands the batch to the writer, then frees chunks[done:upTo].

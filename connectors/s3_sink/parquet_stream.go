@@ -72,13 +72,7 @@ func (s *Sink) encodeCut(fb *fileBuffer, f *closedFile) {
 	fb.pq.enc = nil
 	err := e.err
 	if err == nil {
-		err = e.rows.read(fb.chunks)
-	}
-	if err == nil {
-		err = e.rows.write(fb.chunks, len(fb.chunks))
-	}
-	if err == nil {
-		err = e.w.Close()
+		err = e.rows.finish(fb.chunks)
 	}
 	e.trim(fb)
 	s.free(fb.chunks)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/picomq/pico-connectors/internal/testwait"
 	"github.com/picomq/pico-connectors/runtime/servertest/faultproxy"
 	"github.com/picomq/pico-connectors/runtime/servertest/s3test"
@@ -96,18 +94,7 @@ func TestStreamedGroupCrash(t *testing.T) {
 		recs = append(recs, sdk.Record{Topic: "orders.eu", Offset: int64(i), Schema: sdk.SchemaJSON,
 			Payload: []byte(fmt.Sprintf(`{"region":"%s","pad":"%s"}`, regions[i%2], pad))})
 	}
-	incomplete := func() []string {
-		out, err := srv.Client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
-			Bucket: aws.String(srv.Bucket), Prefix: aws.String("mpu/")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, u := range out.Uploads {
-			keys = append(keys, aws.ToString(u.Key))
-		}
-		return keys
-	}
+	incomplete := func() []string { return incompleteUploads(t, srv, "mpu/") }
 	isPart := func(r *http.Request) bool { return r.Method == http.MethodPut && r.URL.Query().Has("partNumber") }
 	isAbort := func(r *http.Request) bool { return r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") }
 

@@ -476,14 +476,7 @@ func TestStreamCompressedCrash(t *testing.T) {
 		recs[i].Offset = int64(i)
 	}
 	isAbort := func(r *http.Request) bool { return r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") }
-	incomplete := func() int {
-		out, err := srv.Client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
-			Bucket: aws.String(srv.Bucket), Prefix: aws.String("crash/")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(out.Uploads)
-	}
+	incomplete := func() int { return len(incompleteUploads(t, srv, "crash/")) }
 
 	s := openAt(t, srv, proxy.URL, "crash", mod)
 	proxy.InjectMatching(isAbort, 100, faultproxy.Fault{Status: http.StatusServiceUnavailable})

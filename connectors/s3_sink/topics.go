@@ -197,12 +197,9 @@ func (f *avroFields) fieldTime(i int) (time.Time, bool) {
 		t, err := time.Parse(timestampForm.layout, string(v.ByteArray()))
 		return t, err == nil
 	case parquet.Int32:
-		return time.Unix(int64(v.Int32())*86400, 0), f.key.units[i] == unitDays
+		return unitDays.at(int64(v.Int32())), f.key.units[i] == unitDays
 	case parquet.Int64:
-		if f.key.units[i] == unitMicros {
-			return time.UnixMicro(v.Int64()), true
-		}
-		return time.UnixMilli(v.Int64()), true
+		return f.key.units[i].at(v.Int64()), true
 	}
 	return time.Time{}, false // a null
 }
