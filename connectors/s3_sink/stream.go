@@ -213,26 +213,21 @@ func (s *Sink) partsRunning() bool {
 
 // cutStream hands the stream of fb, just cut into f, to f: its upload
 // sends the rest. Should f be dropped before (Release), its staging
-// upload is aborted. A compressed file's rest goes through its encoder,
-// whose output becomes f's bytes, encoded; if none of its parts started
-// (its compressed bytes stayed within part_size), f goes up as a file
-// held whole, at its key.
+// upload is aborted. A Parquet or compressed file first takes its encoded
+// bytes; if none of its parts started (they stayed within part_size), f
+// goes up as a file held whole, at its key.
 func (s *Sink) cutStream(fb *fileBuffer, f *closedFile) {
 	st := fb.stream
 	if st == nil {
 		return
 	}
-	s.encodeCut(fb, f) // Parquet: f takes the encoded bytes
-	if e := st.enc; e != nil {
-		st.enc = nil
-		e.write(f.chunks)
-		s.free(f.chunks)
-		e.close()
-		f.chunks, f.size, f.encoded = e.out.chunks, e.out.size, true
-		if len(st.mpu.parts) == 0 {
-			st.cancel()
-			return
-		}
+	s.encodeCut(fb, f)   // Parquet: f takes the encoded bytes
+	s.compressCut(st, f) // compressed: f takes the compressed bytes
+	if len(st.mpu.parts) == 0 {
+		// No part started (the encoded bytes stayed within part_size):
+		// there is no staging upload, and f goes up as a file held whole.
+		st.cancel()
+		return
 	}
 	st.cut, st.chunks, st.size = true, &f.chunks, &f.size
 	f.stream = st
@@ -245,6 +240,21 @@ func (s *Sink) cutStream(fb *fileBuffer, f *closedFile) {
 			s.dropStream(st, nil)
 		}
 	})
+}
+
+// compressCut ends the compression of st's file, just cut into f: the rest
+// of its bytes go through the encoder, whose output becomes f's bytes,
+// encoded. The lock is held.
+func (s *Sink) compressCut(st *fileStream, f *closedFile) {
+	e := st.enc
+	if e == nil {
+		return
+	}
+	st.enc = nil
+	e.write(f.chunks)
+	s.free(f.chunks)
+	e.close()
+	f.chunks, f.size, f.encoded = e.out.chunks, e.out.size, true
 }
 
 // dropStream gives up a stream whose file is dropped: its parts stop, its
